@@ -1,0 +1,1 @@
+"""Semantic analyses with clingo and z3."""

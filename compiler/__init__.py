@@ -1,0 +1,1 @@
+"""The compiler: source, spans, diagnostics, parsing, resolution, checks and stratification."""

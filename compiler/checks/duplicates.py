@@ -1,0 +1,66 @@
+"""``duplicate-rule``: a rule (or fact) that repeats an earlier one adds nothing.
+
+Two rules are duplicates when they have the same head and the same body literals, in any
+order, or when one is the other with its variables renamed consistently. (Subsumption by a
+more general rule is the deep analyzer's ``redundant-rule``.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import ast, codes
+from ..diagnostics import Diagnostic, Related
+from . import Context
+
+
+def check(context: Context) -> list[Diagnostic]:
+    diagnostics: list[Diagnostic] = []
+    seen: dict[Any, ast.Rule] = {}
+    for _, rule in context.user_rules():
+        head, body = _shape(rule.head, None), tuple(_shape(lit, None) for lit in rule.body)
+        names: dict[str, int] = {}
+        renamed = (_shape(rule.head, names), tuple(_shape(lit, names) for lit in rule.body))
+        keys = (("set", head, frozenset(body)), ("renamed", renamed))
+        first = next((seen[k] for k in keys if k in seen), None)
+        if first is not None:
+            what = "fact" if rule.is_fact else "rule"
+            diagnostics.append(
+                codes.DUPLICATE_RULE(
+                    rule.head.span,
+                    f"this {what} repeats the {what} on line {first.span.line}",
+                    related=[Related(first.span, f"the same {what} here")],
+                    help=f"remove one of the two; a {what} holds once however often it is written",
+                )
+            )
+            continue
+        for key in keys:
+            seen.setdefault(key, rule)
+    return diagnostics
+
+
+def _shape(node: Any, names: dict[str, int] | None) -> Any:
+    """A hashable picture of a literal or term; with ``names``, variables are numbered in
+    order of first occurrence, so that consistently renamed rules get the same picture."""
+    if isinstance(node, ast.Var):
+        return ("var", node.name if names is None else names.setdefault(node.name, len(names)))
+    if isinstance(node, ast.Atom):
+        return ("atom", node.name, tuple(_shape(a, names) for a in node.args))
+    if isinstance(node, ast.Negation):
+        return ("not", _shape(node.atom, names))
+    if isinstance(node, ast.Comparison):
+        return ("cmp", node.op, _shape(node.left, names), _shape(node.right, names))
+    if isinstance(node, ast.Call):
+        return ("call", node.name, tuple(_shape(a, names) for a in node.args))
+    if isinstance(node, ast.BinOp):
+        return ("op", node.op, _shape(node.left, names), _shape(node.right, names))
+    if isinstance(node, ast.Negate):
+        return ("neg", _shape(node.operand, names))
+    if isinstance(node, ast.Aggregate):
+        target = None if node.target is None else _shape(node.target, names)
+        return ("agg", node.op, target, tuple(_shape(lit, names) for lit in node.body))
+    if isinstance(node, ast.Wildcard):
+        return ("_",)
+    if isinstance(node, ast.String | ast.Integer | ast.Float):
+        return (type(node).__name__, node.value)
+    raise AssertionError(f"unknown node {node!r}")

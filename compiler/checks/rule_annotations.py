@@ -1,0 +1,134 @@
+"""``invalid-annotation``: rule annotations are known, well-formed and consistent.
+
+=============  ==============================================  ==========================
+annotation     meaning                                         argument
+=============  ==============================================  ==========================
+``@id``        a stable identifier of the rule (deny reasons)  one string, unique
+``@req``       the requirement(s) the rule encodes             one or more strings
+``@message``   why the action is denied, for the agent         one string; ``{var}`` ok
+``@suggest``   what the agent can do instead                   one string; ``{var}`` ok
+``@severity``  how serious a violation is                      low, medium, high, critical
+=============  ==============================================  ==========================
+
+Placeholders ``{var}`` in ``@message`` and ``@suggest`` must name a variable that the rule
+binds outside any aggregate (``{{`` and ``}}`` stand for literal braces).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .. import ast, codes
+from ..diagnostics import Diagnostic, Edit, Fix, Related
+from ..syntax_errors import did_you_mean
+from . import Context
+
+SEVERITIES = ("low", "medium", "high", "critical")
+ANNOTATIONS = {"id": (1, 1), "req": (1, None), "message": (1, 1), "suggest": (1, 1), "severity": (1, 1)}
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+
+
+def check(context: Context) -> list[Diagnostic]:
+    diagnostics: list[Diagnostic] = []
+    ids: dict[str, ast.Annotation] = {}
+    for _, rule in context.user_rules():
+        seen: dict[str, ast.Annotation] = {}
+        for annotation in rule.annotations:
+            diagnostics.extend(_annotation(annotation, rule, seen, ids))
+            seen.setdefault(annotation.name, annotation)
+    return diagnostics
+
+
+def _annotation(
+    annotation: ast.Annotation, rule: ast.Rule, seen: dict[str, ast.Annotation], ids: dict[str, ast.Annotation]
+) -> list[Diagnostic]:
+    error = codes.INVALID_ANNOTATION
+    name = annotation.name
+    if name not in ANNOTATIONS:
+        close = did_you_mean(name, ANNOTATIONS)
+        return [
+            error(
+                annotation.span,
+                f"unknown annotation `@{name}`",
+                help=(f"did you mean `@{close}`? " if close else "")
+                + "the annotations are " + ", ".join(f"`@{a}`" for a in ANNOTATIONS),
+            )
+        ]
+    if name in seen:
+        return [error(annotation.span, f"`@{name}` is given twice for this rule",
+                      related=[Related(seen[name].span, "first given here")])]
+    low, high = ANNOTATIONS[name]
+    n = len(annotation.args)
+    if n < low or (high is not None and n > high):
+        wanted = "one string" if high == 1 else "one or more strings"
+        return [error(annotation.span, f"`@{name}` takes {wanted}, not {n} argument{'s' if n != 1 else ''}")]
+    problems: list[Diagnostic] = []
+    for arg in annotation.args:
+        if isinstance(arg, ast.Var):
+            problems.append(
+                error(arg.span, f"annotation arguments are strings: write `\"{arg.name}\"`",
+                      fix=Fix(f'write `"{arg.name}"`', (Edit(arg.span, f'"{arg.name}"'),), safe=True))
+            )
+        elif not isinstance(arg, ast.String):
+            problems.append(error(arg.span, f"`@{name}` takes a string"))
+    if problems:
+        return problems
+    value = annotation.args[0].value  # type: ignore[union-attr]
+    if name == "id":
+        if not value.strip():
+            return [error(annotation.args[0].span, "a rule id cannot be empty")]
+        if value in ids:
+            return [error(annotation.args[0].span, f"rule id `{value}` is already used",
+                          related=[Related(ids[value].span, "first used here")],
+                          help="deny reasons are reported by rule id, so ids are unique")]
+        ids[value] = annotation
+    elif name == "severity" and value not in SEVERITIES:
+        close = did_you_mean(value, SEVERITIES)
+        return [error(annotation.args[0].span, f"unknown severity `{value}`",
+                      help=(f"did you mean `{close}`? " if close else "")
+                      + "the severities are " + ", ".join(f"`{s}`" for s in SEVERITIES))]
+    elif name in ("message", "suggest"):
+        return _placeholders(annotation, rule)
+    return []
+
+
+def rule_variables(rule: ast.Rule) -> set[str]:
+    """Variables a message can mention: those of the head and of the body outside aggregates."""
+    names = set()
+    terms = list(rule.head.args)
+    for literal in rule.body:
+        terms.extend(ast.literal_terms(literal))
+    for term in terms:
+        for t in ast.walk_term(term, into_aggregates=False):
+            if isinstance(t, ast.Var):
+                names.add(t.name)
+    return names
+
+
+def _placeholders(annotation: ast.Annotation, rule: ast.Rule) -> list[Diagnostic]:
+    arg = annotation.args[0]
+    assert isinstance(arg, ast.String)
+    variables = rule_variables(rule)
+    problems = []
+    for match in _PLACEHOLDER.finditer(arg.value):
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            continue
+        if token in ("{", "}"):
+            problems.append(
+                codes.INVALID_ANNOTATION(arg.span, f"unmatched `{token}` in `@{annotation.name}`",
+                                         help="write `{{` or `}}` for a literal brace")
+            )
+            continue
+        var = match.group(1).strip()
+        if var not in variables:
+            close = did_you_mean(var, variables)
+            problems.append(
+                codes.INVALID_ANNOTATION(
+                    arg.span,
+                    f"`{{{var}}}` in `@{annotation.name}` is not a variable of this rule",
+                    help=(f"did you mean `{{{close}}}`? " if close else "")
+                    + "placeholders name variables of the rule's head or body",
+                )
+            )
+    return problems

@@ -1,0 +1,260 @@
+"""``unsafe-variable``: range restriction, so every rule derives finitely many facts.
+
+A variable is *bound* when it is an argument of a positive relation atom, or assigned with
+``x = expr`` (either side) once every variable of ``expr`` is bound, or assigned the result
+of an aggregate whose grouping variables are bound. Every variable in the head, in a
+negated literal, in a comparison, in an expression or passed to a functor must be bound.
+
+Aggregates have their own scope: variables bound inside the braces exist only there. A
+variable that occurs inside an aggregate and also outside it must be bound outside (it
+groups the aggregate); if only the aggregate binds it, its value outside is undefined —
+the *witness problem*.
+
+Facts have no body, so they cannot hold variables at all (``Send(v6).`` is almost always
+meant as ``Send("v6").``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from .. import ast, codes
+from ..diagnostics import Diagnostic, Edit, Fix
+from ..symbols import Symbols
+from . import Context
+
+
+def check(context: Context) -> list[Diagnostic]:
+    diagnostics: list[Diagnostic] = []
+    for _, rule in context.user_rules():
+        diagnostics.extend(_RuleSafety(rule, context.symbols).run())
+    return diagnostics
+
+
+def _vars(term: ast.Term) -> Iterable[ast.Var]:
+    return ast.term_vars(term)
+
+
+class _RuleSafety:
+    def __init__(self, rule: ast.Rule, symbols: Symbols) -> None:
+        self.rule = rule
+        self.symbols = symbols
+        self.diagnostics: list[Diagnostic] = []
+        self.reported: set[str] = set()
+        self.total: Counter[str] = Counter()
+        self.inner_bound: set[str] = set()  # bound in some aggregate's scope
+        for term in self.all_terms():
+            for var in _vars(term):
+                self.total[var.name] += 1
+
+    def all_terms(self) -> Iterable[ast.Term]:
+        yield from self.rule.head.args
+        for literal in self.rule.body:
+            yield from ast.literal_terms(literal)
+
+    # --------------------------------------------------------------------- binding
+
+    def is_relation(self, atom: ast.Atom) -> bool:
+        return atom.name not in self.symbols.functors
+
+    def outer_vars(self, aggregate: ast.Aggregate) -> set[str]:
+        inside: Counter[str] = Counter(v.name for v in _vars(aggregate))
+        return {name for name, n in inside.items() if self.total[name] > n}
+
+    def evaluable(self, term: ast.Term, bound: set[str]) -> bool:
+        for t in ast.walk_term(term, into_aggregates=False):
+            if isinstance(t, ast.Wildcard):
+                return False
+            if isinstance(t, ast.Var) and t.name not in bound:
+                return False
+            if isinstance(t, ast.Aggregate):
+                if not self.outer_vars(t) <= bound:
+                    return False
+                inner = self.bound(t.body, bound)
+                if t.target is not None and not all(v.name in inner for v in _vars(t.target)):
+                    return False
+        return True
+
+    def bound(self, literals: tuple[ast.Literal, ...], outer: set[str]) -> set[str]:
+        """The variables bound in a scope, given those bound around it."""
+        bound = set(outer)
+        for literal in literals:
+            if isinstance(literal, ast.Atom) and self.is_relation(literal):
+                bound.update(arg.name for arg in literal.args if isinstance(arg, ast.Var))
+        assignments = [lit for lit in literals if isinstance(lit, ast.Comparison) and lit.op == "="]
+        changed = True
+        while changed:
+            changed = False
+            for literal in assignments:
+                for side, other in ((literal.left, literal.right), (literal.right, literal.left)):
+                    if isinstance(side, ast.Var) and side.name not in bound and self.evaluable(other, bound):
+                        bound.add(side.name)
+                        changed = True
+        return bound
+
+    # -------------------------------------------------------------------- checking
+
+    def run(self) -> list[Diagnostic]:
+        rule = self.rule
+        if rule.is_fact:
+            self.fact()
+            return self.diagnostics
+        bound = self.bound(rule.body, set())
+        self.collect_inner(rule.body, bound)
+        for literal in rule.body:
+            self.literal(literal, bound)
+        for arg in rule.head.args:
+            self.head_term(arg, bound)
+        return self.diagnostics
+
+    def outside_occurrence(self, name: str) -> ast.Var | None:
+        """The first occurrence of a variable outside every aggregate, if any."""
+        for term in self.all_terms():
+            for t in ast.walk_term(term, into_aggregates=False):
+                if isinstance(t, ast.Var) and t.name == name:
+                    return t
+        return None
+
+    def collect_inner(self, literals: tuple[ast.Literal, ...], bound: set[str]) -> None:
+        for literal in literals:
+            for term in ast.literal_terms(literal):
+                for t in ast.walk_term(term, into_aggregates=False):
+                    if isinstance(t, ast.Aggregate):
+                        inner = self.bound(t.body, bound)
+                        self.inner_bound |= inner - bound
+                        self.collect_inner(t.body, inner)
+
+    def report(self, var: ast.Var, message: str, help_text: str, fix: Fix | None = None) -> None:
+        if var.name in self.reported:
+            return
+        self.reported.add(var.name)
+        if var.name in self.inner_bound:
+            message = f"variable `{var.name}` is bound only inside an aggregate, so it has no value here"
+            help_text = (
+                "an aggregate does not bind the variables of its body (the witness problem); "
+                f"bind `{var.name}` outside the braces, or use it only inside them"
+            )
+            fix = None
+        self.diagnostics.append(codes.UNSAFE_VARIABLE(var.span, message, help=help_text, fix=fix))
+
+    def wildcard(self, wildcard: ast.Wildcard, where: str) -> None:
+        self.diagnostics.append(
+            codes.UNSAFE_VARIABLE(wildcard.span, f"`_` cannot be used {where}",
+                                  help="`_` matches any value of a relation's argument; it has no value itself")
+        )
+
+    def fact(self) -> None:
+        for arg in self.rule.head.args:
+            for t in ast.walk_term(arg):
+                if isinstance(t, ast.Var):
+                    self.report(
+                        t,
+                        f"a fact cannot contain variables, and `{t.name}` is one",
+                        f'constants are quoted: write `"{t.name}"` for the string',
+                        Fix(f'write `"{t.name}"`', (Edit(t.span, f'"{t.name}"'),), safe=False),
+                    )
+                elif isinstance(t, ast.Wildcard):
+                    self.wildcard(t, "in a fact")
+
+    def head_term(self, term: ast.Term, bound: set[str]) -> None:
+        for t in ast.walk_term(term, into_aggregates=False):
+            if isinstance(t, ast.Var) and t.name not in bound:
+                self.report(
+                    t,
+                    f"variable `{t.name}` in the head is not bound in the body",
+                    f"every head variable must occur in a positive literal of the body or be assigned "
+                    f"with `{t.name} = ...`",
+                )
+            elif isinstance(t, ast.Wildcard):
+                self.wildcard(t, "in a rule head")
+            elif isinstance(t, ast.Aggregate):
+                self.diagnostics.append(
+                    codes.SYNTAX_ERROR(t.span, "an aggregate cannot appear in a rule head",
+                                       help="assign it in the body, e.g. `n = count : { ... }`, and use `n`")
+                )
+
+    def literal(self, literal: ast.Literal, bound: set[str]) -> None:
+        if isinstance(literal, ast.Atom):
+            if self.is_relation(literal):
+                for arg in literal.args:
+                    if not isinstance(arg, ast.Var | ast.Wildcard):
+                        self.expression(arg, bound, f"an argument of `{literal.name}`")
+            else:
+                self.functor_args(literal.name, literal.args, bound)
+        elif isinstance(literal, ast.Negation):
+            atom = literal.atom
+            if not self.is_relation(atom):
+                self.functor_args(atom.name, atom.args, bound)
+                return
+            for arg in atom.args:
+                if isinstance(arg, ast.Var) and arg.name not in bound:
+                    self.report(
+                        arg,
+                        f"variable `{arg.name}` in a negated literal is not bound",
+                        f"negation cannot bind variables: bind `{arg.name}` with a positive literal, "
+                        "or write `_` if any value will do",
+                    )
+                elif not isinstance(arg, ast.Var | ast.Wildcard):
+                    self.expression(arg, bound, f"an argument of `not {atom.name}`")
+        else:
+            for side, other in ((literal.left, literal.right), (literal.right, literal.left)):
+                if (
+                    literal.op == "="
+                    and isinstance(side, ast.Var)
+                    and side.name not in bound
+                    and not self.evaluable(other, bound)
+                ):
+                    # `x = expr` could not assign `x` because `expr` is unbound: report the
+                    # cause, inside `expr`, rather than its consequence.
+                    self.reported.add(side.name)
+            for side in (literal.left, literal.right):
+                if isinstance(side, ast.Wildcard):
+                    self.wildcard(side, "in a comparison")
+                else:
+                    self.expression(side, bound, "a comparison")
+
+    def functor_args(self, name: str, args: tuple[ast.Term, ...], bound: set[str]) -> None:
+        for arg in args:
+            if isinstance(arg, ast.Wildcard):
+                self.wildcard(arg, f"as an argument of the functor `{name}`")
+            else:
+                self.expression(arg, bound, f"an argument of `{name}`")
+
+    def expression(self, term: ast.Term, bound: set[str], where: str) -> None:
+        """Every variable of a computed term must be bound; aggregates are checked inside."""
+        for t in ast.walk_term(term, into_aggregates=False):
+            if isinstance(t, ast.Var) and t.name not in bound:
+                self.report(
+                    t,
+                    f"variable `{t.name}` in {where} is not bound",
+                    f"bind `{t.name}` with a positive literal or an assignment `{t.name} = ...` "
+                    "before it can be compared, computed with or passed to a function",
+                )
+            elif isinstance(t, ast.Wildcard):
+                self.wildcard(t, f"in {where}")
+            elif isinstance(t, ast.Call):
+                for arg in t.args:
+                    if isinstance(arg, ast.Wildcard):
+                        self.wildcard(arg, f"as an argument of the functor `{t.name}`")
+            elif isinstance(t, ast.Aggregate):
+                self.aggregate(t, bound)
+
+    def aggregate(self, aggregate: ast.Aggregate, bound: set[str]) -> None:
+        for name in sorted(self.outer_vars(aggregate) - bound):
+            var = self.outside_occurrence(name) or next(v for v in _vars(aggregate) if v.name == name)
+            self.report(
+                var,
+                f"variable `{name}` groups an aggregate but is not bound outside it",
+                f"a variable used both inside and outside an aggregate must be bound outside it; "
+                f"bind `{name}` with a positive literal outside the braces",
+            )
+        inner = self.bound(aggregate.body, bound)
+        for literal in aggregate.body:
+            self.literal(literal, inner)
+        if aggregate.target is not None:
+            self.expression(aggregate.target, inner, f"the target of `{aggregate.op}`")
+        elif aggregate.op != "count":
+            self.diagnostics.append(
+                codes.SYNTAX_ERROR(aggregate.span, f"`{aggregate.op}` needs a target: `{aggregate.op} x : {{ ... }}`")
+            )

@@ -1,0 +1,88 @@
+"""``undefined-relation`` and ``undefined-function``: every name must mean something.
+
+A relation is defined by a rule or fact with it in the head, a ``.decl`` or an ``.input``;
+a function by a ``.functor`` (or the builtins). Each use of an unknown name is reported,
+with the closest known name as a suggestion.
+
+>>> from policyc.compiler.pipeline import check_source
+>>> [d.message for d in check_source("Deny(a) :- Tainted(a).\\nTaint(e) :- Src(e).\\n.input Src")
+...  if d.name == "undefined-relation"]
+['relation `Tainted` is not defined']
+"""
+
+from __future__ import annotations
+
+from .. import ast, codes
+from ..diagnostics import Diagnostic
+from ..syntax_errors import did_you_mean
+from ..symbols import VERDICTS
+from . import Context
+
+
+def check(context: Context) -> list[Diagnostic]:
+    symbols = context.symbols
+    known = {
+        name
+        for name, relation in symbols.relations.items()
+        if name in symbols.defined or relation.declared or relation.is_input or name in VERDICTS
+    }
+    diagnostics: list[Diagnostic] = []
+    for module, statement in context.program.statements():
+        if isinstance(statement, ast.Output) and not context.program.is_library(module.path):
+            for ident in statement.names:
+                if ident.name not in known and ident.name not in symbols.functors:
+                    close = did_you_mean(ident.name, known)
+                    diagnostics.append(
+                        codes.UNDEFINED_RELATION(
+                            ident.span, f"output relation `{ident.name}` is not defined",
+                            help=f"did you mean `{close}`?" if close else "define it with rules or facts",
+                        )
+                    )
+    for _, rule in context.user_rules():
+        for atom, _, _ in ast.rule_atoms(rule):
+            if atom.name in symbols.functors or atom.name in known:
+                continue
+            diagnostics.append(_undefined_relation(atom, known, symbols.functors))
+        for term in _rule_terms(rule):
+            for call in ast.term_calls(term):
+                if call.name not in symbols.functors:
+                    diagnostics.append(_undefined_function(call, known, symbols.functors))
+    return diagnostics
+
+
+def _rule_terms(rule: ast.Rule) -> list[ast.Term]:
+    terms = list(rule.head.args)
+    for literal in rule.body:
+        terms.extend(ast.literal_terms(literal))
+    return terms
+
+
+def _undefined_relation(atom: ast.Atom, known: set[str], functors: dict) -> Diagnostic:
+    close = did_you_mean(atom.name, known | {f for f, sig in functors.items() if sig.is_predicate})
+    if close:
+        help_text = f"did you mean `{close}`?"
+    elif atom.name[:1].islower():
+        args = ", ".join("x" for _ in atom.args) or ""
+        help_text = (
+            f"if `{atom.name}` is computed by the host, declare it as a foreign predicate: "
+            f"`.functor {atom.name}({args}): bool`; if its facts come from outside, `.input {atom.name}`"
+        )
+    else:
+        help_text = f"define it with a rule or a fact, or declare its facts as input: `.input {atom.name}`"
+    return codes.UNDEFINED_RELATION(atom.name_span, f"relation `{atom.name}` is not defined", help=help_text)
+
+
+def _undefined_function(call: ast.Call, known: set[str], functors: dict) -> Diagnostic:
+    if call.name in known:
+        return codes.UNDEFINED_FUNCTION(
+            call.name_span,
+            f"`{call.name}` is a relation, not a function",
+            help="relations are conditions in a rule body; only functors compute values",
+        )
+    close = did_you_mean(call.name, [f for f, sig in functors.items() if not sig.is_predicate] or functors)
+    params = ", ".join("x: symbol" for _ in call.args)
+    return codes.UNDEFINED_FUNCTION(
+        call.name_span,
+        f"function `{call.name}` is not declared",
+        help=f"did you mean `{close}`?" if close else f"declare it: `.functor {call.name}({params}): symbol`",
+    )

@@ -1,0 +1,86 @@
+"""The catalog of diagnostic codes. Codes are stable: a code, once published, keeps its name
+and meaning; retired codes are not reused. ``docs/diagnostics.md`` documents every entry.
+
+>>> UNDEFINED_RELATION.code, UNDEFINED_RELATION.name
+('PC101', 'undefined-relation')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .diagnostics import Diagnostic, Fix, Related, Severity
+from .source import Span
+
+
+@dataclass(frozen=True)
+class Code:
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+
+    def __call__(
+        self,
+        span: Span,
+        message: str,
+        *,
+        related: tuple[Related, ...] | list[Related] = (),
+        help: str | None = None,
+        fix: Fix | None = None,
+    ) -> Diagnostic:
+        return Diagnostic(
+            self.code, self.name, self.severity, message, span, tuple(related), help, fix
+        )
+
+
+E, W = Severity.ERROR, Severity.WARNING
+
+SYNTAX_ERROR = Code("PC001", "syntax-error", E, "the text is not a well-formed policy")
+INVALID_ENCODING = Code("PC002", "invalid-encoding", E, "the file is not UTF-8 text")
+
+UNDEFINED_RELATION = Code(
+    "PC101", "undefined-relation", E, "a relation is used but nothing defines or declares it"
+)
+ARITY_MISMATCH = Code(
+    "PC102", "arity-mismatch", E, "a relation or functor is used with the wrong number of arguments"
+)
+TYPE_MISMATCH = Code("PC103", "type-mismatch", E, "a value of one type is used where another is required")
+UNSAFE_VARIABLE = Code(
+    "PC104", "unsafe-variable", E, "a variable is not bound by any positive literal or assignment"
+)
+NEGATION_CYCLE = Code(
+    "PC105", "negation-cycle", E, "a relation depends on itself through negation or an aggregate"
+)
+UNDEFINED_FUNCTION = Code("PC106", "undefined-function", E, "a function is called but not declared")
+INVALID_DIRECTIVE = Code("PC107", "invalid-directive", E, "a directive is malformed or contradicts another")
+INVALID_ANNOTATION = Code("PC108", "invalid-annotation", E, "a rule annotation is malformed")
+NAME_CONFLICT = Code("PC109", "name-conflict", E, "a name is used both as a relation and as a functor")
+
+SINGLETON_VARIABLE = Code("PC201", "singleton-variable", W, "a named variable occurs only once in its rule")
+UNUSED_RELATION = Code(
+    "PC202", "unused-relation", W, "a relation does not contribute to `Allow`, `Deny` or an output"
+)
+EMPTY_RELATION = Code("PC203", "empty-relation", W, "nothing can ever put a fact into a relation")
+DUPLICATE_RULE = Code("PC204", "duplicate-rule", W, "a rule repeats another rule")
+
+CATALOG: tuple[Code, ...] = (
+    SYNTAX_ERROR,
+    INVALID_ENCODING,
+    UNDEFINED_RELATION,
+    ARITY_MISMATCH,
+    TYPE_MISMATCH,
+    UNSAFE_VARIABLE,
+    NEGATION_CYCLE,
+    UNDEFINED_FUNCTION,
+    INVALID_DIRECTIVE,
+    INVALID_ANNOTATION,
+    NAME_CONFLICT,
+    SINGLETON_VARIABLE,
+    UNUSED_RELATION,
+    EMPTY_RELATION,
+    DUPLICATE_RULE,
+)
+
+BY_NAME: dict[str, Code] = {c.name: c for c in CATALOG}
+BY_CODE: dict[str, Code] = {c.code: c for c in CATALOG}

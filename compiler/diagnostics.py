@@ -1,0 +1,72 @@
+"""Diagnostics are values: a stable code and name, a severity, a one-line message, a primary
+span, labelled related spans, an optional help text and an optional fix.
+
+Only the CLI prints them or turns them into an exit status; everything else returns them.
+The catalog of codes lives in :mod:`policyc.compiler.codes`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .source import Span
+
+
+class Severity(enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Related:
+    """A secondary location that explains the primary one ("first declared here")."""
+
+    span: Span
+    message: str
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text of ``span`` with ``text`` (an empty span inserts)."""
+
+    span: Span
+    text: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A change that resolves a diagnostic. ``safe`` fixes keep the policy's meaning."""
+
+    message: str
+    edits: tuple[Edit, ...]
+    safe: bool = True
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    span: Span
+    related: tuple[Related, ...] = ()
+    help: str | None = None
+    fix: Fix | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity is Severity.ERROR
+
+    def sort_key(self) -> tuple:
+        return (self.span.file, self.span.line, self.span.column, self.code, self.message)
+
+
+def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """Sorted by file and position, without exact duplicates (a file included twice)."""
+    return sorted(set(diagnostics), key=Diagnostic.sort_key)
+
+
+def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
+    return any(d.is_error for d in diagnostics)

@@ -1,0 +1,221 @@
+"""Files to a :class:`Program`: reading, decoding, ``.include`` and ``.import``.
+
+A program is the root file, every file it includes (transitively, each once), every library
+module it imports from the standard library, and the builtins prelude that declares the
+functors every policy may call. Included paths are relative to the including file.
+
+>>> program, diagnostics = load_source('.include "missing.dl"\\n', "p.dl")
+>>> [d.name for d in diagnostics]
+['invalid-directive']
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from . import ast, codes, syntax_errors
+from .diagnostics import Diagnostic
+from .parser import parse
+from .source import SourceFile
+
+PRELUDE = "builtins"
+
+
+class SourceError(Exception):
+    """A file named on the command line cannot be read (the CLI exits with status 2)."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """Parsed modules in load order: the prelude, imported and included modules, the roots."""
+
+    modules: tuple[ast.Module, ...]
+    roots: frozenset[str]
+    library: frozenset[str]
+
+    def rules(self) -> Iterator[tuple[ast.Module, ast.Rule]]:
+        for module in self.modules:
+            for statement in module.statements:
+                if isinstance(statement, ast.Rule):
+                    yield module, statement
+
+    def statements(self) -> Iterator[tuple[ast.Module, ast.Statement]]:
+        for module in self.modules:
+            for statement in module.statements:
+                yield module, statement
+
+    def is_library(self, path: str) -> bool:
+        return path in self.library
+
+    def source(self, path: str) -> SourceFile | None:
+        return self._sources.get(path)
+
+    @functools.cached_property
+    def _sources(self) -> dict[str, SourceFile]:
+        return {m.path: m.source for m in self.modules if m.source is not None}
+
+
+def decode(path: str, data: bytes) -> SourceFile | Diagnostic:
+    """The text of a file, or an ``invalid-encoding`` diagnostic at the first bad byte."""
+    if b"\x00" in data:
+        at = data.index(b"\x00")
+        text = data[:at].decode("utf-8", errors="replace")
+        return codes.INVALID_ENCODING(
+            SourceFile(path, text).span(len(text), len(text)),
+            "the file looks binary: it contains a NUL byte",
+            help="policies are UTF-8 text files",
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        prefix = data[: error.start].decode("utf-8", errors="replace")
+        return codes.INVALID_ENCODING(
+            SourceFile(path, prefix).span(len(prefix), len(prefix)),
+            f"the file is not valid UTF-8: byte 0x{data[error.start]:02x} cannot start a character here",
+            help="save the file as UTF-8",
+        )
+    if text.startswith("\ufeff"):
+        text = " " + text[1:]  # keep offsets; a byte-order mark is not part of the policy
+    return SourceFile(path, text)
+
+
+def read_file(path: str) -> SourceFile | Diagnostic:
+    """Read a root file; :class:`SourceError` if it cannot be read at all."""
+    try:
+        data = Path(path).read_bytes()
+    except IsADirectoryError as error:
+        raise SourceError(f"cannot read `{path}`: it is a directory") from error
+    except OSError as error:
+        raise SourceError(f"cannot read `{path}`: {error.strerror or error}") from error
+    return decode(path, data)
+
+
+def load_file(path: str) -> tuple[Program, list[Diagnostic]]:
+    return _Loader().load_root(read_file(path))
+
+
+def load_source(text: str, path: str = "<input>") -> tuple[Program, list[Diagnostic]]:
+    return _Loader().load_root(SourceFile(path, text))
+
+
+def load_data(data: bytes, path: str) -> tuple[Program, list[Diagnostic]]:
+    """Load a policy from raw bytes (standard input), reported under ``path``."""
+    return _Loader().load_root(decode(path, data))
+
+
+def library_modules() -> list[str]:
+    """Names of the modules a policy can ``.import``."""
+    root = resources.files("policyc.stdlib")
+    names = []
+    for entry in root.iterdir():
+        if entry.name.endswith(".dl") and entry.name[:-3] != PRELUDE:
+            names.append(entry.name[:-3])
+    return sorted(names)
+
+
+@functools.cache
+def _library_module(name: str) -> tuple[ast.Module, tuple[Diagnostic, ...]] | None:
+    resource = resources.files("policyc.stdlib").joinpath(*name.split(".")[:-1], name.split(".")[-1] + ".dl")
+    if not resource.is_file():
+        return None
+    path = str(resource)
+    module, diagnostics = parse(SourceFile(path, resource.read_text("utf-8")))
+    return module, tuple(diagnostics)
+
+
+class _Loader:
+    def __init__(self) -> None:
+        self.modules: list[ast.Module] = []
+        self.library: set[str] = set()
+        self.loaded: set[str] = set()
+        self.diagnostics: list[Diagnostic] = []
+
+    def load_root(self, source: SourceFile | Diagnostic) -> tuple[Program, list[Diagnostic]]:
+        self._import(PRELUDE, None)
+        if isinstance(source, Diagnostic):
+            self.diagnostics.append(source)
+            roots = frozenset({source.span.file})
+        else:
+            self._load(source, ())
+            roots = frozenset({source.path})
+        program = Program(tuple(self.modules), roots, frozenset(self.library))
+        return program, self.diagnostics
+
+    def _load(self, source: SourceFile, stack: tuple[str, ...]) -> None:
+        key = _key(source.path)
+        self.loaded.add(key)
+        module, diagnostics = parse(source)
+        self.diagnostics.extend(diagnostics)
+        for statement in module.statements:
+            if isinstance(statement, ast.Include):
+                self._include(module, statement, stack + (key,))
+            elif isinstance(statement, ast.Import):
+                self._import(statement.module.name, statement)
+        self.modules.append(module)
+
+    def _include(self, module: ast.Module, include: ast.Include, stack: tuple[str, ...]) -> None:
+        target = os.path.normpath(os.path.join(os.path.dirname(module.path), include.path.value))
+        key = _key(target)
+        if key in stack:
+            chain = [*stack[stack.index(key) :], key]
+            self.diagnostics.append(
+                codes.INVALID_DIRECTIVE(
+                    include.path.span,
+                    "include cycle: " + " → ".join(f"`{os.path.relpath(p)}`" for p in chain),
+                    help="a file cannot include itself, directly or through other files",
+                )
+            )
+            return
+        if key in self.loaded:
+            return
+        try:
+            data = Path(target).read_bytes()
+        except OSError as error:
+            reason = "it is a directory" if isinstance(error, IsADirectoryError) else (
+                error.strerror or str(error)
+            ).lower()
+            self.diagnostics.append(
+                codes.INVALID_DIRECTIVE(include.path.span, f"cannot include `{include.path.value}`: {reason}",
+                                        help=f"the path is relative to this file's folder: `{target}`")
+            )
+            return
+        source = decode(target, data)
+        if isinstance(source, Diagnostic):
+            self.loaded.add(key)
+            self.diagnostics.append(source)
+            return
+        self._load(source, stack)
+
+    def _import(self, name: str, directive: ast.Import | None) -> None:
+        found = _library_module(name)
+        if found is None:
+            assert directive is not None, "the prelude ships with policyc"
+            close = syntax_errors.did_you_mean(name, library_modules())
+            available = ", ".join(f"`{m}`" for m in library_modules()) or "none"
+            self.diagnostics.append(
+                codes.INVALID_DIRECTIVE(
+                    directive.module.span,
+                    f"unknown library module `{name}`",
+                    help=(f"did you mean `{close}`? " if close else "") + f"the library modules are: {available}",
+                )
+            )
+            return
+        module, diagnostics = found
+        if module.path in self.loaded:
+            return
+        self.loaded.add(module.path)
+        self.library.add(module.path)
+        self.diagnostics.extend(diagnostics)
+        for statement in module.statements:
+            if isinstance(statement, ast.Import):
+                self._import(statement.module.name, statement)
+        self.modules.append(module)
+
+
+def _key(path: str) -> str:
+    return os.path.normcase(os.path.abspath(path))

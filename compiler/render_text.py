@@ -1,0 +1,109 @@
+"""Diagnostics as text, the way rustc and ruff show them::
+
+    policy.dl:3:12: error[PC101]: relation `Taint` is not defined [undefined-relation]
+      |
+    3 | Deny(a) :- Taint(a), HasSecret(a).
+      |            ^^^^^
+      = help: did you mean `Tainted`?
+
+Related locations follow the primary one, each with its label under a ``-`` underline.
+Colour comes from rich, and only when the output is a terminal (``NO_COLOR`` is honoured).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.text import Text
+
+from .diagnostics import Diagnostic, Severity
+from .source import SourceFile, Span
+
+TAB = "    "
+STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow"}
+
+Sources = Callable[[str], SourceFile | None]
+
+
+def render(diagnostics: Iterable[Diagnostic], sources: Sources, console: Console) -> None:
+    for diagnostic in diagnostics:
+        console.print(render_one(diagnostic, sources), soft_wrap=True, highlight=False)
+
+
+def render_one(diagnostic: Diagnostic, sources: Sources) -> Text:
+    span = diagnostic.span
+    style = STYLE[diagnostic.severity]
+    out = Text()
+    out.append(f"{_location(span)}: ", style="bold")
+    out.append(f"{diagnostic.severity.value}[{diagnostic.code}]", style=style)
+    out.append(": ")
+    out.append(diagnostic.message, style="bold")
+    out.append(f" [{diagnostic.name}]", style="dim")
+    lines = [span.line] + [r.span.line for r in diagnostic.related]
+    width = len(str(max(lines)))
+    source = sources(span.file)
+    if source is not None and source.line_starts and span.line <= len(source.line_starts):
+        out.append("\n")
+        out.append_text(_snippet(source, span, "^", style, None, width))
+    for related in diagnostic.related:
+        other = sources(related.span.file)
+        out.append("\n")
+        out.append(" " * width + " ::: ", style="bold blue")
+        out.append(_location(related.span))
+        if other is not None and related.span.line <= len(other.line_starts):
+            out.append("\n")
+            out.append_text(_snippet(other, related.span, "-", "bold blue", related.message, width))
+        else:
+            out.append(f": {related.message}")
+    if diagnostic.help:
+        out.append("\n")
+        out.append(" " * width + " = ", style="bold blue")
+        out.append("help: ", style="bold")
+        out.append(diagnostic.help)
+    if diagnostic.fix is not None:
+        out.append("\n")
+        out.append(" " * width + " = ", style="bold blue")
+        out.append("fix: ", style="bold")
+        out.append(diagnostic.fix.message + ("" if diagnostic.fix.safe else " (unsafe)"))
+    return out
+
+
+def _location(span: Span) -> str:
+    return f"{span.file}:{span.line}:{span.column}"
+
+
+def _snippet(source: SourceFile, span: Span, mark: str, style: str, label: str | None, width: int) -> Text:
+    text = source.line_text(span.line)
+    start = max(span.column - 1, 0)
+    if span.end_line == span.line:
+        end = max(span.end_column - 1, start + 1)
+    else:
+        end = max(len(text), start + 1)
+    shown = text.replace("\t", TAB)
+    pad = cell_len(text[:start].replace("\t", TAB))
+    length = max(cell_len(text[start:end].replace("\t", TAB)), 1)
+    gutter = " " * width + " |"
+    out = Text()
+    out.append(gutter + "\n", style="bold blue")
+    out.append(f"{span.line:>{width}} | ", style="bold blue")
+    out.append(shown + "\n")
+    out.append(gutter + " ", style="bold blue")
+    out.append(" " * pad + mark * length, style=style)
+    if label:
+        out.append(" " + label, style=style)
+    return out
+
+
+def summary(diagnostics: list[Diagnostic]) -> str:
+    errors = sum(d.severity is Severity.ERROR for d in diagnostics)
+    warnings = len(diagnostics) - errors
+    if not diagnostics:
+        return "All checks passed."
+    parts = []
+    if errors:
+        parts.append(f"{errors} error{'s' if errors != 1 else ''}")
+    if warnings:
+        parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
+    return "Found " + " and ".join(parts) + "."

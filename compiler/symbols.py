@@ -1,0 +1,330 @@
+"""Resolution: the symbol table of a program.
+
+Collects what the directives declare (relations with their attributes, inputs, outputs,
+functors, roles, field roles, the default verdict) and what the rules use, and reports
+declarations that are malformed or contradict each other (``invalid-directive``) and names
+used both as a relation and as a functor (``name-conflict``).
+
+Names are resolved by kind: an atom whose name is a declared functor is a foreign predicate
+call; any other atom refers to a relation. ``Allow`` and ``Deny`` are always known, unary
+and outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ast, codes
+from .diagnostics import Diagnostic, Related
+from .loader import Program
+from .source import Span
+from .syntax_errors import did_you_mean
+
+TYPES = ("symbol", "number", "float")
+FUNCTOR_RESULTS = (*TYPES, "bool")
+VERDICTS = ("Allow", "Deny")
+DEFAULTS = ("allow", "deny")
+
+
+@dataclass(frozen=True)
+class Relation:
+    name: str
+    arity: int | None
+    types: tuple[str | None, ...]  # declared attribute types (None: not declared)
+    attributes: tuple[str, ...]  # declared attribute names ('' when undeclared)
+    span: Span  # where it is declared, or first defined or used
+    declared: bool
+    is_input: bool
+    is_output: bool
+    home: str  # the file of ``span``
+
+
+@dataclass(frozen=True)
+class FunctorSig:
+    name: str
+    params: tuple[str | None, ...]
+    param_names: tuple[str | None, ...]
+    returns: str | None
+    span: Span
+    library: bool
+
+    @property
+    def is_predicate(self) -> bool:
+        return self.returns == "bool"
+
+
+@dataclass(frozen=True)
+class RoleInfo:
+    name: str
+    budget: float
+    pool: str | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class Symbols:
+    relations: dict[str, Relation]
+    functors: dict[str, FunctorSig]
+    roles: dict[str, RoleInfo]
+    fields: dict[tuple[str, str], str]
+    default: str
+    default_span: Span | None
+    inputs: frozenset[str]
+    outputs: frozenset[str]
+    defined: frozenset[str] = field(default=frozenset())  # relations with a rule or fact
+
+    def is_relation_atom(self, atom: ast.Atom) -> bool:
+        return atom.name not in self.functors
+
+
+def resolve(program: Program) -> tuple[Symbols, list[Diagnostic]]:
+    return _Resolver(program).run()
+
+
+class _Resolver:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.diagnostics: list[Diagnostic] = []
+        self.decls: dict[str, ast.Decl] = {}
+        self.functors: dict[str, FunctorSig] = {}
+        self.functor_nodes: dict[str, ast.Functor] = {}
+        self.roles: dict[str, RoleInfo] = {}
+        self.role_nodes: dict[str, ast.Role] = {}
+        self.fields: dict[tuple[str, str], str] = {}
+        self.field_nodes: dict[tuple[str, str], ast.FieldMap] = {}
+        self.default: ast.Default | None = None
+        self.inputs: dict[str, Span] = {}
+        self.outputs: dict[str, Span] = {}
+
+    def run(self) -> tuple[Symbols, list[Diagnostic]]:
+        for module, statement in self.program.statements():
+            library = self.program.is_library(module.path)
+            if isinstance(statement, ast.Misplaced):
+                self.diagnostics.append(
+                    codes.INVALID_ANNOTATION(
+                        statement.annotations[0].span,
+                        "annotations can only precede a rule",
+                        help="move the annotations to the rule they describe, or remove them",
+                    )
+                )
+                statement = statement.statement
+            self._directive(statement, library)
+        for field_map in self.field_nodes.values():
+            self._check_field_role(field_map)
+        relations, defined = self._relations()
+        self._conflicts(relations)
+        symbols = Symbols(
+            relations=relations,
+            functors=self.functors,
+            roles=self.roles,
+            fields=self.fields,
+            default=self.default.verdict.name if self.default else "allow",
+            default_span=self.default.span if self.default else None,
+            inputs=frozenset(self.inputs),
+            outputs=frozenset(self.outputs) | frozenset(VERDICTS),
+            defined=frozenset(defined),
+        )
+        return symbols, self.diagnostics
+
+    # ---------------------------------------------------------------- directives
+
+    def _directive(self, statement: ast.Statement, library: bool) -> None:
+        error = codes.INVALID_DIRECTIVE
+        if isinstance(statement, ast.Decl):
+            name = statement.name.name
+            if name in self.decls:
+                self.diagnostics.append(
+                    error(statement.name.span, f"relation `{name}` is declared twice",
+                          related=[Related(self.decls[name].name.span, "first declared here")])
+                )
+                return
+            if name in VERDICTS and len(statement.attributes) != 1:
+                self.diagnostics.append(
+                    error(statement.span, f"`{name}` takes exactly one argument, the action")
+                )
+            seen: dict[str, ast.Attribute] = {}
+            for attribute in statement.attributes:
+                self._check_type(attribute.type, TYPES)
+                if attribute.name in seen:
+                    self.diagnostics.append(
+                        error(attribute.span, f"attribute `{attribute.name}` appears twice in `{name}`",
+                              related=[Related(seen[attribute.name].span, "first here")])
+                    )
+                seen[attribute.name] = attribute
+            self.decls[name] = statement
+        elif isinstance(statement, ast.Input):
+            for ident in statement.names:
+                self.inputs.setdefault(ident.name, ident.span)
+        elif isinstance(statement, ast.Output):
+            for ident in statement.names:
+                self.outputs.setdefault(ident.name, ident.span)
+        elif isinstance(statement, ast.Functor):
+            self._functor(statement, library)
+        elif isinstance(statement, ast.Default):
+            verdict = statement.verdict.name
+            if verdict not in DEFAULTS:
+                self.diagnostics.append(
+                    error(statement.verdict.span, f"`.default` is `allow` or `deny`, not `{verdict}`")
+                )
+            elif self.default is not None:
+                self.diagnostics.append(
+                    error(statement.span, "`.default` is given twice",
+                          related=[Related(self.default.span, "first given here")],
+                          help="a policy has one default verdict")
+                )
+            else:
+                self.default = statement
+        elif isinstance(statement, ast.Role):
+            self._role(statement)
+        elif isinstance(statement, ast.FieldMap):
+            key = (statement.tool, statement.argument)
+            if not statement.tool or not statement.argument:
+                return  # reported by the parser
+            if key in self.field_nodes:
+                first = self.field_nodes[key]
+                self.diagnostics.append(
+                    error(statement.path_span, f"field `{statement.tool}.{statement.argument}` is mapped twice",
+                          related=[Related(first.path_span, "first mapped here")],
+                          help="a field has one role")
+                )
+                return
+            self.field_nodes[key] = statement
+            self.fields[key] = statement.role.name
+
+    def _check_type(self, ident: ast.Ident, allowed: tuple[str, ...]) -> bool:
+        if ident.name in allowed:
+            return True
+        close = did_you_mean(ident.name, allowed)
+        self.diagnostics.append(
+            codes.INVALID_DIRECTIVE(
+                ident.span, f"unknown type `{ident.name}`",
+                help=(f"did you mean `{close}`? " if close else "")
+                + "the types are " + ", ".join(f"`{t}`" for t in allowed),
+            )
+        )
+        return False
+
+    def _functor(self, statement: ast.Functor, library: bool) -> None:
+        name = statement.name.name
+        if name in self.functor_nodes:
+            first = self.functor_nodes[name]
+            if self.functors[name].library and not library:
+                message = f"`{name}` is a builtin functor; it cannot be declared again"
+            else:
+                message = f"functor `{name}` is declared twice"
+            self.diagnostics.append(
+                codes.INVALID_DIRECTIVE(statement.name.span, message,
+                                        related=[Related(first.name.span, "first declared here")])
+            )
+            return
+        params = tuple(p.type.name if self._check_type(p.type, TYPES) else None for p in statement.params)
+        returns = statement.returns.name if self._check_type(statement.returns, FUNCTOR_RESULTS) else None
+        self.functor_nodes[name] = statement
+        self.functors[name] = FunctorSig(
+            name, params, tuple(p.name for p in statement.params), returns, statement.name.span, library
+        )
+
+    def _role(self, statement: ast.Role) -> None:
+        error = codes.INVALID_DIRECTIVE
+        name = statement.name.name
+        budget = float(statement.budget.value)
+        if name in self.role_nodes:
+            self.diagnostics.append(
+                error(statement.name.span, f"role `{name}` is declared twice",
+                      related=[Related(self.role_nodes[name].name.span, "first declared here")])
+            )
+            return
+        if not 0 < budget <= 1:
+            self.diagnostics.append(
+                error(statement.budget.span, f"the budget of role `{name}` is {statement.budget.value}, "
+                      "outside (0, 1]",
+                      help="a budget is the tolerated risk, a probability greater than 0 and at most 1")
+            )
+        self.role_nodes[name] = statement
+        self.roles[name] = RoleInfo(name, budget, statement.pool.name if statement.pool else None, statement.span)
+
+    def _check_field_role(self, statement: ast.FieldMap) -> None:
+        role = statement.role.name
+        if role in self.roles:
+            return
+        close = did_you_mean(role, self.roles)
+        declared = ", ".join(f"`{r}`" for r in sorted(self.roles)) or "none"
+        self.diagnostics.append(
+            codes.INVALID_DIRECTIVE(
+                statement.role.span, f"unknown role `{role}`",
+                help=(f"did you mean `{close}`? " if close else "")
+                + f"declare it with `.role {role} budget ALPHA`; declared roles: {declared}",
+            )
+        )
+
+    # ----------------------------------------------------------------- relations
+
+    def _relations(self) -> tuple[dict[str, Relation], set[str]]:
+        """Every relation: declared, input, output, defined by a rule or fact, or used."""
+        first_seen: dict[str, tuple[Span, int]] = {}
+        defined: set[str] = set()
+        for _, rule in self.program.rules():
+            head = rule.head
+            defined.add(head.name)
+            first_seen.setdefault(head.name, (head.name_span, len(head.args)))
+            for atom, _, _ in ast.rule_atoms(rule):
+                if atom.name not in self.functors:
+                    first_seen.setdefault(atom.name, (atom.name_span, len(atom.args)))
+        relations: dict[str, Relation] = {}
+        names = set(first_seen) | set(self.decls) | set(self.inputs) | set(self.outputs) | set(VERDICTS)
+        for name in names:
+            decl = self.decls.get(name)
+            if decl is not None:
+                arity: int | None = len(decl.attributes)
+                types = tuple(a.type.name if a.type.name in TYPES else None for a in decl.attributes)
+                attributes = tuple(a.name for a in decl.attributes)
+                span = decl.name.span
+            else:
+                seen = first_seen.get(name)
+                if seen is not None:
+                    span, arity = seen
+                elif name in self.inputs:
+                    span, arity = self.inputs[name], None
+                elif name in self.outputs:
+                    span, arity = self.outputs[name], None
+                else:
+                    span, arity = ast.NO_SPAN, 1
+                if name in VERDICTS:
+                    arity = 1
+                types = (None,) * (arity or 0)
+                attributes = ("",) * (arity or 0)
+            relations[name] = Relation(
+                name=name,
+                arity=arity,
+                types=types,
+                attributes=attributes,
+                span=span,
+                declared=decl is not None,
+                is_input=name in self.inputs,
+                is_output=name in self.outputs or name in VERDICTS,
+                home=span.file,
+            )
+        return relations, defined
+
+    def _conflicts(self, relations: dict[str, Relation]) -> None:
+        """A name is a relation or a functor, never both."""
+        for name, sig in self.functors.items():
+            uses: list[Span] = []
+            if name in self.decls:
+                uses.append(self.decls[name].name.span)
+            if name in self.inputs:
+                uses.append(self.inputs[name])
+            if name in self.outputs:
+                uses.append(self.outputs[name])
+            for _, rule in self.program.rules():
+                if rule.head.name == name:
+                    uses.append(rule.head.name_span)
+            for span in uses:
+                self.diagnostics.append(
+                    codes.NAME_CONFLICT(
+                        span, f"`{name}` is a functor, so it cannot also be a relation",
+                        related=[Related(sig.span, "declared as a functor here")],
+                        help="rename the relation or the functor",
+                    )
+                )
+            relations.pop(name, None)

@@ -1,0 +1,1 @@
+"""The Lark grammar of the policy language (``policy.lark``); nothing else lives here."""

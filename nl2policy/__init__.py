@@ -1,0 +1,1 @@
+"""Natural-language requirements to policies."""

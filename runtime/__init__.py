@@ -1,0 +1,1 @@
+"""Bundle loading, evaluation, sessions and the reference monitor."""

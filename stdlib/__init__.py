@@ -1,0 +1,1 @@
+"""Library policies (``.dl``) importable with ``.import NAME``, and their functor implementations."""
