@@ -172,8 +172,11 @@ class Attribute:
 
 @dataclass(frozen=True, slots=True)
 class Decl:
+    """``.decl R(x: symbol, n: number)``; ``inline`` relations are evaluated on demand."""
+
     name: Ident
     attributes: tuple[Attribute, ...]
+    inline: bool = False
     span: Span = _span()
 
 

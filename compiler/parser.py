@@ -34,6 +34,7 @@ from .diagnostics import Diagnostic
 from .source import SourceFile, Span
 
 MAX_LEXICAL_ERRORS = 50
+MAX_NESTING = 200  # deeper terms are refused rather than risk exhausting the stack later
 
 _SYNC_TYPES = frozenset({"AT", "UNKNOWN_DIRECTIVE"} | {d[1:].upper() for d in syntax_errors.DIRECTIVES})
 
@@ -102,10 +103,11 @@ def _lexer() -> _Lexer:
         (t for t in terminals if t.name not in embedded),
         key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
     )
-    alternatives = [f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in ordered]
+    alternatives = [r"(?P<_BAD_COMMENT>/\*(?![\s\S]*?\*/)[\s\S]*)"]  # before `/` can match
+    alternatives += [f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in ordered]
     alternatives += [
         r'(?P<_BAD_STRING>"(?:[^"\\\n]|\\.)*\\?)',
-        r"(?P<_BAD_COMMENT>/\*[\s\S]*)",
+        r"(?P<_BAD_QUOTES>\u201c[^\u201d\n]*\u201d|'[^'\n]*')",
         r"(?P<_BAD>[\s\S])",
     ]
     return _Lexer(re.compile("|".join(alternatives)), keywords, frozenset(lark.lexer_conf.ignore))
@@ -141,10 +143,14 @@ def _tokenize(source: SourceFile) -> tuple[list[_Tok], list[ast.Comment], list[D
             comments.append(ast.Comment(m.group(), span=source.span(m.start(), m.end())))
         elif kind.startswith("_BAD"):
             start, end = m.span()
-            if kind == "_BAD" and bad and bad[-1][1] == start and source.text[bad[-1][0]] not in '"/':
-                bad[-1][1] = end
-            elif len(bad) < MAX_LEXICAL_ERRORS:
-                bad.append([start, end])
+            if kind == "_BAD" and bad and bad[-1][1] == start and tokens and tokens[-1].end == start:
+                bad[-1][1] = end  # one diagnostic for a run of unreadable characters
+                tokens[-1].end = end
+            else:
+                if len(bad) < MAX_LEXICAL_ERRORS:
+                    bad.append([start, end])
+                # the token stands for the unreadable text: the parser skips its statement quietly
+                append(_Tok("LEXERROR", m.group(), start, end))
         else:
             append(_Tok(kind, m.group(), m.start(), m.end()))
     diagnostics = [syntax_errors.unexpected_character(source, s, e) for s, e in bad]
@@ -184,9 +190,23 @@ def _mark_unknown_directives(text: str, tokens: list[_Tok]) -> None:
 
 
 def _retype_soft_keywords(tokens: list[_Tok]) -> None:
-    """``budget`` and ``pool`` are keywords only in ``.role NAME budget N pool NAME``."""
+    """``budget`` and ``pool`` are keywords only in ``.role NAME budget N pool NAME``, and
+    ``inline`` only right after the closing parenthesis of a ``.decl``."""
     n = len(tokens)
     for i, token in enumerate(tokens):
+        if token.type == "DECL":
+            j = i + 1
+            while j < n and tokens[j].type not in ("RPAR", "DECL"):
+                j += 1
+            if (
+                j + 1 < n
+                and tokens[j].type == "RPAR"
+                and tokens[j + 1].type == "NAME"
+                and tokens[j + 1].value == "inline"
+                and (j + 2 >= n or tokens[j + 2].type != "LPAR")
+            ):
+                tokens[j + 1].type = "INLINE"
+            continue
         if token.type != "ROLE":
             continue
         if i + 2 < n and tokens[i + 2].type == "NAME" and tokens[i + 2].value == "budget":
@@ -347,16 +367,52 @@ def _drive(
                 i += 1
                 continue
             if i > first and "$END" in row:
-                statements.append(feed(_Tok("$END", "", token.start, token.start), True))
+                statement = feed(_Tok("$END", "", token.start, token.start), True)
                 fresh = True
+                if _depth(statement) > MAX_NESTING:
+                    diagnostics.append(
+                        codes.SYNTAX_ERROR(
+                            statement.span,
+                            f"this statement nests terms more than {MAX_NESTING} levels deep",
+                            help="split the expression with intermediate variables",
+                        )
+                    )
+                else:
+                    statements.append(statement)
                 continue
             expected = {name for name in row if name.isupper()}
         except _Stuck as stuck:
             expected = stuck.expected
-        diagnostics.append(_unexpected(source, tokens, i, first, expected, end))
+        if token.type != "LEXERROR":  # unreadable text is reported by the tokenizer already
+            diagnostics.append(_unexpected(source, tokens, i, first, expected, end))
         fresh = True
         i = _resync(source, tokens, i, first)
     return statements
+
+
+def _depth(statement: ast.Statement) -> int:
+    """How deeply the terms of a statement nest (aggregate bodies included)."""
+    if isinstance(statement, ast.Misplaced):
+        statement = statement.statement
+    if not isinstance(statement, ast.Rule):
+        return 0
+    stack: list[tuple[object, int]] = [(statement.head, 1)]
+    stack.extend((lit, 1) for lit in statement.body)
+    deepest = 0
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_NESTING:
+            break
+        if isinstance(node, ast.Atom | ast.Negation | ast.Comparison):
+            stack.extend((t, depth + 1) for t in ast.literal_terms(node))
+        elif isinstance(node, ast.Aggregate):
+            if node.target is not None:
+                stack.append((node.target, depth + 1))
+            stack.extend((lit, depth + 1) for lit in node.body)
+        else:
+            stack.extend((t, depth + 1) for t in ast.term_children(node))  # type: ignore[arg-type]
+    return deepest
 
 
 def _unexpected(
@@ -379,16 +435,18 @@ def _unexpected(
         next_value,
         in_rule=any(t.type == "IF" for t in consumed),
         annotations_pending=bool(consumed) and consumed[0].type == "AT",
+        previous_type=tokens[i - 1].type if i > first else None,
+        previous_value=tokens[i - 1].value if i > first else "",
     )
 
 
 def _resync(source: SourceFile, tokens: list[_Tok], i: int, first: int) -> int:
     """Where to start parsing again after an error at token ``i``.
 
-    Skip to just after the next `.`, or to the next directive or annotation, or to the next
-    token that starts a line at column 1 (a new statement, in any sensibly laid-out file).
-    The failing token itself may start the next statement, unless it was the first token of
-    a statement already.
+    Skip to just after the next `.`, or to the next token that starts a line and can start
+    a statement: at column 1, or a directive or annotation (in any sensibly laid-out file,
+    that is where the next statement begins). The failing token itself may start the next
+    statement, unless it was the first token of a statement already.
     """
     n = len(tokens)
     text = source.text
@@ -401,11 +459,8 @@ def _resync(source: SourceFile, tokens: list[_Tok], i: int, first: int) -> int:
         token = tokens[j]
         if token.type == "DOT":
             return j + 1
-        if token.type in _SYNC_TYPES:
-            return j
-        if j > 0 and (token.start == 0 or text[token.start - 1] == "\n") and (
-            "\n" in text[tokens[j - 1].end : token.start]
-        ):
+        starts_line = j == 0 or "\n" in text[tokens[j - 1].end : token.start]
+        if starts_line and (token.type in _SYNC_TYPES or token.start == 0 or text[token.start - 1] == "\n"):
             return j
         j += 1
     return n
@@ -579,8 +634,10 @@ class _Builder:
     # directives
 
     def decl(self, children: list) -> ast.Decl:
+        inline = children[-1].type == "INLINE"
+        attributes = children[3:-2] if inline else children[3:-1]
         return ast.Decl(
-            self._ident(children[1]), tuple(_values(children[3:-1])),
+            self._ident(children[1]), tuple(_values(attributes)), inline,
             span=self._span(children[0], children[-1]),
         )
 

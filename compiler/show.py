@@ -79,7 +79,13 @@ def _node_text(node: Any, depth: int, lines: list[str]) -> None:
     scalars = []
     children = []
     for name, value in _fields(node):
-        if dataclasses.is_dataclass(value) or (isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0])):
+        if isinstance(value, ast.Ident):
+            scalars.append(f"{name}={value.name}")
+        elif value is False:
+            continue
+        elif dataclasses.is_dataclass(value) or (
+            isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0])
+        ):
             children.append((name, value))
         elif isinstance(value, tuple) and not value:
             continue

@@ -63,6 +63,7 @@ def stratify(graph: DependencyGraph, symbols: Symbols) -> tuple[Strata, list[Dia
             of[member] = index
         if recursive:
             diagnostics.extend(_negation_cycles(graph, set(members)))
+            diagnostics.extend(_inline_recursion(graph, symbols, members))
     return Strata(tuple(strata), of), diagnostics
 
 
@@ -94,6 +95,25 @@ def _negation_cycles(graph: DependencyGraph, component: set[str]) -> list[Diagno
                 )
             )
     return diagnostics
+
+
+def _inline_recursion(graph: DependencyGraph, symbols: Symbols, members: tuple[str, ...]) -> list[Diagnostic]:
+    found = []
+    for name in members:
+        if not symbols.is_inline(name):
+            continue
+        relation = symbols.relations[name]
+        uses = [d for _, body, d in graph.edges() if d.head == name and body in members]
+        found.append(
+            codes.INVALID_DIRECTIVE(
+                relation.span,
+                f"inline relation `{name}` is recursive",
+                related=[Related(d.span, f"`{d.head}` depends on `{d.body}` here") for d in uses[:1]],
+                help="an inline relation is expanded where it is used, so it cannot depend on itself; "
+                "remove `inline` to compute it as a stored relation",
+            )
+        )
+    return found
 
 
 def _representative(graph: DependencyGraph, head: str, body: str) -> Dependency:

@@ -21,7 +21,8 @@ from .source import Span
 from .syntax_errors import did_you_mean
 
 TYPES = ("symbol", "number", "float")
-FUNCTOR_RESULTS = (*TYPES, "bool")
+FUNCTOR_PARAMS = (*TYPES, "any")
+FUNCTOR_RESULTS = (*TYPES, "any", "bool")
 VERDICTS = ("Allow", "Deny")
 DEFAULTS = ("allow", "deny")
 
@@ -37,6 +38,7 @@ class Relation:
     is_input: bool
     is_output: bool
     home: str  # the file of ``span``
+    inline: bool = False  # evaluated on demand, arguments bound by the caller
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,10 @@ class Symbols:
 
     def is_relation_atom(self, atom: ast.Atom) -> bool:
         return atom.name not in self.functors
+
+    def is_inline(self, name: str) -> bool:
+        relation = self.relations.get(name)
+        return relation is not None and relation.inline
 
 
 def resolve(program: Program) -> tuple[Symbols, list[Diagnostic]]:
@@ -217,7 +223,9 @@ class _Resolver:
                                         related=[Related(first.name.span, "first declared here")])
             )
             return
-        params = tuple(p.type.name if self._check_type(p.type, TYPES) else None for p in statement.params)
+        params = tuple(
+            p.type.name if self._check_type(p.type, FUNCTOR_PARAMS) else None for p in statement.params
+        )
         returns = statement.returns.name if self._check_type(statement.returns, FUNCTOR_RESULTS) else None
         self.functor_nodes[name] = statement
         self.functors[name] = FunctorSig(
@@ -303,8 +311,23 @@ class _Resolver:
                 is_input=name in self.inputs,
                 is_output=name in self.outputs or name in VERDICTS,
                 home=span.file,
+                inline=decl is not None and decl.inline,
             )
+            if decl is not None and decl.inline:
+                self._check_inline(decl)
         return relations, defined
+
+    def _check_inline(self, decl: ast.Decl) -> None:
+        name = decl.name.name
+        for directive, spans in ((".input", self.inputs), (".output", self.outputs)):
+            if name in spans:
+                self.diagnostics.append(
+                    codes.INVALID_DIRECTIVE(
+                        spans[name], f"inline relation `{name}` cannot be an `{directive}`",
+                        related=[Related(decl.name.span, "declared inline here")],
+                        help="an inline relation is computed where it is used, so it has no facts of its own",
+                    )
+                )
 
     def _conflicts(self, relations: dict[str, Relation]) -> None:
         """A name is a relation or a functor, never both."""

@@ -51,11 +51,13 @@ TERMINALS: dict[str, str] = {
     "MEAN": "`mean`",
     "BUDGET": "`budget`",
     "POOL": "`pool`",
+    "INLINE": "`inline`",
     "$END": "end of file",
 }
 TERMINALS.update({d[1:].upper(): f"`{d}`" for d in DIRECTIVES})
 
 RESERVED = {"NOT": "not", "COUNT": "count", "SUM": "sum", "MIN": "min", "MAX": "max", "MEAN": "mean"}
+AGGREGATORS = frozenset({"COUNT", "SUM", "MIN", "MAX", "MEAN"})
 COMPARATORS = frozenset({"EQ", "NE", "LT", "LE", "GT", "GE"})
 OPERATORS = frozenset({"PLUS", "MINUS", "STAR", "SLASH", "PERCENT"})
 TERM_START = frozenset({"NAME", "STRING", "INT", "FLOAT", "LPAR", "MINUS", "COUNT", "SUM", "MIN", "MAX", "MEAN"})
@@ -108,6 +110,8 @@ def unexpected_token(
     next_value: str | None,
     in_rule: bool,
     annotations_pending: bool,
+    previous_type: str | None = None,
+    previous_value: str = "",
 ) -> Diagnostic:
     """The diagnostic for a token the parser could not accept."""
     error = codes.SYNTAX_ERROR
@@ -139,6 +143,12 @@ def unexpected_token(
             f"unknown directive `{word}`",
             help=(f"did you mean `{close}`? " if close else "")
             + "the directives are " + ", ".join(f"`{d}`" for d in DIRECTIVES),
+        )
+    if previous_type in AGGREGATORS and previous is not None:
+        return error(
+            previous,
+            f"`{previous_value}` is a reserved word (it starts an aggregate) and cannot be used as a name",
+            help=f"rename the variable, or write an aggregate: `n = {previous_value} : {{ ... }}`",
         )
     if token_type in RESERVED and "NAME" in expected:
         return error(

@@ -58,6 +58,10 @@ class _RuleSafety:
     def is_relation(self, atom: ast.Atom) -> bool:
         return atom.name not in self.symbols.functors
 
+    def binds(self, atom: ast.Atom) -> bool:
+        """Positive atoms of stored relations bind; functors and inline relations only test."""
+        return atom.name not in self.symbols.functors and not self.symbols.is_inline(atom.name)
+
     def outer_vars(self, aggregate: ast.Aggregate) -> set[str]:
         inside: Counter[str] = Counter(v.name for v in _vars(aggregate))
         return {name for name, n in inside.items() if self.total[name] > n}
@@ -80,7 +84,7 @@ class _RuleSafety:
         """The variables bound in a scope, given those bound around it."""
         bound = set(outer)
         for literal in literals:
-            if isinstance(literal, ast.Atom) and self.is_relation(literal):
+            if isinstance(literal, ast.Atom) and self.binds(literal):
                 bound.update(arg.name for arg in literal.args if isinstance(arg, ast.Var))
         assignments = [lit for lit in literals if isinstance(lit, ast.Comparison) and lit.op == "="]
         changed = True
@@ -100,7 +104,11 @@ class _RuleSafety:
         if rule.is_fact:
             self.fact()
             return self.diagnostics
-        bound = self.bound(rule.body, set())
+        given: set[str] = set()
+        if self.symbols.is_inline(rule.head.name):
+            # the caller binds every argument of an inline relation
+            given = {arg.name for arg in rule.head.args if isinstance(arg, ast.Var)}
+        bound = self.bound(rule.body, given)
         self.collect_inner(rule.body, bound)
         for literal in rule.body:
             self.literal(literal, bound)
@@ -176,7 +184,9 @@ class _RuleSafety:
 
     def literal(self, literal: ast.Literal, bound: set[str]) -> None:
         if isinstance(literal, ast.Atom):
-            if self.is_relation(literal):
+            if self.symbols.is_inline(literal.name):
+                self.inline_args(literal, bound)
+            elif self.is_relation(literal):
                 for arg in literal.args:
                     if not isinstance(arg, ast.Var | ast.Wildcard):
                         self.expression(arg, bound, f"an argument of `{literal.name}`")
@@ -186,6 +196,9 @@ class _RuleSafety:
             atom = literal.atom
             if not self.is_relation(atom):
                 self.functor_args(atom.name, atom.args, bound)
+                return
+            if self.symbols.is_inline(atom.name):
+                self.inline_args(atom, bound)
                 return
             for arg in atom.args:
                 if isinstance(arg, ast.Var) and arg.name not in bound:
@@ -213,6 +226,20 @@ class _RuleSafety:
                     self.wildcard(side, "in a comparison")
                 else:
                     self.expression(side, bound, "a comparison")
+
+    def inline_args(self, atom: ast.Atom, bound: set[str]) -> None:
+        for arg in atom.args:
+            if isinstance(arg, ast.Var) and arg.name not in bound:
+                self.report(
+                    arg,
+                    f"variable `{arg.name}` is passed to the inline relation `{atom.name}` but not bound",
+                    f"an inline relation is evaluated for given arguments and cannot bind them; bind "
+                    f"`{arg.name}` with a positive literal first",
+                )
+            elif isinstance(arg, ast.Wildcard):
+                self.wildcard(arg, f"as an argument of the inline relation `{atom.name}`")
+            elif not isinstance(arg, ast.Var):
+                self.expression(arg, bound, f"an argument of `{atom.name}`")
 
     def functor_args(self, name: str, args: tuple[ast.Term, ...], bound: set[str]) -> None:
         for arg in args:

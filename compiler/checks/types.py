@@ -36,7 +36,7 @@ def describe(types: frozenset[str]) -> str:
         return "a number"
     if len(types) == 1:
         (only,) = types
-        return f"a `{only}`"
+        return "a value of any type" if only == "any" else f"a `{only}`"
     return "any value"
 
 
@@ -208,7 +208,7 @@ class _Solver:
             return
         for i, (arg, param) in enumerate(zip(args, sig.params, strict=True)):
             key = self.term(arg)
-            if param is not None:
+            if param is not None and param != "any":
                 label = f"`{sig.param_names[i]}`" if sig.param_names[i] else f"{i + 1}"
                 self.expect(arg, key, frozenset({param}), f"parameter {label} of `{name}`",
                             Related(sig.span, f"`{name}` is declared here"))
@@ -229,8 +229,8 @@ class _Solver:
             return self.call(term)
         if isinstance(term, ast.BinOp):
             left, right = self.term(term.left), self.term(term.right)
-            self.numeric(term.left, left)
-            self.numeric(term.right, right)
+            if not (self.numeric(term.left, left) and self.numeric(term.right, right)):
+                return self.new_slot(NUMERIC)  # reported; do not spread the error further
             if not self.unify(left, right):
                 self.error(
                     term.span,
@@ -240,17 +240,17 @@ class _Solver:
             return left
         if isinstance(term, ast.Negate):
             operand = self.term(term.operand)
-            self.numeric(term.operand, operand)
-            return operand
+            return operand if self.numeric(term.operand, operand) else self.new_slot(NUMERIC)
         if isinstance(term, ast.Aggregate):
             return self.aggregate(term)
         raise AssertionError(f"unknown term {term!r}")
 
-    def numeric(self, term: ast.Term, key: object) -> None:
+    def numeric(self, term: ast.Term, key: object) -> bool:
         clash = self.restrict(key, NUMERIC, (term.span, "used in arithmetic here"))
         if clash is not None:
             self.error(term.span, f"arithmetic needs numbers, but `{self.text(term.span)}` is {describe(clash)}",
                        [self.why(key)])
+        return clash is None
 
     def call(self, call: ast.Call) -> object:
         sig = self.symbols.functors.get(call.name)
@@ -266,7 +266,7 @@ class _Solver:
                 [Related(sig.span, "declared here")],
             )
             return self.new_slot()
-        if sig.returns is None:
+        if sig.returns is None or sig.returns == "any":
             return self.new_slot()
         return self.new_slot(frozenset({sig.returns}), (call.span, f"`{call.name}` returns `{sig.returns}`"))
 
@@ -278,7 +278,8 @@ class _Solver:
         if aggregate.target is None:
             return self.new_slot()
         target = self.term(aggregate.target)
-        self.numeric(aggregate.target, target)
+        if not self.numeric(aggregate.target, target):
+            return self.new_slot(NUMERIC)
         if aggregate.op == "mean":
             return self.new_slot(FLOAT, (aggregate.span, "a mean is a `float`"))
         return target
