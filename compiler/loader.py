@@ -24,6 +24,7 @@ from .parser import parse
 from .source import SourceFile
 
 PRELUDE = "builtins"
+LIBRARY_PREFIX = "<stdlib>/"
 
 
 class SourceError(Exception):
@@ -123,7 +124,7 @@ def _library_module(name: str) -> tuple[ast.Module, tuple[Diagnostic, ...]] | No
     resource = resources.files("policyc.stdlib").joinpath(*name.split(".")[:-1], name.split(".")[-1] + ".dl")
     if not resource.is_file():
         return None
-    path = str(resource)
+    path = f"{LIBRARY_PREFIX}{name.replace('.', '/')}.dl"  # stable wherever policyc is installed
     module, diagnostics = parse(SourceFile(path, resource.read_text("utf-8")))
     return module, tuple(diagnostics)
 

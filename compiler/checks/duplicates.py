@@ -19,8 +19,11 @@ def check(context: Context) -> list[Diagnostic]:
     seen: dict[Any, ast.Rule] = {}
     for _, rule in context.user_rules():
         head, body = _shape(rule.head, None), tuple(_shape(lit, None) for lit in rule.body)
+        # Literals in a fixed order (by their shape with variables blanked), then variables
+        # numbered by first occurrence: the same for rules that differ in both.
+        ordered = sorted(rule.body, key=lambda lit: repr(_shape(lit, _BLANK)))
         names: dict[str, int] = {}
-        renamed = (_shape(rule.head, names), tuple(_shape(lit, names) for lit in rule.body))
+        renamed = (_shape(rule.head, names), tuple(_shape(lit, names) for lit in ordered))
         keys = (("set", head, frozenset(body)), ("renamed", renamed))
         first = next((seen[k] for k in keys if k in seen), None)
         if first is not None:
@@ -39,10 +42,19 @@ def check(context: Context) -> list[Diagnostic]:
     return diagnostics
 
 
+class _Blank(dict):
+    """Marker for :func:`_shape`: leave variables out of the picture."""
+
+
+_BLANK = _Blank()
+
+
 def _shape(node: Any, names: dict[str, int] | None) -> Any:
     """A hashable picture of a literal or term; with ``names``, variables are numbered in
     order of first occurrence, so that consistently renamed rules get the same picture."""
     if isinstance(node, ast.Var):
+        if names is _BLANK:
+            return ("var",)
         return ("var", node.name if names is None else names.setdefault(node.name, len(names)))
     if isinstance(node, ast.Atom):
         return ("atom", node.name, tuple(_shape(a, names) for a in node.args))

@@ -59,6 +59,7 @@ class _Solver:
         self.parent: dict[object, object] = {}
         self.allowed: dict[object, frozenset[str]] = {}
         self.origin: dict[object, tuple[Span, str]] = {}  # why a slot has its types; `{}` is its text
+        self.local: dict[object, tuple[Span, str]] = {}  # why a variable has its type, in its own rule
         self.fresh = count()
         self.diagnostics: list[Diagnostic] = []
         self.report = True
@@ -123,21 +124,27 @@ class _Solver:
 
     def error(self, span: Span, message: str, related: list[Related | None]) -> None:
         if self.report:
-            self.diagnostics.append(
-                codes.TYPE_MISMATCH(span, message, related=[r for r in related if r is not None])
-            )
+            shown = [r for r in related if r is not None and r.span != span]
+            self.diagnostics.append(codes.TYPE_MISMATCH(span, message, related=shown))
 
     def why(self, key: object) -> Related | None:
-        origin = self.origin.get(self.find(key))
+        """Where a slot got its type: a place in the current rule if there is one."""
+        origin = self.local.get(key) or self.origin.get(self.find(key))
         if origin is None:
             return None
         span, note = origin
         return Related(span, note.replace("{}", self.text(span)))
 
+    def note_local(self, term: ast.Term, key: object, note: str) -> None:
+        if isinstance(term, ast.Var) and key not in self.local and self.types(key) != ANY:
+            self.local[key] = (term.span, note)
+
     def expect(self, term: ast.Term, key: object, types: frozenset[str], what: str, origin: Related) -> None:
         """The term (typed by ``key``) must have one of ``types``; ``what`` names the place."""
         clash = self.restrict(key, types, (term.span, f"`{{}}` is {describe(types)} because of this use"))
-        if clash is not None:
+        if clash is None:
+            self.note_local(term, key, f"`{{}}` is {describe(types)} because of this use")
+        else:
             self.error(
                 term.span,
                 f"{what} is {describe(types)}, but `{self.text(term.span)}` is {describe(clash)}",
@@ -147,9 +154,9 @@ class _Solver:
     def rule(self, index: int, rule: ast.Rule, report: bool) -> None:
         self.report = report
         self.rule_index = index
-        self.atom(rule.head)
         for literal in rule.body:
             self.literal(literal)
+        self.atom(rule.head)
 
     def literal(self, literal: ast.Literal) -> None:
         if isinstance(literal, ast.Atom):
@@ -200,6 +207,9 @@ class _Solver:
                         f"but `{self.text(arg.span)}` is {describe(self.types(key))}",
                         [self.why(key), before_origin],
                     )
+                else:
+                    self.note_local(arg, key, f"`{{}}` is {describe(self.types(key))} as argument {i + 1} "
+                                              f"of `{atom.name}`")
 
     def arguments(self, name: str, args: tuple[ast.Term, ...], sig) -> None:
         if len(args) != len(sig.params):

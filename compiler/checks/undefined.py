@@ -62,7 +62,7 @@ def _undefined_relation(atom: ast.Atom, known: set[str], functors: dict) -> Diag
     if close:
         help_text = f"did you mean `{close}`?"
     elif atom.name[:1].islower():
-        args = ", ".join("x" for _ in atom.args) or ""
+        args = ", ".join(f"x{i + 1}: symbol" for i in range(len(atom.args)))
         help_text = (
             f"if `{atom.name}` is computed by the host, declare it as a foreign predicate: "
             f"`.functor {atom.name}({args}): bool`; if its facts come from outside, `.input {atom.name}`"
@@ -80,7 +80,7 @@ def _undefined_function(call: ast.Call, known: set[str], functors: dict) -> Diag
             help="relations are conditions in a rule body; only functors compute values",
         )
     close = did_you_mean(call.name, [f for f, sig in functors.items() if not sig.is_predicate] or functors)
-    params = ", ".join("x: symbol" for _ in call.args)
+    params = ", ".join(f"x{i + 1}: symbol" for i in range(len(call.args)))
     return codes.UNDEFINED_FUNCTION(
         call.name_span,
         f"function `{call.name}` is not declared",
