@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Union
 
 from .source import SourceFile, Span
 
@@ -93,8 +92,8 @@ class Aggregate:
     span: Span = _span()
 
 
-Constant = Union[String, Integer, Float]
-Term = Union[Var, Wildcard, String, Integer, Float, Call, BinOp, Negate, Aggregate]
+Constant = String | Integer | Float
+Term = Var | Wildcard | String | Integer | Float | Call | BinOp | Negate | Aggregate
 CONSTANT_TYPES = (String, Integer, Float)
 
 # ---------------------------------------------------------------------------- literals
@@ -124,7 +123,7 @@ class Comparison:
     span: Span = _span()
 
 
-Literal = Union[Atom, Negation, Comparison]
+Literal = Atom | Negation | Comparison
 
 # -------------------------------------------------------------------------- statements
 
@@ -258,8 +257,8 @@ class Misplaced:
     span: Span = _span()
 
 
-Directive = Union[Decl, Input, Output, Include, Import, Functor, Default, Role, FieldMap]
-Statement = Union[Rule, Directive, Misplaced]
+Directive = Decl | Input | Output | Include | Import | Functor | Default | Role | FieldMap
+Statement = Rule | Directive | Misplaced
 
 
 @dataclass(frozen=True, slots=True)

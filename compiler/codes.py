@@ -29,9 +29,7 @@ class Code:
         help: str | None = None,
         fix: Fix | None = None,
     ) -> Diagnostic:
-        return Diagnostic(
-            self.code, self.name, self.severity, message, span, tuple(related), help, fix
-        )
+        return Diagnostic(self.code, self.name, self.severity, message, span, tuple(related), help, fix)
 
 
 E, W = Severity.ERROR, Severity.WARNING

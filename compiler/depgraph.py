@@ -69,7 +69,9 @@ def build(program: Program, symbols: Symbols) -> DependencyGraph:
 
     graph = nx.DiGraph()
     order: dict[str, int] = {}
-    for name, relation in sorted(symbols.relations.items(), key=lambda kv: (kv[1].span.file, kv[1].span.start)):
+    for name, _relation in sorted(
+        symbols.relations.items(), key=lambda kv: (kv[1].span.file, kv[1].span.start)
+    ):
         graph.add_node(name)
         order[name] = len(order)
     for _, rule in program.rules():

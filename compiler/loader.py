@@ -154,7 +154,7 @@ class _Loader:
         self.diagnostics.extend(diagnostics)
         for statement in module.statements:
             if isinstance(statement, ast.Include):
-                self._include(module, statement, stack + (key,))
+                self._include(module, statement, (*stack, key))
             elif isinstance(statement, ast.Import):
                 self._import(statement.module.name, statement)
         self.modules.append(module)
@@ -177,12 +177,17 @@ class _Loader:
         try:
             data = Path(target).read_bytes()
         except OSError as error:
-            reason = "it is a directory" if isinstance(error, IsADirectoryError) else (
-                error.strerror or str(error)
-            ).lower()
+            reason = (
+                "it is a directory"
+                if isinstance(error, IsADirectoryError)
+                else (error.strerror or str(error)).lower()
+            )
             self.diagnostics.append(
-                codes.INVALID_DIRECTIVE(include.path.span, f"cannot include `{include.path.value}`: {reason}",
-                                        help=f"the path is relative to this file's folder: `{target}`")
+                codes.INVALID_DIRECTIVE(
+                    include.path.span,
+                    f"cannot include `{include.path.value}`: {reason}",
+                    help=f"the path is relative to this file's folder: `{target}`",
+                )
             )
             return
         source = decode(target, data)
@@ -202,7 +207,8 @@ class _Loader:
                 codes.INVALID_DIRECTIVE(
                     directive.module.span,
                     f"unknown library module `{name}`",
-                    help=(f"did you mean `{close}`? " if close else "") + f"the library modules are: {available}",
+                    help=(f"did you mean `{close}`? " if close else "")
+                    + f"the library modules are: {available}",
                 )
             )
             return

@@ -156,8 +156,10 @@ def _tokenize(source: SourceFile) -> tuple[list[_Tok], list[ast.Comment], list[D
     diagnostics = [syntax_errors.unexpected_character(source, s, e) for s, e in bad]
     if len(bad) >= MAX_LEXICAL_ERRORS:
         diagnostics.append(
-            codes.SYNTAX_ERROR(source.span(bad[-1][1], bad[-1][1]), "too many unreadable characters; "
-                               "later ones are not reported")
+            codes.SYNTAX_ERROR(
+                source.span(bad[-1][1], bad[-1][1]),
+                "too many unreadable characters; later ones are not reported",
+            )
         )
     _retype_soft_keywords(tokens)
     _mark_unknown_directives(source.text, tokens)
@@ -551,7 +553,9 @@ class _Builder:
         return ast.Rule(children[0], (), span=self._span(children[0], children[-1]))
 
     def annotation(self, children: list) -> ast.Annotation:
-        return ast.Annotation(children[1].value, tuple(_values(children[3:-1])), span=self._span(children[0], children[-1]))
+        return ast.Annotation(
+            children[1].value, tuple(_values(children[3:-1])), span=self._span(children[0], children[-1])
+        )
 
     def bare_word(self, children: list) -> ast.Var:
         return ast.Var(children[0].value, span=self._span(children[0]))
@@ -564,8 +568,10 @@ class _Builder:
     def atom(self, children: list) -> ast.Atom:
         name = children[0]
         return ast.Atom(
-            name.value, tuple(_values(children[2:-1])),
-            span=self._span(name, children[-1]), name_span=self._span(name),
+            name.value,
+            tuple(_values(children[2:-1])),
+            span=self._span(name, children[-1]),
+            name_span=self._span(name),
         )
 
     def negation(self, children: list) -> ast.Negation:
@@ -606,8 +612,10 @@ class _Builder:
     def call(self, children: list) -> ast.Call:
         name = children[0]
         return ast.Call(
-            name.value, tuple(_values(children[2:-1])),
-            span=self._span(name, children[-1]), name_span=self._span(name),
+            name.value,
+            tuple(_values(children[2:-1])),
+            span=self._span(name, children[-1]),
+            name_span=self._span(name),
         )
 
     def aggregate(self, children: list) -> ast.Aggregate:
@@ -637,7 +645,9 @@ class _Builder:
         inline = children[-1].type == "INLINE"
         attributes = children[3:-2] if inline else children[3:-1]
         return ast.Decl(
-            self._ident(children[1]), tuple(_values(attributes)), inline,
+            self._ident(children[1]),
+            tuple(_values(attributes)),
+            inline,
             span=self._span(children[0], children[-1]),
         )
 
@@ -663,7 +673,9 @@ class _Builder:
     def functor(self, children: list) -> ast.Functor:
         params = tuple(c for c in children[3:-3] if isinstance(c, ast.Parameter))
         return ast.Functor(
-            self._ident(children[1]), params, self._ident(children[-1]),
+            self._ident(children[1]),
+            params,
+            self._ident(children[-1]),
             span=self._span(children[0], children[-1]),
         )
 
@@ -684,8 +696,11 @@ class _Builder:
             budget = ast.Float(float(number.value), span=self._span(number))
         pool = self._ident(children[5]) if len(children) > 5 else None
         return ast.Role(
-            self._ident(children[1]), budget, pool,
-            span=self._span(children[0], children[-1]), budget_keyword=self._ident(children[2]),
+            self._ident(children[1]),
+            budget,
+            pool,
+            span=self._span(children[0], children[-1]),
+            budget_keyword=self._ident(children[2]),
         )
 
     def field(self, children: list) -> ast.FieldMap:
@@ -696,13 +711,12 @@ class _Builder:
         if not dot or not tool or not argument:
             self.diagnostics.append(
                 codes.INVALID_DIRECTIVE(
-                    span, f"`{path}` is not a tool argument",
-                    help='name the argument as `tool.argument`, e.g. `.field send_money.recipient : target`',
+                    span,
+                    f"`{path}` is not a tool argument",
+                    help="name the argument as `tool.argument`, e.g. `.field send_money.recipient : target`",
                 )
             )
-        return ast.FieldMap(
-            tool, argument, self._ident(role), span=self._span(keyword, role), path_span=span
-        )
+        return ast.FieldMap(tool, argument, self._ident(role), span=self._span(keyword, role), path_span=span)
 
 
 def _with_span(node: Any, span: Span) -> Any:

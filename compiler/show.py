@@ -67,7 +67,9 @@ def _user_modules(compilation: Compilation) -> list[ast.Module]:
 
 
 def _fields(node: Any) -> list[tuple[str, Any]]:
-    return [(f.name, getattr(node, f.name)) for f in dataclasses.fields(node) if f.compare and f.name != "path"]
+    return [
+        (f.name, getattr(node, f.name)) for f in dataclasses.fields(node) if f.compare and f.name != "path"
+    ]
 
 
 def _span_text(span: Span) -> str:
@@ -111,8 +113,12 @@ def _node_json(node: Any) -> Any:
         out[name] = _node_json(value)
     span = getattr(node, "span", None)
     if isinstance(span, Span) and span != ast.NO_SPAN:
-        out["span"] = {"line": span.line, "column": span.column, "end_line": span.end_line,
-                       "end_column": span.end_column}
+        out["span"] = {
+            "line": span.line,
+            "column": span.column,
+            "end_line": span.end_line,
+            "end_column": span.end_column,
+        }
     if isinstance(node, ast.Module):
         out["path"] = node.path
     return out

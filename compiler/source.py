@@ -41,7 +41,9 @@ class Span(NamedTuple):
 
     def at_end(self) -> Span:
         """The empty span just after this one: where a missing token belongs."""
-        return Span(self.file, self.end, self.end, self.end_line, self.end_column, self.end_line, self.end_column)
+        return Span(
+            self.file, self.end, self.end, self.end_line, self.end_column, self.end_line, self.end_column
+        )
 
     def sort_key(self) -> tuple[str, int, int]:
         return (self.file, self.line, self.column)

@@ -17,6 +17,7 @@ reported as a ``negation-cycle`` with the cycle spelled out, literal by literal.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from . import codes
@@ -77,14 +78,16 @@ def _negation_cycles(graph: DependencyGraph, component: set[str]) -> list[Diagno
             if dependency.monotone:
                 continue
             back = nx.shortest_path(sub, body, head)  # body ... head, closing the cycle
-            steps = [dependency] + [_representative(graph, a, b) for a, b in zip(back, back[1:], strict=False)]
+            steps = [dependency] + [_representative(graph, a, b) for a, b in itertools.pairwise(back)]
             chain = f"`{head}`" + "".join(_arrow(step) for step in steps)
             how = "negation" if dependency.kind == "negative" else "an aggregate"
             if head == body:
                 message = f"`{head}` depends on itself through {how}: {chain}"
             else:
                 message = f"recursion through {how}: {chain}"
-            related = [Related(step.span, f"`{step.head}` depends on `{step.body}` here") for step in steps[1:]]
+            related = [
+                Related(step.span, f"`{step.head}` depends on `{step.body}` here") for step in steps[1:]
+            ]
             diagnostics.append(
                 codes.NEGATION_CYCLE(
                     dependency.span,

@@ -140,8 +140,11 @@ class _Resolver:
             name = statement.name.name
             if name in self.decls:
                 self.diagnostics.append(
-                    error(statement.name.span, f"relation `{name}` is declared twice",
-                          related=[Related(self.decls[name].name.span, "first declared here")])
+                    error(
+                        statement.name.span,
+                        f"relation `{name}` is declared twice",
+                        related=[Related(self.decls[name].name.span, "first declared here")],
+                    )
                 )
                 return
             if name in VERDICTS and len(statement.attributes) != 1:
@@ -153,8 +156,11 @@ class _Resolver:
                 self._check_type(attribute.type, TYPES)
                 if attribute.name in seen:
                     self.diagnostics.append(
-                        error(attribute.span, f"attribute `{attribute.name}` appears twice in `{name}`",
-                              related=[Related(seen[attribute.name].span, "first here")])
+                        error(
+                            attribute.span,
+                            f"attribute `{attribute.name}` appears twice in `{name}`",
+                            related=[Related(seen[attribute.name].span, "first here")],
+                        )
                     )
                 seen[attribute.name] = attribute
             self.decls[name] = statement
@@ -174,9 +180,12 @@ class _Resolver:
                 )
             elif self.default is not None:
                 self.diagnostics.append(
-                    error(statement.span, "`.default` is given twice",
-                          related=[Related(self.default.span, "first given here")],
-                          help="a policy has one default verdict")
+                    error(
+                        statement.span,
+                        "`.default` is given twice",
+                        related=[Related(self.default.span, "first given here")],
+                        help="a policy has one default verdict",
+                    )
                 )
             else:
                 self.default = statement
@@ -189,9 +198,12 @@ class _Resolver:
             if key in self.field_nodes:
                 first = self.field_nodes[key]
                 self.diagnostics.append(
-                    error(statement.path_span, f"field `{statement.tool}.{statement.argument}` is mapped twice",
-                          related=[Related(first.path_span, "first mapped here")],
-                          help="a field has one role")
+                    error(
+                        statement.path_span,
+                        f"field `{statement.tool}.{statement.argument}` is mapped twice",
+                        related=[Related(first.path_span, "first mapped here")],
+                        help="a field has one role",
+                    )
                 )
                 return
             self.field_nodes[key] = statement
@@ -203,9 +215,11 @@ class _Resolver:
         close = did_you_mean(ident.name, allowed)
         self.diagnostics.append(
             codes.INVALID_DIRECTIVE(
-                ident.span, f"unknown type `{ident.name}`",
+                ident.span,
+                f"unknown type `{ident.name}`",
                 help=(f"did you mean `{close}`? " if close else "")
-                + "the types are " + ", ".join(f"`{t}`" for t in allowed),
+                + "the types are "
+                + ", ".join(f"`{t}`" for t in allowed),
             )
         )
         return False
@@ -219,8 +233,9 @@ class _Resolver:
             else:
                 message = f"functor `{name}` is declared twice"
             self.diagnostics.append(
-                codes.INVALID_DIRECTIVE(statement.name.span, message,
-                                        related=[Related(first.name.span, "first declared here")])
+                codes.INVALID_DIRECTIVE(
+                    statement.name.span, message, related=[Related(first.name.span, "first declared here")]
+                )
             )
             return
         params = tuple(
@@ -238,18 +253,25 @@ class _Resolver:
         budget = float(statement.budget.value)
         if name in self.role_nodes:
             self.diagnostics.append(
-                error(statement.name.span, f"role `{name}` is declared twice",
-                      related=[Related(self.role_nodes[name].name.span, "first declared here")])
+                error(
+                    statement.name.span,
+                    f"role `{name}` is declared twice",
+                    related=[Related(self.role_nodes[name].name.span, "first declared here")],
+                )
             )
             return
         if not 0 < budget <= 1:
             self.diagnostics.append(
-                error(statement.budget.span, f"the budget of role `{name}` is {statement.budget.value}, "
-                      "outside (0, 1]",
-                      help="a budget is the tolerated risk, a probability greater than 0 and at most 1")
+                error(
+                    statement.budget.span,
+                    f"the budget of role `{name}` is {statement.budget.value}, outside (0, 1]",
+                    help="a budget is the tolerated risk, a probability greater than 0 and at most 1",
+                )
             )
         self.role_nodes[name] = statement
-        self.roles[name] = RoleInfo(name, budget, statement.pool.name if statement.pool else None, statement.span)
+        self.roles[name] = RoleInfo(
+            name, budget, statement.pool.name if statement.pool else None, statement.span
+        )
 
     def _check_field_role(self, statement: ast.FieldMap) -> None:
         role = statement.role.name
@@ -259,7 +281,8 @@ class _Resolver:
         declared = ", ".join(f"`{r}`" for r in sorted(self.roles)) or "none"
         self.diagnostics.append(
             codes.INVALID_DIRECTIVE(
-                statement.role.span, f"unknown role `{role}`",
+                statement.role.span,
+                f"unknown role `{role}`",
                 help=(f"did you mean `{close}`? " if close else "")
                 + f"declare it with `.role {role} budget ALPHA`; declared roles: {declared}",
             )
@@ -323,7 +346,8 @@ class _Resolver:
             if name in spans:
                 self.diagnostics.append(
                     codes.INVALID_DIRECTIVE(
-                        spans[name], f"inline relation `{name}` cannot be an `{directive}`",
+                        spans[name],
+                        f"inline relation `{name}` cannot be an `{directive}`",
                         related=[Related(decl.name.span, "declared inline here")],
                         help="an inline relation is computed where it is used, so it has no facts of its own",
                     )
@@ -345,7 +369,8 @@ class _Resolver:
             for span in uses:
                 self.diagnostics.append(
                     codes.NAME_CONFLICT(
-                        span, f"`{name}` is a functor, so it cannot also be a relation",
+                        span,
+                        f"`{name}` is a functor, so it cannot also be a relation",
                         related=[Related(sig.span, "declared as a functor here")],
                         help="rename the relation or the functor",
                     )

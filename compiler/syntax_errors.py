@@ -60,7 +60,9 @@ RESERVED = {"NOT": "not", "COUNT": "count", "SUM": "sum", "MIN": "min", "MAX": "
 AGGREGATORS = frozenset({"COUNT", "SUM", "MIN", "MAX", "MEAN"})
 COMPARATORS = frozenset({"EQ", "NE", "LT", "LE", "GT", "GE"})
 OPERATORS = frozenset({"PLUS", "MINUS", "STAR", "SLASH", "PERCENT"})
-TERM_START = frozenset({"NAME", "STRING", "INT", "FLOAT", "LPAR", "MINUS", "COUNT", "SUM", "MIN", "MAX", "MEAN"})
+TERM_START = frozenset(
+    {"NAME", "STRING", "INT", "FLOAT", "LPAR", "MINUS", "COUNT", "SUM", "MIN", "MAX", "MEAN"}
+)
 STATEMENT_START = frozenset({"NAME", "AT"} | {d[1:].upper() for d in DIRECTIVES})
 
 
@@ -142,7 +144,8 @@ def unexpected_token(
             source.span(span.start, span.start + len(word)),
             f"unknown directive `{word}`",
             help=(f"did you mean `{close}`? " if close else "")
-            + "the directives are " + ", ".join(f"`{d}`" for d in DIRECTIVES),
+            + "the directives are "
+            + ", ".join(f"`{d}`" for d in DIRECTIVES),
         )
     if previous_type in AGGREGATORS and previous is not None:
         return error(
@@ -157,23 +160,40 @@ def unexpected_token(
             help="rename the variable or relation",
         )
     if token_type == "COLON" and "IF" in expected:
-        return error(span, "expected `:-` between the rule's head and its body",
-                     fix=Fix("write `:-`", (Edit(span, ":-"),), safe=False))
-    if token_type == "EQ" and previous is not None and previous.end == span.start and (
-        source.text[previous.start:previous.end] == "="
+        return error(
+            span,
+            "expected `:-` between the rule's head and its body",
+            fix=Fix("write `:-`", (Edit(span, ":-"),), safe=False),
+        )
+    if (
+        token_type == "EQ"
+        and previous is not None
+        and previous.end == span.start
+        and (source.text[previous.start : previous.end] == "=")
     ):
-        return error(span, "there is no `==`; equality is written `=`",
-                     fix=Fix("write `=`", (Edit(span, ""),), safe=True))
+        return error(
+            span,
+            "there is no `==`; equality is written `=`",
+            fix=Fix("write `=`", (Edit(span, ""),), safe=True),
+        )
     if token_type == "BUDGET" or (token_type == "NAME" and "BUDGET" in expected):
-        return error(span, f"expected `budget` after the role name, found {found}",
-                     help="write `.role NAME budget ALPHA`, e.g. `.role target budget 0.01`")
+        return error(
+            span,
+            f"expected `budget` after the role name, found {found}",
+            help="write `.role NAME budget ALPHA`, e.g. `.role target budget 0.01`",
+        )
     message = f"unexpected {found}; expected {describe_expected(expected)}"
-    if token_type in ("COMMA", "DOT", "RBRACE") and expected and set(expected) <= (
-        COMPARATORS | OPERATORS | {"LPAR"}
+    if (
+        token_type in ("COMMA", "DOT", "RBRACE")
+        and expected
+        and set(expected) <= (COMPARATORS | OPERATORS | {"LPAR"})
     ):
         message = f"unexpected {found}; expected `(` or a comparison"
-        return error(span, message,
-                     help="a relation with no arguments is written with parentheses, e.g. `UserConfirmed()`")
+        return error(
+            span,
+            message,
+            help="a relation with no arguments is written with parentheses, e.g. `UserConfirmed()`",
+        )
     return error(span, message)
 
 
@@ -185,17 +205,27 @@ def unexpected_character(source: SourceFile, start: int, end: int) -> Diagnostic
     if char == '"':
         line_end = text.find("\n", start)
         line_end = len(text) if line_end == -1 else line_end
-        return error(source.span(start, line_end), "unterminated string",
-                     help='strings end on the line they start; close it with `"`')
+        return error(
+            source.span(start, line_end),
+            "unterminated string",
+            help='strings end on the line they start; close it with `"`',
+        )
     if text.startswith("/*", start):
-        return error(source.span(start, start + 2), "unterminated block comment",
-                     help="close the comment with `*/`")
+        return error(
+            source.span(start, start + 2), "unterminated block comment", help="close the comment with `*/`"
+        )
     if char in "\u201c\u201d":
-        return error(source.span(start, start + 1), "typographic quote; strings use straight quotes `\"`",
-                     fix=Fix('write `"`', (Edit(source.span(start, start + 1), '"'),), safe=True))
+        return error(
+            source.span(start, start + 1),
+            'typographic quote; strings use straight quotes `"`',
+            fix=Fix('write `"`', (Edit(source.span(start, start + 1), '"'),), safe=True),
+        )
     if char == "'":
-        return error(source.span(start, start + 1), "strings are written in double quotes",
-                     help="a `'` is only allowed at the end of a variable name, as in `e'`")
+        return error(
+            source.span(start, start + 1),
+            "strings are written in double quotes",
+            help="a `'` is only allowed at the end of a variable name, as in `e'`",
+        )
     shown = char if char.isprintable() else f"\\u{ord(char):04x}"
     if end - start > 1:
         return error(source.span(start, end), f"unexpected characters starting with `{shown}`")

@@ -29,13 +29,26 @@ def main() -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, metavar="FILE...")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="How to print the diagnostics.")
-@click.option("--fail-on", type=click.Choice(("error", "warning")), default="error", show_default=True,
-              help="Exit with status 1 on errors only, or on warnings too.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="How to print the diagnostics.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(("error", "warning")),
+    default="error",
+    show_default=True,
+    help="Exit with status 1 on errors only, or on warnings too.",
+)
 @click.option("--show", type=click.Choice(SHOWABLE), help="Also print an intermediate form of each file.")
 @click.option("--stdin-filename", metavar="NAME", help="The file name to report for a policy read from `-`.")
-def check(paths: tuple[str, ...], fmt: str, fail_on: str, show: str | None, stdin_filename: str | None) -> None:
+def check(
+    paths: tuple[str, ...], fmt: str, fail_on: str, show: str | None, stdin_filename: str | None
+) -> None:
     """Report every syntax and semantic error of policy files.
 
     FILE may be a policy file, a folder (every `*.dl` file below it is checked) or `-` for
@@ -48,7 +61,9 @@ def check(paths: tuple[str, ...], fmt: str, fail_on: str, show: str | None, stdi
         _check(paths, fmt, fail_on, show, stdin_filename)
 
 
-def _check(paths: tuple[str, ...], fmt: str, fail_on: str, show: str | None, stdin_filename: str | None) -> None:
+def _check(
+    paths: tuple[str, ...], fmt: str, fail_on: str, show: str | None, stdin_filename: str | None
+) -> None:
     from .compiler.diagnostics import Severity, sort_diagnostics
     from .compiler.loader import SourceError, load_data, load_file
     from .compiler.pipeline import compile_program
@@ -139,12 +154,16 @@ class _internal_errors:
         return None
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> bool:
-        if error is None or isinstance(error, (SystemExit, KeyboardInterrupt, click.exceptions.Exit,
-                                               click.ClickException)):
+        if error is None or isinstance(
+            error, (SystemExit, KeyboardInterrupt, click.exceptions.Exit, click.ClickException)
+        ):
             return False
         if os.environ.get("POLICYC_DEBUG"):
             return False
         click.echo(f"policyc: internal error: {kind.__name__}: {error}", err=True)
-        click.echo("this is a bug in policyc; please report it with the input that caused it "
-                   "(POLICYC_DEBUG=1 shows the traceback)", err=True)
+        click.echo(
+            "this is a bug in policyc; please report it with the input that caused it "
+            "(POLICYC_DEBUG=1 shows the traceback)",
+            err=True,
+        )
         sys.exit(2)

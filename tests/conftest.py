@@ -29,7 +29,9 @@ class Run:
 
 def policyc_command() -> list[str]:
     """The console script a user runs (it must be installed, as a user would have it)."""
-    found = shutil.which("policyc", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    found = shutil.which(
+        "policyc", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    )
     if found is None:
         pytest.fail("the `policyc` command is not installed; run `pip install -e '.[test]'` first")
     return [found]

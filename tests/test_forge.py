@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from policyc.compiler.pipeline import compile_file, compile_source
 
 from .conftest import EXAMPLES
@@ -21,8 +20,15 @@ FORGE = sorted((EXAMPLES / "forge").glob("*.dl"))
 def test_every_listing_is_there() -> None:
     names = {p.stem for p in FORGE}
     assert names >= {
-        "toxic_flow", "approval", "mls", "malade", "openclaw", "copilot",
-        "tau2_airline", "tau2_retail", "agentdojo_provenance",
+        "toxic_flow",
+        "approval",
+        "mls",
+        "malade",
+        "openclaw",
+        "copilot",
+        "tau2_airline",
+        "tau2_retail",
+        "agentdojo_provenance",
     }
 
 
@@ -42,47 +48,117 @@ def test_listing_through_the_command(path: Path, policyc) -> None:
 
 # (listing, text to replace, replacement, [(name, line)])
 PLANTED = [
-    ("toxic_flow", "Deny(a) :- ExternalSend(a), Tainted(a), HasSecret(a).",
-     "Deny(a) :- ExternalSend(a), Taint(a), HasSecret(a).", [("undefined-relation", 23), ("unused-relation", 13), ("unused-relation", 6)]),
-    ("toxic_flow", "Tainted(e) :- DependsOn(e, e’), Tainted(e’).",
-     "Tainted(e) :- DependsOn(e, e’), Tainted(e’, e).", [("arity-mismatch", 14)]),
-    ("toxic_flow", "HasSecret(e) :- SensitiveInput(e).", "HasSecret(e) :- SensitiveInput(x).",
-     [("unsafe-variable", 15), ("singleton-variable", 15)]),
-    ("toxic_flow", "Deny(a) :- ExternalSend(a), Tainted(a), HasSecret(a).",
-     "Deny(a) :- ExternalSend(a), Tainted(a), HasSecret(a)", [("syntax-error", 23)]),
-    ("toxic_flow", 'Tainted(e) :- UntrustedInput(e).', 'Tainted(e) :- UntrustedInput(e), not Deny(e).',
-     [("negation-cycle", 13)]),
-    ("approval", "Deny(a) :- ProtectedAPICall(a), not HasApproval(a).",
-     "Deny(a) :- ProtectedAPICall(a), not HasApproval(b).", [("unsafe-variable", 17)]),
-    ("approval", "HasApproval(a) :- ProtectedAPICall(a), Reaches(a, p), Approval(p).",
-     "HasApproval(a) :- ProtectedAPICall(a), Reaches(a, p), Approval(p), p = 3.", [("type-mismatch", 12)]),
+    (
+        "toxic_flow",
+        "Deny(a) :- ExternalSend(a), Tainted(a), HasSecret(a).",
+        "Deny(a) :- ExternalSend(a), Taint(a), HasSecret(a).",
+        [("undefined-relation", 23), ("unused-relation", 13), ("unused-relation", 6)],
+    ),
+    (
+        "toxic_flow",
+        "Tainted(e) :- DependsOn(e, e’), Tainted(e’).",
+        "Tainted(e) :- DependsOn(e, e’), Tainted(e’, e).",
+        [("arity-mismatch", 14)],
+    ),
+    (
+        "toxic_flow",
+        "HasSecret(e) :- SensitiveInput(e).",
+        "HasSecret(e) :- SensitiveInput(x).",
+        [("unsafe-variable", 15), ("singleton-variable", 15)],
+    ),
+    (
+        "toxic_flow",
+        "Deny(a) :- ExternalSend(a), Tainted(a), HasSecret(a).",
+        "Deny(a) :- ExternalSend(a), Tainted(a), HasSecret(a)",
+        [("syntax-error", 23)],
+    ),
+    (
+        "toxic_flow",
+        "Tainted(e) :- UntrustedInput(e).",
+        "Tainted(e) :- UntrustedInput(e), not Deny(e).",
+        [("negation-cycle", 13)],
+    ),
+    (
+        "approval",
+        "Deny(a) :- ProtectedAPICall(a), not HasApproval(a).",
+        "Deny(a) :- ProtectedAPICall(a), not HasApproval(b).",
+        [("unsafe-variable", 17)],
+    ),
+    (
+        "approval",
+        "HasApproval(a) :- ProtectedAPICall(a), Reaches(a, p), Approval(p).",
+        "HasApproval(a) :- ProtectedAPICall(a), Reaches(a, p), Approval(p), p = 3.",
+        [("type-mismatch", 12)],
+    ),
     ("mls", 'Level("SECRET", 2).', 'Level("SECRET", "two").', [("type-mismatch", 20)]),
     ("mls", "ClearanceRank(c), level > c.", "ClearanceRank(c), levl > c.", [("unsafe-variable", 28)]),
-    ("mls", 'Deny(a) :- RecipientRank(a, r), ClearanceRank(c), r < c.',
-     'Deny(a) :- RecipientRank(a, r), ClearanceRank(c), r < c.\nDeny(a) :- RecipientRank(a, r), ClearanceRank(c), r < c.',
-     [("duplicate-rule", 43)]),
+    (
+        "mls",
+        "Deny(a) :- RecipientRank(a, r), ClearanceRank(c), r < c.",
+        "Deny(a) :- RecipientRank(a, r), ClearanceRank(c), r < c.\nDeny(a) :- RecipientRank(a, r), ClearanceRank(c), r < c.",
+        [("duplicate-rule", 43)],
+    ),
     ("malade", '@id("not-fda")', '@id("fda-access")', [("invalid-annotation", 32)]),
-    ("malade", ".functor queries(a: symbol, host: symbol): bool", ".functor queries(a: symbol): bool",
-     [("arity-mismatch", 27), ("arity-mismatch", 33)]),
-    ("openclaw", '.functor tool_arg(a: symbol, key: symbol): any', "", [("undefined-function", 20),
-                                                                       ("undefined-function", 20)]),
-    ("copilot", "TotalUncoveredDiffSize(total) :- total = sum size : { UncoveredDiffSize(_, size) }.",
-     "TotalUncoveredDiffSize(total) :- total = sum size : { UncoveredDiffSize(_, size), TotalUncoveredDiffSize(size) }.",
-     [("negation-cycle", 56)]),
-    ("copilot", "SastScanOverdue() :- TotalUncoveredDiffSize(total), total > 1000.",
-     'SastScanOverdue() :- TotalUncoveredDiffSize(total), total > "1000".', [("type-mismatch", 57)]),
-    ("tau2_airline", ".decl UserRequestedBags()\n", ".decl UserRequestedBags()\n.decl UserRequestedBags()\n",
-     [("invalid-directive", 17)]),
-    ("tau2_airline", 'not UserRequestedCompensation().', 'not UserRequestedCompensation(a).',
-     [("arity-mismatch", 47)]),
-    ("tau2_retail", ".decl ItemPairOk(a: symbol, pos: number)", ".decl ItemPairOk(a: symbol, pos: symbol)",
-     [("type-mismatch", 70)]),
-    ("tau2_retail", "Deny(a) :- ModifyItemPair(a, _, item_id, item_id).",
-     "Deny(a) :- ModifyItemPair(a, _, item_id, item_id), not ItemKnown(item_id).", [("undefined-relation", 71)]),
-    ("agentdojo_provenance", ".decl BrowseAllowed(a: symbol) inline", ".decl BrowseAllowed(a: symbol)",
-     [("unsafe-variable", 72)]),
-    ("agentdojo_provenance", ".decl Anchored(v: symbol) inline", ".decl Anchored(v: symbol)",
-     [("unsafe-variable", 49)]),
+    (
+        "malade",
+        ".functor queries(a: symbol, host: symbol): bool",
+        ".functor queries(a: symbol): bool",
+        [("arity-mismatch", 27), ("arity-mismatch", 33)],
+    ),
+    (
+        "openclaw",
+        ".functor tool_arg(a: symbol, key: symbol): any",
+        "",
+        [("undefined-function", 20), ("undefined-function", 20)],
+    ),
+    (
+        "copilot",
+        "TotalUncoveredDiffSize(total) :- total = sum size : { UncoveredDiffSize(_, size) }.",
+        "TotalUncoveredDiffSize(total) :- total = sum size : { UncoveredDiffSize(_, size), TotalUncoveredDiffSize(size) }.",
+        [("negation-cycle", 56)],
+    ),
+    (
+        "copilot",
+        "SastScanOverdue() :- TotalUncoveredDiffSize(total), total > 1000.",
+        'SastScanOverdue() :- TotalUncoveredDiffSize(total), total > "1000".',
+        [("type-mismatch", 57)],
+    ),
+    (
+        "tau2_airline",
+        ".decl UserRequestedBags()\n",
+        ".decl UserRequestedBags()\n.decl UserRequestedBags()\n",
+        [("invalid-directive", 17)],
+    ),
+    (
+        "tau2_airline",
+        "not UserRequestedCompensation().",
+        "not UserRequestedCompensation(a).",
+        [("arity-mismatch", 47)],
+    ),
+    (
+        "tau2_retail",
+        ".decl ItemPairOk(a: symbol, pos: number)",
+        ".decl ItemPairOk(a: symbol, pos: symbol)",
+        [("type-mismatch", 70)],
+    ),
+    (
+        "tau2_retail",
+        "Deny(a) :- ModifyItemPair(a, _, item_id, item_id).",
+        "Deny(a) :- ModifyItemPair(a, _, item_id, item_id), not ItemKnown(item_id).",
+        [("undefined-relation", 71)],
+    ),
+    (
+        "agentdojo_provenance",
+        ".decl BrowseAllowed(a: symbol) inline",
+        ".decl BrowseAllowed(a: symbol)",
+        [("unsafe-variable", 72)],
+    ),
+    (
+        "agentdojo_provenance",
+        ".decl Anchored(v: symbol) inline",
+        ".decl Anchored(v: symbol)",
+        [("unsafe-variable", 49)],
+    ),
 ]
 
 

@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from policyc.compiler.codes import CATALOG
 
 from .conftest import run_policyc

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from policyc.compiler import ast
 from policyc.compiler.ast import (
     Aggregate,
@@ -45,22 +44,26 @@ BODIES = {
     "Deny(a) :- P(a, _).": (Atom("P", (a, Wildcard())),),
     "Deny(a) :- P(a, e'), Q(e').": (Atom("P", (a, Var("e'"))), Atom("Q", (Var("e'"),))),
     "Deny(a) :- P(a, e’).": (Atom("P", (a, Var("e’"))),),
-    "Deny(a) :- P(a, \"x\\\"y\\n\").": (Atom("P", (a, String('x"y\n'))),),
-    "Deny(a) :- P(a, \"\\u00e9\").": (Atom("P", (a, String("é"))),),
-    "Deny(a) :- P(a, 3, -4, 2.5, 1e3).": (Atom("P", (a, Integer(3), Integer(-4), Float(2.5), Float(1000.0))),),
+    'Deny(a) :- P(a, "x\\"y\\n").': (Atom("P", (a, String('x"y\n'))),),
+    'Deny(a) :- P(a, "\\u00e9").': (Atom("P", (a, String("é"))),),
+    "Deny(a) :- P(a, 3, -4, 2.5, 1e3).": (
+        Atom("P", (a, Integer(3), Integer(-4), Float(2.5), Float(1000.0))),
+    ),
     "Deny(a) :- P(a, x), x = 1 + 2 * 3.": (
         Atom("P", (a, Var("x"))),
         Comparison("=", Var("x"), BinOp("+", Integer(1), BinOp("*", Integer(2), Integer(3)))),
     ),
     "Deny(a) :- P(a, x), x = (1 + 2) * 3 % 4.": (
         Atom("P", (a, Var("x"))),
-        Comparison("=", Var("x"), BinOp("%", BinOp("*", BinOp("+", Integer(1), Integer(2)), Integer(3)), Integer(4))),
+        Comparison(
+            "=", Var("x"), BinOp("%", BinOp("*", BinOp("+", Integer(1), Integer(2)), Integer(3)), Integer(4))
+        ),
     ),
     "Deny(a) :- P(a, x), y = -x - 1.": (
         Atom("P", (a, Var("x"))),
         Comparison("=", Var("y"), BinOp("-", Negate(Var("x")), Integer(1))),
     ),
-    "Deny(a) :- P(a), tool_arg(a, \"url\") != \"\".": (
+    'Deny(a) :- P(a), tool_arg(a, "url") != "".': (
         Atom("P", (a,)),
         Comparison("!=", Call("tool_arg", (a, String("url"))), String("")),
     ),
@@ -68,8 +71,8 @@ BODIES = {
         Atom("P", (a,)),
         Comparison("<=", Call("f", (Call("g", (a,)), Call("h", ()))), Integer(2)),
     ),
-    "Deny(a) :- P(a), is_tool(a, \"x\").": (Atom("P", (a,)), Atom("is_tool", (a, String("x")))),
-    "Deny(a) :- P(a), not url_ok(tool_arg(a, \"u\")).": (
+    'Deny(a) :- P(a), is_tool(a, "x").': (Atom("P", (a,)), Atom("is_tool", (a, String("x")))),
+    'Deny(a) :- P(a), not url_ok(tool_arg(a, "u")).': (
         Atom("P", (a,)),
         Negation(Atom("url_ok", (Call("tool_arg", (a, String("u"))),))),
     ),
@@ -80,7 +83,8 @@ BODIES = {
     "Deny(a) :- P(a), t = sum s : { Q(a, s), s > 0 }.": (
         Atom("P", (a,)),
         Comparison(
-            "=", Var("t"),
+            "=",
+            Var("t"),
             Aggregate("sum", Var("s"), (Atom("Q", (a, Var("s"))), Comparison(">", Var("s"), Integer(0)))),
         ),
     ),
@@ -90,9 +94,13 @@ BODIES = {
     ),
     "Deny(a) :- P(a), m = max x * 2 : { Q(x) }, v = mean x : { Q(x), not R(x) }.": (
         Atom("P", (a,)),
-        Comparison("=", Var("m"), Aggregate("max", BinOp("*", Var("x"), Integer(2)), (Atom("Q", (Var("x"),)),))),
         Comparison(
-            "=", Var("v"), Aggregate("mean", Var("x"), (Atom("Q", (Var("x"),)), Negation(Atom("R", (Var("x"),)))))
+            "=", Var("m"), Aggregate("max", BinOp("*", Var("x"), Integer(2)), (Atom("Q", (Var("x"),)),))
+        ),
+        Comparison(
+            "=",
+            Var("v"),
+            Aggregate("mean", Var("x"), (Atom("Q", (Var("x"),)), Negation(Atom("R", (Var("x"),))))),
         ),
     ),
     "Deny(a) :- P(a), counter = 1, notice = 2, summary = 3.": (
@@ -136,15 +144,25 @@ def test_directives() -> None:
     )
     I = ast.Ident  # noqa: E741
     assert statements == [
-        ast.Decl(I("R"), (ast.Attribute("x", I("symbol")), ast.Attribute("n", I("number")),
-                          ast.Attribute("f", I("float")))),
+        ast.Decl(
+            I("R"),
+            (
+                ast.Attribute("x", I("symbol")),
+                ast.Attribute("n", I("number")),
+                ast.Attribute("f", I("float")),
+            ),
+        ),
         ast.Decl(I("Later"), (ast.Attribute("v", I("symbol")),), inline=True),
         ast.Input((I("R"), I("S"))),
         ast.Output((I("Deny"),)),
         ast.Include(String("other.dl")),
         ast.Import(I("events")),
-        ast.Functor(I("tool_arg"), (ast.Parameter("a", I("symbol")), ast.Parameter("k", I("symbol"))), I("symbol")),
-        ast.Functor(I("is_tool"), (ast.Parameter(None, I("symbol")), ast.Parameter(None, I("symbol"))), I("bool")),
+        ast.Functor(
+            I("tool_arg"), (ast.Parameter("a", I("symbol")), ast.Parameter("k", I("symbol"))), I("symbol")
+        ),
+        ast.Functor(
+            I("is_tool"), (ast.Parameter(None, I("symbol")), ast.Parameter(None, I("symbol"))), I("bool")
+        ),
         ast.Default(I("deny")),
         ast.Role(I("target"), Float(0.01), None),
         ast.Role(I("credential"), Integer(1), I("high_risk")),
@@ -163,7 +181,9 @@ def test_soft_keywords_stay_names() -> None:
         inline(x) :- D(x).
         """
     )
-    assert statements[1] == ast.Rule(Atom("pool", (Var("x"),)), (Atom("budget", (Var("x"),)), Atom("inline", (Var("x"),))))
+    assert statements[1] == ast.Rule(
+        Atom("pool", (Var("x"),)), (Atom("budget", (Var("x"),)), Atom("inline", (Var("x"),)))
+    )
     assert statements[3] == ast.Rule(Atom("inline", (Var("x"),)), (Atom("D", (Var("x"),)),))
 
 
@@ -184,7 +204,7 @@ def test_comments_are_kept_apart() -> None:
 
 
 def test_spans_are_exact_and_ignored_by_equality() -> None:
-    text = "Deny(a) :-\n    Send(a),\n    tool_arg(a, \"to\") = \"x\"."
+    text = 'Deny(a) :-\n    Send(a),\n    tool_arg(a, "to") = "x".'
     (rule,) = parse_ok(text)
     send, comparison = rule.body
     assert (send.span.line, send.span.column, send.span.end_line, send.span.end_column) == (2, 5, 2, 12)
@@ -199,10 +219,10 @@ def test_spans_are_exact_and_ignored_by_equality() -> None:
 SYNTAX_ERRORS = {
     # text: [(line, column, message fragment)]
     "Deny(a) :- P(a)\nAllow(a) :- Q(a).": [(1, 16, "expected `.` at the end of the rule")],
-    "Level(\"S\", 2)\nLevel(\"T\", 3).": [(1, 14, "expected `.` at the end of the fact")],
+    'Level("S", 2)\nLevel("T", 3).': [(1, 14, "expected `.` at the end of the fact")],
     "Deny(a) : P(a).": [(1, 9, "expected `:-`")],
     "Deny(a) :- P(a), x == 1.": [(1, 21, "there is no `==`")],
-    "Deny(a) :- P(a, \"open.\n": [(1, 17, "unterminated string")],
+    'Deny(a) :- P(a, "open.\n': [(1, 17, "unterminated string")],
     "Deny(a) :- P(a). /* never closed\n": [(1, 18, "unterminated block comment")],
     "Deny(a) :- P(a, “x”).": [(1, 17, "typographic quote")],
     "Deny(a) :- P(a, 'x').": [(1, 17, "double quotes")],
@@ -212,8 +232,8 @@ SYNTAX_ERRORS = {
     ".inptu R\n": [(1, 1, "unknown directive `.inptu`")],
     "Deny(a) :- P(a), count = 2.": [(1, 18, "`count` is a reserved word")],
     "Deny(a) :- P(a), Q.": [(1, 19, "expected `(` or a comparison")],
-    "@id(\"x\")\n": [(2, 1, "expected a rule after the annotations")],
-    "Deny(a) :- P(a, \"\\q\").": [(1, 18, "unknown escape `\\q`")],
+    '@id("x")\n': [(2, 1, "expected a rule after the annotations")],
+    'Deny(a) :- P(a, "\\q").': [(1, 18, "unknown escape `\\q`")],
     ".role target budgt 0.1\n": [(1, 14, "expected `budget`")],
     "Deny(a) :- .": [(1, 12, "unexpected `.`")],
     "Deny(a :- P(a).": [(1, 8, "unexpected `:-`")],
@@ -254,7 +274,7 @@ def test_every_error_of_a_file_is_reported() -> None:
     ["", "   \n\n", "// only a comment", "/* block */", "\ufeffDeny(a) :- P(a).", "\t\r\n"],
 )
 def test_trivial_files(text: str) -> None:
-    module, diagnostics = parse(SourceFile("t.dl", text))
+    _module, diagnostics = parse(SourceFile("t.dl", text))
     assert diagnostics == []
 
 

@@ -49,7 +49,9 @@ def check(context: Context) -> list[Diagnostic]:
             )
         for literal_or_head in [rule.head, *rule.body]:
             terms = (
-                literal_or_head.args if isinstance(literal_or_head, ast.Atom) else ast.literal_terms(literal_or_head)
+                literal_or_head.args
+                if isinstance(literal_or_head, ast.Atom)
+                else ast.literal_terms(literal_or_head)
             )
             for term in terms:
                 for call in ast.term_calls(term):
@@ -60,9 +62,7 @@ def check(context: Context) -> list[Diagnostic]:
 
 
 def _functor_mismatch(name: str, span, given: int, sig) -> Diagnostic:
-    shown = ", ".join(
-        f"{n}: {t}" if n else str(t) for n, t in zip(sig.param_names, sig.params, strict=True)
-    )
+    shown = ", ".join(f"{n}: {t}" if n else str(t) for n, t in zip(sig.param_names, sig.params, strict=True))
     return codes.ARITY_MISMATCH(
         span,
         f"`{name}` takes {_arguments(len(sig.params))} but is given {given} here",

@@ -17,14 +17,17 @@ from . import Context
 
 def check(context: Context) -> list[Diagnostic]:
     symbols, program = context.symbols, context.program
-    can_hold = set(symbols.inputs)
+    # Undefined relations are errors of their own; assume they can hold facts so that what
+    # depends on them is not reported a second time.
+    undefined = {
+        name
+        for name, r in symbols.relations.items()
+        if not (name in symbols.defined or r.declared or r.is_input)
+    }
+    can_hold = set(symbols.inputs) | undefined
     pending: list[tuple[str, list[str]]] = []
     for _, rule in program.rules():
-        needs = [
-            atom.name
-            for atom in _required_atoms(rule.body)
-            if atom.name not in symbols.functors
-        ]
+        needs = [atom.name for atom in _required_atoms(rule.body) if atom.name not in symbols.functors]
         if not needs:
             can_hold.add(rule.head.name)
         else:
@@ -49,11 +52,15 @@ def check(context: Context) -> list[Diagnostic]:
         if not (name in symbols.defined or relation.declared or relation.is_input):
             continue  # undefined-relation
         if name in symbols.defined:
-            message = f"relation `{name}` can never hold a fact: every rule for it needs a relation that is empty"
+            message = (
+                f"relation `{name}` can never hold a fact: every rule for it needs a relation that is empty"
+            )
             help_text = "check the rule bodies for a relation that has no rules, facts or `.input`"
         else:
             message = f"relation `{name}` is declared but nothing puts facts into it"
-            help_text = f"add rules or facts for it, or mark it `.input {name}` if its facts come from outside"
+            help_text = (
+                f"add rules or facts for it, or mark it `.input {name}` if its facts come from outside"
+            )
         diagnostics.append(codes.EMPTY_RELATION(relation.span, message, help=help_text))
     return diagnostics
 

@@ -40,7 +40,10 @@ def check(context: Context) -> list[Diagnostic]:
 
 
 def _annotation(
-    annotation: ast.Annotation, rule: ast.Rule, seen: dict[str, ast.Annotation], ids: dict[str, ast.Annotation]
+    annotation: ast.Annotation,
+    rule: ast.Rule,
+    seen: dict[str, ast.Annotation],
+    ids: dict[str, ast.Annotation],
 ) -> list[Diagnostic]:
     error = codes.INVALID_ANNOTATION
     name = annotation.name
@@ -51,12 +54,18 @@ def _annotation(
                 annotation.span,
                 f"unknown annotation `@{name}`",
                 help=(f"did you mean `@{close}`? " if close else "")
-                + "the annotations are " + ", ".join(f"`@{a}`" for a in ANNOTATIONS),
+                + "the annotations are "
+                + ", ".join(f"`@{a}`" for a in ANNOTATIONS),
             )
         ]
     if name in seen:
-        return [error(annotation.span, f"`@{name}` is given twice for this rule",
-                      related=[Related(seen[name].span, "first given here")])]
+        return [
+            error(
+                annotation.span,
+                f"`@{name}` is given twice for this rule",
+                related=[Related(seen[name].span, "first given here")],
+            )
+        ]
     low, high = ANNOTATIONS[name]
     n = len(annotation.args)
     if n < low or (high is not None and n > high):
@@ -66,8 +75,11 @@ def _annotation(
     for arg in annotation.args:
         if isinstance(arg, ast.Var):
             problems.append(
-                error(arg.span, f"annotation arguments are strings: write `\"{arg.name}\"`",
-                      fix=Fix(f'write `"{arg.name}"`', (Edit(arg.span, f'"{arg.name}"'),), safe=True))
+                error(
+                    arg.span,
+                    f'annotation arguments are strings: write `"{arg.name}"`',
+                    fix=Fix(f'write `"{arg.name}"`', (Edit(arg.span, f'"{arg.name}"'),), safe=True),
+                )
             )
         elif not isinstance(arg, ast.String):
             problems.append(error(arg.span, f"`@{name}` takes a string"))
@@ -78,15 +90,26 @@ def _annotation(
         if not value.strip():
             return [error(annotation.args[0].span, "a rule id cannot be empty")]
         if value in ids:
-            return [error(annotation.args[0].span, f"rule id `{value}` is already used",
-                          related=[Related(ids[value].span, "first used here")],
-                          help="deny reasons are reported by rule id, so ids are unique")]
+            return [
+                error(
+                    annotation.args[0].span,
+                    f"rule id `{value}` is already used",
+                    related=[Related(ids[value].span, "first used here")],
+                    help="deny reasons are reported by rule id, so ids are unique",
+                )
+            ]
         ids[value] = annotation
     elif name == "severity" and value not in SEVERITIES:
         close = did_you_mean(value, SEVERITIES)
-        return [error(annotation.args[0].span, f"unknown severity `{value}`",
-                      help=(f"did you mean `{close}`? " if close else "")
-                      + "the severities are " + ", ".join(f"`{s}`" for s in SEVERITIES))]
+        return [
+            error(
+                annotation.args[0].span,
+                f"unknown severity `{value}`",
+                help=(f"did you mean `{close}`? " if close else "")
+                + "the severities are "
+                + ", ".join(f"`{s}`" for s in SEVERITIES),
+            )
+        ]
     elif name in ("message", "suggest"):
         return _placeholders(annotation, rule)
     return []
@@ -116,8 +139,11 @@ def _placeholders(annotation: ast.Annotation, rule: ast.Rule) -> list[Diagnostic
             continue
         if token in ("{", "}"):
             problems.append(
-                codes.INVALID_ANNOTATION(arg.span, f"unmatched `{token}` in `@{annotation.name}`",
-                                         help="write `{{` or `}}` for a literal brace")
+                codes.INVALID_ANNOTATION(
+                    arg.span,
+                    f"unmatched `{token}` in `@{annotation.name}`",
+                    help="write `{{` or `}}` for a literal brace",
+                )
             )
             continue
         var = match.group(1).strip()

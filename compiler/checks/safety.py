@@ -148,8 +148,11 @@ class _RuleSafety:
 
     def wildcard(self, wildcard: ast.Wildcard, where: str) -> None:
         self.diagnostics.append(
-            codes.UNSAFE_VARIABLE(wildcard.span, f"`_` cannot be used {where}",
-                                  help="`_` matches any value of a relation's argument; it has no value itself")
+            codes.UNSAFE_VARIABLE(
+                wildcard.span,
+                f"`_` cannot be used {where}",
+                help="`_` matches any value of a relation's argument; it has no value itself",
+            )
         )
 
     def fact(self) -> None:
@@ -178,8 +181,11 @@ class _RuleSafety:
                 self.wildcard(t, "in a rule head")
             elif isinstance(t, ast.Aggregate):
                 self.diagnostics.append(
-                    codes.SYNTAX_ERROR(t.span, "an aggregate cannot appear in a rule head",
-                                       help="assign it in the body, e.g. `n = count : { ... }`, and use `n`")
+                    codes.SYNTAX_ERROR(
+                        t.span,
+                        "an aggregate cannot appear in a rule head",
+                        help="assign it in the body, e.g. `n = count : { ... }`, and use `n`",
+                    )
                 )
 
     def literal(self, literal: ast.Literal, bound: set[str]) -> None:
@@ -283,5 +289,7 @@ class _RuleSafety:
             self.expression(aggregate.target, inner, f"the target of `{aggregate.op}`")
         elif aggregate.op != "count":
             self.diagnostics.append(
-                codes.SYNTAX_ERROR(aggregate.span, f"`{aggregate.op}` needs a target: `{aggregate.op} x : {{ ... }}`")
+                codes.SYNTAX_ERROR(
+                    aggregate.span, f"`{aggregate.op}` needs a target: `{aggregate.op} x : {{ ... }}`"
+                )
             )

@@ -195,8 +195,13 @@ class _Solver:
             declared = relation.types[i] if relation.declared else None
             if declared is not None:
                 what = f"argument {i + 1} of `{atom.name}`"
-                self.expect(arg, key, frozenset({declared}), what,
-                            Related(relation.span, f"`{atom.name}` is declared here"))
+                self.expect(
+                    arg,
+                    key,
+                    frozenset({declared}),
+                    what,
+                    Related(relation.span, f"`{atom.name}` is declared here"),
+                )
             elif not relation.declared:
                 slot = ("rel", atom.name, i)
                 before_types, before_origin = self.types(slot), self.why(slot)
@@ -208,8 +213,11 @@ class _Solver:
                         [self.why(key), before_origin],
                     )
                 else:
-                    self.note_local(arg, key, f"`{{}}` is {describe(self.types(key))} as argument {i + 1} "
-                                              f"of `{atom.name}`")
+                    self.note_local(
+                        arg,
+                        key,
+                        f"`{{}}` is {describe(self.types(key))} as argument {i + 1} of `{atom.name}`",
+                    )
 
     def arguments(self, name: str, args: tuple[ast.Term, ...], sig) -> None:
         if len(args) != len(sig.params):
@@ -220,8 +228,13 @@ class _Solver:
             key = self.term(arg)
             if param is not None and param != "any":
                 label = f"`{sig.param_names[i]}`" if sig.param_names[i] else f"{i + 1}"
-                self.expect(arg, key, frozenset({param}), f"parameter {label} of `{name}`",
-                            Related(sig.span, f"`{name}` is declared here"))
+                self.expect(
+                    arg,
+                    key,
+                    frozenset({param}),
+                    f"parameter {label} of `{name}`",
+                    Related(sig.span, f"`{name}` is declared here"),
+                )
 
     def term(self, term: ast.Term) -> object:
         """The slot of a term, after checking the terms inside it."""
@@ -258,8 +271,11 @@ class _Solver:
     def numeric(self, term: ast.Term, key: object) -> bool:
         clash = self.restrict(key, NUMERIC, (term.span, "used in arithmetic here"))
         if clash is not None:
-            self.error(term.span, f"arithmetic needs numbers, but `{self.text(term.span)}` is {describe(clash)}",
-                       [self.why(key)])
+            self.error(
+                term.span,
+                f"arithmetic needs numbers, but `{self.text(term.span)}` is {describe(clash)}",
+                [self.why(key)],
+            )
         return clash is None
 
     def call(self, call: ast.Call) -> object:
@@ -317,4 +333,3 @@ def _pick(allowed: frozenset[str]) -> str | None:
     if allowed == NUMERIC:
         return "number"
     return sorted(allowed)[0]
-

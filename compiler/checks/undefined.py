@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from .. import ast, codes
 from ..diagnostics import Diagnostic
-from ..syntax_errors import did_you_mean
 from ..symbols import VERDICTS
+from ..syntax_errors import did_you_mean
 from . import Context
 
 
@@ -34,7 +34,8 @@ def check(context: Context) -> list[Diagnostic]:
                     close = did_you_mean(ident.name, known)
                     diagnostics.append(
                         codes.UNDEFINED_RELATION(
-                            ident.span, f"output relation `{ident.name}` is not defined",
+                            ident.span,
+                            f"output relation `{ident.name}` is not defined",
                             help=f"did you mean `{close}`?" if close else "define it with rules or facts",
                         )
                     )
