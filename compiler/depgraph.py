@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import ast
 from .loader import Program
 from .source import Span
 from .symbols import Symbols
@@ -78,7 +77,7 @@ def build(program: Program, symbols: Symbols) -> DependencyGraph:
         head = rule.head.name
         if head in symbols.functors:
             continue
-        for atom, negated, in_aggregate in ast.rule_atoms(rule):
+        for atom, negated, in_aggregate in program.summary(rule).atoms:
             if atom.name in symbols.functors:
                 continue
             kind = "negative" if negated else "aggregate" if in_aggregate else "positive"

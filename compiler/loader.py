@@ -22,6 +22,7 @@ from . import ast, codes, syntax_errors
 from .diagnostics import Diagnostic
 from .parser import parse
 from .source import SourceFile
+from .summary import RuleSummary, summarize
 
 PRELUDE = "builtins"
 LIBRARY_PREFIX = "<stdlib>/"
@@ -55,6 +56,14 @@ class Program:
 
     def source(self, path: str) -> SourceFile | None:
         return self._sources.get(path)
+
+    def summary(self, rule: ast.Rule) -> RuleSummary:
+        """What the rule contains (atoms, calls, variables), computed once per program."""
+        return self._summaries[id(rule)]
+
+    @functools.cached_property
+    def _summaries(self) -> dict[int, RuleSummary]:
+        return {id(rule): summarize(rule) for _, rule in self.rules()}
 
     @functools.cached_property
     def _sources(self) -> dict[str, SourceFile]:

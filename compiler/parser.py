@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from bisect import bisect_right
 from importlib import resources
 from typing import Any
 
@@ -371,7 +372,8 @@ def _drive(
             if i > first and "$END" in row:
                 statement = feed(_Tok("$END", "", token.start, token.start), True)
                 fresh = True
-                if _depth(statement) > MAX_NESTING:
+                # each level of nesting takes a token, so short statements cannot be too deep
+                if i - first > MAX_NESTING and _depth(statement) > MAX_NESTING:
                     diagnostics.append(
                         codes.SYNTAX_ERROR(
                             statement.span,
@@ -523,13 +525,27 @@ class _Builder:
     def __init__(self, source: SourceFile, diagnostics: list[Diagnostic]) -> None:
         self.source = source
         self.diagnostics = diagnostics
+        self.path = source.path
+        self.line_starts = source.line_starts
 
     def _span(self, first: Any, last: Any | None = None) -> Span:
-        start = first.start if isinstance(first, _Tok) else first.span.start
+        start = first.start if type(first) is _Tok else first.span.start
         if last is None:
             last = first
-        end = last.end if isinstance(last, _Tok) else last.span.end
-        return self.source.span(start, end)
+        end = last.end if type(last) is _Tok else last.span.end
+        starts = self.line_starts
+        line = bisect_right(starts, start)
+        same_line = line == len(starts) or end < starts[line]
+        end_line = line if same_line else bisect_right(starts, end)
+        return Span(
+            self.path,
+            start,
+            end,
+            line,
+            start - starts[line - 1] + 1,
+            end_line,
+            end - starts[end_line - 1] + 1,
+        )
 
     def _ident(self, token: _Tok) -> ast.Ident:
         return ast.Ident(token.value, span=self._span(token))

@@ -298,7 +298,7 @@ class _Resolver:
             head = rule.head
             defined.add(head.name)
             first_seen.setdefault(head.name, (head.name_span, len(head.args)))
-            for atom, _, _ in ast.rule_atoms(rule):
+            for atom, _, _ in self.program.summary(rule).atoms:
                 if atom.name not in self.functors:
                     first_seen.setdefault(atom.name, (atom.name_span, len(atom.args)))
         relations: dict[str, Relation] = {}

@@ -6,7 +6,7 @@ program; a functor's is that of its ``.functor`` declaration.
 
 from __future__ import annotations
 
-from .. import ast, codes
+from .. import codes
 from ..diagnostics import Diagnostic, Related
 from ..symbols import VERDICTS
 from . import Context
@@ -20,7 +20,8 @@ def check(context: Context) -> list[Diagnostic]:
     symbols = context.symbols
     diagnostics: list[Diagnostic] = []
     for _, rule in context.user_rules():
-        atoms = [rule.head] + [atom for atom, _, _ in ast.rule_atoms(rule)]
+        summary = context.program.summary(rule)
+        atoms = [rule.head] + [atom for atom, _, _ in summary.atoms]
         for atom in atoms:
             sig = symbols.functors.get(atom.name)
             if sig is not None:
@@ -47,17 +48,10 @@ def check(context: Context) -> list[Diagnostic]:
                     related=[Related(relation.span, f"{origin} with {_arguments(relation.arity)} here")],
                 )
             )
-        for literal_or_head in [rule.head, *rule.body]:
-            terms = (
-                literal_or_head.args
-                if isinstance(literal_or_head, ast.Atom)
-                else ast.literal_terms(literal_or_head)
-            )
-            for term in terms:
-                for call in ast.term_calls(term):
-                    sig = symbols.functors.get(call.name)
-                    if sig is not None and len(call.args) != len(sig.params):
-                        diagnostics.append(_functor_mismatch(call.name, call.span, len(call.args), sig))
+        for call in summary.calls:
+            sig = symbols.functors.get(call.name)
+            if sig is not None and len(call.args) != len(sig.params):
+                diagnostics.append(_functor_mismatch(call.name, call.span, len(call.args), sig))
     return diagnostics
 
 

@@ -1,8 +1,8 @@
 """``duplicate-rule``: a rule (or fact) that repeats an earlier one adds nothing.
 
-Two rules are duplicates when they have the same head and the same body literals, in any
-order, or when one is the other with its variables renamed consistently. (Subsumption by a
-more general rule is the deep analyzer's ``redundant-rule``.)
+Two rules are duplicates when one is the other with its body literals reordered and its
+variables renamed consistently. (Subsumption by a more general rule is the deep analyzer's
+``redundant-rule``.)
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ def check(context: Context) -> list[Diagnostic]:
     diagnostics: list[Diagnostic] = []
     seen: dict[Any, ast.Rule] = {}
     for _, rule in context.user_rules():
-        head, body = _shape(rule.head, None), tuple(_shape(lit, None) for lit in rule.body)
         # Literals in a fixed order (by their shape with variables blanked), then variables
         # numbered by first occurrence: the same for rules that differ in both.
-        ordered = sorted(rule.body, key=lambda lit: repr(_shape(lit, _BLANK)))
+        ordered = (
+            sorted(rule.body, key=lambda lit: repr(_shape(lit, _BLANK))) if len(rule.body) > 1 else rule.body
+        )
         names: dict[str, int] = {}
-        renamed = (_shape(rule.head, names), tuple(_shape(lit, names) for lit in ordered))
-        keys = (("set", head, frozenset(body)), ("renamed", renamed))
-        first = next((seen[k] for k in keys if k in seen), None)
+        key = (_shape(rule.head, names), tuple(_shape(lit, names) for lit in ordered))
+        first = seen.get(key)
         if first is not None:
             what = "fact" if rule.is_fact else "rule"
             diagnostics.append(
@@ -37,8 +37,7 @@ def check(context: Context) -> list[Diagnostic]:
                 )
             )
             continue
-        for key in keys:
-            seen.setdefault(key, rule)
+        seen[key] = rule
     return diagnostics
 
 

@@ -34,7 +34,7 @@ def check(context: Context) -> list[Diagnostic]:
     for _, rule in context.user_rules():
         seen: dict[str, ast.Annotation] = {}
         for annotation in rule.annotations:
-            diagnostics.extend(_annotation(annotation, rule, seen, ids))
+            diagnostics.extend(_annotation(annotation, rule, seen, ids, context))
             seen.setdefault(annotation.name, annotation)
     return diagnostics
 
@@ -44,6 +44,7 @@ def _annotation(
     rule: ast.Rule,
     seen: dict[str, ast.Annotation],
     ids: dict[str, ast.Annotation],
+    context: Context,
 ) -> list[Diagnostic]:
     error = codes.INVALID_ANNOTATION
     name = annotation.name
@@ -111,27 +112,13 @@ def _annotation(
             )
         ]
     elif name in ("message", "suggest"):
-        return _placeholders(annotation, rule)
+        return _placeholders(annotation, context.program.summary(rule).outer_variables)
     return []
 
 
-def rule_variables(rule: ast.Rule) -> set[str]:
-    """Variables a message can mention: those of the head and of the body outside aggregates."""
-    names = set()
-    terms = list(rule.head.args)
-    for literal in rule.body:
-        terms.extend(ast.literal_terms(literal))
-    for term in terms:
-        for t in ast.walk_term(term, into_aggregates=False):
-            if isinstance(t, ast.Var):
-                names.add(t.name)
-    return names
-
-
-def _placeholders(annotation: ast.Annotation, rule: ast.Rule) -> list[Diagnostic]:
+def _placeholders(annotation: ast.Annotation, variables: frozenset[str]) -> list[Diagnostic]:
     arg = annotation.args[0]
     assert isinstance(arg, ast.String)
-    variables = rule_variables(rule)
     problems = []
     for match in _PLACEHOLDER.finditer(arg.value):
         token = match.group(0)

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from .. import ast, codes
 from ..diagnostics import Diagnostic, Edit, Fix
+from ..summary import RuleSummary
 from ..symbols import Symbols
 from . import Context
 
@@ -28,7 +29,7 @@ from . import Context
 def check(context: Context) -> list[Diagnostic]:
     diagnostics: list[Diagnostic] = []
     for _, rule in context.user_rules():
-        diagnostics.extend(_RuleSafety(rule, context.symbols).run())
+        diagnostics.extend(_RuleSafety(rule, context.symbols, context.program.summary(rule)).run())
     return diagnostics
 
 
@@ -37,16 +38,14 @@ def _vars(term: ast.Term) -> Iterable[ast.Var]:
 
 
 class _RuleSafety:
-    def __init__(self, rule: ast.Rule, symbols: Symbols) -> None:
+    def __init__(self, rule: ast.Rule, symbols: Symbols, summary: RuleSummary) -> None:
         self.rule = rule
         self.symbols = symbols
+        self.summary = summary
         self.diagnostics: list[Diagnostic] = []
         self.reported: set[str] = set()
-        self.total: Counter[str] = Counter()
+        self.total: Counter[str] = Counter(v.name for v in summary.variables)
         self.inner_bound: set[str] = set()  # bound in some aggregate's scope
-        for term in self.all_terms():
-            for var in _vars(term):
-                self.total[var.name] += 1
 
     def all_terms(self) -> Iterable[ast.Term]:
         yield from self.rule.head.args
@@ -109,7 +108,8 @@ class _RuleSafety:
             # the caller binds every argument of an inline relation
             given = {arg.name for arg in rule.head.args if isinstance(arg, ast.Var)}
         bound = self.bound(rule.body, given)
-        self.collect_inner(rule.body, bound)
+        if self.summary.aggregates:
+            self.collect_inner(rule.body, bound)
         for literal in rule.body:
             self.literal(literal, bound)
         for arg in rule.head.args:

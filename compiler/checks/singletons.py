@@ -20,10 +20,9 @@ def check(context: Context) -> list[Diagnostic]:
     for _, rule in context.user_rules():
         if rule.is_fact:
             continue
-        counts: Counter[str] = Counter()
-        for term in (*rule.head.args, *(t for lit in rule.body for t in ast.literal_terms(lit))):
-            counts.update(v.name for v in ast.term_vars(term))
-        for atom, negated, _ in ast.rule_atoms(rule):
+        summary = context.program.summary(rule)
+        counts = Counter(v.name for v in summary.variables)
+        for atom, negated, _ in summary.atoms:
             if negated or atom.name in functors:
                 continue
             for arg in atom.args:

@@ -40,22 +40,15 @@ def check(context: Context) -> list[Diagnostic]:
                         )
                     )
     for _, rule in context.user_rules():
-        for atom, _, _ in ast.rule_atoms(rule):
+        summary = context.program.summary(rule)
+        for atom, _, _ in summary.atoms:
             if atom.name in symbols.functors or atom.name in known:
                 continue
             diagnostics.append(_undefined_relation(atom, known, symbols.functors))
-        for term in _rule_terms(rule):
-            for call in ast.term_calls(term):
-                if call.name not in symbols.functors:
-                    diagnostics.append(_undefined_function(call, known, symbols.functors))
+        for call in summary.calls:
+            if call.name not in symbols.functors:
+                diagnostics.append(_undefined_function(call, known, symbols.functors))
     return diagnostics
-
-
-def _rule_terms(rule: ast.Rule) -> list[ast.Term]:
-    terms = list(rule.head.args)
-    for literal in rule.body:
-        terms.extend(ast.literal_terms(literal))
-    return terms
 
 
 def _undefined_relation(atom: ast.Atom, known: set[str], functors: dict) -> Diagnostic:

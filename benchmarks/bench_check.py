@@ -1,0 +1,155 @@
+"""How fast `policyc check` is, and whether it stays linear in the size of the policy.
+
+Generates policies of 1,000, 5,000 and 20,000 rules shaped like the FORGE listings (typed
+input relations, recursive provenance, deny rules over tool calls with comparisons, functor
+calls, negation, aggregates and annotations), then, in one process and one run:
+
+* times the whole check pipeline in process (parse, resolve, every check, stratify);
+* times a plain Lark parse of the same text (tree building only, no checks, no recovery) as
+  the baseline an LALR parser in Python sets;
+* times the installed `policyc check` command end to end (process start-up included).
+
+Prints rules per second and the ratios; the target is at least 5,000 rules/s for the
+pipeline on this machine and a per-rule cost that does not grow with the policy.
+
+    python benchmarks/bench_check.py [--sizes 1000,5000,20000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TOOLS = ["send_email", "send_money", "read_file", "get_webpage", "create_file", "delete_file", "post_message"]
+
+
+def generate(rules: int, seed: int = 7) -> str:
+    """A policy with exactly `rules` rules and facts."""
+    rng = random.Random(seed)
+    out = [
+        ".functor is_tool(a: symbol, name: symbol): bool",
+        ".functor tool_arg(a: symbol, key: symbol): any",
+        ".decl Actions(a: symbol)",
+        ".decl DependsOn(e: symbol, d: symbol)",
+        ".decl Untrusted(e: symbol)",
+        ".decl Sensitive(e: symbol)",
+        ".decl Amount(a: symbol, n: number)",
+        ".input Actions, DependsOn, Untrusted, Sensitive, Amount",
+    ]
+    written = 0
+    group = 0
+    while written < rules:
+        g = group
+        group += 1
+        tool = TOOLS[g % len(TOOLS)]
+        block = [
+            f"Tainted{g}(e) :- Untrusted(e).",
+            f"Tainted{g}(e) :- DependsOn(e, d), Tainted{g}(d).",
+            f"Secret{g}(e) :- Sensitive(e).",
+            f"Secret{g}(e) :- DependsOn(e, d), Secret{g}(d).",
+            f'Known{g}("ops@example.com").',
+            f'@id("g{group}-exfil")\n@message("{{a}} would leak data")\n'
+            f'Deny(a) :- Actions(a), is_tool(a, "{tool}"), Tainted{g}(a), Secret{g}(a).',
+            f'Deny(a) :- Actions(a), is_tool(a, "{tool}"), to = tool_arg(a, "to"), to != "", not Known{g}(to).',
+            f"Spent{g}(t) :- t = sum n : {{ Amount(_, n) }}.",
+            f"Deny(a) :- Actions(a), Amount(a, n), Spent{g}(t), t + n > {rng.randint(100, 10_000)}.",
+            f"Deny(a) :- Actions(a), n = count : {{ DependsOn(a, _) }}, n > {rng.randint(5, 50)}, "
+            f"not Secret{g}(a).",
+        ]
+        for statement in block:
+            if written >= rules:
+                break
+            out.append(statement)
+            written += 1
+    return "\n".join(out) + "\n"
+
+
+def time_pipeline(text: str, repeat: int) -> float:
+    from policyc.compiler.pipeline import compile_source
+
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        gc.disable()
+        start = time.perf_counter()
+        result = compile_source(text, "bench.dl")
+        best = min(best, time.perf_counter() - start)
+        gc.enable()
+        assert result.ok, [d.message for d in result.diagnostics if d.is_error][:3]
+    return best
+
+
+def time_lark_baseline(text: str, repeat: int) -> float:
+    from importlib import resources
+
+    from lark import Lark
+
+    grammar = resources.files("policyc.grammar").joinpath("policy.lark").read_text("utf-8")
+    grammar += "\nprogram: item*\n"
+    parser = Lark(grammar, parser="lalr", lexer="basic", start="program")
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        gc.disable()
+        start = time.perf_counter()
+        parser.parse(text.replace(" inline", ""))
+        best = min(best, time.perf_counter() - start)
+        gc.enable()
+    return best
+
+
+def time_command(path: Path, repeat: int) -> float | None:
+    command = shutil.which("policyc", path=str(Path(sys.executable).parent))
+    if command is None:
+        return None
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        done = subprocess.run([command, "check", str(path)], capture_output=True)
+        best = min(best, time.perf_counter() - start)
+        assert done.returncode == 0, done.stdout[-2000:]
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,5000,20000")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for size in sizes:
+            text = generate(size)
+            path = Path(folder) / f"policy_{size}.dl"
+            path.write_text(text, "utf-8")
+            pipeline = time_pipeline(text, args.repeat)
+            lark = time_lark_baseline(text, args.repeat)
+            command = time_command(path, args.repeat)
+            rows.append((size, pipeline, lark, command))
+    print(
+        f"{'rules':>7} {'check rules/s':>14} {'µs/rule':>8} {'lark parse rules/s':>19} "
+        f"{'check/lark':>10} {'command s':>10} {'command rules/s':>16}"
+    )
+    for size, pipeline, lark, command in rows:
+        command_text = f"{command:10.2f} {size / command:16,.0f}" if command else f"{'n/a':>10} {'n/a':>16}"
+        print(
+            f"{size:>7} {size / pipeline:14,.0f} {pipeline / size * 1e6:8.1f} {size / lark:19,.0f} "
+            f"{pipeline / lark:10.2f} {command_text}"
+        )
+    first, last = rows[0], rows[-1]
+    growth = (last[1] / last[0]) / (first[1] / first[0])
+    print(f"\nper-rule cost at {last[0]:,} rules / at {first[0]:,} rules: {growth:.2f} (1.00 = linear)")
+    slowest = min(size / pipeline for size, pipeline, _, _ in rows)
+    print(f"slowest pipeline throughput: {slowest:,.0f} rules/s (target: at least 5,000)")
+
+
+if __name__ == "__main__":
+    main()
