@@ -92,9 +92,7 @@ class Aggregate:
     span: Span = _span()
 
 
-Constant = String | Integer | Float
 Term = Var | Wildcard | String | Integer | Float | Call | BinOp | Negate | Aggregate
-CONSTANT_TYPES = (String, Integer, Float)
 
 # ---------------------------------------------------------------------------- literals
 
@@ -234,7 +232,6 @@ class Role:
     budget: Integer | Float
     pool: Ident | None
     span: Span = _span()
-    budget_keyword: Ident | None = field(default=None, compare=False, repr=False, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,10 +272,6 @@ class Module:
     statements: tuple[Statement, ...]
     comments: tuple[Comment, ...] = field(default=(), compare=False)
     source: SourceFile | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def rules(self) -> Iterator[Rule]:
-        return (s for s in self.statements if isinstance(s, Rule))
 
 
 # --------------------------------------------------------------------------- traversal
@@ -321,24 +314,3 @@ def walk_term(term: Term, into_aggregates: bool = True) -> Iterator[Term]:
 def term_vars(term: Term) -> Iterator[Var]:
     """Variables of a term, including those inside aggregates."""
     return (t for t in walk_term(term) if isinstance(t, Var))
-
-
-def rule_atoms(rule: Rule) -> Iterator[tuple[Atom, bool, bool]]:
-    """Every atom of a rule body as (atom, negated, inside_aggregate), aggregates included."""
-
-    def from_literals(literals: tuple[Literal, ...], in_agg: bool) -> Iterator[tuple[Atom, bool, bool]]:
-        for lit in literals:
-            if isinstance(lit, Atom):
-                yield lit, False, in_agg
-            elif isinstance(lit, Negation):
-                yield lit.atom, True, in_agg
-            for term in literal_terms(lit):
-                for t in walk_term(term, into_aggregates=False):
-                    if isinstance(t, Aggregate):
-                        yield from from_literals(t.body, True)
-
-    yield from from_literals(rule.body, False)
-
-
-def term_calls(term: Term) -> Iterator[Call]:
-    return (t for t in walk_term(term) if isinstance(t, Call))

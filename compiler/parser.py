@@ -716,7 +716,6 @@ class _Builder:
             budget,
             pool,
             span=self._span(children[0], children[-1]),
-            budget_keyword=self._ident(children[2]),
         )
 
     def field(self, children: list) -> ast.FieldMap:

@@ -45,9 +45,6 @@ class Span(NamedTuple):
             self.file, self.end, self.end, self.end_line, self.end_column, self.end_line, self.end_column
         )
 
-    def sort_key(self) -> tuple[str, int, int]:
-        return (self.file, self.line, self.column)
-
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -84,8 +81,3 @@ class SourceFile:
         end = self.text.find("\n", start)
         text = self.text[start:] if end == -1 else self.text[start:end]
         return text.rstrip("\r")
-
-    @property
-    def whole(self) -> Span:
-        """An empty span at the start of the file, for findings about the file as a whole."""
-        return self.span(0, 0)

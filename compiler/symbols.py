@@ -75,9 +75,6 @@ class Symbols:
     outputs: frozenset[str]
     defined: frozenset[str] = field(default=frozenset())  # relations with a rule or fact
 
-    def is_relation_atom(self, atom: ast.Atom) -> bool:
-        return atom.name not in self.functors
-
     def is_inline(self, name: str) -> bool:
         relation = self.relations.get(name)
         return relation is not None and relation.inline

@@ -7,6 +7,7 @@ starts with that text. The lists are complete: any other diagnostic fails the te
 from __future__ import annotations
 
 import pytest
+
 from policyc.compiler.pipeline import compile_source
 
 CASES = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from policyc.compiler.pipeline import compile_file, compile_source
 
 from .conftest import EXAMPLES

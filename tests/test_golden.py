@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from policyc.compiler.codes import CATALOG
 
 from .conftest import run_policyc

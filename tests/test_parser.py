@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from policyc.compiler import ast
 from policyc.compiler.ast import (
     Aggregate,

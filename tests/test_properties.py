@@ -6,6 +6,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from policyc.compiler.diagnostics import Severity
 from policyc.compiler.loader import decode
 from policyc.compiler.pipeline import compile_source
