@@ -206,16 +206,14 @@ class _RuleSafety:
             if self.symbols.is_inline(atom.name):
                 self.inline_args(atom, bound)
                 return
-            for arg in atom.args:
-                if isinstance(arg, ast.Var) and arg.name not in bound:
-                    self.report(
-                        arg,
-                        f"variable `{arg.name}` in a negated literal is not bound",
-                        f"negation cannot bind variables: bind `{arg.name}` with a positive literal, "
-                        "or write `_` if any value will do",
-                    )
-                elif not isinstance(arg, ast.Var | ast.Wildcard):
-                    self.expression(arg, bound, f"an argument of `not {atom.name}`")
+            self.given_args(
+                atom,
+                bound,
+                "variable `{}` in a negated literal is not bound",
+                "negation cannot bind variables: bind `{}` with a positive literal, or write `_` if any "
+                "value will do",
+                wildcards=True,
+            )
         else:
             for side, other in ((literal.left, literal.right), (literal.right, literal.left)):
                 if (
@@ -234,17 +232,27 @@ class _RuleSafety:
                     self.expression(side, bound, "a comparison")
 
     def inline_args(self, atom: ast.Atom, bound: set[str]) -> None:
+        self.given_args(
+            atom,
+            bound,
+            f"variable `{{}}` is passed to the inline relation `{atom.name}` but not bound",
+            "an inline relation is evaluated for given arguments and cannot bind them; bind `{}` with "
+            "a positive literal first",
+            wildcards=False,
+        )
+
+    def given_args(
+        self, atom: ast.Atom, bound: set[str], message: str, help_text: str, wildcards: bool
+    ) -> None:
+        """Arguments that must arrive bound (negation, inline relations); `{}` is the variable."""
         for arg in atom.args:
-            if isinstance(arg, ast.Var) and arg.name not in bound:
-                self.report(
-                    arg,
-                    f"variable `{arg.name}` is passed to the inline relation `{atom.name}` but not bound",
-                    f"an inline relation is evaluated for given arguments and cannot bind them; bind "
-                    f"`{arg.name}` with a positive literal first",
-                )
+            if isinstance(arg, ast.Var):
+                if arg.name not in bound:
+                    self.report(arg, message.format(arg.name), help_text.format(arg.name))
             elif isinstance(arg, ast.Wildcard):
-                self.wildcard(arg, f"as an argument of the inline relation `{atom.name}`")
-            elif not isinstance(arg, ast.Var):
+                if not wildcards:
+                    self.wildcard(arg, f"as an argument of the inline relation `{atom.name}`")
+            else:
                 self.expression(arg, bound, f"an argument of `{atom.name}`")
 
     def functor_args(self, name: str, args: tuple[ast.Term, ...], bound: set[str]) -> None:
