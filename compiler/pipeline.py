@@ -6,7 +6,7 @@ stage          what it does
 ``parse``      read the file, parse it and everything it includes or imports
                (syntax errors stop the pipeline here: later stages need whole statements)
 ``resolve``    build the symbol table; check directives and names that clash
-``check``      build the dependency graph; run every semantic check
+``check``      infer types; build the dependency graph; run every semantic check
 ``stratify``   order the relations into strata; report recursion through negation
 =============  ==========================================================================
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .checks import run_checks
+from .checks.types import infer
 from .depgraph import DependencyGraph, build
 from .diagnostics import Diagnostic, has_errors, sort_diagnostics
 from .loader import Program, load_file, load_source
@@ -38,6 +39,7 @@ class Compilation:
     symbols: Symbols | None = None
     graph: DependencyGraph | None = None
     strata: Strata | None = None
+    types: dict[str, tuple[str | None, ...]] | None = None  # attribute types of every relation
     diagnostics: tuple[Diagnostic, ...] = ()
     completed: str = "parse"
 
@@ -61,13 +63,15 @@ def compile_program(program: Program, diagnostics: list[Diagnostic], upto: str =
     found.extend(problems)
     if stop == 1:
         return done("resolve", symbols=symbols)
+    types, problems = infer(program, symbols)
+    found.extend(problems)
     graph = build(program, symbols)
     found.extend(run_checks(program, symbols, graph))
     if stop == 2:
-        return done("check", symbols=symbols, graph=graph)
+        return done("check", symbols=symbols, graph=graph, types=types)
     strata, problems = stratify(graph, symbols)
     found.extend(problems)
-    return done("stratify", symbols=symbols, graph=graph, strata=strata)
+    return done("stratify", symbols=symbols, graph=graph, strata=strata, types=types)
 
 
 def compile_file(path: str, upto: str = "stratify") -> Compilation:

@@ -1,22 +1,32 @@
 """policyc: compile, check and enforce Datalog security policies for LLM agents.
 
-The public API. The compiler is imported on first use, so ``import policyc`` is cheap.
+The public API. Heavy parts are imported on first use, so ``import policyc`` is cheap.
 
 >>> import policyc
 >>> [d.name for d in policyc.check_source("Deny(a) :- Send(a), Taint(a).\\n.input Send")]
 ['undefined-relation']
+>>> policy = policyc.load(".input Send, Untrusted\\nDeny(a) :- Send(a), Untrusted(a).")
+>>> policy.decide({"Send": [["e1"]], "Untrusted": [["e1"]]}, "e1").allowed
+False
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .compiler.diagnostics import Diagnostic
+    from .runtime.policy import Policy
 
-__all__ = ["__version__", "check", "check_source"]
+__all__ = [
+    "__version__",
+    "check",
+    "check_source",
+    "functor",
+    "load",
+]
 
 
 def check(path: str) -> list[Diagnostic]:
@@ -31,3 +41,22 @@ def check_source(text: str, path: str = "<input>") -> list[Diagnostic]:
     from .compiler.pipeline import check_source as run
 
     return run(text, path)
+
+
+def load(policy: Any, functors: Any = None, **options: Any) -> Policy:
+    """A :class:`~policyc.runtime.policy.Policy` from a source file, a bundle or source text.
+
+    ``functors`` binds the functors the policy declares: a mapping ``{"name": callable}``,
+    functions marked with :func:`functor`, or a module holding them. Options: ``verify_key``
+    (a bundle must carry a valid signature by this Ed25519 public key) and ``limits``.
+    """
+    from .runtime.policy import load as run
+
+    return run(policy, functors, **options)
+
+
+def functor(name: str | None = None) -> Any:
+    """Mark a function as the implementation of the functor ``name`` (default: its name)."""
+    from .runtime.functors import functor as mark
+
+    return mark(name)

@@ -49,3 +49,17 @@ def run_policyc(*args: str, stdin: bytes | None = None, cwd: Path | None = None)
 @pytest.fixture
 def policyc():
     return run_policyc
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--runslow",
+        action="store_true",
+        default=False,
+        help="run the long versions of the property tests (thousands of random programs)",
+    )
+
+
+@pytest.fixture
+def runslow(request) -> bool:
+    return bool(request.config.getoption("--runslow"))

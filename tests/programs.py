@@ -176,3 +176,109 @@ def token_soup(draw) -> str:
     parts = draw(st.lists(st.sampled_from(TOKENS), max_size=60))
     seps = draw(st.lists(st.sampled_from(["", " ", "\n"]), min_size=len(parts), max_size=len(parts)))
     return "".join(p + s for p, s in zip(parts, seps, strict=True))
+
+
+@dataclass(frozen=True)
+class OracleCase:
+    """A random stratified program with input facts, for comparison with clingo."""
+
+    text: str
+    facts: dict[str, list[tuple]]
+
+
+@st.composite
+def oracle_programs(draw, max_layers: int = 4) -> OracleCase:
+    """Programs over small integers exercising recursion (also mutual), stratified negation,
+    comparisons, arithmetic, every aggregate (grouped or not), constants, wildcards and
+    repeated variables. Recursive rules stay within finite values (no arithmetic in them)."""
+    inputs = [Relation(f"E{i}", draw(st.integers(1, 3)), 0) for i in range(draw(st.integers(1, 3)))]
+    derived = []
+    for layer in range(1, draw(st.integers(1, max_layers)) + 1):
+        for i in range(draw(st.integers(1, 2))):
+            derived.append(Relation(f"R{layer}_{i}", draw(st.integers(1, 3)), layer))
+    lines = []
+    facts: dict[str, list[tuple]] = {}
+    for rel in inputs:
+        attributes = ", ".join(f"a{i}: number" for i in range(rel.arity))
+        lines.append(f".decl {rel.name}({attributes})")
+        lines.append(f".input {rel.name}")
+        rows = draw(st.lists(st.tuples(*[st.integers(0, 4)] * rel.arity), max_size=8, unique=True))
+        facts[rel.name] = rows
+    for rel in derived:
+        lower = inputs + [r for r in derived if r.layer < rel.layer]
+        same = [r for r in derived if r.layer == rel.layer]
+        lines.append(draw(_oracle_rule(rel, lower, lower, rich=True)))
+        for _ in range(draw(st.integers(0, 2))):
+            recursive = draw(st.booleans())
+            positive = lower + same if recursive else lower
+            lines.append(draw(_oracle_rule(rel, positive, lower, rich=not recursive)))
+        if draw(st.integers(0, 4)) == 0:
+            lines.append(f"{rel.name}({', '.join(str(draw(st.integers(0, 4))) for _ in range(rel.arity))}).")
+    for rel in derived:
+        lines.append(f".output {rel.name}")
+    return OracleCase("\n".join(lines) + "\n", facts)
+
+
+@st.composite
+def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Relation], rich: bool) -> str:
+    names = (f"x{i}" for i in range(1000))
+    bound: list[str] = []
+    body: list[str] = []
+    for _ in range(draw(st.integers(1, 3))):
+        rel = draw(st.sampled_from(positive))
+        args = []
+        for _ in range(rel.arity):
+            choice = draw(st.integers(0, 5))
+            if choice == 0 and bound:
+                args.append(draw(st.sampled_from(bound)))
+            elif choice == 1:
+                args.append(str(draw(st.integers(0, 4))))
+            elif choice == 2:
+                args.append("_")
+            else:
+                var = next(names)
+                bound.append(var)
+                args.append(var)
+        body.append(f"{rel.name}({', '.join(args)})")
+    if not bound:
+        var = next(names)
+        body.append(f"{var} = {draw(st.integers(0, 4))}")
+        bound.append(var)
+    kinds = ["neg", "cmp"] + (["assign", "count", "sum", "min", "max", "mean"] if rich else [])
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(kinds))
+        if kind == "neg":
+            rel = draw(st.sampled_from(lower))
+            args = [draw(st.sampled_from([*bound, "_", "1"])) for _ in range(rel.arity)]
+            body.append(f"not {rel.name}({', '.join(args)})")
+        elif kind == "cmp":
+            op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
+            right = draw(st.sampled_from([*bound, str(draw(st.integers(0, 4)))]))
+            body.append(f"{draw(st.sampled_from(bound))} {op} {right}")
+        elif kind == "assign":
+            var = next(names)
+            op = draw(st.sampled_from(["+", "-", "*", "/", "%"]))
+            operand = str(draw(st.integers(1, 3))) if op in "/%" else draw(st.sampled_from([*bound, "2"]))
+            body.append(f"{var} = {draw(st.sampled_from(bound))} {op} {operand}")
+            bound.append(var)
+        else:
+            rel = draw(st.sampled_from(lower))
+            inner = next(names)
+            args = [draw(st.sampled_from([inner, "_", *bound])) for _ in range(rel.arity)]
+            atom = f"{rel.name}({', '.join(args)})"
+            extra = f", {inner} != 2" if inner in args and draw(st.booleans()) else ""
+            var = next(names)
+            if kind == "count" or inner not in args:
+                body.append(f"{var} = count : {{ {atom}{extra} }}")
+                bound.append(var)
+            elif kind == "mean":
+                body.append(f"{var} = mean {inner} : {{ {atom}{extra} }}")
+                body.append(
+                    f"{var} {draw(st.sampled_from(['<', '>=', '>', '!=']))} {draw(st.integers(1, 3))}"
+                )
+            else:
+                target = inner if draw(st.booleans()) else f"{inner} * 2 - 1"
+                body.append(f"{var} = {kind} {target} : {{ {atom}{extra} }}")
+                bound.append(var)
+    head_args = [draw(st.sampled_from(bound)) for _ in range(head.arity)]
+    return f"{head.name}({', '.join(head_args)}) :- {', '.join(body)}."

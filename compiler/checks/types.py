@@ -23,7 +23,6 @@ from ..diagnostics import Diagnostic, Related
 from ..loader import Program
 from ..source import Span
 from ..symbols import Symbols
-from . import Context
 
 ANY = frozenset({"symbol", "number", "float"})
 NUMERIC = frozenset({"number", "float"})
@@ -38,10 +37,6 @@ def describe(types: frozenset[str]) -> str:
         (only,) = types
         return "a value of any type" if only == "any" else f"a `{only}`"
     return "any value"
-
-
-def check(context: Context) -> list[Diagnostic]:
-    return infer(context.program, context.symbols)[1]
 
 
 def infer(program: Program, symbols: Symbols) -> tuple[dict[str, tuple[str | None, ...]], list[Diagnostic]]:

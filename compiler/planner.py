@@ -1,0 +1,398 @@
+"""From a checked, stratified program to an evaluation :class:`~policyc.compiler.plan.Plan`.
+
+For every rule the planner numbers the variables (slots) and orders the body greedily:
+whatever can be decided with the slots bound so far runs first (comparisons, assignments,
+negations, foreign predicates, inline relations, aggregates whose grouping variables are
+bound), then the atom with the most known arguments is scanned (in a semi-naive variant,
+the delta atom always comes first: it is the smallest). Arguments known at a scan become
+index lookups at runtime.
+
+A recursive stratum gets *base* rules (no atom of the stratum in the body), evaluated once,
+and one *delta variant* per recursive atom of every other rule, evaluated each round with
+that atom reading only the facts derived in the previous round (semi-naive evaluation).
+
+Every rule is also planned with its head given (:class:`~policyc.compiler.plan.BoundRule`):
+that is how inline relations are evaluated, and how deny reasons and explanations find the
+bindings that derive a particular fact.
+
+>>> from policyc.compiler.pipeline import compile_source
+>>> plan = build_plan(compile_source("T(e) :- U(e).\\nT(e) :- D(e, f), T(f).\\n.input U, D\\n.output T"))
+>>> [(p.relations, p.recursive, len(p.rules), len(p.delta_rules)) for p in plan.strata if p.rules]
+[((2,), True, 1, 1)]
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+from . import ast
+from . import plan as p
+from .loader import Program
+from .pipeline import Compilation
+from .summary import summarize
+from .symbols import Symbols
+
+MAX_SCANS = 18  # Python allows 20 nested loops in one function; two are kept in reserve
+
+
+class PlanningError(Exception):
+    """A rule cannot be planned (only for programs the checker did not accept)."""
+
+
+def build_plan(compilation: Compilation) -> p.Plan:
+    if not compilation.ok or compilation.strata is None:
+        raise PlanningError("only a policy without errors can be planned")
+    return _Planner(compilation).run()
+
+
+@dataclass
+class _Context:
+    """Where a rule stands while it is being planned."""
+
+    slots: dict[str, int]
+    bound: set[int]
+    hidden: int  # number of slots so far (named and hidden)
+    occurrences: Counter[str]  # how often each variable occurs in the whole rule
+    prelude: list[p.Step] = field(default_factory=list)  # aggregates an expression needs first
+
+
+class _Planner:
+    def __init__(self, compilation: Compilation) -> None:
+        assert compilation.symbols and compilation.strata and compilation.types is not None
+        self.program: Program = compilation.program
+        self.symbols: Symbols = compilation.symbols
+        self.strata = compilation.strata
+        self.types = compilation.types
+        # a relation nothing uses or declares has no arity, and nothing to evaluate: left out
+        order = [
+            name
+            for s in self.strata.strata
+            for name in s.relations
+            if name in self.symbols.relations and self.symbols.relations[name].arity is not None
+        ]
+        self.relation_names = order
+        self.rel = {name: i for i, name in enumerate(order)}
+        self.functor_names: list[str] = []
+        self.fun: dict[str, int] = {}
+        root_dir = min((os.path.dirname(r) for r in self.program.roots), default="")
+        self.root_dir = root_dir
+
+    # ------------------------------------------------------------------------ program
+
+    def run(self) -> p.Plan:
+        rules = [rule for _, rule in self.program.rules()]
+        infos = [self.rule_info(module, rule) for module, rule in self.program.rules()]
+        by_head: dict[str, list[int]] = {}
+        for index, rule in enumerate(rules):
+            by_head.setdefault(rule.head.name, []).append(index)
+        strata = []
+        for stratum in self.strata.strata:
+            members = [r for r in stratum.relations if r in self.rel]
+            stored = [r for r in members if not self.symbols.is_inline(r)]
+            base: list[p.RulePlan] = []
+            deltas: list[p.RulePlan] = []
+            for name in stored:
+                for index in by_head.get(name, []):
+                    rule = rules[index]
+                    recursive = [
+                        i
+                        for i, lit in enumerate(rule.body)
+                        if isinstance(lit, ast.Atom) and stratum.recursive and lit.name in stratum.relations
+                    ]
+                    if not recursive:
+                        base.append(self.rule_plan(index, rule, delta_literal=None))
+                    for i in recursive:
+                        deltas.append(self.rule_plan(index, rule, delta_literal=i))
+            strata.append(
+                p.Stratum(tuple(self.rel[r] for r in members), stratum.recursive, tuple(base), tuple(deltas))
+            )
+        bound = tuple(
+            tuple(self.bound_rule(i, rules[i]) for i in by_head.get(name, [])) for name in self.relation_names
+        )
+        relations = tuple(
+            p.RelationSpec(
+                name,
+                tuple(self.types.get(name, ())),
+                self.symbols.relations[name].is_input,
+                self.symbols.relations[name].is_output,
+                self.symbols.is_inline(name),
+            )
+            for name in self.relation_names
+        )
+        functors = tuple(
+            p.FunctorSpec(
+                name,
+                tuple(t or "any" for t in self.symbols.functors[name].params),
+                self.symbols.functors[name].returns or "any",
+            )
+            for name in self.functor_names
+        )
+        return p.Plan(relations, functors, tuple(strata), tuple(infos), bound, self.symbols.default)
+
+    def rule_info(self, module: ast.Module, rule: ast.Rule) -> p.RuleInfo:
+        path = (
+            os.path.relpath(module.path, self.root_dir)
+            if not self.program.is_library(module.path)
+            else module.path
+        )
+        source = module.source
+        text = source.text[rule.span.start : rule.span.end] if source else ""
+        literals = tuple(source.text[lit.span.start : lit.span.end] if source else "" for lit in rule.body)
+        slots = self.slot_names(rule)
+
+        def annotation(name: str) -> str | None:
+            found = rule.annotation(name)
+            if found and found.args and isinstance(found.args[0], ast.String):
+                return found.args[0].value
+            return None
+
+        requirement = rule.annotation("req")
+        requirements = (
+            tuple(a.value for a in requirement.args if isinstance(a, ast.String)) if requirement else ()
+        )
+        return p.RuleInfo(
+            id=annotation("id") or f"{rule.head.name}@{path}:{rule.head.span.line}",
+            head=rule.head.name,
+            file=path,
+            line=rule.head.span.line,
+            column=rule.head.span.column,
+            text=text,
+            variables=tuple(slots),
+            literals=literals,
+            message=annotation("message"),
+            suggest=annotation("suggest"),
+            severity=annotation("severity"),
+            requirements=requirements,
+        )
+
+    def slot_names(self, rule: ast.Rule) -> list[str]:
+        names: list[str] = []
+        for var in summarize(rule).variables:
+            if var.name not in names:
+                names.append(var.name)
+        return names
+
+    def functor(self, name: str) -> int:
+        if name not in self.fun:
+            self.fun[name] = len(self.functor_names)
+            self.functor_names.append(name)
+        return self.fun[name]
+
+    # ------------------------------------------------------------------------- rules
+
+    def new_context(self, rule: ast.Rule) -> _Context:
+        names = self.slot_names(rule)
+        occurrences = Counter(v.name for v in summarize(rule).variables)
+        return _Context({n: i for i, n in enumerate(names)}, set(), len(names), occurrences)
+
+    def rule_plan(self, index: int, rule: ast.Rule, delta_literal: int | None) -> p.RulePlan:
+        ctx = self.new_context(rule)
+        steps, _ = self.order(list(enumerate(rule.body)), ctx, delta_literal)
+        head_args = tuple(self.expr(arg, ctx) for arg in rule.head.args)
+        steps.extend(self.take_prelude(ctx))
+        return p.RulePlan(
+            index, self.rel[rule.head.name], head_args, tuple(steps), ctx.hidden, delta_literal is not None
+        )
+
+    def bound_rule(self, index: int, rule: ast.Rule) -> p.BoundRule:
+        ctx = self.new_context(rule)
+        head: list[p.Bind | p.Match] = []
+        deferred: list[int] = []
+        for position, arg in enumerate(rule.head.args):
+            if isinstance(arg, ast.Var) and ctx.slots[arg.name] not in ctx.bound:
+                slot = ctx.slots[arg.name]
+                ctx.bound.add(slot)
+                head.append(p.Bind(slot))
+            elif self.ready(arg, ctx) and not any(isinstance(t, ast.Aggregate) for t in ast.walk_term(arg)):
+                head.append(p.Match(self.expr(arg, ctx)))
+            else:
+                head.append(p.Match(p.Const(0)))  # placeholder, replaced below
+                deferred.append(position)
+        steps, literals = self.order(list(enumerate(rule.body)), ctx, None)
+        for position in deferred:  # computed from the body: checked after it
+            head[position] = p.Match(self.expr(rule.head.args[position], ctx))
+        tail = self.take_prelude(ctx)
+        steps.extend(tail)
+        literals.extend([-1] * len(tail))
+        return p.BoundRule(index, p.HeadMatch(tuple(head)), tuple(steps), ctx.hidden, tuple(literals))
+
+    # --------------------------------------------------------------------- ordering
+
+    def order(
+        self, literals: list[tuple[int, ast.Literal]], ctx: _Context, delta_literal: int | None
+    ) -> tuple[list[p.Step], list[int]]:
+        """The steps of a body, and for each the index of the literal it comes from."""
+        steps: list[p.Step] = []
+        origins: list[int] = []
+        pending = list(literals)
+        scans = 0
+        while pending:
+            ready = next((item for item in pending if self.is_ready(item[1], ctx)), None)
+            if ready is not None:
+                pending.remove(ready)
+                new = self.step(ready[1], ctx, "full")
+                steps.extend(new)
+                origins.extend([ready[0]] * len(new))
+                continue
+            atoms = [(i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.binds(lit)]
+            if not atoms:
+                raise PlanningError("a literal can never be evaluated (unsafe variables)")
+            chosen = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
+            pending.remove(chosen)
+            scans += 1
+            if scans > MAX_SCANS:
+                raise PlanningError(f"a rule may join at most {MAX_SCANS} relations")
+            source = "delta" if chosen[0] == delta_literal else "full"
+            new = self.step(chosen[1], ctx, source)
+            steps.extend(new)
+            origins.extend([chosen[0]] * len(new))
+        return steps, origins
+
+    def take_prelude(self, ctx: _Context) -> list[p.Step]:
+        prelude = list(ctx.prelude)
+        ctx.prelude.clear()
+        return prelude
+
+    def score(self, item: tuple[int, ast.Atom], ctx: _Context, delta_literal: int | None) -> tuple:
+        index, atom = item
+        known = sum(
+            1
+            for arg in atom.args
+            if (isinstance(arg, ast.Var) and self.is_bound(arg, ctx))
+            or not isinstance(arg, ast.Var | ast.Wildcard)
+        )
+        free = sum(1 for arg in atom.args if isinstance(arg, ast.Var) and not self.is_bound(arg, ctx))
+        return (index == delta_literal, known, -free, -index)
+
+    def binds(self, atom: ast.Atom) -> bool:
+        return atom.name not in self.symbols.functors and not self.symbols.is_inline(atom.name)
+
+    def is_bound(self, var: ast.Var, ctx: _Context) -> bool:
+        return ctx.slots[var.name] in ctx.bound
+
+    def ready(self, term: ast.Term, ctx: _Context) -> bool:
+        """All variables of a term (outside aggregates) are bound, and its aggregates can run."""
+        for t in ast.walk_term(term, into_aggregates=False):
+            if isinstance(t, ast.Wildcard):
+                return False
+            if isinstance(t, ast.Var) and not self.is_bound(t, ctx):
+                return False
+            if isinstance(t, ast.Aggregate) and not self.aggregate_ready(t, ctx):
+                return False
+        return True
+
+    def aggregate_ready(self, aggregate: ast.Aggregate, ctx: _Context) -> bool:
+        """The variables that group the aggregate (also used outside it) are bound."""
+        inside = Counter(v.name for v in ast.term_vars(aggregate))
+        return all(ctx.slots[n] in ctx.bound for n, k in inside.items() if ctx.occurrences[n] > k)
+
+    def is_ready(self, literal: ast.Literal, ctx: _Context) -> bool:
+        if isinstance(literal, ast.Comparison):
+            if literal.op == "=":
+                for side, other in ((literal.left, literal.right), (literal.right, literal.left)):
+                    if isinstance(side, ast.Var) and not self.is_bound(side, ctx) and self.ready(other, ctx):
+                        return True
+            return self.ready(literal.left, ctx) and self.ready(literal.right, ctx)
+        atom = literal.atom if isinstance(literal, ast.Negation) else literal
+        if isinstance(literal, ast.Atom) and self.binds(atom):
+            return False
+        return all(isinstance(arg, ast.Wildcard) or self.ready(arg, ctx) for arg in atom.args)
+
+    # ------------------------------------------------------------------------- steps
+
+    def step(self, literal: ast.Literal, ctx: _Context, source: str) -> list[p.Step]:
+        """The step of a literal, after the aggregates its expressions need."""
+        step = self.literal_step(literal, ctx, source)
+        return [*self.take_prelude(ctx), step]
+
+    def literal_step(self, literal: ast.Literal, ctx: _Context, source: str) -> p.Step:
+        if isinstance(literal, ast.Comparison):
+            if literal.op == "=":
+                for side, other in ((literal.left, literal.right), (literal.right, literal.left)):
+                    if isinstance(side, ast.Var) and not self.is_bound(side, ctx) and self.ready(other, ctx):
+                        expr = self.expr(other, ctx)
+                        slot = ctx.slots[side.name]
+                        ctx.bound.add(slot)
+                        return p.Assign(slot, expr)
+            return p.Filter(literal.op, self.expr(literal.left, ctx), self.expr(literal.right, ctx))
+        negated = isinstance(literal, ast.Negation)
+        atom = literal.atom if isinstance(literal, ast.Negation) else literal
+        if atom.name in self.symbols.functors:
+            return p.Test(self.functor(atom.name), tuple(self.expr(a, ctx) for a in atom.args), negated)
+        if self.symbols.is_inline(atom.name):
+            return p.InlineTest(self.rel[atom.name], tuple(self.expr(a, ctx) for a in atom.args), negated)
+        if negated:
+            args = tuple(
+                p.Skip() if isinstance(a, ast.Wildcard) else p.Match(self.expr(a, ctx)) for a in atom.args
+            )
+            return p.NotExists(self.rel[atom.name], args)
+        return p.Scan(self.rel[atom.name], self.patterns(atom, ctx, hidden_wildcards=False), source)
+
+    def patterns(self, atom: ast.Atom, ctx: _Context, hidden_wildcards: bool) -> tuple[p.Pattern, ...]:
+        """Arguments of a scanned atom. Plain unbound variables bind; the rest are matched
+        after them (an expression may use a variable the same atom binds)."""
+        patterns: list[p.Pattern | None] = [None] * len(atom.args)
+        for i, arg in enumerate(atom.args):
+            if isinstance(arg, ast.Var) and not self.is_bound(arg, ctx):
+                slot = ctx.slots[arg.name]
+                ctx.bound.add(slot)
+                patterns[i] = p.Bind(slot)
+            elif isinstance(arg, ast.Wildcard):
+                if hidden_wildcards:  # inside an aggregate every matched value counts
+                    slot = ctx.hidden
+                    ctx.hidden += 1
+                    ctx.bound.add(slot)
+                    patterns[i] = p.Bind(slot)
+                else:
+                    patterns[i] = p.Skip()
+        for i, arg in enumerate(atom.args):
+            if patterns[i] is None:
+                patterns[i] = p.Match(self.expr(arg, ctx))
+        return tuple(patterns)  # type: ignore[arg-type]
+
+    def aggregate(self, aggregate: ast.Aggregate, ctx: _Context) -> p.Expr:
+        outer = set(ctx.bound)
+        inner = _Context(ctx.slots, set(ctx.bound), ctx.hidden, ctx.occurrences)
+        steps: list[p.Step] = []
+        pending = list(enumerate(aggregate.body))
+        while pending:
+            ready = next((item for item in pending if self.is_ready(item[1], inner)), None)
+            if ready is not None:
+                pending.remove(ready)
+                steps.extend(self.step(ready[1], inner, "full"))
+                continue
+            atoms = [(i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.binds(lit)]
+            if not atoms:
+                raise PlanningError("an aggregate body can never be evaluated")
+            chosen = max(atoms, key=lambda item: self.score(item, inner, None))
+            pending.remove(chosen)
+            steps.append(
+                p.Scan(self.rel[chosen[1].name], self.patterns(chosen[1], inner, hidden_wildcards=True))
+            )
+        target = None if aggregate.target is None else self.expr(aggregate.target, inner)
+        steps.extend(self.take_prelude(inner))
+        ctx.hidden = inner.hidden
+        slot = ctx.hidden
+        ctx.hidden += 1
+        keys = tuple(sorted(inner.bound - outer))
+        ctx.prelude.append(p.Aggregate(slot, aggregate.op, target, tuple(steps), keys))
+        return p.Slot(slot)
+
+    # ------------------------------------------------------------------- expressions
+
+    def expr(self, term: ast.Term, ctx: _Context) -> p.Expr:
+        if isinstance(term, ast.Var):
+            return p.Slot(ctx.slots[term.name])
+        if isinstance(term, ast.String | ast.Integer | ast.Float):
+            return p.Const(term.value)
+        if isinstance(term, ast.Call):
+            return p.CallExpr(self.functor(term.name), tuple(self.expr(a, ctx) for a in term.args))
+        if isinstance(term, ast.BinOp):
+            return p.Arith(term.op, self.expr(term.left, ctx), self.expr(term.right, ctx))
+        if isinstance(term, ast.Negate):
+            return p.Neg(self.expr(term.operand, ctx))
+        if isinstance(term, ast.Aggregate):
+            return self.aggregate(term, ctx)
+        raise PlanningError(f"cannot evaluate {term!r}")

@@ -1,0 +1,225 @@
+"""Bundles: a compiled policy as one verifiable JSON file.
+
+::
+
+    {"format": "policyc-bundle", "format_version": 1,
+     "manifest": {"policyc_version", "default", "entrypoints", "inputs", "functors", "roles",
+                  "fields", "checks", "sources": [{"path", "sha256"}], "plan_sha256"},
+     "plan": {...}, "sources": {"policy.dl": "..."},
+     "signature": null | {"algorithm": "ed25519", "value": BASE64}}
+
+Hashes are SHA-256 of canonical JSON (sorted keys, no spaces, UTF-8) for the plan and of the
+UTF-8 text for each source. The optional Ed25519 signature covers the canonical manifest,
+which holds every hash, so it covers the whole bundle. Reading checks, in order: that the
+file is JSON with the bundle's format marker, that its format version is one this policyc
+reads, that the plan and every source match their hashes, that the signature verifies (when
+a verification key is given), and that the plan is well formed. Any failure is a
+:class:`~policyc.runtime.policy.PolicyError` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from policyc import __version__
+from policyc.compiler.plan import Plan, PlanError, from_data, to_data
+
+FORMAT = "policyc-bundle"
+FORMAT_VERSION = 1
+
+
+def canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def is_bundle(data: bytes) -> bool:
+    """Whether a file is meant as a bundle (a policy source never starts with `{`)."""
+    return data.lstrip()[:1] == b"{"
+
+
+def build_bundle(compilation: Any, plan: Plan, signing_key: str | os.PathLike[str] | None = None) -> bytes:
+    """The bytes of a bundle for a compiled policy and its plan."""
+    program = compilation.program
+    symbols = compilation.symbols
+    root_dir = min((os.path.dirname(r) for r in program.roots), default="")
+    sources = {}
+    for module in program.modules:
+        if module.source is None:
+            continue
+        name = module.path if program.is_library(module.path) else os.path.relpath(module.path, root_dir)
+        sources[name] = module.source.text
+    plan_data = to_data(plan)
+    warnings = sum(1 for d in compilation.diagnostics if not d.is_error)
+    manifest = {
+        "policyc_version": __version__,
+        "default": plan.default,
+        "entrypoints": sorted(r.name for r in plan.relations if r.output),
+        "inputs": [{"name": r.name, "types": list(r.types)} for r in plan.relations if r.input],
+        "functors": [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors],
+        "roles": [
+            {"name": r.name, "budget": r.budget, "pool": r.pool}
+            for r in sorted(symbols.roles.values(), key=_name)
+        ],
+        "fields": [
+            {"tool": t, "argument": a, "role": role} for (t, a), role in sorted(symbols.fields.items())
+        ],
+        "thresholds": None,
+        "checks": {"check": "passed", "errors": 0, "warnings": warnings},
+        "sources": [
+            {"path": name, "sha256": sha256(text.encode("utf-8"))} for name, text in sorted(sources.items())
+        ],
+        "plan_sha256": sha256(canonical(plan_data)),
+    }
+    signature = None
+    if signing_key is not None:
+        key = _private_key(signing_key)
+        signature = {
+            "algorithm": "ed25519",
+            "value": base64.b64encode(key.sign(canonical(manifest))).decode(),
+        }
+    bundle = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "manifest": manifest,
+        "plan": plan_data,
+        "sources": sources,
+        "signature": signature,
+    }
+    return json.dumps(bundle, indent=1, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def _name(role: Any) -> str:
+    return role.name
+
+
+def read_bundle(
+    data: bytes, origin: str, verify_key: str | os.PathLike[str] | bytes | None = None
+) -> tuple[Plan, dict[str, Any]]:
+    """The plan and manifest of a bundle, verified; ``PolicyError`` with the reason if not."""
+    from .policy import PolicyError
+
+    def refuse(reason: str) -> PolicyError:
+        return PolicyError(f"{origin}: {reason}")
+
+    try:
+        bundle = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise refuse("not a policyc bundle: the file is truncated or is not JSON") from None
+    if not isinstance(bundle, dict) or bundle.get("format") != FORMAT:
+        raise refuse("not a policyc bundle (no `format: policyc-bundle` marker)")
+    version = bundle.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise refuse(f"not a policyc bundle: unknown format version {version!r}")
+    if version > FORMAT_VERSION:
+        raise refuse(
+            f"bundle format {version} is newer than this policyc ({__version__}) reads (up to {FORMAT_VERSION}); "
+            "upgrade policyc"
+        )
+    manifest, plan_data, sources = bundle.get("manifest"), bundle.get("plan"), bundle.get("sources")
+    if not isinstance(manifest, dict) or not isinstance(plan_data, dict) or not isinstance(sources, dict):
+        raise refuse("corrupt bundle: the manifest, plan or sources are missing")
+    if manifest.get("plan_sha256") != sha256(canonical(plan_data)):
+        raise refuse("integrity check failed: the plan does not match its hash (the bundle was modified)")
+    listed = manifest.get("sources")
+    if not isinstance(listed, list) or {s.get("path") for s in listed if isinstance(s, dict)} != set(sources):
+        raise refuse("integrity check failed: the sources do not match the manifest")
+    for entry in listed:
+        text = sources.get(entry.get("path"))
+        if not isinstance(text, str) or entry.get("sha256") != sha256(text.encode("utf-8")):
+            raise refuse(f"integrity check failed: source `{entry.get('path')}` does not match its hash")
+    if verify_key is not None:
+        _verify(bundle.get("signature"), manifest, verify_key, refuse)
+    try:
+        plan = from_data(plan_data)
+    except PlanError as error:
+        raise refuse(str(error)) from None
+    expected = [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors]
+    if manifest.get("functors") != expected or manifest.get("default") != plan.default:
+        raise refuse("integrity check failed: the manifest does not describe the plan")
+    return plan, manifest
+
+
+def _verify(signature: Any, manifest: dict, key: Any, refuse: Any) -> None:
+    from cryptography.exceptions import InvalidSignature
+
+    if not isinstance(signature, dict) or signature.get("algorithm") != "ed25519":
+        raise refuse("the bundle is not signed, and a verification key was given")
+    try:
+        value = base64.b64decode(signature.get("value", ""), validate=True)
+    except (ValueError, TypeError):
+        raise refuse("the bundle's signature is malformed") from None
+    public = _public_key(key, refuse)
+    try:
+        public.verify(value, canonical(manifest))
+    except InvalidSignature:
+        raise refuse("signature verification failed: the bundle was not signed with this key") from None
+
+
+def _private_key(path: str | os.PathLike[str]) -> Any:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    from .policy import PolicyError
+
+    try:
+        key = load_pem_private_key(Path(path).read_bytes(), password=None)
+    except OSError as error:
+        raise PolicyError(f"cannot read signing key `{path}`: {error.strerror or error}") from None
+    except (ValueError, TypeError):
+        raise PolicyError(f"`{path}` is not a PEM private key") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise PolicyError(f"`{path}` is not an Ed25519 key")
+    return key
+
+
+def _public_key(key: Any, refuse: Any) -> Any:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    from .policy import PolicyError
+
+    if isinstance(key, bytes):
+        data = key
+    else:
+        try:
+            data = Path(key).read_bytes()
+        except OSError as error:
+            raise PolicyError(f"cannot read verification key `{key}`: {error.strerror or error}") from None
+    try:
+        public = load_pem_public_key(data)
+    except (ValueError, TypeError):
+        raise PolicyError("the verification key is not a PEM public key") from None
+    if not isinstance(public, Ed25519PublicKey):
+        raise PolicyError("the verification key is not an Ed25519 key")
+    return public
+
+
+def generate_keys(prefix: str) -> tuple[Path, Path]:
+    """Write a new Ed25519 key pair: ``PREFIX.key`` (private, owner-only) and ``PREFIX.pub``."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = Path(f"{prefix}.key")
+    public = Path(f"{prefix}.pub")
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(pem)
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return private, public

@@ -1,0 +1,332 @@
+"""Plans to Python functions: each rule of a plan becomes straight-line code with nested
+loops over index lookups, the way a hand-written evaluator would do it.
+
+Generated code only ever contains names it makes itself (``v3`` for slot 3, ``R[5]`` for
+relation 5, ``F[2]`` for functor 2) and constants written with :func:`repr` (floats that
+``repr`` cannot round-trip go through a table): nothing from a plan, which may come from a
+bundle, is pasted into source text.
+
+Two kinds of function are generated:
+
+* ``rule(R, D, out, F, I, E)`` evaluates a :class:`~policyc.compiler.plan.RulePlan`: ``R``
+  are the relations, ``D`` the deltas of the current round, ``out`` the set receiving head
+  tuples, ``F`` the functor wrappers, ``I`` the inline relations and ``E`` the recorder of
+  arithmetic errors (division by zero), which returns :data:`FAIL`;
+* ``match(R, F, I, E, *values)`` is a generator over the bindings of a
+  :class:`~policyc.compiler.plan.BoundRule` for given head values; it yields the slots and
+  the facts each scan matched (for inline relations, deny reasons and explanations).
+
+A failing functor or arithmetic error yields :data:`FAIL`; the literal that needed the value
+fails, and the wrapper has recorded the error (evaluation fails closed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from policyc.compiler import plan as p
+
+
+class _Fail:
+    """The value of an expression that could not be computed."""
+
+    _instance: _Fail | None = None
+
+    def __new__(cls) -> _Fail:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "FAIL"
+
+
+FAIL = _Fail()
+
+
+def _div(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        return q if (a < 0) == (b < 0) else -q  # truncating, like C and Soufflé
+    return a / b
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        return a - b * _div(a, b)
+    return math.fmod(a, b)
+
+
+def _sum(values: list) -> Any:
+    if all(isinstance(v, int) for v in values):
+        return sum(values)
+    return math.fsum(values)  # exactly rounded: the result does not depend on the order
+
+
+RUNTIME: dict[str, Any] = {"FAIL": FAIL, "_div": _div, "_mod": _mod, "_sum": _sum}
+
+COMPARISON = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 1
+        self.counter = 0
+        self.constants: list[Any] = []
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def open(self, text: str) -> None:
+        self.line(text)
+        self.depth += 1
+
+    def const(self, value: Any) -> str:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise p.PlanError(f"constant of type {type(value).__name__}")
+        text = repr(value)
+        if isinstance(value, float) and not (math.isfinite(value) and float(text) == value):
+            self.constants.append(value)
+            return f"K[{len(self.constants) - 1}]"
+        return text
+
+
+class _RuleCompiler:
+    """Writes the body of one rule or bound rule."""
+
+    def __init__(self, plan: p.Plan, w: _Writer, record: bool) -> None:
+        self.plan = plan
+        self.w = w
+        self.record = record  # remember the tuple each scan matched (for match functions)
+        self.matched: list[str] = []  # expressions naming (relation, tuple) pairs
+        self.indexes: dict[tuple[str, int, tuple[int, ...]], str] = {}
+        self.prologue: list[str] = []
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, e: p.Expr) -> str:
+        """Code for an expression; calls and divisions are hoisted into checked temporaries."""
+        if isinstance(e, p.Slot):
+            return f"v{e.index}"
+        if isinstance(e, p.Const):
+            return self.w.const(e.value)
+        if isinstance(e, p.CallExpr):
+            args = ", ".join(self.expr(a) for a in e.args)
+            tmp = self.w.fresh("c")
+            self.w.line(f"{tmp} = F[{e.functor}]({args}{',' if len(e.args) == 1 else ''})")
+            self.w.open(f"if {tmp} is not FAIL:")
+            return tmp
+        if isinstance(e, p.Arith):
+            left, right = self.expr(e.left), self.expr(e.right)
+            if e.op in ("/", "%"):
+                tmp = self.w.fresh("d")
+                helper = "_div" if e.op == "/" else "_mod"
+                self.w.line(f"{tmp} = {helper}({left}, {right}) if {right} != 0 else E({e.op!r})")
+                self.w.open(f"if {tmp} is not FAIL:")
+                return tmp
+            return f"({left} {e.op} {right})"
+        if isinstance(e, p.Neg):
+            return f"(-{self.expr(e.operand)})"
+        raise p.PlanError(f"unknown expression {e!r}")
+
+    # ------------------------------------------------------------------------ steps
+
+    def index(self, source: str, relation: int, positions: tuple[int, ...]) -> str:
+        key = (source, relation, positions)
+        if key not in self.indexes:
+            name = f"x{len(self.indexes)}"
+            self.indexes[key] = name
+            holder = f"R[{relation}]" if source == "full" else f"D[{relation}]"
+            self.prologue.append(f"{name} = {holder}.index({positions!r})")
+        return self.indexes[key]
+
+    @staticmethod
+    def key(values: list[str]) -> str:
+        return values[0] if len(values) == 1 else "(" + ", ".join(values) + ")"
+
+    def steps(self, steps: tuple[p.Step, ...], bound: set[int]) -> None:
+        for step in steps:
+            self.step(step, bound)
+
+    def step(self, step: p.Step, bound: set[int]) -> None:
+        w = self.w
+        if isinstance(step, p.Scan):
+            self.scan(step, bound)
+        elif isinstance(step, p.NotExists):
+            known = [(i, a) for i, a in enumerate(step.args) if isinstance(a, p.Match)]
+            values = [self.expr(a.expr) for _, a in known]
+            if len(known) == len(step.args):
+                w.open(
+                    f"if ({', '.join(values)}{',' if len(values) == 1 else ''}) not in R[{step.relation}].tuples:"
+                )
+            elif known:
+                index = self.index("full", step.relation, tuple(i for i, _ in known))
+                w.open(f"if {self.key(values)} not in {index}:")
+            else:
+                w.open(f"if not R[{step.relation}].tuples:")
+        elif isinstance(step, p.Filter):
+            left, right = self.expr(step.left), self.expr(step.right)
+            w.open(f"if {left} {COMPARISON[step.op]} {right}:")
+        elif isinstance(step, p.Assign):
+            value = self.expr(step.expr)
+            w.line(f"v{step.slot} = {value}")
+            bound.add(step.slot)
+        elif isinstance(step, p.Test):
+            args = ", ".join(self.expr(a) for a in step.args)
+            comma = "," if len(step.args) == 1 else ""
+            w.open(f"if F[{step.functor}]({args}{comma}) is {not step.negated}:")
+        elif isinstance(step, p.InlineTest):
+            args = ", ".join(self.expr(a) for a in step.args)
+            comma = "," if len(step.args) == 1 else ""
+            w.open(f"if I[{step.relation}]({args}{comma}) is {not step.negated}:")
+        elif isinstance(step, p.Aggregate):
+            self.aggregate(step, bound)
+        else:
+            raise p.PlanError(f"unknown step {step!r}")
+
+    def scan(self, step: p.Scan, bound: set[int]) -> None:
+        w = self.w
+        holder = f"R[{step.relation}]" if step.source == "full" else f"D[{step.relation}]"
+        known: list[tuple[int, str]] = []
+        after: list[tuple[int, p.Expr]] = []
+        binds: list[tuple[int, int]] = []
+        binding_here = {a.slot for a in step.args if isinstance(a, p.Bind)}
+        for i, arg in enumerate(step.args):
+            if isinstance(arg, p.Bind):
+                binds.append((i, arg.slot))
+            elif isinstance(arg, p.Match):
+                if _slots(arg.expr) & binding_here:
+                    after.append((i, arg.expr))
+                else:
+                    known.append((i, self.expr(arg.expr)))
+        if len(known) == len(step.args):
+            values = [v for _, v in known]
+            fact = f"({', '.join(values)}{',' if len(values) == 1 else ''})"
+            w.open(f"if {fact} in {holder}.tuples:")
+            if self.record:
+                self.matched.append(f"({step.relation}, {fact})")
+            return
+        t = w.fresh("t")
+        if known:
+            index = self.index(step.source, step.relation, tuple(i for i, _ in known))
+            w.open(f"for {t} in {index}.get({self.key([v for _, v in known])}, ()):")
+        else:
+            w.open(f"for {t} in {holder}.tuples:")
+        for i, slot in binds:
+            if slot in bound:  # the same variable twice in one atom: the second must agree
+                w.open(f"if {t}[{i}] == v{slot}:")
+            else:
+                w.line(f"v{slot} = {t}[{i}]")
+                bound.add(slot)
+        for i, expr in after:
+            w.open(f"if {t}[{i}] == {self.expr(expr)}:")
+        if self.record:
+            self.matched.append(f"({step.relation}, {t})")
+
+    def aggregate(self, step: p.Aggregate, bound: set[int]) -> None:
+        w = self.w
+        acc = w.fresh("acc")
+        w.line(f"{acc} = set()")
+        depth = w.depth
+        record, self.record = self.record, False
+        inner = set(bound)
+        self.steps(step.body, inner)
+        parts = [f"v{k}" for k in step.keys]
+        if step.target is not None:
+            parts.append(self.expr(step.target))
+        w.line(f"{acc}.add(({', '.join(parts)}{',' if len(parts) == 1 else ''}))")
+        w.depth = depth
+        self.record = record
+        slot = f"v{step.slot}"
+        if step.op == "count":
+            w.line(f"{slot} = len({acc})")
+        else:
+            values = f"[a[-1] for a in {acc}]"
+            if step.op == "sum":
+                w.line(f"{slot} = _sum({values})")
+            else:
+                w.open(f"if {acc}:")
+                if step.op == "min":
+                    w.line(f"{slot} = min({values})")
+                elif step.op == "max":
+                    w.line(f"{slot} = max({values})")
+                else:
+                    w.line(f"{slot} = _sum({values}) / len({acc})")
+        bound.add(step.slot)
+
+
+def _slots(expr: p.Expr) -> set[int]:
+    if isinstance(expr, p.Slot):
+        return {expr.index}
+    if isinstance(expr, p.CallExpr):
+        return set().union(*(_slots(a) for a in expr.args)) if expr.args else set()
+    if isinstance(expr, p.Arith):
+        return _slots(expr.left) | _slots(expr.right)
+    if isinstance(expr, p.Neg):
+        return _slots(expr.operand)
+    return set()
+
+
+def _finish(w: _Writer, compiler: _RuleCompiler, header: str, name: str) -> tuple[str, Callable]:
+    body = w.lines
+    lines = [header] + ["    " + line for line in compiler.prologue] + body
+    source = "\n".join(lines) + "\n"
+    namespace: dict[str, Any] = dict(RUNTIME)
+    namespace["K"] = tuple(w.constants)
+    exec(compile(source, f"<policyc {name}>", "exec"), namespace)
+    return source, namespace[name]
+
+
+def compile_rule(plan: p.Plan, rule: p.RulePlan, name: str = "rule") -> tuple[str, Callable]:
+    """The source and function ``rule(R, D, out, F, I, E)`` evaluating one rule plan."""
+    w = _Writer()
+    compiler = _RuleCompiler(plan, w, record=False)
+    bound: set[int] = set()
+    compiler.steps(rule.steps, bound)
+    head = [compiler.expr(e) for e in rule.head_args]
+    w.line(f"out.add(({', '.join(head)}{',' if len(head) == 1 else ''}))")
+    return _finish(w, compiler, f"def {name}(R, D, out, F, I, E):", name)
+
+
+def compile_bound_rule(
+    plan: p.Plan, rule: p.BoundRule, name: str = "match", upto: int | None = None
+) -> tuple[str, Callable]:
+    """The source and generator ``match(R, F, I, E, *values)`` over the bindings of a rule
+    whose head values are given: it yields ``(slots, matched)``, the slot values and the
+    ``(relation, tuple)`` facts the scans matched. With ``upto``, only the first ``upto``
+    steps run (explanations use it to find the step at which every binding fails)."""
+    w = _Writer()
+    compiler = _RuleCompiler(plan, w, record=True)
+    params = [f"h{i}" for i in range(len(rule.head.args))]
+    bound: set[int] = set()
+    deferred = []
+    for i, arg in enumerate(rule.head.args):
+        if isinstance(arg, p.Bind):
+            if arg.slot in bound:
+                w.open(f"if h{i} == v{arg.slot}:")
+            else:
+                w.line(f"v{arg.slot} = h{i}")
+                bound.add(arg.slot)
+        elif _slots(arg.expr) <= bound:
+            w.open(f"if h{i} == {compiler.expr(arg.expr)}:")
+        else:
+            deferred.append((i, arg.expr))
+    steps = rule.steps if upto is None else rule.steps[:upto]
+    compiler.steps(steps, bound)
+    if upto is None or upto >= len(rule.steps):
+        for i, expr in deferred:
+            w.open(f"if h{i} == {compiler.expr(expr)}:")
+    slots = ", ".join(f"v{s}" if s in bound else "None" for s in range(rule.slots))
+    matched = ", ".join(compiler.matched)
+    w.line(
+        f"yield ({slots}{',' if rule.slots == 1 else ''}), ({matched}{',' if len(compiler.matched) == 1 else ''})"
+    )
+    header = f"def {name}(R, F, I, E{''.join(', ' + x for x in params)}):"
+    return _finish(w, compiler, header, name)

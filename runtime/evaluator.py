@@ -1,0 +1,191 @@
+"""Stratified semi-naive evaluation of a compiled plan.
+
+Strata run in order. A stratum that is not recursive runs each of its rules once. A recursive
+stratum runs its base rules once, then repeats rounds in which each delta variant reads the
+facts the previous round added (the delta) until a round adds nothing: every derivation is
+found once its last ingredient appears, and none is recomputed from old facts only.
+
+Evaluation fails closed. A functor that raises or returns a value of the wrong type, a
+division by zero, a rule whose code raises (a comparison between a string and a number that
+came from an ``any`` functor), or a limit on the number of facts or the time spent: each is
+recorded as an :class:`EvalError`, the failing literal does not hold, and the result is marked
+errored, so every decision on it is a denial.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from policyc.compiler import plan as p
+
+from . import codegen
+from .codegen import FAIL
+from .functors import wrap
+from .relations import Relation
+
+
+@dataclass(frozen=True)
+class EvalError:
+    kind: str  # functor | arithmetic | rule | limit | facts
+    message: str
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on one evaluation; exceeding one makes the result errored."""
+
+    max_facts: int = 10_000_000
+    max_seconds: float | None = 60.0
+
+
+class _LimitExceeded(Exception):
+    pass
+
+
+class CompiledPlan:
+    """A plan with its rules compiled to Python functions, ready for many evaluations."""
+
+    def __init__(self, plan: p.Plan) -> None:
+        self.plan = plan
+        self.strata: list[
+            tuple[p.Stratum, list[tuple[p.RulePlan, Callable]], list[tuple[p.RulePlan, Callable]]]
+        ] = []
+        for n, stratum in enumerate(plan.strata):
+            base = [(r, codegen.compile_rule(plan, r, f"s{n}_r{r.rule}")[1]) for r in stratum.rules]
+            deltas = [(r, codegen.compile_rule(plan, r, f"s{n}_d{r.rule}")[1]) for r in stratum.delta_rules]
+            self.strata.append((stratum, base, deltas))
+        self.bound: list[list[tuple[p.BoundRule, Callable]]] = [
+            [(b, codegen.compile_bound_rule(plan, b, f"m{r}_{b.rule}")[1]) for b in rules]
+            for r, rules in enumerate(plan.bound_rules)
+        ]
+
+
+class Evaluation:
+    """The state of one evaluation: relations, functor wrappers, inline relations, errors."""
+
+    def __init__(self, compiled: CompiledPlan, functors: list[Callable[..., Any]], limits: Limits) -> None:
+        plan = compiled.plan
+        self.compiled = compiled
+        self.plan = plan
+        self.limits = limits
+        self.errors: list[EvalError] = []
+        self.relations = [Relation() for _ in plan.relations]
+        self.F = [wrap(spec, fn, self.errors) for spec, fn in zip(plan.functors, functors, strict=True)]
+        self.I: dict[int, Callable[..., Any]] = {
+            r: self._inline(r) for r, spec in enumerate(plan.relations) if spec.inline
+        }
+        self.ranks: dict[int, dict[tuple, int]] | None = None
+        self.facts = 0
+
+    def E(self, op: str) -> Any:
+        self.errors.append(EvalError("arithmetic", "division by zero" if op == "/" else "modulo by zero"))
+        return FAIL
+
+    @property
+    def errored(self) -> bool:
+        return bool(self.errors)
+
+    def _inline(self, relation: int) -> Callable[..., Any]:
+        rules = self.compiled.bound[relation]
+        memo: dict[tuple, Any] = {}
+
+        def holds(*values: Any) -> Any:
+            try:
+                return memo[values]
+            except KeyError:
+                pass
+            found: Any = False
+            try:
+                for _, match in rules:
+                    for _ in match(self.relations, self.F, self.I, self.E, *values):
+                        found = True
+                        break
+                    if found:
+                        break
+            except Exception as error:
+                self.errors.append(
+                    EvalError(
+                        "rule",
+                        f"inline relation `{self.plan.relations[relation].name}` "
+                        f"failed: {type(error).__name__}: {error}",
+                    )
+                )
+                found = FAIL
+            memo[values] = found
+            return found
+
+        return holds
+
+    # ---------------------------------------------------------------------- running
+
+    def load(self, facts: dict[int, set[tuple]]) -> None:
+        for r, tuples in facts.items():
+            self.relations[r].add_all(tuples)
+            self.facts += len(tuples)
+
+    def run(self, track_ranks: bool = False) -> None:
+        """Evaluate every stratum (ranks: the round each recursive fact appeared in)."""
+        if track_ranks:
+            self.ranks = {}
+        deadline = None if self.limits.max_seconds is None else time.monotonic() + self.limits.max_seconds
+        try:
+            for stratum, base, deltas in self.compiled.strata:
+                self._stratum(stratum, base, deltas, deadline)
+        except _LimitExceeded as limit:
+            self.errors.append(EvalError("limit", str(limit)))
+
+    def _call(self, rule: p.RulePlan, fn: Callable, deltas: Any, out: set) -> None:
+        try:
+            fn(self.relations, deltas, out, self.F, self.I, self.E)
+        except Exception as error:
+            info = self.plan.rules[rule.rule]
+            self.errors.append(EvalError("rule", f"rule `{info.id}` failed: {type(error).__name__}: {error}"))
+
+    def _merge(self, relation: int, new: set, deadline: float | None) -> set:
+        added = self.relations[relation].add_all(new)
+        self.facts += len(added)
+        if self.facts > self.limits.max_facts:
+            raise _LimitExceeded(f"more than {self.limits.max_facts:,} facts; evaluation stopped")
+        if deadline is not None and time.monotonic() > deadline:
+            raise _LimitExceeded(f"evaluation took longer than {self.limits.max_seconds} s; stopped")
+        return added
+
+    def _stratum(self, stratum: p.Stratum, base: list, deltas: list, deadline: float | None) -> None:
+        if not stratum.recursive:
+            for rule, fn in base:
+                out: set[tuple] = set()
+                self._call(rule, fn, None, out)
+                self._merge(rule.head, out, deadline)
+            return
+        members = stratum.relations
+        news: dict[int, set[tuple]] = {r: set() for r in members}
+        for rule, fn in base:
+            self._call(rule, fn, None, news[rule.head])
+        for r in members:
+            self._merge(r, news[r], deadline)
+        # the first delta is everything the stratum holds so far (inputs included)
+        delta = {r: Relation(self.relations[r].tuples) for r in members}
+        round_number = 0
+        if self.ranks is not None:
+            for r in members:
+                self.ranks.setdefault(r, {}).update(dict.fromkeys(self.relations[r].tuples, 0))
+        while any(delta[r].tuples for r in members):
+            round_number += 1
+            news = {r: set() for r in members}
+            for rule, fn in deltas:
+                if delta[_delta_relation(rule)].tuples:
+                    self._call(rule, fn, delta, news[rule.head])
+            delta = {r: Relation(self._merge(r, news[r], deadline)) for r in members}
+            if self.ranks is not None:
+                for r in members:
+                    self.ranks[r].update(dict.fromkeys(delta[r].tuples, round_number))
+
+
+def _delta_relation(rule: p.RulePlan) -> int:
+    for step in rule.steps:
+        if isinstance(step, p.Scan) and step.source == "delta":
+            return step.relation
+    raise AssertionError("a delta rule scans a delta")

@@ -1,0 +1,134 @@
+"""Input facts: checked against the policy before anything is evaluated.
+
+Facts are given per relation name as rows of values: from Python (a mapping of names to
+iterables of sequences), from a JSON file ``{"Rel": [[v1, v2], ...]}``, or from a folder of
+Soufflé-style ``Rel.facts`` files (one fact per line, values separated by tabs). Every row is
+checked: the relation must be an ``.input`` of the policy, the row must have its arity, and
+each value its attribute's type (``symbol``: a string; ``number``: an integer; ``float``: a
+number). A problem is a :class:`FactsError` naming the relation, the row and the value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from policyc.compiler.plan import Plan
+
+FactsInput = Mapping[str, Iterable[Any]]
+
+
+class FactsError(ValueError):
+    """Facts that do not fit the policy; the message says where."""
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, str | int | float | bool) or value is None else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def convert(value: Any, type_: str | None, where: str) -> str | int | float:
+    """A value of the given attribute type, or :class:`FactsError`."""
+    if isinstance(value, bool) or value is None:
+        raise FactsError(f"{where}: {_describe(value)} is not a policy value")
+    if type_ == "symbol":
+        if not isinstance(value, str):
+            raise FactsError(f"{where}: expected a string, got {_describe(value)}")
+        return value
+    if type_ == "number":
+        if not isinstance(value, int):
+            raise FactsError(f"{where}: expected an integer, got {_describe(value)}")
+        return value
+    if type_ == "float":
+        if not isinstance(value, int | float):
+            raise FactsError(f"{where}: expected a number, got {_describe(value)}")
+        return float(value)
+    if not isinstance(value, str | int | float):
+        raise FactsError(f"{where}: {_describe(value)} is not a string or a number")
+    return value
+
+
+def validate(plan: Plan, facts: FactsInput, origin: str = "facts") -> dict[int, set[tuple]]:
+    """The facts as tuples per relation index; :class:`FactsError` at the first problem."""
+    if not isinstance(facts, Mapping):
+        raise FactsError(f"{origin}: expected a mapping from relation names to rows")
+    index = plan.relation_index()
+    checked: dict[int, set[tuple]] = {}
+    for name, rows in facts.items():
+        where = f"{origin}: relation `{name}`"
+        if not isinstance(name, str) or name not in index:
+            raise FactsError(f"{where} is not a relation of the policy")
+        r = index[name]
+        spec = plan.relations[r]
+        if not spec.input:
+            raise FactsError(f"{where} is not an input of the policy (declare it `.input {name}`)")
+        if isinstance(rows, str | bytes) or not isinstance(rows, Iterable):
+            raise FactsError(f"{where}: expected a list of rows")
+        tuples = checked.setdefault(r, set())
+        for n, row in enumerate(rows):
+            at = f"{where}, row {n + 1}"
+            if isinstance(row, str | bytes) or not isinstance(row, Iterable):
+                raise FactsError(f"{at}: expected a list of {spec.arity} values, got {_describe(row)}")
+            values = list(row)
+            if len(values) != spec.arity:
+                raise FactsError(f"{at}: expected {spec.arity} values, got {len(values)}")
+            tuples.add(
+                tuple(
+                    convert(v, t, f"{at}, value {i + 1}") for i, (v, t) in enumerate(zip(values, spec.types))
+                )
+            )
+    return checked
+
+
+def read(path: str, plan: Plan) -> dict[str, list[list[Any]]]:
+    """Facts from a JSON file or a folder of ``.facts`` files (:class:`FactsError`, OSError)."""
+    target = Path(path)
+    if target.is_dir():
+        return _read_folder(target, plan)
+    try:
+        data = json.loads(target.read_text("utf-8"))
+    except UnicodeDecodeError as error:
+        raise FactsError(f"{path}: not UTF-8 text ({error.reason})") from None
+    except json.JSONDecodeError as error:
+        raise FactsError(f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}") from None
+    if not isinstance(data, dict):
+        raise FactsError(f"{path}: expected a JSON object mapping relation names to rows")
+    return data
+
+
+def _read_folder(folder: Path, plan: Plan) -> dict[str, list[list[Any]]]:
+    index = plan.relation_index()
+    facts: dict[str, list[list[Any]]] = {}
+    for file in sorted(folder.glob("*.facts")):
+        name = file.stem
+        if name not in index:
+            raise FactsError(f"{file}: relation `{name}` is not a relation of the policy")
+        types = plan.relations[index[name]].types
+        rows = facts.setdefault(name, [])
+        try:
+            lines = file.read_text("utf-8").splitlines()
+        except UnicodeDecodeError as error:
+            raise FactsError(f"{file}: not UTF-8 text ({error.reason})") from None
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            fields = line.split("\t") if types else []
+            if len(fields) != len(types):
+                raise FactsError(
+                    f"{file}:{number}: expected {len(types)} tab-separated values, got {len(fields)}"
+                )
+            rows.append([_parse_field(f, t, f"{file}:{number}") for f, t in zip(fields, types, strict=True)])
+    return facts
+
+
+def _parse_field(text: str, type_: str | None, where: str) -> str | int | float:
+    try:
+        if type_ == "number":
+            return int(text)
+        if type_ == "float":
+            return float(text)
+    except ValueError:
+        raise FactsError(f"{where}: `{text}` is not a {type_}") from None
+    return text

@@ -1,0 +1,141 @@
+"""Binding the functors a policy declares to Python callables.
+
+A host provides implementations as a mapping ``{"name": callable}``, as functions marked with
+:func:`functor`, or as a module holding such functions; the builtins are always bound. A
+declared functor without an implementation is an error when the policy is loaded, naming the
+functor (:class:`MissingFunctors`).
+
+During an evaluation every functor is called through a wrapper that caches its results (a
+functor is deterministic, so each distinct argument tuple is computed once), checks the type
+of what it returns against the declaration, and turns an exception into a failed literal and
+an error of the evaluation (which then fails closed). A functor may return ``None`` to say it
+has no value for those arguments: the literal fails, without an error.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from policyc.compiler.plan import FunctorSpec, Plan
+from policyc.stdlib.builtins import BUILTINS
+
+from .codegen import FAIL
+
+MARK = "__policyc_functor__"
+
+Functors = Mapping[str, Callable[..., Any]] | Iterable[Callable[..., Any]] | types.ModuleType | None
+
+
+def functor(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a function as the implementation of the functor ``name`` (default: its own name).
+
+    >>> @functor("is_tool")
+    ... def is_tool(action, name): return action.startswith(name + ":")
+    >>> collect([is_tool])["is_tool"]("send_email:1", "send_email")
+    True
+    """
+
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(fn, MARK, name or fn.__name__)
+        return fn
+
+    return mark
+
+
+class MissingFunctors(LookupError):
+    """The policy declares functors that no implementation was given for."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        listed = ", ".join(f"`{n}`" for n in names)
+        super().__init__(
+            f"the policy needs an implementation of {listed}; pass it to `policyc.load(..., functors=...)` "
+            "or `--functors MODULE`"
+        )
+
+
+def collect(source: Functors) -> dict[str, Callable[..., Any]]:
+    """Implementations by functor name, from a mapping, marked functions or a module."""
+    if source is None:
+        return {}
+    if isinstance(source, Mapping):
+        found = {}
+        for name, fn in source.items():
+            if not callable(fn):
+                raise TypeError(f"the implementation of functor `{name}` is not callable")
+            found[name] = fn
+        return found
+    items = vars(source).values() if isinstance(source, types.ModuleType) else source
+    found = {}
+    for fn in items:
+        name = getattr(fn, MARK, None)
+        if name is not None:
+            found[name] = fn
+        elif not isinstance(source, types.ModuleType):
+            raise TypeError(f"{fn!r} is not marked with @policyc.functor")
+    return found
+
+
+def bind(plan: Plan, provided: Functors) -> list[Callable[..., Any]]:
+    """One implementation per functor of the plan, in the plan's order."""
+    given = collect(provided)
+    bound = []
+    missing = []
+    for spec in plan.functors:
+        fn = given.get(spec.name) or BUILTINS.get(spec.name)
+        if fn is None:
+            missing.append(spec.name)
+        bound.append(fn)
+    if missing:
+        raise MissingFunctors(missing)
+    return bound  # type: ignore[return-value]
+
+
+_PYTHON_TYPES = {"symbol": (str,), "number": (int,), "float": (float, int)}
+
+
+def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..., Any]:
+    """The function generated code calls: cached, type-checked, never raising."""
+    from .evaluator import EvalError
+
+    cache: dict[tuple, Any] = {}
+    returns = spec.returns
+
+    def fail(message: str) -> Any:
+        errors.append(EvalError("functor", f"functor `{spec.name}` {message}"))
+        return FAIL
+
+    def check(value: Any) -> Any:
+        if returns == "bool":
+            if value is None:
+                return False
+            if not isinstance(value, bool):
+                return fail(f"returned {type(value).__name__} where a bool is declared")
+            return value
+        if value is None:
+            return FAIL  # no value for these arguments: the literal fails, without an error
+        if isinstance(value, bool):
+            return fail("returned a bool where a value is declared")
+        if returns == "any":
+            if isinstance(value, str | int | float):
+                return value
+            return fail(f"returned {type(value).__name__}, which is not a policy value")
+        if not isinstance(value, _PYTHON_TYPES[returns]):
+            return fail(f"returned {type(value).__name__} where `{returns}` is declared")
+        return float(value) if returns == "float" else value
+
+    def call(*args: Any) -> Any:
+        try:
+            return cache[args]
+        except KeyError:
+            pass
+        try:
+            value = check(fn(*args))
+        except Exception as error:  # the host's code: any failure fails the literal, closed
+            value = fail(f"raised {type(error).__name__}: {error}")
+        cache[args] = value
+        return value
+
+    return call

@@ -1,0 +1,185 @@
+"""A loaded policy, ready to evaluate facts and decide actions.
+
+>>> import policyc
+>>> policy = policyc.load('''
+... .input Send, Untrusted
+... @id("no-untrusted-send") @message("{a} depends on untrusted input")
+... Deny(a) :- Send(a), Untrusted(a).
+... ''')
+>>> result = policy.evaluate({"Send": [["e1"], ["e2"]], "Untrusted": [["e2"]]})
+>>> result.relation("Deny")
+{('e2',)}
+>>> decision = result.decide("e2")
+>>> decision.allowed, decision.reasons[0].message
+(False, 'e2 depends on untrusted input')
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from policyc.compiler.diagnostics import Diagnostic
+from policyc.compiler.plan import Plan
+
+from .evaluator import CompiledPlan, EvalError, Evaluation, Limits
+from .facts import FactsError, FactsInput, validate
+from .functors import Functors, bind
+from .verdict import Decision, decide
+
+
+class PolicyError(Exception):
+    """A policy that cannot be loaded: compile errors, an unreadable or invalid bundle."""
+
+    def __init__(self, message: str, diagnostics: tuple[Diagnostic, ...] = ()) -> None:
+        super().__init__(message)
+        self.diagnostics = diagnostics
+
+
+class Policy:
+    """A compiled policy with its functors bound."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        functors: Functors = None,
+        limits: Limits | None = None,
+        manifest: dict[str, Any] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.compiled = CompiledPlan(plan)
+        self.functors = bind(plan, functors)
+        self.limits = limits or Limits()
+        self.manifest = manifest
+
+    @property
+    def relations(self) -> list[str]:
+        return [r.name for r in self.plan.relations]
+
+    def evaluation(self, facts: FactsInput | None = None, *, strict: bool = False) -> Evaluation:
+        evaluation = Evaluation(self.compiled, self.functors, self.limits)
+        try:
+            checked = validate(self.plan, facts or {})
+        except FactsError as error:
+            if strict:
+                raise
+            evaluation.errors.append(EvalError("facts", str(error)))
+            return evaluation
+        evaluation.load(checked)
+        evaluation.run()
+        if strict and evaluation.errored:
+            raise EvaluationError(evaluation.errors)
+        return evaluation
+
+    def evaluate(self, facts: FactsInput | None = None, *, strict: bool = False) -> Result:
+        """Every relation the policy derives from the facts. Problems (malformed facts, a
+        failing functor, a limit) mark the result errored; with ``strict`` they raise."""
+        return Result(self.evaluation(facts, strict=strict))
+
+    def decide(self, facts: FactsInput | None, action: Any) -> Decision:
+        """The verdict on one action given the facts (an errored evaluation denies)."""
+        return self.evaluate(facts).decide(action)
+
+
+class EvaluationError(Exception):
+    def __init__(self, errors: list[EvalError]) -> None:
+        super().__init__("; ".join(e.message for e in errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class Result:
+    evaluation: Evaluation
+
+    @property
+    def errored(self) -> bool:
+        return self.evaluation.errored
+
+    @property
+    def errors(self) -> tuple[EvalError, ...]:
+        return tuple(self.evaluation.errors)
+
+    def relation(self, name: str) -> set[tuple]:
+        index = self.evaluation.plan.relation_index()
+        if name not in index:
+            raise KeyError(f"the policy has no relation `{name}`")
+        return set(self.evaluation.relations[index[name]].tuples)
+
+    @property
+    def relations(self) -> dict[str, set[tuple]]:
+        plan = self.evaluation.plan
+        return {
+            spec.name: set(rel.tuples)
+            for spec, rel in zip(plan.relations, self.evaluation.relations, strict=True)
+            if not spec.inline
+        }
+
+    def decide(self, action: Any) -> Decision:
+        return decide(self.evaluation, action)
+
+    def why(self, name: str, values: tuple) -> Any:
+        from .explain import why
+
+        return why(self.evaluation, name, tuple(values))
+
+    def why_not(self, name: str, values: tuple) -> Any:
+        from .explain import why_not
+
+        return why_not(self.evaluation, name, tuple(values))
+
+
+def looks_like_source(text: str) -> bool:
+    stripped = text.strip()
+    return "\n" in stripped or ":-" in stripped or stripped.startswith((".", "@")) or stripped.endswith(".")
+
+
+def load(
+    policy: str | os.PathLike[str],
+    functors: Functors = None,
+    *,
+    verify_key: str | os.PathLike[str] | bytes | None = None,
+    limits: Limits | None = None,
+) -> Policy:
+    """A policy from a source file, a bundle file or source text (:class:`PolicyError` if it
+    has errors or cannot be read; ``MissingFunctors`` if a functor has no implementation)."""
+    from .bundle import is_bundle, read_bundle
+
+    if isinstance(policy, os.PathLike) or not looks_like_source(str(policy)):
+        path = Path(policy)
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            raise PolicyError(f"cannot read `{path}`: {error.strerror or error}") from None
+        if is_bundle(data):
+            plan, manifest = read_bundle(data, str(path), verify_key)
+            return Policy(plan, functors, limits, manifest)
+        if verify_key is not None:
+            raise PolicyError(f"`{path}` is not a bundle, so it carries no signature to verify")
+        from policyc.compiler.loader import load_data
+        from policyc.compiler.pipeline import compile_program
+
+        program, found = load_data(data, str(path))
+        compilation = compile_program(program, found)
+    else:
+        from policyc.compiler.pipeline import compile_source
+
+        compilation = compile_source(str(policy), "<source>")
+    return Policy(plan_of(compilation), functors, limits)
+
+
+def plan_of(compilation: Any) -> Plan:
+    """The plan of a compiled policy, or :class:`PolicyError` with its error diagnostics."""
+    from policyc.compiler.planner import PlanningError, build_plan
+
+    errors = tuple(d for d in compilation.diagnostics if d.is_error)
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        where = f"{first.span.file}:{first.span.line}:{first.span.column}"
+        raise PolicyError(f"{where}: {first.message} [{first.name}]{more}", errors)
+    try:
+        return build_plan(compilation)
+    except PlanningError as error:
+        raise PolicyError(str(error)) from None
