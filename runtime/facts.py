@@ -76,7 +76,8 @@ def validate(plan: Plan, facts: FactsInput, origin: str = "facts") -> dict[int, 
                 raise FactsError(f"{at}: expected {spec.arity} values, got {len(values)}")
             tuples.add(
                 tuple(
-                    convert(v, t, f"{at}, value {i + 1}") for i, (v, t) in enumerate(zip(values, spec.types))
+                    convert(v, t, f"{at}, value {i + 1}")
+                    for i, (v, t) in enumerate(zip(values, spec.types, strict=True))
                 )
             )
     return checked

@@ -143,7 +143,9 @@ def deny_reasons(evaluation: Evaluation, action: Any) -> list[Reason]:
         info = plan.rules[bound.rule]
         for slots, matched in match(evaluation.relations, evaluation.F, evaluation.I, evaluation.E, action):
             bindings = {
-                name: value for name, value in zip(info.variables, slots) if name and value is not None
+                name: value
+                for name, value in zip(info.variables, slots, strict=False)
+                if name and value is not None
             }
             facts = tuple(render_fact(plan.relations[r].name, t) for r, t in matched)
             key = (info.id, facts, tuple(sorted(bindings.items(), key=lambda kv: kv[0])))
