@@ -138,7 +138,7 @@ class _Planner:
             else module.path
         )
         source = module.source
-        text = source.text[rule.span.start : rule.span.end] if source else ""
+        text = source.text[rule.head.span.start : rule.span.end] if source else ""  # without annotations
         literals = tuple(source.text[lit.span.start : lit.span.end] if source else "" for lit in rule.body)
         slots = self.slot_names(rule)
 

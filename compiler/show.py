@@ -1,7 +1,8 @@
 """Dumps of intermediate forms for ``policyc check --show STAGE`` (text or JSON).
 
 ``ast``: the syntax tree of the files the user wrote (library modules are left out);
-``strata``: the evaluation order, one stratum per strongly connected component.
+``strata``: the evaluation order, one stratum per strongly connected component;
+``plan``: the evaluation plan, each rule's steps in the order the evaluator runs them.
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ from . import ast
 from .pipeline import Compilation
 from .source import Span
 
-SHOWABLE = ("ast", "strata")
+SHOWABLE = ("ast", "strata", "plan")
 
 
 def show_json(what: str, compilation: Compilation) -> Any:
     if what == "ast":
         return [_node_json(m) for m in _user_modules(compilation)]
+    if what == "plan":
+        from .plan import to_data
+        from .planner import build_plan
+
+        return to_data(build_plan(compilation)) if compilation.ok else None
     if compilation.strata is None:
         return None
     symbols = compilation.symbols
@@ -36,6 +42,8 @@ def show_json(what: str, compilation: Compilation) -> Any:
 
 
 def show_text(what: str, compilation: Compilation) -> str:
+    if what == "plan":
+        return "\n".join(show_plan(compilation))
     if what == "ast":
         lines: list[str] = []
         for module in _user_modules(compilation):
@@ -122,3 +130,103 @@ def _node_json(node: Any) -> Any:
     if isinstance(node, ast.Module):
         out["path"] = node.path
     return out
+
+
+# ------------------------------------------------------------------------------------ plan
+
+
+def show_plan(compilation: Compilation) -> list[str]:
+    """The evaluation plan, one block per rule, in evaluation order."""
+    from .planner import build_plan
+
+    if not compilation.ok:
+        return ["(no plan: the policy has errors)"]
+    plan = build_plan(compilation)
+    lines = [f"default: {plan.default}"]
+    for n, stratum in enumerate(plan.strata):
+        if not stratum.rules and not stratum.delta_rules:
+            continue
+        names = ", ".join(plan.relations[r].name for r in stratum.relations)
+        lines.append(f"stratum {n}: {names}" + ("  (recursive)" if stratum.recursive else ""))
+        for rule in (*stratum.rules, *stratum.delta_rules):
+            info = plan.rules[rule.rule]
+            kind = "delta" if rule.delta else ("base" if stratum.recursive else "once")
+            where = f"{info.file}:{info.line}"
+            label = info.id if info.id.endswith(where) else f"{info.id} [{where}]"
+            lines.append(f"  rule {label} ({kind})")
+            names_of = _slot_names(info.variables, rule.slots)
+            for step in rule.steps:
+                lines.extend("    " + text for text in _step_lines(plan, step, names_of))
+            head = ", ".join(_expr_text(plan, e, names_of) for e in rule.head_args)
+            lines.append(f"    emit {plan.relations[rule.head].name}({head})")
+    return lines
+
+
+def _slot_names(variables: tuple[str, ...], slots: int) -> list[str]:
+    return [variables[i] if i < len(variables) and variables[i] else f"_{i}" for i in range(slots)]
+
+
+def _expr_text(plan: Any, expr: Any, names: list[str]) -> str:
+    from . import plan as p
+
+    if isinstance(expr, p.Slot):
+        return names[expr.index]
+    if isinstance(expr, p.Const):
+        return json_value(expr.value)
+    if isinstance(expr, p.CallExpr):
+        args = ", ".join(_expr_text(plan, a, names) for a in expr.args)
+        return f"{plan.functors[expr.functor].name}({args})"
+    if isinstance(expr, p.Arith):
+        return f"({_expr_text(plan, expr.left, names)} {expr.op} {_expr_text(plan, expr.right, names)})"
+    return f"-{_expr_text(plan, expr.operand, names)}"
+
+
+def json_value(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
+
+
+def _pattern_text(plan: Any, pattern: Any, names: list[str]) -> str:
+    from . import plan as p
+
+    if isinstance(pattern, p.Bind):
+        return names[pattern.slot]
+    if isinstance(pattern, p.Match):
+        return "=" + _expr_text(plan, pattern.expr, names)
+    return "_"
+
+
+def _step_lines(plan: Any, step: Any, names: list[str]) -> list[str]:
+    from . import plan as p
+
+    if isinstance(step, p.Scan):
+        args = ", ".join(_pattern_text(plan, a, names) for a in step.args)
+        keys = [i for i, a in enumerate(step.args) if isinstance(a, p.Match)]
+        how = "check" if len(keys) == len(step.args) else (f"lookup on {keys}" if keys else "scan")
+        delta = "Δ" if step.source == "delta" else ""
+        return [f"{how} {delta}{plan.relations[step.relation].name}({args})"]
+    if isinstance(step, p.NotExists):
+        args = ", ".join(_pattern_text(plan, a, names) for a in step.args)
+        return [f"check not {plan.relations[step.relation].name}({args})"]
+    if isinstance(step, p.Filter):
+        return [
+            f"filter {_expr_text(plan, step.left, names)} {step.op} {_expr_text(plan, step.right, names)}"
+        ]
+    if isinstance(step, p.Assign):
+        return [f"let {names[step.slot]} = {_expr_text(plan, step.expr, names)}"]
+    if isinstance(step, p.Test | p.InlineTest):
+        target = (
+            plan.functors[step.functor].name
+            if isinstance(step, p.Test)
+            else plan.relations[step.relation].name
+        )
+        args = ", ".join(_expr_text(plan, a, names) for a in step.args)
+        kind = "test" if isinstance(step, p.Test) else "inline"
+        return [f"{kind} {'not ' if step.negated else ''}{target}({args})"]
+    target = "" if step.target is None else " " + _expr_text(plan, step.target, names)
+    keys = ", ".join(names[k] for k in step.keys)
+    lines = [f"let {names[step.slot]} = {step.op}{target} over distinct ({keys}) of:"]
+    for inner in step.body:
+        lines.extend("  " + text for text in _step_lines(plan, inner, names))
+    return lines

@@ -18,7 +18,7 @@ import click
 from . import __version__
 
 FORMATS = ("text", "json", "sarif")
-SHOWABLE = ("ast", "strata")
+SHOWABLE = ("ast", "strata", "plan")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -44,7 +44,11 @@ def main() -> None:
     show_default=True,
     help="Exit with status 1 on errors only, or on warnings too.",
 )
-@click.option("--show", type=click.Choice(SHOWABLE), help="Also print an intermediate form of each file.")
+@click.option(
+    "--show",
+    type=click.Choice(SHOWABLE),
+    help="Also print an intermediate form of each file: the syntax tree, the strata or the evaluation plan.",
+)
 @click.option("--stdin-filename", metavar="NAME", help="The file name to report for a policy read from `-`.")
 def check(
     paths: tuple[str, ...], fmt: str, fail_on: str, show: str | None, stdin_filename: str | None
@@ -167,3 +171,272 @@ class _internal_errors:
             err=True,
         )
         sys.exit(2)
+
+
+# ------------------------------------------------------------------------- compile and run
+
+
+def _fail(message: str, status: int = 1) -> None:
+    click.echo(f"policyc: error: {message}", err=True)
+    sys.exit(status)
+
+
+def _load_functors(spec: str | None) -> Any:
+    """A module of functor implementations, by dotted name or file path."""
+    if spec is None:
+        return None
+    import importlib
+    import importlib.util
+
+    try:
+        if spec.endswith(".py") or os.path.sep in spec:
+            path = Path(spec)
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            if module_spec is None or module_spec.loader is None:
+                _fail(f"cannot load functors from `{spec}`", 2)
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+            return module
+        return importlib.import_module(spec)
+    except (ImportError, OSError, SyntaxError) as error:
+        _fail(f"cannot load functors from `{spec}`: {error}", 2)
+
+
+def _load_policy(path: str, functors: str | None, verify_key: str | None, limits: Any = None) -> Any:
+    """A policy for a command: its errors are printed like `policyc check` prints them."""
+    from .runtime.functors import MissingFunctors
+    from .runtime.policy import PolicyError, load
+
+    try:
+        return load(Path(path), _load_functors(functors), verify_key=verify_key, limits=limits)
+    except PolicyError as error:
+        if error.diagnostics:
+            _print_diagnostics(list(error.diagnostics))
+        _fail(str(error))
+    except MissingFunctors as error:
+        _fail(str(error))
+
+
+def _print_diagnostics(diagnostics: list) -> None:
+    from rich.console import Console
+
+    from .compiler import render_text
+
+    console = Console(highlight=False, soft_wrap=True, stderr=True)
+    render_text.render(diagnostics, lambda path: _source_of(path), console)
+
+
+def _source_of(path: str) -> Any:
+    from .compiler.loader import decode
+
+    try:
+        source = decode(path, Path(path).read_bytes())
+    except OSError:
+        return None
+    return source if hasattr(source, "text") else None
+
+
+def _limits(max_facts: int | None, timeout: float | None) -> Any:
+    from .runtime.evaluator import Limits
+
+    defaults = Limits()
+    return Limits(max_facts or defaults.max_facts, timeout if timeout is not None else defaults.max_seconds)
+
+
+def _read_facts(path: str, policy: Any) -> Any:
+    from .runtime.facts import FactsError, read
+
+    try:
+        return read(path, policy.plan)
+    except FactsError as error:
+        _fail(str(error))
+    except OSError as error:
+        _fail(f"cannot read facts `{path}`: {error.strerror or error}", 2)
+
+
+def _sorted_rows(rows: set[tuple]) -> list[list]:
+    return [list(row) for row in sorted(rows, key=lambda row: [(type(v).__name__ != "str", v) for v in row])]
+
+
+POLICY = click.argument("policy", metavar="POLICY_OR_BUNDLE")
+FUNCTORS = click.option(
+    "--functors",
+    metavar="MODULE",
+    help="Python module (dotted name or .py file) whose "
+    "@policyc.functor functions implement the policy's functors.",
+)
+VERIFY = click.option(
+    "--verify-key", metavar="PUBKEY", help="Refuse a bundle not signed with this Ed25519 key."
+)
+FACTS = click.option(
+    "--facts",
+    "facts_path",
+    required=True,
+    metavar="FACTS",
+    help='A JSON file {"Rel": [[v1, v2], ...]} or a folder of Rel.facts files.',
+)
+FORMAT = click.option(
+    "--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True
+)
+MAX_FACTS = click.option("--max-facts", type=int, help="Stop (and fail closed) beyond this many facts.")
+TIMEOUT = click.option("--timeout", type=float, help="Stop (and fail closed) after this many seconds.")
+
+
+@main.command("compile")
+@click.argument("path", metavar="FILE")
+@click.option("-o", "--output", required=True, metavar="OUT", help="Where to write the bundle.")
+@click.option("--sign-key", metavar="KEY", help="Sign the bundle with this Ed25519 private key (PEM).")
+def compile_command(path: str, output: str, sign_key: str | None) -> None:
+    """Compile a policy into a verified bundle (refused when it has errors)."""
+    with _internal_errors():
+        from .compiler.loader import SourceError, load_file
+        from .compiler.pipeline import compile_program
+        from .runtime.bundle import build_bundle
+        from .runtime.policy import PolicyError, plan_of
+
+        try:
+            program, found = load_file(path)
+        except SourceError as error:
+            _fail(str(error), 2)
+        compilation = compile_program(program, found)
+        if compilation.diagnostics:
+            _print_diagnostics(list(compilation.diagnostics))
+        try:
+            plan = plan_of(compilation)
+            data = build_bundle(compilation, plan, sign_key)
+        except PolicyError as error:
+            _fail(f"not compiled: {error}")
+        try:
+            Path(output).write_bytes(data)
+        except OSError as error:
+            _fail(f"cannot write `{output}`: {error.strerror or error}", 2)
+        rules = len(plan.rules)
+        signed = ", signed" if sign_key else ""
+        click.echo(f"wrote {output}: {rules} rules, {len(plan.relations)} relations{signed}")
+
+
+@main.command("eval")
+@POLICY
+@FACTS
+@click.option(
+    "--query", "queries", multiple=True, metavar="REL", help="Print only this relation (repeatable)."
+)
+@FORMAT
+@FUNCTORS
+@VERIFY
+@MAX_FACTS
+@TIMEOUT
+def eval_command(
+    policy: str,
+    facts_path: str,
+    queries: tuple[str, ...],
+    fmt: str,
+    functors: str | None,
+    verify_key: str | None,
+    max_facts: int | None,
+    timeout: float | None,
+) -> None:
+    """Evaluate a policy on facts and print the relations it derives."""
+    with _internal_errors():
+        loaded = _load_policy(policy, functors, verify_key, _limits(max_facts, timeout))
+        facts = _read_facts(facts_path, loaded)
+        result = loaded.evaluate(facts)
+        names = {r.name: r for r in loaded.plan.relations}
+        for query in queries:
+            if query not in names or names[query].inline:
+                _fail(f"the policy has no stored relation `{query}`", 2)
+        derived = {rule.head for rule in loaded.plan.rules}
+        wanted = list(queries) or [
+            r.name for r in loaded.plan.relations if not r.inline and (r.name in derived or r.output)
+        ]
+        relations = {name: _sorted_rows(result.relation(name)) for name in sorted(wanted)}
+        errors = [e.message for e in result.errors]
+        if fmt == "json":
+            out: dict[str, Any] = {"relations": relations}
+            if errors:
+                out["errors"] = errors
+            click.echo(json.dumps(out, indent=2))
+        else:
+            from .runtime.verdict import render_fact
+
+            for name, rows in relations.items():
+                click.echo(f"{name}: {len(rows)} fact{'s' if len(rows) != 1 else ''}")
+                for row in rows:
+                    click.echo(f"  {render_fact(name, tuple(row))}")
+        for error in errors:
+            click.echo(f"policyc: evaluation error: {error}", err=True)
+        if errors:
+            sys.exit(1)
+
+
+@main.command("explain")
+@POLICY
+@click.argument("fact")
+@FACTS
+@click.option("--why-not", is_flag=True, help="Explain why the fact does not hold.")
+@FORMAT
+@FUNCTORS
+@VERIFY
+def explain_command(
+    policy: str,
+    fact: str,
+    facts_path: str,
+    why_not: bool,
+    fmt: str,
+    functors: str | None,
+    verify_key: str | None,
+) -> None:
+    """Explain why FACT (like 'Deny("v6")') holds, as a derivation tree, or why it does not."""
+    with _internal_errors():
+        name, values = _parse_fact(fact)
+        loaded = _load_policy(policy, functors, verify_key)
+        facts = _read_facts(facts_path, loaded)
+        result = loaded.evaluate(facts)
+        if name not in {r.name for r in loaded.plan.relations}:
+            _fail(f"the policy has no relation `{name}`", 2)
+        for error in result.errors:
+            click.echo(f"policyc: evaluation error: {error.message}", err=True)
+        derivation = None if why_not else result.why(name, values)
+        if derivation is not None:
+            if fmt == "json":
+                click.echo(json.dumps({"holds": True, "derivation": derivation.to_json()}, indent=2))
+            else:
+                click.echo("\n".join(derivation.render()))
+            return
+        answer = result.why_not(name, values)
+        if fmt == "json":
+            click.echo(json.dumps({"holds": answer.holds, "why_not": answer.to_json()}, indent=2))
+        else:
+            click.echo("\n".join(answer.render()))
+
+
+def _parse_fact(text: str) -> tuple[str, tuple]:
+    """A ground atom written in the policy language, like `Deny("v6")`."""
+    from .compiler import ast
+    from .compiler.parser import parse
+    from .compiler.source import SourceFile
+
+    module, diagnostics = parse(SourceFile("<fact>", text.strip().rstrip(".") + "."))
+    rules = [s for s in module.statements if isinstance(s, ast.Rule)]
+    if diagnostics or len(rules) != 1 or rules[0].body:
+        raise click.BadParameter(f'`{text}` is not a fact like Deny("v6")', param_hint="FACT")
+    values = []
+    for arg in rules[0].head.args:
+        if not isinstance(arg, ast.String | ast.Integer | ast.Float):
+            raise click.BadParameter(f"`{text}` has a non-constant argument", param_hint="FACT")
+        values.append(arg.value)
+    return rules[0].head.name, tuple(values)
+
+
+@main.command("keygen")
+@click.argument("prefix")
+def keygen_command(prefix: str) -> None:
+    """Create an Ed25519 key pair for signing bundles: PREFIX.key and PREFIX.pub."""
+    with _internal_errors():
+        from .runtime.bundle import generate_keys
+
+        try:
+            private, public = generate_keys(prefix)
+        except OSError as error:
+            _fail(f"cannot write the keys: {error.strerror or error}", 2)
+        click.echo(f"wrote {private} (keep it secret) and {public}")

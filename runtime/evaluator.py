@@ -70,7 +70,9 @@ class Evaluation:
         plan = compiled.plan
         self.compiled = compiled
         self.plan = plan
+        self.functors = functors
         self.limits = limits
+        self.inputs: dict[int, set[tuple]] = {}
         self.errors: list[EvalError] = []
         self.relations = [Relation() for _ in plan.relations]
         self.F = [wrap(spec, fn, self.errors) for spec, fn in zip(plan.functors, functors, strict=True)]
@@ -122,6 +124,7 @@ class Evaluation:
     # ---------------------------------------------------------------------- running
 
     def load(self, facts: dict[int, set[tuple]]) -> None:
+        self.inputs = facts
         for r, tuples in facts.items():
             self.relations[r].add_all(tuples)
             self.facts += len(tuples)

@@ -63,3 +63,9 @@ def pytest_addoption(parser) -> None:
 @pytest.fixture
 def runslow(request) -> bool:
     return bool(request.config.getoption("--runslow"))
+
+
+@pytest.fixture
+def cli():
+    """The `policyc` command (for tests that also import the `policyc` module)."""
+    return run_policyc

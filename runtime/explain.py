@@ -1,0 +1,331 @@
+"""Explanations: why a fact holds (a derivation tree), and why one does not.
+
+**Why.** A derived fact was produced by some rule whose body matched other facts; each of those
+is explained the same way, down to input facts. Recursive relations need care: a derivation
+must not lean on the fact it explains, so the evaluation is repeated recording the round at
+which each recursive fact first appeared, and a rule instance is used only if the facts it
+matched from the same stratum appeared in earlier rounds. Trees deeper than ``MAX_DEPTH`` are
+cut, and say so.
+
+**Why not.** For each rule that could derive the fact, the rule is evaluated with the fact's
+values in its head, one step more at a time, to find the first literal that no binding gets
+past: "`not UserConfirmed()` fails for the 1 binding that reached it". Steps are taken in the
+order the evaluator runs them, not necessarily the order of the source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import codegen
+from .verdict import render_fact, render_value
+
+if TYPE_CHECKING:
+    from .evaluator import Evaluation
+    from .verdict import Decision
+
+MAX_DEPTH = 40
+SAMPLES = 3
+
+
+@dataclass(frozen=True)
+class Derivation:
+    fact: str
+    kind: str  # input | rule | truncated
+    rule: str | None = None
+    location: str | None = None
+    text: str | None = None
+    bindings: dict[str, Any] = field(default_factory=dict)
+    children: tuple[Derivation, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fact": self.fact,
+            "kind": self.kind,
+            "rule": self.rule,
+            "location": self.location,
+            "text": self.text,
+            "bindings": self.bindings,
+            "children": [c.to_json() for c in self.children],
+        }
+
+    def render(self, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
+        branch = "" if top else ("└─ " if last else "├─ ")
+        if self.kind == "input":
+            head = f"{self.fact}  (input fact)"
+        elif self.kind == "truncated":
+            head = f"{self.fact}  (derivation cut at depth {MAX_DEPTH})"
+        else:
+            where = (
+                f" [{self.location}]" if self.location and not str(self.rule).endswith(self.location) else ""
+            )
+            head = f"{self.fact}  by rule {self.rule}{where}"
+        lines = [prefix + branch + head]
+        inner = prefix + ("" if top else ("   " if last else "│  "))
+        if self.kind == "rule":
+            if self.text:
+                lines.extend(inner + "   " + line.strip() for line in self.text.splitlines())
+            if self.bindings:
+                shown = ", ".join(f"{k} = {render_value(v)}" for k, v in self.bindings.items())
+                lines.append(inner + "   with " + shown)
+        for i, child in enumerate(self.children):
+            lines.extend(child.render(inner, i == len(self.children) - 1, top=False))
+        return lines
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why one rule does not derive the fact."""
+
+    rule: str
+    location: str
+    text: str
+    literal: str | None  # the literal no binding gets past (None: the head does not match)
+    reached: int  # bindings that reached it (at most SAMPLES * 100 counted)
+    samples: tuple[dict[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "location": self.location,
+            "text": self.text,
+            "failing_literal": self.literal,
+            "bindings_reaching_it": self.reached,
+            "sample_bindings": list(self.samples),
+        }
+
+
+@dataclass(frozen=True)
+class WhyNot:
+    fact: str
+    holds: bool
+    note: str | None
+    rules: tuple[Blocked, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fact": self.fact,
+            "holds": self.holds,
+            "note": self.note,
+            "rules": [r.to_json() for r in self.rules],
+        }
+
+    def render(self) -> list[str]:
+        if self.holds:
+            return [f"{self.fact} holds."]
+        lines = [f"{self.fact} does not hold."]
+        if self.note:
+            lines.append(self.note)
+        for blocked in self.rules:
+            where = "" if blocked.rule.endswith(blocked.location) else f" [{blocked.location}]"
+            lines.append(f"- rule {blocked.rule}{where}")
+            lines.extend("    " + line.strip() for line in blocked.text.splitlines())
+            if blocked.literal is None:
+                lines.append("  its head does not match the fact")
+            else:
+                many = "binding" if blocked.reached == 1 else "bindings"
+                lines.append(
+                    f"  fails at `{blocked.literal}`, for the {blocked.reached} {many} that reached it"
+                )
+                for sample in blocked.samples:
+                    if sample:
+                        lines.append(
+                            "    e.g. " + ", ".join(f"{k} = {render_value(v)}" for k, v in sample.items())
+                        )
+        return lines
+
+
+# ----------------------------------------------------------------------------------- why
+
+
+def why(evaluation: Evaluation, name: str, values: tuple) -> Derivation | None:
+    """A derivation of the fact, or None when it does not hold."""
+    plan = evaluation.plan
+    index = plan.relation_index()
+    if name not in index:
+        raise KeyError(f"the policy has no relation `{name}`")
+    ranked = _ranked(evaluation)
+    return _derive(ranked, index[name], tuple(values), 0)
+
+
+def _ranked(evaluation: Evaluation) -> Evaluation:
+    """The same evaluation, recording the round each recursive fact first appeared in."""
+    from .evaluator import Evaluation as Fresh
+
+    again = Fresh(evaluation.compiled, evaluation.functors, evaluation.limits)
+    again.inputs = evaluation.inputs
+    again.load(evaluation.inputs)
+    again.run(track_ranks=True)
+    return again
+
+
+def _stratum_of(evaluation: Evaluation) -> dict[int, int]:
+    return {r: n for n, s in enumerate(evaluation.plan.strata) for r in s.relations}
+
+
+def _derive(evaluation: Evaluation, relation: int, values: tuple, depth: int) -> Derivation | None:
+    plan = evaluation.plan
+    spec = plan.relations[relation]
+    fact = render_fact(spec.name, values)
+    if spec.inline:
+        holds = evaluation.I[relation](*values) is True
+    else:
+        holds = values in evaluation.relations[relation].tuples
+    if not holds:
+        return None
+    if values in evaluation.inputs.get(relation, ()):
+        return Derivation(fact, "input")
+    if depth >= MAX_DEPTH:
+        return Derivation(fact, "truncated")
+    ranks = evaluation.ranks or {}
+    strata = _stratum_of(evaluation)
+    own_rank = ranks.get(relation, {}).get(values)
+    for bound, match in evaluation.compiled.bound[relation]:
+        info = plan.rules[bound.rule]
+        for slots, matched in match(evaluation.relations, evaluation.F, evaluation.I, evaluation.E, *values):
+            if own_rank is not None and any(
+                strata.get(r) == strata.get(relation) and ranks.get(r, {}).get(t, own_rank) >= own_rank
+                for r, t in matched
+            ):
+                continue  # leans on facts that appeared no earlier than this one
+            children = []
+            for r, t in matched:
+                child = _derive(evaluation, r, t, depth + 1)
+                if child is not None:
+                    children.append(child)
+            bindings = {n: v for n, v in zip(info.variables, slots, strict=False) if n and v is not None}
+            return Derivation(
+                fact, "rule", info.id, f"{info.file}:{info.line}", info.text, bindings, tuple(children)
+            )
+    return Derivation(fact, "input")
+
+
+# ------------------------------------------------------------------------------- why not
+
+
+def why_not(evaluation: Evaluation, name: str, values: tuple) -> WhyNot:
+    plan = evaluation.plan
+    index = plan.relation_index()
+    if name not in index:
+        raise KeyError(f"the policy has no relation `{name}`")
+    relation = index[name]
+    spec = plan.relations[relation]
+    fact = render_fact(name, values)
+    if len(values) != spec.arity:
+        return WhyNot(fact, False, f"`{name}` has {spec.arity} arguments, not {len(values)}")
+    holds = (
+        evaluation.I[relation](*values) is True
+        if spec.inline
+        else tuple(values) in evaluation.relations[relation].tuples
+    )
+    if holds:
+        return WhyNot(fact, True, None)
+    rules = evaluation.compiled.bound[relation]
+    note = None
+    if spec.input:
+        note = "it is not among the input facts" + ("" if rules else ", and no rule derives it")
+    elif not rules:
+        note = f"no rule derives `{name}`"
+    blocked = tuple(_blocked(evaluation, bound, values) for bound, _ in rules)
+    return WhyNot(fact, False, note, blocked)
+
+
+def _blocked(evaluation: Evaluation, bound: Any, values: tuple) -> Blocked:
+    plan = evaluation.plan
+    info = plan.rules[bound.rule]
+    location = f"{info.file}:{info.line}"
+    previous: list[tuple] = []
+    for upto in range(len(bound.steps) + 1):
+        _, prefix = codegen.compile_bound_rule(plan, bound, "prefix", upto=upto)
+        found = []
+        for slots, _ in prefix(evaluation.relations, evaluation.F, evaluation.I, evaluation.E, *values):
+            found.append(slots)
+            if len(found) >= SAMPLES * 100:
+                break
+        if not found:
+            if upto == 0:
+                return Blocked(info.id, location, info.text, None, 0, ())
+            literal_index = bound.literals[upto - 1]
+            literal = (
+                info.literals[literal_index] if 0 <= literal_index < len(info.literals) else "(an aggregate)"
+            )
+            samples = tuple(
+                {n: v for n, v in zip(info.variables, s, strict=False) if n and v is not None}
+                for s in previous[:SAMPLES]
+            )
+            return Blocked(info.id, location, info.text, literal, len(previous), samples)
+        previous = found
+    # every step has bindings: only a head value computed by the body can still differ
+    return Blocked(info.id, location, info.text, "(the head's computed values)", len(previous), ())
+
+
+# ------------------------------------------------------------------------------ decisions
+
+
+@dataclass(frozen=True)
+class Explanation:
+    action: Any
+    allowed: bool
+    summary: str
+    derivations: tuple[Derivation, ...] = ()
+    why_not: WhyNot | None = None
+    errors: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "allowed": self.allowed,
+            "summary": self.summary,
+            "derivations": [d.to_json() for d in self.derivations],
+            "why_not": self.why_not.to_json() if self.why_not else None,
+            "errors": list(self.errors),
+        }
+
+    def text(self) -> str:
+        lines = [self.summary]
+        for error in self.errors:
+            lines.append(f"- {error}")
+        for derivation in self.derivations:
+            lines.extend(derivation.render())
+        if self.why_not is not None:
+            lines.extend(self.why_not.render())
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def explain_decision(decision: Decision) -> Explanation:
+    evaluation = decision.evaluation
+    action = decision.action
+    if evaluation is None:
+        return Explanation(action, decision.allowed, "no evaluation to explain")
+    if decision.errored:
+        return Explanation(
+            action,
+            False,
+            "denied: the policy could not be evaluated",
+            errors=tuple(e.message for e in evaluation.errors),
+        )
+    deny = why(evaluation, "Deny", (action,))
+    if deny is not None:
+        return Explanation(action, False, f"denied: {render_fact('Deny', (action,))} holds", (deny,))
+    allow = why(evaluation, "Allow", (action,))
+    if allow is not None:
+        return Explanation(
+            action, True, f"allowed: {render_fact('Allow', (action,))} holds and no Deny", (allow,)
+        )
+    if decision.allowed:
+        return Explanation(
+            action,
+            True,
+            "allowed by the default: no rule denies it",
+            why_not=why_not(evaluation, "Deny", (action,)),
+        )
+    return Explanation(
+        action,
+        False,
+        "denied by the default: no rule allows it",
+        why_not=why_not(evaluation, "Allow", (action,)),
+    )

@@ -1,0 +1,156 @@
+"""Bundles: compiled with `policyc compile`, loaded from Python and the CLI, refused when
+truncated, tampered with, foreign, newer, or not signed with the expected key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import policyc
+from policyc.runtime.policy import PolicyError
+
+from .conftest import EXAMPLES
+
+TOXIC = EXAMPLES / "forge" / "toxic_flow.dl"
+FACTS = {
+    "UntrustedInput": [["v3"]],
+    "SensitiveInput": [["v5"]],
+    "DependsOn": [["v4", "v3"], ["v5", "v4"], ["v6", "v3"], ["v6", "v5"]],
+    "ExternalSend": [["v6"], ["v7"]],
+}
+
+
+@pytest.fixture
+def bundle(tmp_path, cli) -> Path:
+    out = tmp_path / "toxic.bundle"
+    run = cli("compile", str(TOXIC), "-o", str(out))
+    assert run.status == 0, run.stderr
+    assert "wrote" in run.stdout and out.exists()
+    return out
+
+
+def test_bundle_round_trip(bundle: Path) -> None:
+    data = json.loads(bundle.read_text("utf-8"))
+    manifest = data["manifest"]
+    assert data["format"] == "policyc-bundle" and data["format_version"] == 1
+    assert manifest["entrypoints"] == ["Allow", "Deny"]
+    assert {i["name"] for i in manifest["inputs"]} == {
+        "UntrustedInput",
+        "SensitiveInput",
+        "DependsOn",
+        "ExternalSend",
+    }
+    assert [s["path"] for s in manifest["sources"]] == ["<stdlib>/builtins.dl", "toxic_flow.dl"]
+    assert len(manifest["plan_sha256"]) == 64
+    from_bundle = policyc.load(bundle).evaluate(FACTS)
+    from_source = policyc.load(TOXIC).evaluate(FACTS)
+    assert from_bundle.relations == from_source.relations
+    assert from_bundle.decide("v6").reasons == from_source.decide("v6").reasons
+
+
+def test_compile_refuses_errors(tmp_path, cli) -> None:
+    bad = tmp_path / "bad.dl"
+    bad.write_text(".input S\nDeny(a) :- S(a), T(a).\n", "utf-8")
+    run = cli("compile", str(bad), "-o", str(tmp_path / "out.bundle"))
+    assert run.status == 1
+    assert "undefined-relation" in run.stderr and "not compiled" in run.stderr
+    assert not (tmp_path / "out.bundle").exists()
+
+
+def _rewrite(bundle: Path, change) -> Path:
+    data = json.loads(bundle.read_text("utf-8"))
+    change(data)
+    bundle.write_text(json.dumps(data), "utf-8")
+    return bundle
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda b: b.write_bytes(b.read_bytes()[: len(b.read_bytes()) // 2]), "truncated or is not JSON"),
+        (lambda b: b.write_text('{"hello": "world"}', "utf-8"), "not a policyc bundle"),
+        (lambda b: _rewrite(b, lambda d: d.update(format_version=2)), "bundle format 2 is newer"),
+        (
+            lambda b: _rewrite(b, lambda d: d["plan"]["strata"].reverse()),
+            "integrity check failed: the plan does not match its hash",
+        ),
+        (
+            lambda b: _rewrite(
+                b, lambda d: d["sources"].update({k: v + "\n" for k, v in d["sources"].items()})
+            ),
+            "does not match its hash",
+        ),
+        (lambda b: _rewrite(b, lambda d: d.pop("plan")), "the manifest, plan or sources are missing"),
+    ],
+    ids=["truncated", "foreign", "newer", "tampered-plan", "tampered-source", "corrupt"],
+)
+def test_bad_bundles_are_refused(bundle: Path, damage, reason: str, cli) -> None:
+    damage(bundle)
+    with pytest.raises(PolicyError, match=reason):
+        policyc.load(bundle)
+    facts = bundle.parent / "facts.json"
+    facts.write_text(json.dumps(FACTS), "utf-8")
+    run = cli("eval", str(bundle), "--facts", str(facts))
+    assert run.status == 1
+    lines = [line for line in run.stderr.splitlines() if line]
+    assert len(lines) == 1 and reason.split(":")[0] in lines[0] and "Traceback" not in run.stderr
+
+
+def test_plan_tampering_that_keeps_the_hash_is_still_checked(bundle: Path) -> None:
+    """A hand-made bundle whose plan is malformed (and whose hash matches it) is refused."""
+    from policyc.runtime.bundle import canonical, sha256
+
+    def break_plan(data: dict) -> None:
+        data["plan"]["strata"][0]["rules"] = [{"rule": 999}]
+        data["manifest"]["plan_sha256"] = sha256(canonical(data["plan"]))
+
+    _rewrite(bundle, break_plan)
+    with pytest.raises(PolicyError, match="malformed plan"):
+        policyc.load(bundle)
+
+
+def test_code_in_a_plan_constant_stays_a_constant(bundle: Path) -> None:
+    """Constants from a bundle are embedded with repr: a string that looks like code is data."""
+    from policyc.runtime.bundle import canonical, sha256
+
+    payload = '"); import os; os.system("touch /tmp/pwned"); ("'
+
+    def inject(data: dict) -> None:
+        for stratum in data["plan"]["strata"]:
+            for rule in stratum["rules"]:
+                if rule["steps"] and rule["steps"][0][0] == "scan":
+                    rule["steps"].insert(0, ["filter", "!=", ["const", payload], ["const", "x"]])
+        data["manifest"]["plan_sha256"] = sha256(canonical(data["plan"]))
+
+    _rewrite(bundle, inject)
+    result = policyc.load(bundle).evaluate(FACTS)
+    assert result.relation("Deny") == {("v6",)}
+    assert not Path("/tmp/pwned").exists()
+
+
+def test_signed_bundles(tmp_path, cli) -> None:
+    assert cli("keygen", str(tmp_path / "team")).status == 0
+    assert cli("keygen", str(tmp_path / "other")).status == 0
+    assert (tmp_path / "team.key").stat().st_mode & 0o777 == 0o600
+    signed = tmp_path / "signed.bundle"
+    run = cli("compile", str(TOXIC), "-o", str(signed), "--sign-key", str(tmp_path / "team.key"))
+    assert run.status == 0 and "signed" in run.stdout
+    assert policyc.load(signed, verify_key=tmp_path / "team.pub").evaluate(FACTS).relation("Deny") == {
+        ("v6",)
+    }
+    with pytest.raises(PolicyError, match="signature verification failed"):
+        policyc.load(signed, verify_key=tmp_path / "other.pub")
+    unsigned = tmp_path / "unsigned.bundle"
+    assert cli("compile", str(TOXIC), "-o", str(unsigned)).status == 0
+    with pytest.raises(PolicyError, match="not signed"):
+        policyc.load(unsigned, verify_key=tmp_path / "team.pub")
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(FACTS), "utf-8")
+    run = cli("eval", str(signed), "--facts", str(facts), "--verify-key", str(tmp_path / "other.pub"))
+    assert run.status == 1 and "signature verification failed" in run.stderr
+    # changing the manifest breaks the signature even when the plan is untouched
+    _rewrite(signed, lambda d: d["manifest"].update(default="deny"))
+    with pytest.raises(PolicyError, match="signature verification failed"):
+        policyc.load(signed, verify_key=tmp_path / "team.pub")
