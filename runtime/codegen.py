@@ -28,6 +28,8 @@ from typing import Any
 
 from policyc.compiler import plan as p
 
+from .relations import projection
+
 
 class _Fail:
     """The value of an expression that could not be computed."""
@@ -144,7 +146,7 @@ class _RuleCompiler:
             name = f"x{len(self.indexes)}"
             self.indexes[key] = name
             holder = f"R[{relation}]" if source == "full" else f"D[{relation}]"
-            self.prologue.append(f"{name} = {holder}.index({positions!r})")
+            self.prologue.append(f"{name} = {holder}.index({positions!r}).get")
         return self.indexes[key]
 
     @staticmethod
@@ -163,12 +165,10 @@ class _RuleCompiler:
             known = [(i, a) for i, a in enumerate(step.args) if isinstance(a, p.Match)]
             values = [self.expr(a.expr) for _, a in known]
             if len(known) == len(step.args):
-                w.open(
-                    f"if ({', '.join(values)}{',' if len(values) == 1 else ''}) not in R[{step.relation}].tuples:"
-                )
+                w.open(f"if {self.stored(step.relation, values)} not in R[{step.relation}].tuples:")
             elif known:
                 index = self.index("full", step.relation, tuple(i for i, _ in known))
-                w.open(f"if {self.key(values)} not in {index}:")
+                w.open(f"if not {index}({self.key(values)}):")
             else:
                 w.open(f"if not R[{step.relation}].tuples:")
         elif isinstance(step, p.Filter):
@@ -191,9 +191,20 @@ class _RuleCompiler:
         else:
             raise p.PlanError(f"unknown step {step!r}")
 
+    def stored(self, relation: int, values: list[str]) -> str:
+        """A fact in its stored form: the value itself for a unary relation, else a tuple."""
+        if self.plan.relations[relation].arity == 1:
+            return values[0]
+        return f"({', '.join(values)}{',' if len(values) == 1 else ''})"
+
+    @staticmethod
+    def tuple_code(values: list[str]) -> str:
+        return f"({', '.join(values)}{',' if len(values) == 1 else ''})"
+
     def scan(self, step: p.Scan, bound: set[int]) -> None:
         w = self.w
         holder = f"R[{step.relation}]" if step.source == "full" else f"D[{step.relation}]"
+        arity = len(step.args)
         known: list[tuple[int, str]] = []
         after: list[tuple[int, p.Expr]] = []
         binds: list[tuple[int, int]] = []
@@ -205,30 +216,44 @@ class _RuleCompiler:
                 if _slots(arg.expr) & binding_here:
                     after.append((i, arg.expr))
                 else:
-                    known.append((i, self.expr(arg.expr)))
-        if len(known) == len(step.args):
+                    value = self.expr(arg.expr)
+                    if self.record and not value.isidentifier():
+                        temp = w.fresh("k")  # recorded facts reuse the key: compute it once
+                        w.line(f"{temp} = {value}")
+                        value = temp
+                    known.append((i, value))
+        if len(known) == arity:  # every argument known: a membership test
             values = [v for _, v in known]
-            fact = f"({', '.join(values)}{',' if len(values) == 1 else ''})"
-            w.open(f"if {fact} in {holder}.tuples:")
+            w.open(f"if {self.stored(step.relation, values)} in {holder}.tuples:")
             if self.record:
-                self.matched.append(f"({step.relation}, {fact})")
+                self.matched.append(f"({step.relation}, {self.tuple_code(values)})")
             return
-        t = w.fresh("t")
-        if known:
-            index = self.index(step.source, step.relation, tuple(i for i, _ in known))
-            w.open(f"for {t} in {index}.get({self.key([v for _, v in known])}, ()):")
+        if arity == 1:  # a unary relation holds its values themselves
+            item = w.fresh("u")
+            w.open(f"for {item} in {holder}.tuples:")
+            value_of = {0: item}
+        elif known:
+            positions = tuple(i for i, _ in known)
+            rest = projection(arity, positions)
+            index = self.index(step.source, step.relation, positions)
+            entry = w.fresh("e")
+            w.open(f"for {entry} in {index}({self.key([v for _, v in known])}, ()):")
+            value_of = {q: entry if len(rest) == 1 else f"{entry}[{n}]" for n, q in enumerate(rest)}
+            value_of.update(dict(known))
         else:
+            t = w.fresh("t")
             w.open(f"for {t} in {holder}.tuples:")
+            value_of = {i: f"{t}[{i}]" for i in range(arity)}
         for i, slot in binds:
             if slot in bound:  # the same variable twice in one atom: the second must agree
-                w.open(f"if {t}[{i}] == v{slot}:")
+                w.open(f"if {value_of[i]} == v{slot}:")
             else:
-                w.line(f"v{slot} = {t}[{i}]")
+                w.line(f"v{slot} = {value_of[i]}")
                 bound.add(slot)
         for i, expr in after:
-            w.open(f"if {t}[{i}] == {self.expr(expr)}:")
+            w.open(f"if {value_of[i]} == {self.expr(expr)}:")
         if self.record:
-            self.matched.append(f"({step.relation}, {t})")
+            self.matched.append(f"({step.relation}, {self.tuple_code([value_of[i] for i in range(arity)])})")
 
     def aggregate(self, step: p.Aggregate, bound: set[int]) -> None:
         w = self.w
@@ -291,7 +316,8 @@ def compile_rule(plan: p.Plan, rule: p.RulePlan, name: str = "rule") -> tuple[st
     bound: set[int] = set()
     compiler.steps(rule.steps, bound)
     head = [compiler.expr(e) for e in rule.head_args]
-    w.line(f"out.add(({', '.join(head)}{',' if len(head) == 1 else ''}))")
+    w.line(f"emit({compiler.stored(rule.head, head)})")
+    compiler.prologue.insert(0, "emit = out.add")
     return _finish(w, compiler, f"def {name}(R, D, out, F, I, E):", name)
 
 

@@ -57,6 +57,9 @@ class CompiledPlan:
             base = [(r, codegen.compile_rule(plan, r, f"s{n}_r{r.rule}")[1]) for r in stratum.rules]
             deltas = [(r, codegen.compile_rule(plan, r, f"s{n}_d{r.rule}")[1]) for r in stratum.delta_rules]
             self.strata.append((stratum, base, deltas))
+        self.derived = {
+            rule.head for stratum in plan.strata for rule in (*stratum.rules, *stratum.delta_rules)
+        }
         self.bound: list[list[tuple[p.BoundRule, Callable]]] = [
             [(b, codegen.compile_bound_rule(plan, b, f"m{r}_{b.rule}")[1]) for b in rules]
             for r, rules in enumerate(plan.bound_rules)
@@ -74,7 +77,7 @@ class Evaluation:
         self.limits = limits
         self.inputs: dict[int, set[tuple]] = {}
         self.errors: list[EvalError] = []
-        self.relations = [Relation() for _ in plan.relations]
+        self.relations = [Relation(spec.arity) for spec in plan.relations]
         self.F = [wrap(spec, fn, self.errors) for spec, fn in zip(plan.functors, functors, strict=True)]
         self.I: dict[int, Callable[..., Any]] = {
             r: self._inline(r) for r, spec in enumerate(plan.relations) if spec.inline
@@ -125,8 +128,13 @@ class Evaluation:
 
     def load(self, facts: dict[int, set[tuple]]) -> None:
         self.inputs = facts
+        derived = self.compiled.derived
         for r, tuples in facts.items():
-            self.relations[r].add_all(tuples)
+            relation = self.relations[r]
+            if relation.arity != 1 and r not in derived and not relation.tuples:
+                relation.tuples = tuples  # only read from now on: shared with `inputs`, not copied
+            else:
+                relation.add_all(relation.store(tuples))
             self.facts += len(tuples)
 
     def run(self, track_ranks: bool = False) -> None:
@@ -170,21 +178,24 @@ class Evaluation:
         for r in members:
             self._merge(r, news[r], deadline)
         # the first delta is everything the stratum holds so far (inputs included)
-        delta = {r: Relation(self.relations[r].tuples) for r in members}
+        delta = {r: Relation.owning(self.relations[r].arity, set(self.relations[r].tuples)) for r in members}
         round_number = 0
         if self.ranks is not None:
             for r in members:
-                self.ranks.setdefault(r, {}).update(dict.fromkeys(self.relations[r].tuples, 0))
+                self.ranks.setdefault(r, {}).update(dict.fromkeys(self.relations[r].as_tuples(), 0))
         while any(delta[r].tuples for r in members):
             round_number += 1
             news = {r: set() for r in members}
             for rule, fn in deltas:
                 if delta[_delta_relation(rule)].tuples:
                     self._call(rule, fn, delta, news[rule.head])
-            delta = {r: Relation(self._merge(r, news[r], deadline)) for r in members}
+            delta = {
+                r: Relation.owning(self.relations[r].arity, self._merge(r, news[r], deadline))
+                for r in members
+            }
             if self.ranks is not None:
                 for r in members:
-                    self.ranks[r].update(dict.fromkeys(delta[r].tuples, round_number))
+                    self.ranks[r].update(dict.fromkeys(delta[r].as_tuples(), round_number))
 
 
 def _delta_relation(rule: p.RulePlan) -> int:

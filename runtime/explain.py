@@ -171,7 +171,7 @@ def _derive(evaluation: Evaluation, relation: int, values: tuple, depth: int) ->
     if spec.inline:
         holds = evaluation.I[relation](*values) is True
     else:
-        holds = values in evaluation.relations[relation].tuples
+        holds = evaluation.relations[relation].contains(values)
     if not holds:
         return None
     if values in evaluation.inputs.get(relation, ()):
@@ -217,7 +217,7 @@ def why_not(evaluation: Evaluation, name: str, values: tuple) -> WhyNot:
     holds = (
         evaluation.I[relation](*values) is True
         if spec.inline
-        else tuple(values) in evaluation.relations[relation].tuples
+        else evaluation.relations[relation].contains(values)
     )
     if holds:
         return WhyNot(fact, True, None)

@@ -105,13 +105,13 @@ class Result:
         index = self.evaluation.plan.relation_index()
         if name not in index:
             raise KeyError(f"the policy has no relation `{name}`")
-        return set(self.evaluation.relations[index[name]].tuples)
+        return self.evaluation.relations[index[name]].as_tuples()
 
     @property
     def relations(self) -> dict[str, set[tuple]]:
         plan = self.evaluation.plan
         return {
-            spec.name: set(rel.tuples)
+            spec.name: rel.as_tuples()
             for spec, rel in zip(plan.relations, self.evaluation.relations, strict=True)
             if not spec.inline
         }

@@ -1,69 +1,113 @@
-"""Stored relations: a set of tuples and the indexes the plan's lookups need.
+"""Stored relations: a set of facts and the indexes the plan's lookups need.
 
-An index maps the values at some positions (one value, or a tuple of values for several
-positions) to the list of tuples having them. Indexes are built on first use and kept up to
-date as facts are added, so a recursive stratum's lookups see every round's new facts.
+Representations are chosen by arity, as a hand-written evaluator would choose them: a unary
+relation stores its values themselves, any other relation stores tuples. An index maps the
+values at some key positions (one value, or a tuple for several) to the list of what the other
+positions hold (one value, or a tuple for several), so that a lookup binds the rest without
+unpacking whole facts. Indexes are built on first use and kept up to date as facts are added,
+so a recursive stratum's lookups see every round's new facts.
 
->>> r = Relation()
+>>> r = Relation(2)
 >>> sorted(r.add_all({("a", 1), ("b", 2)}))
 [('a', 1), ('b', 2)]
 >>> r.index((1,))[2]
-[('b', 2)]
+['b']
 >>> r.add_all({("a", 1), ("c", 2)})
 {('c', 2)}
 >>> sorted(r.index((1,))[2])
-[('b', 2), ('c', 2)]
+['b', 'c']
+>>> u = Relation(1)
+>>> u.add_all({"x"}); u.contains(("x",)), sorted(u.as_tuples())
+{'x'}
+(True, [('x',)])
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from operator import itemgetter
+from typing import Any
 
 
 class Relation:
-    __slots__ = ("indexes", "tuples")
+    __slots__ = ("arity", "indexes", "tuples")
 
-    def __init__(self, tuples: Iterable[tuple] = ()) -> None:
-        self.tuples: set[tuple] = set(tuples)
-        self.indexes: dict[tuple[int, ...], dict] = {}
+    def __init__(self, arity: int, items: Iterable[Any] = ()) -> None:
+        self.arity = arity
+        self.tuples: set[Any] = set(items)  # values for a unary relation, tuples otherwise
+        self.indexes: dict[tuple[int, ...], defaultdict] = {}
+
+    @classmethod
+    def owning(cls, arity: int, items: set[Any]) -> Relation:
+        """A relation over a set the caller hands over (no copy)."""
+        relation = cls.__new__(cls)
+        relation.arity = arity
+        relation.tuples = items
+        relation.indexes = {}
+        return relation
 
     def __len__(self) -> int:
         return len(self.tuples)
 
-    def index(self, positions: tuple[int, ...]) -> dict:
+    def contains(self, fact: tuple) -> bool:
+        return (fact[0] if self.arity == 1 else fact) in self.tuples
+
+    def as_tuples(self) -> set[tuple]:
+        if self.arity == 1:
+            return {(v,) for v in self.tuples}
+        return set(self.tuples)
+
+    def store(self, facts: Iterable[tuple]) -> set[Any]:
+        """Facts given as tuples, in this relation's representation."""
+        if self.arity == 1:
+            return set(map(itemgetter(0), facts))
+        return set(facts)
+
+    def index(self, positions: tuple[int, ...]) -> defaultdict:
+        """What the other positions hold, by the values at ``positions`` (look up with
+        ``.get(key, ())``: a missing key must not be created)."""
         found = self.indexes.get(positions)
         if found is None:
-            found = {}
-            _fill(found, positions, self.tuples)
+            found = defaultdict(list)
+            _fill(found, self.arity, positions, self.tuples)
             self.indexes[positions] = found
         return found
 
-    def add_all(self, new: Iterable[tuple]) -> set[tuple]:
-        """Add facts; the ones that were not there yet (the delta) are returned."""
-        fresh = set(new)
+    def add_all(self, new: Iterable[Any]) -> set[Any]:
+        """Add facts (in this relation's representation); the ones that were not there yet
+        (the delta) are returned. A set passed in is consumed: it becomes the delta."""
+        fresh = new if isinstance(new, set) else set(new)
         fresh -= self.tuples
         if fresh:
             self.tuples |= fresh
             for positions, index in self.indexes.items():
-                _fill(index, positions, fresh)
+                _fill(index, self.arity, positions, fresh)
         return fresh
 
 
-def _fill(index: dict, positions: tuple[int, ...], tuples: Iterable[tuple]) -> None:
-    if len(positions) == 1:
-        (p,) = positions
-        for t in tuples:
-            key = t[p]
-            bucket = index.get(key)
-            if bucket is None:
-                index[key] = [t]
-            else:
-                bucket.append(t)
-    else:
-        for t in tuples:
-            key = tuple(t[p] for p in positions)
-            bucket = index.get(key)
-            if bucket is None:
-                index[key] = [t]
-            else:
-                bucket.append(t)
+def projection(arity: int, positions: tuple[int, ...]) -> tuple[int, ...]:
+    """The positions an index over ``positions`` keeps in its entries."""
+    return tuple(i for i in range(arity) if i not in positions)
+
+
+def _getter(positions: tuple[int, ...]) -> Callable[[tuple], Any]:
+    if not positions:
+        return lambda t: ()
+    return itemgetter(*positions)
+
+
+def _fill(index: defaultdict, arity: int, positions: tuple[int, ...], items: Iterable[Any]) -> None:
+    if arity == 1:  # a unary relation is only ever looked up whole
+        for v in items:
+            index[v].append(())
+        return
+    key = _getter(positions)
+    rest = _getter(projection(arity, positions))
+    if len(positions) == 1 and arity == 2:
+        p, q = positions[0], 1 - positions[0]
+        for t in items:
+            index[t[p]].append(t[q])
+        return
+    for t in items:
+        index[key(t)].append(rest(t))

@@ -119,9 +119,8 @@ def decide(evaluation: Evaluation, action: Any) -> Decision:
             "high",
         )
         return Decision(action, False, (reason,), True, evaluation)
-    key = (action,)
-    denied = key in evaluation.relations[index["Deny"]].tuples
-    allowed_by_rule = key in evaluation.relations[index["Allow"]].tuples
+    denied = evaluation.relations[index["Deny"]].contains((action,))
+    allowed_by_rule = evaluation.relations[index["Allow"]].contains((action,))
     if denied:
         return Decision(action, False, tuple(deny_reasons(evaluation, action)), False, evaluation)
     if plan.default == "allow" or allowed_by_rule:
