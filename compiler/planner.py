@@ -236,7 +236,7 @@ class _Planner:
                 steps.extend(new)
                 origins.extend([ready[0]] * len(new))
                 continue
-            atoms = [(i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.binds(lit)]
+            atoms = [(i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.scannable(lit, ctx)]
             if not atoms:
                 raise PlanningError("a literal can never be evaluated (unsafe variables)")
             chosen = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
@@ -261,10 +261,19 @@ class _Planner:
             1
             for arg in atom.args
             if (isinstance(arg, ast.Var) and self.is_bound(arg, ctx))
-            or not isinstance(arg, ast.Var | ast.Wildcard)
+            or (not isinstance(arg, ast.Var | ast.Wildcard) and self.ready(arg, ctx))
         )
         free = sum(1 for arg in atom.args if isinstance(arg, ast.Var) and not self.is_bound(arg, ctx))
         return (index == delta_literal, known, -free, -index)
+
+    def scannable(self, atom: ast.Atom, ctx: _Context) -> bool:
+        """A stored relation's atom can be scanned once each argument that is an expression
+        can be computed: from variables bound before, or bound by the atom's own arguments."""
+        if not self.binds(atom):
+            return False
+        here = {ctx.slots[a.name] for a in atom.args if isinstance(a, ast.Var)}
+        extended = _Context(ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences)
+        return all(isinstance(a, ast.Var | ast.Wildcard) or self.ready(a, extended) for a in atom.args)
 
     def binds(self, atom: ast.Atom) -> bool:
         return atom.name not in self.symbols.functors and not self.symbols.is_inline(atom.name)
@@ -363,7 +372,7 @@ class _Planner:
                 pending.remove(ready)
                 steps.extend(self.step(ready[1], inner, "full"))
                 continue
-            atoms = [(i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.binds(lit)]
+            atoms = [(i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.scannable(lit, inner)]
             if not atoms:
                 raise PlanningError("an aggregate body can never be evaluated")
             chosen = max(atoms, key=lambda item: self.score(item, inner, None))
