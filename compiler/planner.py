@@ -372,7 +372,9 @@ class _Planner:
                 pending.remove(ready)
                 steps.extend(self.step(ready[1], inner, "full"))
                 continue
-            atoms = [(i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.scannable(lit, inner)]
+            atoms = [
+                (i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.scannable(lit, inner)
+            ]
             if not atoms:
                 raise PlanningError("an aggregate body can never be evaluated")
             chosen = max(atoms, key=lambda item: self.score(item, inner, None))

@@ -82,6 +82,8 @@ def _rule(draw, head: Relation, positive: list[Relation], negative: list[Relatio
             rel = draw(st.sampled_from(negative))
             args = [draw(st.sampled_from([*bound, "_"])) for _ in range(rel.arity)]
             body.append(f"not {rel.name}({', '.join(args)})")
+        elif kind == "test":
+            body.append(f"{draw(st.sampled_from(['', 'not ']))}small({draw(st.sampled_from(bound))})")
         elif kind == "cmp":
             op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
             right = draw(st.sampled_from([*bound, str(draw(st.integers(0, 3)))]))
@@ -216,7 +218,34 @@ def oracle_programs(draw, max_layers: int = 4) -> OracleCase:
             lines.append(f"{rel.name}({', '.join(str(draw(st.integers(0, 4))) for _ in range(rel.arity))}).")
     for rel in derived:
         lines.append(f".output {rel.name}")
-    return OracleCase("\n".join(lines) + "\n", facts)
+    if draw(st.booleans()):
+        lines.extend(draw(_inline_block(inputs)))
+    return OracleCase("\n".join(FUNCTOR_LINES + lines) + "\n", facts)
+
+
+FUNCTOR_LINES = [".functor inc(x: number): number", ".functor small(x: number): bool"]
+FUNCTORS = {"inc": lambda x: x + 1, "small": lambda x: x < 2}
+
+
+@st.composite
+def _inline_block(draw, inputs: list[Relation]) -> list[str]:
+    """An inline relation `Near(x, y)` over the inputs, and a relation that uses it."""
+    lines = [".decl Near(x: number, y: number) inline"]
+    binary = [r for r in inputs if r.arity >= 2]
+    options = ["Near(x, y) :- y = x + 1.", "Near(x, y) :- small(x), y = inc(inc(x))."]
+    if binary:
+        r = binary[0]
+        rest = ", _" * (r.arity - 2)
+        options.append(f"Near(x, y) :- {r.name}(x, y{rest}).")
+    for rule in draw(st.lists(st.sampled_from(options), min_size=1, max_size=3, unique=True)):
+        lines.append(rule)
+    source = inputs[0]
+    args = ", ".join(["a"] + ["_"] * (source.arity - 1))
+    negated = "not " if draw(st.booleans()) else ""
+    lines.append(f"UsesNear(a, b) :- {source.name}({args}), b = inc(a), {negated}Near(a, b).")
+    lines.append(f"UsesNear2(a) :- {source.name}({args}), Near(a, a + 1).")
+    lines.append(".output UsesNear, UsesNear2")
+    return lines
 
 
 @st.composite
@@ -228,13 +257,18 @@ def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Rel
         rel = draw(st.sampled_from(positive))
         args = []
         for _ in range(rel.arity):
-            choice = draw(st.integers(0, 5))
+            choice = draw(st.integers(0, 6))
             if choice == 0 and bound:
                 args.append(draw(st.sampled_from(bound)))
             elif choice == 1:
                 args.append(str(draw(st.integers(0, 4))))
             elif choice == 2:
                 args.append("_")
+            elif choice == 3 and bound and rich:
+                # an expression over a variable bound elsewhere: planned after its variable
+                args.append(
+                    draw(st.sampled_from([f"{draw(st.sampled_from(bound))} + 1", f"inc({bound[0]})"]))
+                )
             else:
                 var = next(names)
                 bound.append(var)
@@ -244,13 +278,15 @@ def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Rel
         var = next(names)
         body.append(f"{var} = {draw(st.integers(0, 4))}")
         bound.append(var)
-    kinds = ["neg", "cmp"] + (["assign", "count", "sum", "min", "max", "mean"] if rich else [])
+    kinds = ["neg", "cmp"] + (["assign", "count", "sum", "min", "max", "mean", "test"] if rich else [])
     for _ in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(kinds))
         if kind == "neg":
             rel = draw(st.sampled_from(lower))
             args = [draw(st.sampled_from([*bound, "_", "1"])) for _ in range(rel.arity)]
             body.append(f"not {rel.name}({', '.join(args)})")
+        elif kind == "test":
+            body.append(f"{draw(st.sampled_from(['', 'not ']))}small({draw(st.sampled_from(bound))})")
         elif kind == "cmp":
             op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
             right = draw(st.sampled_from([*bound, str(draw(st.integers(0, 4)))]))

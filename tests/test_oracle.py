@@ -12,18 +12,18 @@ import policyc
 from policyc.compiler.pipeline import compile_source
 
 from .oracle import clingo_model, to_clingo
-from .programs import OracleCase, oracle_programs
+from .programs import FUNCTORS, OracleCase, oracle_programs
 
 
 def check_against_clingo(case: OracleCase) -> None:
     compilation = compile_source(case.text, "random.dl")
     assert compilation.ok, [(d.span.line, d.message) for d in compilation.diagnostics if d.is_error]
-    policy = policyc.load(case.text)
+    policy = policyc.load(case.text, FUNCTORS)
     result = policy.evaluate({name: [list(row) for row in rows] for name, rows in case.facts.items()})
     assert not result.errored, result.errors
-    user = [m for m in compilation.program.modules if not compilation.program.is_library(m.path)]
     relations = [(r.name, r.arity) for r in policy.plan.relations if not r.inline]
-    expected = clingo_model(to_clingo(user, case.facts), relations)
+    predicates = {name for name, sig in compilation.symbols.functors.items() if sig.is_predicate}
+    expected = clingo_model(to_clingo(compilation, case.facts), relations, FUNCTORS, predicates)
     mine = result.relations
     for name, _ in relations:
         assert mine[name] == expected[name], (name, case.text, case.facts)

@@ -79,7 +79,13 @@ def functors_for(events: dict[str, dict[str, Any]]) -> dict[str, Callable[..., A
 
 
 def is_dependency_manifest(path: str) -> bool:
-    return os.path.basename(path) in {"requirements.txt", "pyproject.toml", "package.json", "go.mod", "Cargo.toml"}
+    return os.path.basename(path) in {
+        "requirements.txt",
+        "pyproject.toml",
+        "package.json",
+        "go.mod",
+        "Cargo.toml",
+    }
 
 
 def contains_identifier(text: str, value: str) -> bool:
