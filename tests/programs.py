@@ -1,9 +1,10 @@
 """Random policies for property tests.
 
-:func:`valid_programs` draws stratified, range-restricted, well-typed programs: input
-relations with facts, derived relations in layers, rules with positive and negated atoms,
-comparisons, arithmetic assignments and aggregates, recursion within a layer and negation
-or aggregation only over lower layers. Every such program must check without errors.
+:func:`oracle_programs` draws stratified, range-restricted, well-typed programs with input
+facts: relations in layers, rules with positive and negated atoms, comparisons, arithmetic,
+aggregates, functors, inline relations, recursion within a layer and negation or aggregation
+only over lower layers. Every such program must check without errors, and evaluate to what
+clingo computes. :func:`token_soup` draws text that is mostly not a program at all.
 """
 
 from __future__ import annotations
@@ -18,93 +19,6 @@ class Relation:
     name: str
     arity: int
     layer: int  # 0: input
-
-
-@st.composite
-def valid_programs(draw, max_layers: int = 4) -> str:
-    inputs = [Relation(f"E{i}", draw(st.integers(1, 3)), 0) for i in range(draw(st.integers(1, 3)))]
-    layers = draw(st.integers(1, max_layers))
-    derived = [
-        Relation(f"R{layer}_{i}", draw(st.integers(1, 3)), layer)
-        for layer in range(1, layers + 1)
-        for i in range(draw(st.integers(1, 2)))
-    ]
-    lines = []
-    for rel in inputs:
-        attrs = ", ".join(f"x{i}: number" for i in range(rel.arity))
-        lines.append(f".decl {rel.name}({attrs})")
-        lines.append(f".input {rel.name}")
-        for _ in range(draw(st.integers(0, 3))):
-            values = ", ".join(str(draw(st.integers(-3, 5))) for _ in range(rel.arity))
-            lines.append(f"{rel.name}({values}).")
-    for rel in derived:
-        lower = inputs + [r for r in derived if r.layer < rel.layer]
-        same = [r for r in derived if r.layer == rel.layer]
-        # a base rule over lower relations, so the relation can hold facts
-        lines.append(draw(_rule(rel, lower, lower)))
-        for _ in range(draw(st.integers(0, 2))):
-            lines.append(draw(_rule(rel, lower + same, lower)))
-    top = derived[-1]
-    args = ", ".join(["_"] * (top.arity - 1))
-    lines.append(f"Deny(a) :- {top.name}(a{', ' + args if args else ''}).")
-    order = draw(st.permutations(range(len(lines))))
-    directives = [lines[i] for i in order if lines[i].startswith(".")]
-    statements = [lines[i] for i in order if not lines[i].startswith(".")]
-    return "\n".join(directives + statements) + "\n"
-
-
-@st.composite
-def _rule(draw, head: Relation, positive: list[Relation], negative: list[Relation]) -> str:
-    counter = iter(range(1000))
-    bound: list[str] = []
-    body: list[str] = []
-    for _ in range(draw(st.integers(1, 3))):
-        rel = draw(st.sampled_from(positive))
-        args = []
-        for _ in range(rel.arity):
-            choice = draw(st.integers(0, 4))
-            if choice == 0 and bound:
-                args.append(draw(st.sampled_from(bound)))
-            elif choice == 1:
-                args.append(str(draw(st.integers(0, 3))))
-            else:
-                var = f"v{next(counter)}"
-                bound.append(var)
-                args.append(var)
-        body.append(f"{rel.name}({', '.join(args)})")
-    if not bound:
-        var = f"v{next(counter)}"
-        body.append(f"{var} = {draw(st.integers(0, 3))}")
-        bound.append(var)
-    for _ in range(draw(st.integers(0, 2))):
-        kind = draw(st.sampled_from(["neg", "cmp", "assign", "count", "sum"]))
-        if kind == "neg":
-            rel = draw(st.sampled_from(negative))
-            args = [draw(st.sampled_from([*bound, "_"])) for _ in range(rel.arity)]
-            body.append(f"not {rel.name}({', '.join(args)})")
-        elif kind == "test":
-            body.append(f"{draw(st.sampled_from(['', 'not ']))}small({draw(st.sampled_from(bound))})")
-        elif kind == "cmp":
-            op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
-            right = draw(st.sampled_from([*bound, str(draw(st.integers(0, 3)))]))
-            body.append(f"{draw(st.sampled_from(bound))} {op} {right}")
-        elif kind == "assign":
-            var = f"v{next(counter)}"
-            op = draw(st.sampled_from(["+", "-", "*"]))
-            body.append(f"{var} = {draw(st.sampled_from(bound))} {op} {draw(st.integers(0, 3))}")
-            bound.append(var)
-        else:
-            rel = draw(st.sampled_from(negative))
-            inner = f"w{next(counter)}"
-            args = [draw(st.sampled_from([inner, "_", *bound])) for _ in range(rel.arity)]
-            var = f"v{next(counter)}"
-            if kind == "count" or inner not in args:
-                body.append(f"{var} = count : {{ {rel.name}({', '.join(args)}) }}")
-            else:
-                body.append(f"{var} = sum {inner} : {{ {rel.name}({', '.join(args)}) }}")
-            bound.append(var)
-    head_args = [draw(st.sampled_from(bound)) for _ in range(head.arity)]
-    return f"{head.name}({', '.join(head_args)}) :- {', '.join(body)}."
 
 
 TOKENS = [

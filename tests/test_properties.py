@@ -12,7 +12,7 @@ from policyc.compiler.loader import decode
 from policyc.compiler.pipeline import compile_source
 
 from .conftest import EXAMPLES
-from .programs import token_soup, valid_programs
+from .programs import oracle_programs, token_soup
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EXAMPLE_TEXTS = [p.read_text("utf-8") for p in sorted(EXAMPLES.rglob("*.dl"))]
@@ -84,7 +84,7 @@ def test_mutated_examples(text: str) -> None:
 
 
 @SETTINGS
-@given(valid_programs())
+@given(oracle_programs().map(lambda case: case.text))
 def test_valid_programs_check_without_errors(text: str) -> None:
     result = compile_source(text, "t.dl")
     errors = [(d.span.line, d.message) for d in result.diagnostics if d.severity is Severity.ERROR]
