@@ -190,6 +190,9 @@ class Stratum:
     recursive: bool
     rules: tuple[RulePlan, ...]  # evaluated once (for a recursive stratum: the base round)
     delta_rules: tuple[RulePlan, ...] = ()  # evaluated each round on the previous round's delta
+    # for maintaining the stratum as facts arrive: one variant per positive atom of each rule,
+    # reading that atom's new facts only (incremental insertion)
+    insert_rules: tuple[RulePlan, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +265,7 @@ def to_data(plan: Plan) -> dict[str, Any]:
                 "recursive": s.recursive,
                 "rules": [_rule_data(r) for r in s.rules],
                 "delta_rules": [_rule_data(r) for r in s.delta_rules],
+                "insert_rules": [_rule_data(r) for r in s.insert_rules],
             }
             for s in plan.strata
         ],
@@ -475,6 +479,7 @@ class _Reader:
             self.boolean(s.get("recursive"), "recursive"),
             tuple(self.rule_plan(r) for r in self.list(s.get("rules"), "rules")),
             tuple(self.rule_plan(r) for r in self.list(s.get("delta_rules"), "delta rules")),
+            tuple(self.rule_plan(r) for r in self.list(s.get("insert_rules"), "insert rules")),
         )
 
     def rule_plan(self, r: Any) -> RulePlan:

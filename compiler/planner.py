@@ -93,6 +93,7 @@ class _Planner:
             stored = [r for r in members if not self.symbols.is_inline(r)]
             base: list[p.RulePlan] = []
             deltas: list[p.RulePlan] = []
+            inserts: list[p.RulePlan] = []
             for name in stored:
                 for index in by_head.get(name, []):
                     rule = rules[index]
@@ -105,8 +106,17 @@ class _Planner:
                         base.append(self.rule_plan(index, rule, delta_literal=None))
                     for i in recursive:
                         deltas.append(self.rule_plan(index, rule, delta_literal=i))
+                    for i, lit in enumerate(rule.body):
+                        if isinstance(lit, ast.Atom) and self.binds(lit) and lit.name in self.rel:
+                            inserts.append(self.rule_plan(index, rule, delta_literal=i))
             strata.append(
-                p.Stratum(tuple(self.rel[r] for r in members), stratum.recursive, tuple(base), tuple(deltas))
+                p.Stratum(
+                    tuple(self.rel[r] for r in members),
+                    stratum.recursive,
+                    tuple(base),
+                    tuple(deltas),
+                    tuple(inserts),
+                )
             )
         bound = tuple(
             tuple(self.bound_rule(i, rules[i]) for i in by_head.get(name, [])) for name in self.relation_names

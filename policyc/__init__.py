@@ -21,11 +21,18 @@ if TYPE_CHECKING:
     from .runtime.policy import Policy
 
 __all__ = [
+    "Monitor",
+    "PolicyDenied",
     "__version__",
     "check",
     "check_source",
     "functor",
+    "guard",
+    "instrument_httpx",
+    "instrument_requests",
     "load",
+    "tool_messages",
+    "use_session",
 ]
 
 
@@ -60,3 +67,24 @@ def functor(name: str | None = None) -> Any:
     from .runtime.functors import functor as mark
 
     return mark(name)
+
+
+_LAZY = {
+    "Monitor": "policyc.runtime.session",
+    "guard": "policyc.runtime.instrument",
+    "use_session": "policyc.runtime.instrument",
+    "PolicyDenied": "policyc.runtime.instrument",
+    "instrument_httpx": "policyc.runtime.instrument",
+    "instrument_requests": "policyc.runtime.instrument",
+    "tool_messages": "policyc.runtime.instrument",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The monitor API, imported on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'policyc' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

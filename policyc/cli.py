@@ -162,6 +162,10 @@ class _internal_errors:
             error, (SystemExit, KeyboardInterrupt, click.exceptions.Exit, click.ClickException)
         ):
             return False
+        if isinstance(error, BrokenPipeError):  # the reader went away (`policyc ... | head`)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(0)
         if os.environ.get("POLICYC_DEBUG"):
             return False
         click.echo(f"policyc: internal error: {kind.__name__}: {error}", err=True)
@@ -440,3 +444,34 @@ def keygen_command(prefix: str) -> None:
         except OSError as error:
             _fail(f"cannot write the keys: {error.strerror or error}", 2)
         click.echo(f"wrote {private} (keep it secret) and {public}")
+
+
+@main.command("replay")
+@POLICY
+@click.argument("trace", metavar="TRACE.jsonl")
+@FORMAT
+@FUNCTORS
+@VERIFY
+def replay_command(policy: str, trace: str, fmt: str, functors: str | None, verify_key: str | None) -> None:
+    """Replay recorded sessions (one JSON object per line with an `events` list), deciding
+    every tool call as it comes, and print each decision."""
+    with _internal_errors():
+        from .runtime.replay import TraceError, replay_file
+
+        loaded = _load_policy(policy, functors, verify_key)
+        try:
+            sessions = replay_file(loaded, trace)
+        except TraceError as error:
+            _fail(str(error))
+        except OSError as error:
+            _fail(f"cannot read `{trace}`: {error.strerror or error}", 2)
+        if fmt == "json":
+            click.echo(json.dumps({"sessions": sessions}, indent=2))
+            return
+        for session in sessions:
+            click.echo(f"session {session['session']}")
+            for d in session["decisions"]:
+                verdict = "allowed" if d["allowed"] else ("DENIED (error)" if d["errored"] else "DENIED")
+                click.echo(f"  {d['event']} {d['tool']}: {verdict}")
+                for reason in d["reasons"]:
+                    click.echo(f"    [{reason['rule']}] {reason['message'] or ''}".rstrip())

@@ -12,9 +12,11 @@ Two kinds of function are generated:
   are the relations, ``D`` the deltas of the current round, ``out`` the set receiving head
   tuples, ``F`` the functor wrappers, ``I`` the inline relations and ``E`` the recorder of
   arithmetic errors (division by zero), which returns :data:`FAIL`;
-* ``match(R, F, I, E, *values)`` is a generator over the bindings of a
+* ``match(R, F, I, E, V, *values)`` is a generator over the bindings of a
   :class:`~policyc.compiler.plan.BoundRule` for given head values; it yields the slots and
-  the facts each scan matched (for inline relations, deny reasons and explanations).
+  the facts each scan matched (for inline relations, deny reasons and explanations). In
+  *demand* mode (used by monitor sessions), a relation that is not stored is asked about
+  through ``V[relation](*values)`` whenever all its arguments are known.
 
 A failing functor or arithmetic error yields :data:`FAIL`; the literal that needed the value
 fails, and the wrapper has recorded the error (evaluation fails closed).
@@ -103,9 +105,10 @@ class _Writer:
 class _RuleCompiler:
     """Writes the body of one rule or bound rule."""
 
-    def __init__(self, plan: p.Plan, w: _Writer, record: bool) -> None:
+    def __init__(self, plan: p.Plan, w: _Writer, record: bool, demand: frozenset[int] = frozenset()) -> None:
         self.plan = plan
         self.w = w
+        self.demand = demand  # relations asked about through V (not stored)
         self.record = record  # remember the tuple each scan matched (for match functions)
         self.matched: list[str] = []  # expressions naming (relation, tuple) pairs
         self.indexes: dict[tuple[str, int, tuple[int, ...]], str] = {}
@@ -164,7 +167,9 @@ class _RuleCompiler:
         elif isinstance(step, p.NotExists):
             known = [(i, a) for i, a in enumerate(step.args) if isinstance(a, p.Match)]
             values = [self.expr(a.expr) for _, a in known]
-            if len(known) == len(step.args):
+            if len(known) == len(step.args) and step.relation in self.demand:
+                w.open(f"if V[{step.relation}]({', '.join(values)}) is False:")
+            elif len(known) == len(step.args):
                 w.open(f"if {self.stored(step.relation, values)} not in R[{step.relation}].tuples:")
             elif known:
                 index = self.index("full", step.relation, tuple(i for i, _ in known))
@@ -224,7 +229,10 @@ class _RuleCompiler:
                     known.append((i, value))
         if len(known) == arity:  # every argument known: a membership test
             values = [v for _, v in known]
-            w.open(f"if {self.stored(step.relation, values)} in {holder}.tuples:")
+            if step.relation in self.demand:
+                w.open(f"if V[{step.relation}]({', '.join(values)}) is True:")
+            else:
+                w.open(f"if {self.stored(step.relation, values)} in {holder}.tuples:")
             if self.record:
                 self.matched.append(f"({step.relation}, {self.tuple_code(values)})")
             return
@@ -322,14 +330,20 @@ def compile_rule(plan: p.Plan, rule: p.RulePlan, name: str = "rule") -> tuple[st
 
 
 def compile_bound_rule(
-    plan: p.Plan, rule: p.BoundRule, name: str = "match", upto: int | None = None
+    plan: p.Plan,
+    rule: p.BoundRule,
+    name: str = "match",
+    upto: int | None = None,
+    demand: frozenset[int] = frozenset(),
 ) -> tuple[str, Callable]:
-    """The source and generator ``match(R, F, I, E, *values)`` over the bindings of a rule
+    """The source and generator ``match(R, F, I, E, V, *values)`` over the bindings of a rule
     whose head values are given: it yields ``(slots, matched)``, the slot values and the
     ``(relation, tuple)`` facts the scans matched. With ``upto``, only the first ``upto``
-    steps run (explanations use it to find the step at which every binding fails)."""
+    steps run (explanations use it to find the step at which every binding fails). The
+    relations in ``demand`` are asked about through ``V`` (and must only be used with every
+    argument known)."""
     w = _Writer()
-    compiler = _RuleCompiler(plan, w, record=True)
+    compiler = _RuleCompiler(plan, w, record=True, demand=demand)
     params = [f"h{i}" for i in range(len(rule.head.args))]
     bound: set[int] = set()
     deferred = []
@@ -354,5 +368,5 @@ def compile_bound_rule(
     w.line(
         f"yield ({slots}{',' if rule.slots == 1 else ''}), ({matched}{',' if len(compiler.matched) == 1 else ''})"
     )
-    header = f"def {name}(R, F, I, E{''.join(', ' + x for x in params)}):"
+    header = f"def {name}(R, F, I, E, V{''.join(', ' + x for x in params)}):"
     return _finish(w, compiler, header, name)

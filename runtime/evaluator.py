@@ -15,7 +15,7 @@ errored, so every decision on it is a denial.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,7 @@ class Evaluation:
         self.inputs: dict[int, set[tuple]] = {}
         self.errors: list[EvalError] = []
         self.relations = [Relation(spec.arity) for spec in plan.relations]
+        self.memos: list[dict] = []
         self.F = [wrap(spec, fn, self.errors) for spec, fn in zip(plan.functors, functors, strict=True)]
         self.I: dict[int, Callable[..., Any]] = {
             r: self._inline(r) for r, spec in enumerate(plan.relations) if spec.inline
@@ -93,9 +94,31 @@ class Evaluation:
     def errored(self) -> bool:
         return bool(self.errors)
 
+    # the questions verdicts ask (a monitor session answers them too)
+
+    def holds(self, relation: int, values: tuple) -> bool:
+        if self.plan.relations[relation].inline:
+            return self.I[relation](*values) is True
+        return self.relations[relation].contains(values)
+
+    def matches(self, relation: int, values: tuple) -> Iterator[tuple[p.BoundRule, tuple, tuple]]:
+        """Every binding of every rule of the relation whose head takes these values."""
+        for bound, match in self.compiled.bound[relation]:
+            for slots, matched in match(self.relations, self.F, self.I, self.E, None, *values):
+                yield bound, slots, matched
+
+    def explanation(self) -> Evaluation:
+        return self
+
+    def forget(self) -> None:
+        """Drop what inline relations remembered (the facts they read have changed)."""
+        for memo in self.memos:
+            memo.clear()
+
     def _inline(self, relation: int) -> Callable[..., Any]:
         rules = self.compiled.bound[relation]
         memo: dict[tuple, Any] = {}
+        self.memos.append(memo)
 
         def holds(*values: Any) -> Any:
             try:
@@ -105,7 +128,7 @@ class Evaluation:
             found: Any = False
             try:
                 for _, match in rules:
-                    for _ in match(self.relations, self.F, self.I, self.E, *values):
+                    for _ in match(self.relations, self.F, self.I, self.E, None, *values):
                         found = True
                         break
                     if found:

@@ -183,7 +183,9 @@ def _derive(evaluation: Evaluation, relation: int, values: tuple, depth: int) ->
     own_rank = ranks.get(relation, {}).get(values)
     for bound, match in evaluation.compiled.bound[relation]:
         info = plan.rules[bound.rule]
-        for slots, matched in match(evaluation.relations, evaluation.F, evaluation.I, evaluation.E, *values):
+        for slots, matched in match(
+            evaluation.relations, evaluation.F, evaluation.I, evaluation.E, None, *values
+        ):
             if own_rank is not None and any(
                 strata.get(r) == strata.get(relation) and ranks.get(r, {}).get(t, own_rank) >= own_rank
                 for r, t in matched
@@ -239,7 +241,7 @@ def _blocked(evaluation: Evaluation, bound: Any, values: tuple) -> Blocked:
     for upto in range(len(bound.steps) + 1):
         _, prefix = codegen.compile_bound_rule(plan, bound, "prefix", upto=upto)
         found = []
-        for slots, _ in prefix(evaluation.relations, evaluation.F, evaluation.I, evaluation.E, *values):
+        for slots, _ in prefix(evaluation.relations, evaluation.F, evaluation.I, evaluation.E, None, *values):
             found.append(slots)
             if len(found) >= SAMPLES * 100:
                 break
@@ -297,10 +299,10 @@ class Explanation:
 
 
 def explain_decision(decision: Decision) -> Explanation:
-    evaluation = decision.evaluation
     action = decision.action
-    if evaluation is None:
+    if decision.evaluation is None:
         return Explanation(action, decision.allowed, "no evaluation to explain")
+    evaluation = decision.evaluation.explanation()
     if decision.errored:
         return Explanation(
             action,

@@ -20,6 +20,7 @@ from typing import Any
 
 from policyc.compiler.plan import FunctorSpec, Plan
 from policyc.stdlib.builtins import BUILTINS
+from policyc.stdlib.events import SESSION_FUNCTORS
 
 from .codegen import FAIL
 
@@ -79,18 +80,34 @@ def collect(source: Functors) -> dict[str, Callable[..., Any]]:
 
 
 def bind(plan: Plan, provided: Functors) -> list[Callable[..., Any]]:
-    """One implementation per functor of the plan, in the plan's order."""
+    """One implementation per functor of the plan, in the plan's order. The event functors
+    (``is_tool``, ``tool_arg``, ...) need not be given: a monitor session answers them from
+    its events, and outside a session they fail (closed) with a message saying so."""
     given = collect(provided)
     bound = []
     missing = []
     for spec in plan.functors:
         fn = given.get(spec.name) or BUILTINS.get(spec.name)
+        if fn is None and spec.name in SESSION_FUNCTORS:
+            fn = _outside_session(spec.name)
         if fn is None:
             missing.append(spec.name)
         bound.append(fn)
     if missing:
         raise MissingFunctors(missing)
     return bound  # type: ignore[return-value]
+
+
+def _outside_session(name: str) -> Callable[..., Any]:
+    def unavailable(*args: Any) -> Any:
+        raise LookupError(f"`{name}` is answered from the events of a monitor session (policyc.Monitor)")
+
+    unavailable.__policyc_session__ = name
+    return unavailable
+
+
+def is_session_placeholder(fn: Callable[..., Any]) -> bool:
+    return hasattr(fn, "__policyc_session__")
 
 
 _PYTHON_TYPES = {"symbol": (str,), "number": (int,), "float": (float, int)}
@@ -131,11 +148,13 @@ def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..
             return cache[args]
         except KeyError:
             pass
+        recorded = len(errors)
         try:
             value = check(fn(*args))
         except Exception as error:  # the host's code: any failure fails the literal, closed
             value = fail(f"raised {type(error).__name__}: {error}")
-        cache[args] = value
+        if len(errors) == recorded:  # a failure is not cached: asked again, it is reported again
+            cache[args] = value
         return value
 
     return call

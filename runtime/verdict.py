@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .evaluator import Evaluation
@@ -49,7 +50,7 @@ class Decision:
     allowed: bool
     reasons: tuple[Reason, ...] = ()
     errored: bool = False
-    evaluation: Evaluation | None = field(default=None, compare=False, repr=False)
+    evaluation: Facts | None = field(default=None, compare=False, repr=False)
 
     @property
     def feedback(self) -> str:
@@ -107,58 +108,76 @@ def interpolate(template: str | None, bindings: dict[str, Any]) -> str | None:
     return _PLACEHOLDER.sub(replace, template)
 
 
-def decide(evaluation: Evaluation, action: Any) -> Decision:
-    plan = evaluation.plan
+class Facts(Protocol):
+    """What a verdict needs to know: a batch evaluation and a monitor session both answer."""
+
+    plan: Any
+    errors: list
+
+    def holds(self, relation: int, values: tuple) -> bool: ...
+
+    def matches(self, relation: int, values: tuple) -> Iterator[tuple[Any, tuple, tuple]]: ...
+
+    def explanation(self) -> Evaluation: ...
+
+
+def decide(facts: Facts, action: Any) -> Decision:
+    plan = facts.plan
     index = plan.relation_index()
-    if evaluation.errored:
-        causes = "; ".join(dict.fromkeys(e.message for e in evaluation.errors))
+    if facts.errors:
+        causes = "; ".join(dict.fromkeys(e.message for e in facts.errors))
         reason = Reason(
             ERROR_RULE,
             f"the policy could not be evaluated, so the action is denied: {causes}",
             "Retry later, or ask an operator to check the policy's functors and facts.",
             "high",
         )
-        return Decision(action, False, (reason,), True, evaluation)
-    denied = evaluation.relations[index["Deny"]].contains((action,))
-    allowed_by_rule = evaluation.relations[index["Allow"]].contains((action,))
+        return Decision(action, False, (reason,), True, facts)
+    denied = facts.holds(index["Deny"], (action,))
     if denied:
-        return Decision(action, False, tuple(deny_reasons(evaluation, action)), False, evaluation)
-    if plan.default == "allow" or allowed_by_rule:
-        return Decision(action, True, (), False, evaluation)
+        reasons = tuple(deny_reasons(facts, action))
+        if facts.errors:  # asking for the reasons failed: still a denial, and it says why
+            return decide(facts, action)
+        return Decision(action, False, reasons, False, facts)
+    if plan.default == "allow" or facts.holds(index["Allow"], (action,)):
+        if facts.errors:
+            return decide(facts, action)
+        return Decision(action, True, (), False, facts)
+    if facts.errors:
+        return decide(facts, action)
     reason = Reason(
         DEFAULT_RULE,
         "no rule allows this action, and the policy denies by default",
         "Only actions an Allow rule of the policy permits can run.",
     )
-    return Decision(action, False, (reason,), False, evaluation)
+    return Decision(action, False, (reason,), False, facts)
 
 
-def deny_reasons(evaluation: Evaluation, action: Any) -> list[Reason]:
-    plan = evaluation.plan
+def deny_reasons(facts: Facts, action: Any) -> list[Reason]:
+    plan = facts.plan
     deny = plan.relation_index()["Deny"]
     reasons = []
     seen = set()
-    for bound, match in evaluation.compiled.bound[deny]:
+    for bound, slots, matched in facts.matches(deny, (action,)):
         info = plan.rules[bound.rule]
-        for slots, matched in match(evaluation.relations, evaluation.F, evaluation.I, evaluation.E, action):
-            bindings = {
-                name: value
-                for name, value in zip(info.variables, slots, strict=False)
-                if name and value is not None
-            }
-            facts = tuple(render_fact(plan.relations[r].name, t) for r, t in matched)
-            key = (info.id, facts, tuple(sorted(bindings.items(), key=lambda kv: kv[0])))
-            if key in seen:
-                continue
-            seen.add(key)
-            reasons.append(
-                Reason(
-                    info.id,
-                    interpolate(info.message, bindings),
-                    interpolate(info.suggest, bindings),
-                    info.severity,
-                    facts,
-                    bindings,
-                )
+        bindings = {
+            name: value
+            for name, value in zip(info.variables, slots, strict=False)
+            if name and value is not None
+        }
+        rendered = tuple(render_fact(plan.relations[r].name, t) for r, t in matched)
+        key = (info.id, rendered, tuple(sorted(bindings.items(), key=lambda kv: kv[0])))
+        if key in seen:
+            continue
+        seen.add(key)
+        reasons.append(
+            Reason(
+                info.id,
+                interpolate(info.message, bindings),
+                interpolate(info.suggest, bindings),
+                info.severity,
+                rendered,
+                bindings,
             )
+        )
     return reasons

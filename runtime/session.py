@@ -1,0 +1,427 @@
+"""The reference monitor: sessions that record events and decide actions incrementally.
+
+A :class:`Monitor` prepares a policy for sessions once; a :class:`Session` holds the facts of
+one execution and decides each candidate action against everything recorded so far.
+
+**What is maintained and what is computed per decision.** A relation is *incremental* when its
+rules only join relations that are themselves incremental (inputs, recursion among them,
+comparisons, functors): as facts only ever get added to a session, such a relation only gains
+facts, so it is maintained as events arrive, by semi-naive evaluation of each new batch of
+facts through the rules (every rule has a variant reading one atom's new facts). Everything
+else — relations using negation, aggregates or inline relations over facts that may still
+grow, and anything depending on the action being decided (``Candidate``) — is *volatile*:
+recomputing it after each event would not scale, so a decision asks about it only as far as it
+needs. ``Deny(a)`` and ``Allow(a)`` are evaluated with ``a`` given: each rule's body runs with
+the action bound, reading the maintained relations through their indexes and asking about
+other volatile relations with their arguments bound (on demand, remembered for the decision).
+Only a volatile relation that some rule needs *in full* (scanned with unbound arguments,
+aggregated over, recursive) is recomputed for the decision, from the maintained relations.
+
+For a policy whose decisions only look at the action and what it depends on, a decision then
+costs the same whatever the length of the session.
+
+**Failing closed.** A malformed event, a failing functor while facts are being maintained or a
+limit poisons the session: every later decision is a denial that says why (the maintained facts
+may be incomplete). A failure while deciding denies that decision.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from policyc.compiler import plan as p
+from policyc.stdlib.events import SESSION_FUNCTORS, EventError, check_event, event_facts, session_functors
+
+from . import codegen
+from .evaluator import CompiledPlan, EvalError, Evaluation, Limits
+from .facts import FactsError, FactsInput, validate
+from .functors import is_session_placeholder, wrap
+from .relations import Relation
+from .verdict import Decision, decide
+
+
+class SessionPlan:
+    """A plan prepared for sessions: what is maintained, what is asked on demand, what is
+    recomputed per decision, and the code for each (shared by every session)."""
+
+    def __init__(self, plan: p.Plan, compiled: CompiledPlan) -> None:
+        self.plan = plan
+        self.compiled = compiled
+        index = plan.relation_index()
+        self.candidate = index.get("Candidate")
+        relations = plan.relations
+        rules_of: dict[int, list[p.RulePlan]] = {r: [] for r in range(len(relations))}
+        stratum_of: dict[int, p.Stratum] = {}
+        for stratum in plan.strata:
+            for r in stratum.relations:
+                stratum_of[r] = stratum
+            for rule in (*stratum.rules, *stratum.delta_rules):
+                rules_of[rule.head].append(rule)
+
+        incremental: set[int] = set()
+        for stratum in plan.strata:
+            members = [r for r in stratum.relations if not relations[r].inline and r != self.candidate]
+            if not members or len(members) != len([r for r in stratum.relations if not relations[r].inline]):
+                continue
+            allowed = incremental | set(members)
+            if all(_monotone(rule, allowed) for r in members for rule in rules_of[r]):
+                incremental.update(members)
+        self.incremental = frozenset(incremental)
+        self.volatile = frozenset(
+            r for r in range(len(relations)) if r not in incremental and not relations[r].inline
+        )
+
+        materialized: set[int] = set()
+        demanded: set[int] = set()
+
+        def referenced(steps: tuple[p.Step, ...]) -> Iterator[p.Step]:
+            for step in steps:
+                yield step
+                if isinstance(step, p.Aggregate):
+                    yield from referenced(step.body)
+
+        def materialize(r: int) -> None:
+            if r in materialized or r not in self.volatile:
+                return
+            materialized.add(r)
+            for rule in rules_of[r]:
+                for step in referenced(rule.steps):
+                    touch_all(step)
+
+        def touch_all(step: p.Step) -> None:
+            """A relation read by code that is not demand-aware needs every volatile relation
+            it reads in full."""
+            if isinstance(step, p.Scan | p.NotExists):
+                materialize(step.relation)
+            elif isinstance(step, p.InlineTest):
+                for bound in plan.bound_rules[step.relation]:
+                    for inner in referenced(bound.steps):
+                        touch_all(inner)
+
+        def demand(r: int) -> None:
+            if r in demanded or r in materialized or r not in self.volatile or r == self.candidate:
+                if r == self.candidate:
+                    materialized.add(r)
+                return
+            if stratum_of[r].recursive:
+                materialize(r)
+                return
+            demanded.add(r)
+            for bound in plan.bound_rules[r]:
+                for step in bound.steps:
+                    if isinstance(step, p.Scan | p.NotExists):
+                        if all(isinstance(a, p.Match) for a in step.args) and not (
+                            isinstance(step, p.Scan) and step.source != "full"
+                        ):
+                            demand(step.relation)
+                        else:
+                            materialize(step.relation)
+                    else:
+                        for inner in referenced((step,)):
+                            if inner is not step:
+                                touch_all(inner)
+                        if isinstance(step, p.InlineTest):
+                            touch_all(step)
+
+        for name in ("Deny", "Allow"):
+            if name in index:
+                demand(index[name])
+        self.demanded = frozenset(demanded)
+        self.materialized = frozenset(materialized)
+        self.stratum_of = stratum_of
+
+        # code: maintenance variants of incremental strata, demand-mode rules of demanded relations
+        self.inserts: list[tuple[p.Stratum, list[tuple[p.RulePlan, Callable, int]]]] = []
+        for n, stratum in enumerate(plan.strata):
+            if not any(r in incremental for r in stratum.relations):
+                continue
+            variants = []
+            for rule in stratum.insert_rules:
+                fn = codegen.compile_rule(plan, rule, f"i{n}_{rule.rule}")[1]
+                variants.append((rule, fn, _delta_relation(rule)))
+            self.inserts.append((stratum, variants))
+        demand_set = frozenset(self.demanded)
+        self.demand_rules: dict[int, list[tuple[p.BoundRule, Callable]]] = {
+            r: [
+                (b, codegen.compile_bound_rule(plan, b, f"q{r}_{b.rule}", demand=demand_set)[1])
+                for b in plan.bound_rules[r]
+            ]
+            for r in self.demanded
+        }
+        self.recompute = [
+            entry for entry in compiled.strata if any(r in materialized for r in entry[0].relations)
+        ]
+
+
+def _monotone(rule: p.RulePlan, allowed: set[int]) -> bool:
+    for step in rule.steps:
+        if isinstance(step, p.Scan):
+            if step.relation not in allowed:
+                return False
+        elif isinstance(step, p.NotExists | p.Aggregate | p.InlineTest):
+            return False
+    return True
+
+
+def _delta_relation(rule: p.RulePlan) -> int:
+    for step in rule.steps:
+        if isinstance(step, p.Scan) and step.source == "delta":
+            return step.relation
+    raise AssertionError("an insertion variant reads a delta")
+
+
+class Monitor:
+    """Decides the actions of agent sessions against a policy.
+
+    >>> import policyc
+    >>> policy = policyc.load('''
+    ... .import events
+    ... Tainted(e) :- Label(e, "untrusted").
+    ... Tainted(e) :- DependsOn(e, d), Tainted(d).
+    ... @id("no-tainted-mail") @message("{a} depends on untrusted input")
+    ... Deny(a) :- Action(a), is_tool(a, "send_email"), Tainted(a).
+    ... ''')
+    >>> session = policyc.Monitor(policy).session("s1")
+    >>> session.record({"id": "u1", "kind": "user_message", "text": "Summarize the doc"})
+    >>> session.record({"id": "r1", "kind": "tool_result", "text": "...", "labels": ["untrusted"]})
+    >>> decision = session.authorize({"id": "a1", "kind": "tool_call", "tool": "send_email"})
+    >>> decision.allowed, decision.reasons[0].message
+    (False, 'a1 depends on untrusted input')
+    """
+
+    def __init__(self, policy: Any, *, limits: Limits | None = None) -> None:
+        self.policy = policy
+        self.limits = limits or policy.limits
+        self.prepared = SessionPlan(policy.plan, policy.compiled)
+
+    def session(
+        self, session_id: str, principal: str | None = None, roles: tuple[str, ...] | list[str] = ()
+    ) -> Session:
+        return Session(self, session_id, principal, tuple(roles))
+
+
+class Session:
+    def __init__(
+        self, monitor: Monitor, session_id: str, principal: str | None, roles: tuple[str, ...]
+    ) -> None:
+        self.monitor = monitor
+        self.id = session_id
+        self.principal = principal
+        self.roles = roles
+        prepared = monitor.prepared
+        self.prepared = prepared
+        self.plan = prepared.plan
+        self.events: dict[str, dict[str, Any]] = {}
+        self.order: list[str] = []
+        self.sticky: list[EvalError] = []  # problems that make every later decision a denial
+        self.errors: list[EvalError] = []  # what the current question found (the verdict reads it)
+        functors = list(monitor.policy.functors)
+        answers = session_functors(self.events)
+        for i, spec in enumerate(self.plan.functors):
+            if spec.name in SESSION_FUNCTORS and is_session_placeholder(functors[i]):
+                functors[i] = answers[spec.name]
+        self.functors = functors
+        self.state = Evaluation(prepared.compiled, functors, monitor.limits)
+        self.state.errors = self._sink = []
+        self.state.F = [
+            wrap(spec, fn, self._sink) for spec, fn in zip(self.plan.functors, functors, strict=True)
+        ]
+        self.V: dict[int, Callable[..., Any]] = {r: self._demand(r) for r in prepared.demanded}
+        self.memo: dict[tuple[int, tuple], Any] = {}
+        self.inputs: dict[int, set[tuple]] = {}  # every fact given, per input relation (for explanations)
+        self.dirty = True  # facts arrived since the volatile relations were last recomputed
+        self.index = self.plan.relation_index()
+        identity: dict[str, set[tuple]] = {}
+        if principal is not None:
+            identity["Principal"] = {(principal,)}
+        if roles:
+            identity["HasRole"] = {(role,) for role in roles}
+        self._start(identity)
+
+    # -------------------------------------------------------------------------- recording
+
+    def record(self, event: Mapping[str, Any]) -> None:
+        """Add an event to the session (a malformed one poisons it: later decisions deny)."""
+        try:
+            checked = check_event(dict(event) if isinstance(event, Mapping) else event, self.events)
+        except EventError as error:
+            self.sticky.append(EvalError("event", f"malformed event: {error}"))
+            return
+        self.events[checked["id"]] = checked
+        facts = event_facts(checked, len(self.order), self.order)
+        self.order.append(checked["id"])
+        self._insert({name: rows for name, rows in facts.items() if name in self.index})
+
+    def add_facts(self, facts: FactsInput) -> None:
+        """Add domain facts (rows per input relation), checked like evaluation facts."""
+        try:
+            checked = validate(self.plan, facts, f"session {self.id}")
+        except FactsError as error:
+            self.sticky.append(EvalError("facts", str(error)))
+            return
+        self._insert_indexed(checked)
+
+    def decide(self, action: Any) -> Decision:
+        """The verdict on an action, given everything recorded so far."""
+        started = time.monotonic()
+        self.errors = list(self.sticky)
+        if not self.errors:
+            try:
+                self._prepare(action)
+            except Exception as error:
+                self.errors.append(EvalError("rule", f"deciding failed: {type(error).__name__}: {error}"))
+        decision = decide(self, action)
+        self.errors.extend(self._drain())
+        if self.errors and not decision.errored:
+            decision = decide(self, action)
+        limit = self.monitor.limits.max_seconds
+        if limit is not None and time.monotonic() - started > limit and decision.allowed:
+            self.errors.append(EvalError("limit", f"the decision took longer than {limit} s"))
+            decision = decide(self, action)
+        return decision
+
+    def authorize(self, event: Mapping[str, Any]) -> Decision:
+        """Record a candidate action and decide it."""
+        self.record(event)
+        action = event.get("id") if isinstance(event, Mapping) else None
+        return self.decide(action)
+
+    # ------------------------------------------------------------------------- internals
+
+    def _drain(self) -> list[EvalError]:
+        found = list(self._sink)
+        self._sink.clear()
+        return found
+
+    def _start(self, identity: dict[str, set[tuple]]) -> None:
+        """What the policy derives before any event (its facts, rules needing no input)."""
+        incremental = self.prepared.incremental
+        try:
+            for stratum, base, deltas in self.prepared.compiled.strata:
+                if base and all(r in incremental for r in stratum.relations):
+                    self.state._stratum(stratum, base, deltas, None)
+        except Exception as error:  # a limit, or code failing on the policy's own facts
+            self.sticky.append(EvalError("rule", f"starting the session failed: {error}"))
+        self._settle()
+        self._insert({name: rows for name, rows in identity.items() if name in self.index})
+
+    def _insert(self, facts: dict[str, set[tuple]]) -> None:
+        self._insert_indexed({self.index[name]: rows for name, rows in facts.items()})
+
+    def _insert_indexed(self, facts: dict[int, set[tuple]]) -> None:
+        state = self.state
+        relations = state.relations
+        deltas: dict[int, set] = {}
+        for r, rows in facts.items():
+            self.inputs.setdefault(r, set()).update(rows)
+            relation = relations[r]
+            added = relation.add_all(relation.store(rows))
+            if added:
+                deltas[r] = added
+                state.facts += len(added)
+        if not deltas:
+            return
+        self.dirty = True
+        try:
+            for stratum, variants in self.prepared.inserts:
+                members = stratum.relations
+                news: dict[int, set] = {r: set() for r in members}
+                views = {r: Relation.owning(relations[r].arity, d) for r, d in deltas.items()}
+                for rule, fn, delta in variants:
+                    if delta in deltas and delta not in members:
+                        state._call(rule, fn, views, news[rule.head])
+                round_delta = {r: relations[r].add_all(news[r]) for r in members}
+                while any(round_delta.values()):
+                    for r, added in round_delta.items():
+                        if added:
+                            deltas.setdefault(r, set()).update(added)
+                            state.facts += len(added)
+                    if not stratum.recursive:
+                        break
+                    views = {r: Relation.owning(relations[r].arity, d) for r, d in round_delta.items()}
+                    news = {r: set() for r in members}
+                    for rule, fn, delta in variants:
+                        if delta in members and round_delta.get(delta):
+                            state._call(rule, fn, views, news[rule.head])
+                    round_delta = {r: relations[r].add_all(news[r]) for r in members}
+                if state.facts > state.limits.max_facts:
+                    raise _Limit(f"more than {state.limits.max_facts:,} facts in the session")
+        except _Limit as limit:
+            self.sticky.append(EvalError("limit", str(limit)))
+        self._settle()
+
+    def _settle(self) -> None:
+        """Problems found while maintaining facts stay: the maintained state may be incomplete."""
+        self.sticky.extend(self._drain())
+
+    def _prepare(self, action: Any) -> None:
+        state = self.state
+        prepared = self.prepared
+        relations = state.relations
+        candidate = prepared.candidate
+        if candidate is not None:
+            relations[candidate] = Relation(relations[candidate].arity, {action})
+        self.memo.clear()
+        state.forget()
+        if prepared.recompute and (self.dirty or candidate in prepared.materialized):
+            for r in prepared.materialized:
+                if r != candidate:
+                    relations[r] = Relation(relations[r].arity)
+            for stratum, base, deltas in prepared.recompute:
+                state._stratum(stratum, base, deltas, None)
+        self.dirty = False
+
+    def _demand(self, relation: int) -> Callable[..., Any]:
+        def holds(*values: Any) -> Any:
+            key = (relation, values)
+            found = self.memo.get(key)
+            if found is not None:
+                return found
+            found = False
+            state = self.state
+            for _, match in self.prepared.demand_rules[relation]:
+                for _ in match(state.relations, state.F, state.I, state.E, self.V, *values):
+                    found = True
+                    break
+                if found:
+                    break
+            self.memo[key] = found
+            return found
+
+        return holds
+
+    # ------------------------------------------------------------- the questions verdicts ask
+
+    def holds(self, relation: int, values: tuple) -> bool:
+        prepared = self.prepared
+        if relation in prepared.demanded:
+            return self.V[relation](*values) is True
+        if self.plan.relations[relation].inline:
+            return self.state.I[relation](*values) is True
+        return self.state.relations[relation].contains(values)
+
+    def matches(self, relation: int, values: tuple) -> Iterator[tuple[p.BoundRule, tuple, tuple]]:
+        state = self.state
+        if relation in self.prepared.demanded:
+            for bound, match in self.prepared.demand_rules[relation]:
+                for slots, matched in match(state.relations, state.F, state.I, state.E, self.V, *values):
+                    yield bound, slots, matched
+        else:
+            yield from state.matches(relation, values)
+
+    def explanation(self) -> Evaluation:
+        """The session's facts evaluated from scratch (explanations walk whole relations)."""
+        evaluation = Evaluation(self.prepared.compiled, self.functors, self.monitor.limits)
+        facts = {r: set(rows) for r, rows in self.inputs.items()}
+        candidate = self.prepared.candidate
+        if candidate is not None and len(self.state.relations[candidate]):
+            facts[candidate] = self.state.relations[candidate].as_tuples()
+        evaluation.load(facts)
+        evaluation.run()
+        return evaluation
+
+
+class _Limit(Exception):
+    pass

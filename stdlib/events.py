@@ -1,0 +1,148 @@
+"""Event records to facts of the `events` vocabulary (``events.dl``), and the functors that
+answer from events' payloads.
+
+An event record is a dict::
+
+    {"id": "e3", "kind": "tool_call", "tool": "send_email", "args": {"to": "a@b.c"},
+     "text": "...", "of": "e2", "deps": ["e1", "e2"], "agent": "mailer", "labels": ["untrusted"]}
+
+Only ``id`` and ``kind`` are required. ``deps`` lists the events ``id`` may depend on; when it
+is absent the event depends on every earlier event of its session (an LLM saw its whole
+history), and a tool result also on its call (``of``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+MESSAGE_KINDS = {
+    "user_message": "user",
+    "assistant_message": "assistant",
+    "system_message": "system",
+    "agent_message": "agent",
+}
+FIELDS = {"id", "kind", "text", "tool", "args", "of", "deps", "agent", "labels", "role"}
+
+
+class EventError(ValueError):
+    """An event record that cannot be recorded; the message says what is wrong with it."""
+
+
+def value_text(value: Any) -> str:
+    """An argument's value as text: strings as they are, numbers in decimal, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value) if isinstance(value, float) else str(value)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def policy_value(value: Any) -> Any:
+    """An argument's value as `tool_arg` gives it: strings and numbers as they are."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return value
+    if value is None:
+        return None
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def check_event(event: Any, known: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The event, checked against the session so far (:class:`EventError` if malformed)."""
+    if not isinstance(event, dict):
+        raise EventError(f"an event is a JSON object, not {type(event).__name__}")
+    identifier = event.get("id")
+    where = f"event {identifier!r}" if isinstance(identifier, str) else "an event"
+    if not isinstance(identifier, str) or not identifier:
+        raise EventError(f"{where} has no `id` (a non-empty string)")
+    if identifier in known:
+        raise EventError(f"{where} was already recorded")
+    kind = event.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise EventError(f"{where} has no `kind` (a non-empty string)")
+    unknown = set(event) - FIELDS
+    if unknown:
+        raise EventError(f"{where} has unknown fields: {', '.join(sorted(unknown))}")
+    for field in ("text", "tool", "of", "agent", "role"):
+        if field in event and event[field] is not None and not isinstance(event[field], str):
+            raise EventError(f"{where}: `{field}` must be a string")
+    if kind == "tool_call" and not event.get("tool"):
+        raise EventError(f"{where} is a tool call without a `tool`")
+    if "args" in event and event["args"] is not None and not isinstance(event["args"], dict):
+        raise EventError(f"{where}: `args` must be an object")
+    if event.get("of") is not None and event["of"] not in known:
+        raise EventError(f"{where}: `of` names `{event['of']}`, which was not recorded")
+    deps = event.get("deps")
+    if deps is not None:
+        if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+            raise EventError(f"{where}: `deps` must be a list of event ids")
+        missing = [d for d in deps if d not in known]
+        if missing:
+            raise EventError(f"{where} depends on events that were not recorded: {', '.join(missing)}")
+    labels = event.get("labels")
+    if labels is not None and (not isinstance(labels, list) or not all(isinstance(x, str) for x in labels)):
+        raise EventError(f"{where}: `labels` must be a list of strings")
+    return event
+
+
+def event_facts(event: dict[str, Any], position: int, earlier: list[str]) -> dict[str, set[tuple]]:
+    """The facts one (checked) event adds to its session."""
+    e = event["id"]
+    kind = event["kind"]
+    facts: dict[str, set[tuple]] = {"Event": {(e, kind)}, "Position": {(e, position)}}
+    deps = event.get("deps")
+    depends = set(earlier) if deps is None else set(deps)
+    if event.get("of") is not None:
+        depends.add(event["of"])
+    depends.discard(e)
+    facts["DependsOn"] = {(e, d) for d in depends}
+    role = event.get("role") or MESSAGE_KINDS.get(kind)
+    if role is not None and (kind in MESSAGE_KINDS or event.get("role")):
+        facts["Message"] = {(e, role)}
+    if event.get("text") is not None:
+        facts["Text"] = {(e, event["text"])}
+    if event.get("agent") is not None:
+        facts["Agent"] = {(e, event["agent"])}
+    if event.get("labels"):
+        facts["Label"] = {(e, label) for label in event["labels"]}
+    if kind == "tool_call":
+        facts["Action"] = {(e,)}
+        facts["ToolCall"] = {(e, event["tool"])}
+        facts["ToolArg"] = {
+            (e, key, value_text(v)) for key, v in (event.get("args") or {}).items() if v is not None
+        }
+    elif kind == "tool_result" and event.get("of") is not None:
+        facts["ToolResult"] = {(e, event["of"], event.get("tool") or "")}
+    return facts
+
+
+def session_functors(events: dict[str, dict[str, Any]]) -> dict[str, Callable[..., Any]]:
+    """The event functors, answering from a session's recorded events."""
+
+    def is_tool(a: str, name: str) -> bool:
+        event = events.get(a)
+        return event is not None and event.get("kind") == "tool_call" and event.get("tool") == name
+
+    def tool_name(a: str) -> str | None:
+        event = events.get(a)
+        return event.get("tool") if event is not None and event.get("kind") == "tool_call" else None
+
+    def tool_arg(a: str, key: str) -> Any:
+        event = events.get(a)
+        if event is None:
+            return None
+        return policy_value((event.get("args") or {}).get(key))
+
+    def text_of(e: str) -> str:
+        event = events.get(e)
+        return (event.get("text") or "") if event is not None else ""
+
+    return {"is_tool": is_tool, "tool_name": tool_name, "tool_arg": tool_arg, "text_of": text_of}
+
+
+SESSION_FUNCTORS = ("is_tool", "tool_name", "tool_arg", "text_of")

@@ -1,0 +1,102 @@
+"""Incremental sessions decide exactly as a from-scratch evaluation does.
+
+Random policies (the oracle's generator, plus verdict rules that use negation, aggregates and
+the relations it derives), random facts added in random batches; after every batch, each
+action's decision in the session is compared with a from-scratch evaluation of all the facts
+so far: verdict, and every deny reason.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import policyc
+
+from .programs import FUNCTORS, oracle_programs
+
+# a relation with long recursive chains, so that maintenance needs many rounds
+REACH = """
+.decl G(a: number, b: number)
+.input G
+Reach(x, y) :- G(x, y).
+Reach(x, z) :- Reach(x, y), G(y, z).
+Deny(x) :- Reach(x, 0), x > 2.
+Allow(x) :- G(x, _), not Reach(x, x).
+"""
+
+VERDICTS = [
+    "Deny(x) :- {R}(x{rest}).",
+    "Deny(x) :- E0(x{rest0}), not {R}(x{rest}).",
+    "Deny(x) :- E0(x{rest0}), n = count : {{ {R}(_{restw}) }}, n > x.",
+    "Allow(x) :- E0(x{rest0}), not {R}(x{rest}).",
+    "Allow(x) :- {R}(x{rest}), x > 1.",
+    "Helper(x) :- {R}(x{rest}), not E0(x{rest0}).\nDeny(x) :- E0(x{rest0}), Helper(y), y < x.",
+]
+
+
+@st.composite
+def sessions(draw):
+    case = draw(oracle_programs(max_layers=3))
+    names = [
+        line.split("(")[0].split()[-1] for line in case.text.splitlines() if line.startswith(".output R")
+    ]
+    arities = {}
+    for line in case.text.splitlines():
+        if line.startswith("R") and ":-" in line:
+            head = line.split(":-")[0].strip()
+            arities[head.split("(")[0]] = head.count(",") + 1
+    e0_arity = len(case.facts["E0"][0]) if case.facts["E0"] else None
+    lines = [case.text]
+    if names and e0_arity:
+        for template in draw(st.lists(st.sampled_from(VERDICTS), min_size=1, max_size=3, unique=True)):
+            relation = draw(st.sampled_from(names))
+            arity = arities.get(relation, 1)
+            lines.append(
+                template.format(
+                    R=relation,
+                    rest=", _" * (arity - 1),
+                    rest0=", _" * (e0_arity - 1),
+                    restw=", _" * (arity - 1),
+                )
+            )
+        if draw(st.booleans()):
+            lines.append(".default deny")
+    if draw(st.booleans()):
+        lines.append(REACH)
+        edges = draw(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=12, unique=True))
+        case.facts["G"] = edges
+    rows = [(name, row) for name, table in case.facts.items() for row in table]
+    order = draw(st.permutations(rows))
+    cuts = sorted(draw(st.lists(st.integers(0, len(order)), max_size=4)))
+    batches = []
+    start = 0
+    for cut in [*cuts, len(order)]:
+        batches.append(order[start:cut])
+        start = cut
+    return "\n".join(lines) + "\n", batches
+
+
+def reasons(decision) -> list:
+    return sorted((r.rule, r.facts) for r in decision.reasons)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(sessions())
+def test_incremental_decisions_equal_from_scratch(drawn) -> None:
+    text, batches = drawn
+    policy = policyc.load(text, FUNCTORS)
+    session = policyc.Monitor(policy).session("s")
+    seen: dict[str, list] = {}
+    for batch in batches:
+        grouped: dict[str, list] = {}
+        for name, row in batch:
+            grouped.setdefault(name, []).append(list(row))
+            seen.setdefault(name, []).append(list(row))
+        session.add_facts(grouped)
+        scratch = policy.evaluate(seen)
+        assert not scratch.errored, scratch.errors
+        for action in range(-1, 6):
+            mine, theirs = session.decide(action), scratch.decide(action)
+            assert (mine.allowed, mine.errored) == (theirs.allowed, theirs.errored), (text, batches, action)
+            assert reasons(mine) == reasons(theirs), (text, action)
