@@ -500,6 +500,14 @@ CASES = {
         """,
         [("singleton-variable", 3, "b")],
     ),
+    "singleton-named-by-message": (
+        """
+        .input R, S
+        @message("{a} reads {b}")
+        Deny(a) :- R(a, b), S(a, c).
+        """,
+        [("singleton-variable", 4, "c")],
+    ),
     "singleton-in-aggregate": (
         """
         .input R

@@ -116,6 +116,21 @@ def _annotation(
     return []
 
 
+def placeholder_names(rule: ast.Rule) -> set[str]:
+    """The variables the rule's ``@message`` and ``@suggest`` name (a use of each)."""
+    names = set()
+    for annotation in rule.annotations:
+        if (
+            annotation.name in ("message", "suggest")
+            and annotation.args
+            and isinstance(annotation.args[0], ast.String)
+        ):
+            names.update(
+                m.group(1).strip() for m in _PLACEHOLDER.finditer(annotation.args[0].value) if m.group(1)
+            )
+    return names
+
+
 def _placeholders(annotation: ast.Annotation, variables: frozenset[str]) -> list[Diagnostic]:
     arg = annotation.args[0]
     assert isinstance(arg, ast.String)

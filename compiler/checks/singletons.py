@@ -2,7 +2,8 @@
 
 Only occurrences as an argument of a positive relation atom are reported (elsewhere a lone
 variable is unbound, which ``unsafe-variable`` reports). Write ``_`` for "any value", or
-start the name with an underscore (``_old``) to keep a name for the reader.
+start the name with an underscore (``_old``) to keep a name for the reader. A variable that
+``@message`` or ``@suggest`` names (``{k}``) is used there, so it is not a singleton.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import Counter
 from .. import ast, codes
 from ..diagnostics import Diagnostic, Edit, Fix
 from . import Context
+from .rule_annotations import placeholder_names
 
 
 def check(context: Context) -> list[Diagnostic]:
@@ -22,6 +24,7 @@ def check(context: Context) -> list[Diagnostic]:
             continue
         summary = context.program.summary(rule)
         counts = Counter(v.name for v in summary.variables)
+        counts.update(placeholder_names(rule))
         for atom, negated, _ in summary.atoms:
             if negated or atom.name in functors:
                 continue
