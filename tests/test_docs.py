@@ -4,6 +4,8 @@ triggers it, every language example parses, the README's Quickstart has exactly 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -64,3 +66,24 @@ def test_quickstart_has_two_commands() -> None:
     assert "policyc check examples/" in lines[0] and "pytest" in lines[1]
     ci = (ROOT / ".ci" / "run").read_text("utf-8")
     assert lines[1] in ci, "`.ci/run` runs the README's test command"
+
+
+def test_readme_guard_example_runs_as_shown(tmp_path) -> None:
+    """The README's "Guard an agent" example runs and prints the feedback the README shows."""
+    section = sections(README)["Guard an agent"]
+    fences = re.findall(r"^```(\w*)\n(.*?)^```$", section, flags=re.S | re.M)
+    (code,) = [body for language, body in fences if language == "python"]
+    (shown,) = [body for language, body in fences if language == ""]
+    script = tmp_path / "guard.py"
+    script.write_text(code, "utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == shown.strip()
+
+
+def test_monitor_docs_python_examples_compile() -> None:
+    for name in ("monitor.md", "events.md"):
+        for example in blocks((ROOT / "docs" / name).read_text("utf-8"), "python"):
+            compile(example, name, "exec")
+    for example in blocks((ROOT / "docs" / "events.md").read_text("utf-8"), "datalog"):
+        assert compile_source(example, "events.dl").ok, example

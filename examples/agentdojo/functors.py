@@ -66,6 +66,9 @@ URL = re.compile(
 )
 
 
+WEB_PREFIX = re.compile(r"\bhttps?://|(?<![\w@.-])www\.", re.IGNORECASE)
+
+
 def _normal(value: str) -> str:
     """A value as compared: lower case; web addresses without scheme, ``www.`` or final ``/``."""
     lowered = value.strip().lower()
@@ -80,9 +83,7 @@ def mentions(text: str, value: str) -> bool:
     needle = _normal(value)
     if not needle:
         return False
-    if value.lower().startswith(("http://", "https://", "www.")):
-        text = re.sub(r"https?://", "", text, flags=re.IGNORECASE)
-        text = re.sub(r"www\.", "", text, flags=re.IGNORECASE)
+    text = WEB_PREFIX.sub("", text)
     # whole token: not inside a longer address, number or path; a full stop ends it when a
     # sentence follows ("... www.example.com.Then")
     pattern = rf"(?<![\w@.+-]){re.escape(needle)}(?![\w@+-]|(?-i:\.[a-z0-9])|/\w)"
