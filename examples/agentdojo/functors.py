@@ -134,9 +134,12 @@ def item(value: Any, i: int) -> str | None:
         except ValueError:
             elements = None
         if isinstance(elements, list):
-            if 0 <= i < len(elements) and isinstance(elements[i], str | int | float):
-                return str(elements[i])
-            return None
+            if not 0 <= i < len(elements):
+                return None
+            element = elements[i]
+            if isinstance(element, str | int | float) and not isinstance(element, bool):
+                return str(element)
+            return json.dumps(element, sort_keys=True)  # checked whole: it anchors nothing
     if i == 0 and value is not None and value != "":
         return value if isinstance(value, str) else str(value)
     return None
