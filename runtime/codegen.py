@@ -25,7 +25,7 @@ fails, and the wrapper has recorded the error (evaluation fails closed).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from policyc.compiler import plan as p
@@ -74,7 +74,9 @@ RUNTIME: dict[str, Any] = {"FAIL": FAIL, "_div": _div, "_mod": _mod, "_sum": _su
 COMPARISON = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
-class _Writer:
+class Writer:
+    """Lines of Python at an indentation depth, fresh names and constants that need a table."""
+
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.depth = 1
@@ -102,10 +104,12 @@ class _Writer:
         return text
 
 
-class _RuleCompiler:
-    """Writes the body of one rule or bound rule."""
+class RuleCompiler:
+    """Writes the body of one rule or bound rule. Where the facts and indexes a scan reads come
+    from is decided by :meth:`facts`, :meth:`indexed` and :meth:`index`, which other code
+    generators (session maintenance) override."""
 
-    def __init__(self, plan: p.Plan, w: _Writer, record: bool, demand: frozenset[int] = frozenset()) -> None:
+    def __init__(self, plan: p.Plan, w: Writer, record: bool, demand: frozenset[int] = frozenset()) -> None:
         self.plan = plan
         self.w = w
         self.demand = demand  # relations asked about through V (not stored)
@@ -143,7 +147,17 @@ class _RuleCompiler:
 
     # ------------------------------------------------------------------------ steps
 
+    def facts(self, source: str, relation: int) -> str:
+        """The set of stored facts a scan reads (``source``: ``full`` or ``delta``)."""
+        return f"R[{relation}].tuples" if source == "full" else f"D[{relation}].tuples"
+
+    def indexed(self, step: p.Scan) -> bool:
+        """Whether a scan with some arguments known looks them up in an index (else it runs
+        through the facts and compares)."""
+        return True
+
     def index(self, source: str, relation: int, positions: tuple[int, ...]) -> str:
+        """The name of the ``get`` of an index of a relation, bound once per call."""
         key = (source, relation, positions)
         if key not in self.indexes:
             name = f"x{len(self.indexes)}"
@@ -170,12 +184,12 @@ class _RuleCompiler:
             if len(known) == len(step.args) and step.relation in self.demand:
                 w.open(f"if V[{step.relation}]({', '.join(values)}) is False:")
             elif len(known) == len(step.args):
-                w.open(f"if {self.stored(step.relation, values)} not in R[{step.relation}].tuples:")
+                w.open(f"if {self.stored(step.relation, values)} not in {self.facts('full', step.relation)}:")
             elif known:
                 index = self.index("full", step.relation, tuple(i for i, _ in known))
                 w.open(f"if not {index}({self.key(values)}):")
             else:
-                w.open(f"if not R[{step.relation}].tuples:")
+                w.open(f"if not {self.facts('full', step.relation)}:")
         elif isinstance(step, p.Filter):
             left, right = self.expr(step.left), self.expr(step.right)
             w.open(f"if {left} {COMPARISON[step.op]} {right}:")
@@ -208,7 +222,7 @@ class _RuleCompiler:
 
     def scan(self, step: p.Scan, bound: set[int]) -> None:
         w = self.w
-        holder = f"R[{step.relation}]" if step.source == "full" else f"D[{step.relation}]"
+        facts = self.facts(step.source, step.relation)
         arity = len(step.args)
         known: list[tuple[int, str]] = []
         after: list[tuple[int, p.Expr]] = []
@@ -232,28 +246,28 @@ class _RuleCompiler:
             if step.relation in self.demand:
                 w.open(f"if V[{step.relation}]({', '.join(values)}) is True:")
             else:
-                w.open(f"if {self.stored(step.relation, values)} in {holder}.tuples:")
+                w.open(f"if {self.stored(step.relation, values)} in {facts}:")
             if self.record:
                 self.matched.append(f"({step.relation}, {self.tuple_code(values)})")
             return
-        if arity == 1:  # a unary relation holds its values themselves
-            item = w.fresh("u")
-            w.open(f"for {item} in {holder}.tuples:")
-            value_of = {0: item}
-        elif known:
+        if arity == 1 or not known or not self.indexed(step):  # run through the facts
+            value_of = self.names(step, range(arity), bound)
+            w.open(f"for {self.target(list(value_of.values()), arity == 1)} in {facts}:")
+            if known:
+                tests = " and ".join(f"{value_of[i]} == {v}" for i, v in known)
+                w.open(f"if {tests}:")
+        else:
             positions = tuple(i for i, _ in known)
             rest = projection(arity, positions)
             index = self.index(step.source, step.relation, positions)
-            entry = w.fresh("e")
-            w.open(f"for {entry} in {index}({self.key([v for _, v in known])}, ()):")
-            value_of = {q: entry if len(rest) == 1 else f"{entry}[{n}]" for n, q in enumerate(rest)}
-            value_of.update(dict(known))
-        else:
-            t = w.fresh("t")
-            w.open(f"for {t} in {holder}.tuples:")
-            value_of = {i: f"{t}[{i}]" for i in range(arity)}
+            value_of = self.names(step, rest, bound)
+            lookup = f"{index}({self.key([v for _, v in known])}, ())"
+            w.open(f"for {self.target(list(value_of.values()), len(rest) == 1)} in {lookup}:")
+        value_of.update(known)
         for i, slot in binds:
-            if slot in bound:  # the same variable twice in one atom: the second must agree
+            if value_of[i] == f"v{slot}" and slot not in bound:  # bound by the loop itself
+                bound.add(slot)
+            elif slot in bound:  # the same variable twice in one atom: the second must agree
                 w.open(f"if {value_of[i]} == v{slot}:")
             else:
                 w.line(f"v{slot} = {value_of[i]}")
@@ -262,6 +276,25 @@ class _RuleCompiler:
             w.open(f"if {value_of[i]} == {self.expr(expr)}:")
         if self.record:
             self.matched.append(f"({step.relation}, {self.tuple_code([value_of[i] for i in range(arity)])})")
+
+    def names(self, step: p.Scan, positions: Iterable[int], bound: set[int]) -> dict[int, str]:
+        """What a loop over facts calls the values at ``positions``: the slot a variable seen
+        for the first time binds, else a fresh name (compared or bound after)."""
+        names: dict[int, str] = {}
+        taken: set[int] = set()
+        for i in positions:
+            arg = step.args[i]
+            if isinstance(arg, p.Bind) and arg.slot not in bound and arg.slot not in taken:
+                names[i] = f"v{arg.slot}"
+                taken.add(arg.slot)
+            else:
+                names[i] = self.w.fresh("a")
+        return names
+
+    @staticmethod
+    def target(names: list[str], single: bool) -> str:
+        """The target of a loop over values (``single``) or tuples of ``names``' length."""
+        return names[0] if single else ", ".join(names)
 
     def aggregate(self, step: p.Aggregate, bound: set[int]) -> None:
         w = self.w
@@ -307,7 +340,7 @@ def _slots(expr: p.Expr) -> set[int]:
     return set()
 
 
-def _finish(w: _Writer, compiler: _RuleCompiler, header: str, name: str) -> tuple[str, Callable]:
+def _finish(w: Writer, compiler: RuleCompiler, header: str, name: str) -> tuple[str, Callable]:
     body = w.lines
     lines = [header] + ["    " + line for line in compiler.prologue] + body
     source = "\n".join(lines) + "\n"
@@ -319,8 +352,8 @@ def _finish(w: _Writer, compiler: _RuleCompiler, header: str, name: str) -> tupl
 
 def compile_rule(plan: p.Plan, rule: p.RulePlan, name: str = "rule") -> tuple[str, Callable]:
     """The source and function ``rule(R, D, out, F, I, E)`` evaluating one rule plan."""
-    w = _Writer()
-    compiler = _RuleCompiler(plan, w, record=False)
+    w = Writer()
+    compiler = RuleCompiler(plan, w, record=False)
     bound: set[int] = set()
     compiler.steps(rule.steps, bound)
     head = [compiler.expr(e) for e in rule.head_args]
@@ -342,8 +375,8 @@ def compile_bound_rule(
     steps run (explanations use it to find the step at which every binding fails). The
     relations in ``demand`` are asked about through ``V`` (and must only be used with every
     argument known)."""
-    w = _Writer()
-    compiler = _RuleCompiler(plan, w, record=True, demand=demand)
+    w = Writer()
+    compiler = RuleCompiler(plan, w, record=True, demand=demand)
     params = [f"h{i}" for i in range(len(rule.head.args))]
     bound: set[int] = set()
     deferred = []

@@ -73,6 +73,7 @@ class Evaluation:
         plan = compiled.plan
         self.compiled = compiled
         self.plan = plan
+        self.index = plan.relation_index()
         self.functors = functors
         self.limits = limits
         self.inputs: dict[int, set[tuple]] = {}

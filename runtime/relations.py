@@ -26,17 +26,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from functools import cache
 from operator import itemgetter
 from typing import Any
 
 
 class Relation:
-    __slots__ = ("arity", "indexes", "tuples")
+    __slots__ = ("arity", "fillers", "indexes", "tuples")
 
     def __init__(self, arity: int, items: Iterable[Any] = ()) -> None:
         self.arity = arity
         self.tuples: set[Any] = set(items)  # values for a unary relation, tuples otherwise
         self.indexes: dict[tuple[int, ...], defaultdict] = {}
+        self.fillers: list[Callable[[Iterable[Any]], None]] = []  # one per index: adds facts to it
 
     @classmethod
     def owning(cls, arity: int, items: set[Any]) -> Relation:
@@ -45,6 +47,7 @@ class Relation:
         relation.arity = arity
         relation.tuples = items
         relation.indexes = {}
+        relation.fillers = []
         return relation
 
     def __len__(self) -> int:
@@ -70,8 +73,10 @@ class Relation:
         found = self.indexes.get(positions)
         if found is None:
             found = defaultdict(list)
-            _fill(found, self.arity, positions, self.tuples)
+            fill = _filler(found, self.arity, positions)
+            fill(self.tuples)
             self.indexes[positions] = found
+            self.fillers.append(fill)
         return found
 
     def add_all(self, new: Iterable[Any]) -> set[Any]:
@@ -81,8 +86,8 @@ class Relation:
         fresh -= self.tuples
         if fresh:
             self.tuples |= fresh
-            for positions, index in self.indexes.items():
-                _fill(index, self.arity, positions, fresh)
+            for fill in self.fillers:
+                fill(fresh)
         return fresh
 
 
@@ -91,23 +96,39 @@ def projection(arity: int, positions: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(i for i in range(arity) if i not in positions)
 
 
+@cache
+def _getters(arity: int, positions: tuple[int, ...]) -> tuple[Callable[[tuple], Any], Callable[[tuple], Any]]:
+    """The key of a fact and what an index entry keeps of it."""
+    return _getter(positions), _getter(projection(arity, positions))
+
+
 def _getter(positions: tuple[int, ...]) -> Callable[[tuple], Any]:
     if not positions:
         return lambda t: ()
     return itemgetter(*positions)
 
 
-def _fill(index: defaultdict, arity: int, positions: tuple[int, ...], items: Iterable[Any]) -> None:
+def _filler(index: defaultdict, arity: int, positions: tuple[int, ...]) -> Callable[[Iterable[Any]], None]:
+    """The function adding facts to an index over ``positions``."""
     if arity == 1:  # a unary relation is only ever looked up whole
-        for v in items:
-            index[v].append(())
-        return
-    key = _getter(positions)
-    rest = _getter(projection(arity, positions))
-    if len(positions) == 1 and arity == 2:
-        p, q = positions[0], 1 - positions[0]
-        for t in items:
-            index[t[p]].append(t[q])
-        return
-    for t in items:
-        index[key(t)].append(rest(t))
+
+        def fill(items: Iterable[Any]) -> None:
+            for v in items:
+                index[v].append(())
+
+    elif arity == 2 and len(positions) == 1:
+        p = positions[0]
+        q = 1 - p
+
+        def fill(items: Iterable[Any]) -> None:
+            for t in items:
+                index[t[p]].append(t[q])
+
+    else:
+        key, rest = _getters(arity, positions)
+
+        def fill(items: Iterable[Any]) -> None:
+            for t in items:
+                index[key(t)].append(rest(t))
+
+    return fill

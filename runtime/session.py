@@ -20,6 +20,14 @@ aggregated over, recursive) is recomputed for the decision, from the maintained 
 For a policy whose decisions only look at the action and what it depends on, a decision then
 costs the same whatever the length of the session.
 
+**Where the time goes.** Maintenance is one generated function per plan
+(:mod:`~policyc.runtime.maintain`): a stratum runs only when a relation its insertion variants
+read has new facts. A session stores only the input relations some rule reads: an event becomes
+facts of those relations alone (the events themselves are kept, for the event functors and for
+explanations, which rebuild every fact from them). When ``Deny`` (and ``Allow`` under
+``.default deny``) are maintained and nothing is recomputed per decision, a verdict is a lookup
+in the maintained relations; deny reasons are then found as for any other verdict.
+
 **Failing closed.** A malformed event, a failing functor while facts are being maintained or a
 limit poisons the session: every later decision is a denial that says why (the maintained facts
 may be incomplete). A failure while deciding denies that decision.
@@ -34,7 +42,7 @@ from typing import Any
 from policyc.compiler import plan as p
 from policyc.stdlib.events import SESSION_FUNCTORS, EventError, check_event, event_facts, session_functors
 
-from . import codegen
+from . import codegen, maintain
 from .evaluator import CompiledPlan, EvalError, Evaluation, Limits
 from .facts import FactsError, FactsInput, validate
 from .functors import is_session_placeholder, wrap
@@ -132,16 +140,15 @@ class SessionPlan:
         self.materialized = frozenset(materialized)
         self.stratum_of = stratum_of
 
-        # code: maintenance variants of incremental strata, demand-mode rules of demanded relations
-        self.inserts: list[tuple[p.Stratum, list[tuple[p.RulePlan, Callable, int]]]] = []
-        for n, stratum in enumerate(plan.strata):
-            if not any(r in incremental for r in stratum.relations):
-                continue
-            variants = []
-            for rule in stratum.insert_rules:
-                fn = codegen.compile_rule(plan, rule, f"i{n}_{rule.rule}")[1]
-                variants.append((rule, fn, _delta_relation(rule)))
-            self.inserts.append((stratum, variants))
+        # code: one insertion pass over the incremental strata, demand-mode rules of demanded relations
+        read = _read_relations(plan)
+        self.stored = frozenset(
+            r
+            for r, spec in enumerate(relations)
+            if spec.input and r in incremental and (r in read or spec.name in ("Deny", "Allow"))
+        )
+        maintained = [stratum for stratum in plan.strata if any(r in incremental for r in stratum.relations)]
+        self.maintain_source, self.bind = maintain.compile_pass(plan, maintained, self.stored)
         demand_set = frozenset(self.demanded)
         self.demand_rules: dict[int, list[tuple[p.BoundRule, Callable]]] = {
             r: [
@@ -153,6 +160,19 @@ class SessionPlan:
         self.recompute = [
             entry for entry in compiled.strata if any(r in materialized for r in entry[0].relations)
         ]
+        # a verdict read straight from maintained relations (when nothing is recomputed per decision)
+        deny, allow = index.get("Deny"), index.get("Allow")
+
+        def unary_maintained(r: int | None) -> bool:
+            return r is not None and r in incremental and relations[r].arity == 1
+
+        self.direct = (
+            not self.recompute
+            and unary_maintained(deny)
+            and (plan.default == "allow" or unary_maintained(allow))
+        )
+        self.deny, self.allow = deny, (None if plan.default == "allow" else allow)
+        self.wanted = {spec.name: r for r, spec in enumerate(relations) if r in self.stored}
 
 
 def _monotone(rule: p.RulePlan, allowed: set[int]) -> bool:
@@ -165,11 +185,24 @@ def _monotone(rule: p.RulePlan, allowed: set[int]) -> bool:
     return True
 
 
-def _delta_relation(rule: p.RulePlan) -> int:
-    for step in rule.steps:
-        if isinstance(step, p.Scan) and step.source == "delta":
-            return step.relation
-    raise AssertionError("an insertion variant reads a delta")
+def _read_relations(plan: p.Plan) -> set[int]:
+    """Every relation some rule reads."""
+    read: set[int] = set()
+
+    def walk(steps: tuple[p.Step, ...]) -> None:
+        for step in steps:
+            if isinstance(step, p.Scan | p.NotExists | p.InlineTest):
+                read.add(step.relation)
+            elif isinstance(step, p.Aggregate):
+                walk(step.body)
+
+    for stratum in plan.strata:
+        for rule in (*stratum.rules, *stratum.delta_rules, *stratum.insert_rules):
+            walk(rule.steps)
+    for rules in plan.bound_rules:
+        for bound in rules:
+            walk(bound.steps)
+    return read
 
 
 class Monitor:
@@ -230,9 +263,21 @@ class Session:
         ]
         self.V: dict[int, Callable[..., Any]] = {r: self._demand(r) for r in prepared.demanded}
         self.memo: dict[tuple[int, tuple], Any] = {}
-        self.inputs: dict[int, set[tuple]] = {}  # every fact given, per input relation (for explanations)
+        self.given: dict[int, set[tuple]] = {}  # facts given other than by events (for explanations)
+        self.candidate: Any = _NOTHING  # the action decided last
         self.dirty = True  # facts arrived since the volatile relations were last recomputed
         self.index = self.plan.relation_index()
+        state = self.state
+        self._maintain = prepared.bind(state.relations, state.F, state.I, state.E, self._rule_failed)
+        relations = state.relations
+        self._verdict = (
+            (
+                relations[prepared.deny].tuples,
+                None if prepared.allow is None else relations[prepared.allow].tuples,
+            )
+            if prepared.direct
+            else None
+        )
         identity: dict[str, set[tuple]] = {}
         if principal is not None:
             identity["Principal"] = {(principal,)}
@@ -245,14 +290,18 @@ class Session:
     def record(self, event: Mapping[str, Any]) -> None:
         """Add an event to the session (a malformed one poisons it: later decisions deny)."""
         try:
-            checked = check_event(dict(event) if isinstance(event, Mapping) else event, self.events)
+            copy = dict(event) if type(event) is dict or isinstance(event, Mapping) else event
+            checked = check_event(copy, self.events)
         except EventError as error:
             self.sticky.append(EvalError("event", f"malformed event: {error}"))
             return
-        self.events[checked["id"]] = checked
-        facts = event_facts(checked, len(self.order), self.order)
-        self.order.append(checked["id"])
-        self._insert({name: rows for name, rows in facts.items() if name in self.index})
+        e = checked["id"]
+        self.events[e] = checked
+        order = self.order
+        facts = event_facts(checked, len(order), order, self.prepared.wanted)
+        order.append(e)
+        if facts:
+            self._insert_indexed(facts)
 
     def add_facts(self, facts: FactsInput) -> None:
         """Add domain facts (rows per input relation), checked like evaluation facts."""
@@ -261,13 +310,37 @@ class Session:
         except FactsError as error:
             self.sticky.append(EvalError("facts", str(error)))
             return
-        self._insert_indexed(checked)
+        self._give(checked)
 
     def decide(self, action: Any) -> Decision:
         """The verdict on an action, given everything recorded so far."""
         started = time.monotonic()
+        verdict = self._verdict
+        if verdict is None or self.sticky:
+            return self._decide(action, started, prepare=True)
+        deny, allow = verdict  # the verdict reads maintained relations only: nothing to prepare
+        try:
+            allowed = action not in deny and (allow is None or action in allow)
+        except TypeError:  # an action that cannot be a value of the policy
+            return self._decide(action, started, prepare=True)
+        self.candidate = action
+        if not allowed:
+            return self._decide(action, started, prepare=False)
+        if self.errors:
+            self.errors = []
+        return self._timed(action, Decision(action, True, (), False, self), started)
+
+    def authorize(self, event: Mapping[str, Any]) -> Decision:
+        """Record a candidate action and decide it."""
+        self.record(event)
+        action = event.get("id") if type(event) is dict or isinstance(event, Mapping) else None
+        return self.decide(action)
+
+    # ------------------------------------------------------------------------- internals
+
+    def _decide(self, action: Any, started: float, prepare: bool) -> Decision:
         self.errors = list(self.sticky)
-        if not self.errors:
+        if prepare and not self.errors:
             try:
                 self._prepare(action)
             except Exception as error:
@@ -276,19 +349,15 @@ class Session:
         self.errors.extend(self._drain())
         if self.errors and not decision.errored:
             decision = decide(self, action)
+        return self._timed(action, decision, started)
+
+    def _timed(self, action: Any, decision: Decision, started: float) -> Decision:
+        """The decision, or a denial when it took longer than the limit."""
         limit = self.monitor.limits.max_seconds
-        if limit is not None and time.monotonic() - started > limit and decision.allowed:
+        if limit is not None and decision.allowed and time.monotonic() - started > limit:
             self.errors.append(EvalError("limit", f"the decision took longer than {limit} s"))
             decision = decide(self, action)
         return decision
-
-    def authorize(self, event: Mapping[str, Any]) -> Decision:
-        """Record a candidate action and decide it."""
-        self.record(event)
-        action = event.get("id") if isinstance(event, Mapping) else None
-        return self.decide(action)
-
-    # ------------------------------------------------------------------------- internals
 
     def _drain(self) -> list[EvalError]:
         found = list(self._sink)
@@ -305,52 +374,35 @@ class Session:
         except Exception as error:  # a limit, or code failing on the policy's own facts
             self.sticky.append(EvalError("rule", f"starting the session failed: {error}"))
         self._settle()
-        self._insert({name: rows for name, rows in identity.items() if name in self.index})
+        self._give({self.index[name]: rows for name, rows in identity.items() if name in self.index})
 
-    def _insert(self, facts: dict[str, set[tuple]]) -> None:
-        self._insert_indexed({self.index[name]: rows for name, rows in facts.items()})
+    def _give(self, facts: dict[int, set[tuple]]) -> None:
+        """Facts given other than by events: kept for explanations, and maintained."""
+        stored = self.prepared.stored
+        for r, rows in facts.items():
+            self.given.setdefault(r, set()).update(rows)
+        self._insert_indexed({r: set(rows) for r, rows in facts.items() if r in stored})
 
     def _insert_indexed(self, facts: dict[int, set[tuple]]) -> None:
+        """Add new facts of stored input relations (the sets are consumed) and everything
+        they derive."""
         state = self.state
-        relations = state.relations
-        deltas: dict[int, set] = {}
-        for r, rows in facts.items():
-            self.inputs.setdefault(r, set()).update(rows)
-            relation = relations[r]
-            added = relation.add_all(relation.store(rows))
-            if added:
-                deltas[r] = added
-                state.facts += len(added)
-        if not deltas:
-            return
-        self.dirty = True
         try:
-            for stratum, variants in self.prepared.inserts:
-                members = stratum.relations
-                news: dict[int, set] = {r: set() for r in members}
-                views = {r: Relation.owning(relations[r].arity, d) for r, d in deltas.items()}
-                for rule, fn, delta in variants:
-                    if delta in deltas and delta not in members:
-                        state._call(rule, fn, views, news[rule.head])
-                round_delta = {r: relations[r].add_all(news[r]) for r in members}
-                while any(round_delta.values()):
-                    for r, added in round_delta.items():
-                        if added:
-                            deltas.setdefault(r, set()).update(added)
-                            state.facts += len(added)
-                    if not stratum.recursive:
-                        break
-                    views = {r: Relation.owning(relations[r].arity, d) for r, d in round_delta.items()}
-                    news = {r: set() for r in members}
-                    for rule, fn, delta in variants:
-                        if delta in members and round_delta.get(delta):
-                            state._call(rule, fn, views, news[rule.head])
-                    round_delta = {r: relations[r].add_all(news[r]) for r in members}
-                if state.facts > state.limits.max_facts:
-                    raise _Limit(f"more than {state.limits.max_facts:,} facts in the session")
-        except _Limit as limit:
-            self.sticky.append(EvalError("limit", str(limit)))
-        self._settle()
+            added = self._maintain(facts, state.limits.max_facts - state.facts)
+        except maintain.Overflow as overflow:
+            added = overflow.args[0]
+            self.sticky.append(
+                EvalError("limit", f"more than {state.limits.max_facts:,} facts in the session")
+            )
+        if added:
+            state.facts += added
+            self.dirty = True
+        if self._sink:
+            self._settle()
+
+    def _rule_failed(self, rule: int, error: Exception) -> None:
+        info = self.plan.rules[rule]
+        self._sink.append(EvalError("rule", f"rule `{info.id}` failed: {type(error).__name__}: {error}"))
 
     def _settle(self) -> None:
         """Problems found while maintaining facts stay: the maintained state may be incomplete."""
@@ -363,6 +415,7 @@ class Session:
         candidate = prepared.candidate
         if candidate is not None:
             relations[candidate] = Relation(relations[candidate].arity, {action})
+        self.candidate = action
         self.memo.clear()
         state.forget()
         if prepared.recompute and (self.dirty or candidate in prepared.materialized):
@@ -414,14 +467,19 @@ class Session:
     def explanation(self) -> Evaluation:
         """The session's facts evaluated from scratch (explanations walk whole relations)."""
         evaluation = Evaluation(self.prepared.compiled, self.functors, self.monitor.limits)
-        facts = {r: set(rows) for r, rows in self.inputs.items()}
+        facts = {r: set(rows) for r, rows in self.given.items()}
+        inputs = {spec.name: r for r, spec in enumerate(self.plan.relations) if spec.input}
+        for position, e in enumerate(self.order):
+            event = self.events[e]
+            earlier = self.order[:position] if event.get("deps") is None else ()
+            for r, rows in event_facts(event, position, earlier, inputs).items():
+                facts.setdefault(r, set()).update(rows)
         candidate = self.prepared.candidate
-        if candidate is not None and len(self.state.relations[candidate]):
-            facts[candidate] = self.state.relations[candidate].as_tuples()
+        if candidate is not None and self.candidate is not _NOTHING:
+            facts[candidate] = {(self.candidate,)}
         evaluation.load(facts)
         evaluation.run()
         return evaluation
 
 
-class _Limit(Exception):
-    pass
+_NOTHING = object()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -82,11 +82,15 @@ class Decision:
 
 
 def render_value(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
+    if isinstance(value, str):
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return f'"{value}"'  # what JSON makes of it, sooner
+        return json.dumps(value, ensure_ascii=False)
+    return repr(value)
 
 
 def render_fact(name: str, values: tuple) -> str:
-    return f"{name}({', '.join(render_value(v) for v in values)})"
+    return f"{name}({', '.join([render_value(v) for v in values])})"
 
 
 def interpolate(template: str | None, bindings: dict[str, Any]) -> str | None:
@@ -112,6 +116,7 @@ class Facts(Protocol):
     """What a verdict needs to know: a batch evaluation and a monitor session both answer."""
 
     plan: Any
+    index: Mapping[str, int]  # the plan's relations by name
     errors: list
 
     def holds(self, relation: int, values: tuple) -> bool: ...
@@ -123,7 +128,7 @@ class Facts(Protocol):
 
 def decide(facts: Facts, action: Any) -> Decision:
     plan = facts.plan
-    index = plan.relation_index()
+    index = facts.index
     if facts.errors:
         causes = "; ".join(dict.fromkeys(e.message for e in facts.errors))
         reason = Reason(
@@ -155,7 +160,7 @@ def decide(facts: Facts, action: Any) -> Decision:
 
 def deny_reasons(facts: Facts, action: Any) -> list[Reason]:
     plan = facts.plan
-    deny = plan.relation_index()["Deny"]
+    deny = facts.index["Deny"]
     reasons = []
     seen = set()
     for bound, slots, matched in facts.matches(deny, (action,)):
@@ -165,8 +170,9 @@ def deny_reasons(facts: Facts, action: Any) -> list[Reason]:
             for name, value in zip(info.variables, slots, strict=False)
             if name and value is not None
         }
-        rendered = tuple(render_fact(plan.relations[r].name, t) for r, t in matched)
-        key = (info.id, rendered, tuple(sorted(bindings.items(), key=lambda kv: kv[0])))
+        rendered = tuple([render_fact(plan.relations[r].name, t) for r, t in matched])
+        # the names are distinct, so sorting never compares values
+        key = (info.id, rendered, tuple(sorted(bindings.items())))
         if key in seen:
             continue
         seen.add(key)

@@ -14,7 +14,7 @@ history), and a tool result also on its call (``of``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 MESSAGE_KINDS = {
@@ -52,8 +52,58 @@ def policy_value(value: Any) -> Any:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def check_event(event: Any, known: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The event, checked against the session so far (:class:`EventError` if malformed)."""
+def check_event(event: Any, known: Mapping[str, Any]) -> dict[str, Any]:
+    """The event, checked against the session so far (:class:`EventError` if malformed).
+
+    Plain well-formed events are recognized in one pass over their fields; anything else
+    (other types, and every problem) goes to :func:`_check`, which says what is wrong.
+    """
+    if type(event) is not dict:
+        return _check(event, known)
+    identifier = event.get("id")
+    kind = event.get("kind")
+    if (
+        type(identifier) is not str
+        or not identifier
+        or identifier in known
+        or type(kind) is not str
+        or not kind
+    ):
+        return _check(event, known)
+    if not FIELDS.issuperset(event):
+        return _check(event, known)
+    for field, value in event.items():
+        if value is None or field in _REQUIRED:
+            continue
+        if field == "deps":
+            if type(value) is not list:
+                return _check(event, known)
+            for d in value:
+                if type(d) is not str or d not in known:
+                    return _check(event, known)
+        elif field == "labels":
+            if type(value) is not list:
+                return _check(event, known)
+            for label in value:
+                if type(label) is not str:
+                    return _check(event, known)
+        elif field == "args":
+            if type(value) is not dict:
+                return _check(event, known)
+        elif type(value) is not str:
+            return _check(event, known)
+    if kind == "tool_call" and not event.get("tool"):
+        return _check(event, known)
+    of = event.get("of")
+    if of is not None and of not in known:
+        return _check(event, known)
+    return event
+
+
+_REQUIRED = frozenset({"id", "kind"})
+
+
+def _check(event: Any, known: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise EventError(f"an event is a JSON object, not {type(event).__name__}")
     identifier = event.get("id")
@@ -90,34 +140,72 @@ def check_event(event: Any, known: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return event
 
 
-def event_facts(event: dict[str, Any], position: int, earlier: list[str]) -> dict[str, set[tuple]]:
-    """The facts one (checked) event adds to its session."""
+RELATIONS = (
+    "Event",
+    "Position",
+    "DependsOn",
+    "Message",
+    "Text",
+    "Agent",
+    "Label",
+    "Action",
+    "ToolCall",
+    "ToolArg",
+    "ToolResult",
+)
+_EVERY = {name: name for name in RELATIONS}
+
+
+def event_facts(
+    event: dict[str, Any], position: int, earlier: Sequence[str], wanted: Mapping[str, Hashable] | None = None
+) -> dict[Hashable, set[tuple]]:
+    """The facts one (checked) event adds to its session, per relation name. With ``wanted``
+    (names to keys), only the facts of the relations it names, under their keys.
+
+    >>> event_facts({"id": "c1", "kind": "tool_call", "tool": "t", "deps": ["u1"]}, 1, ["u1"], {"DependsOn": 3})
+    {3: {('c1', 'u1')}}
+    """
+    key = (_EVERY if wanted is None else wanted).get
     e = event["id"]
     kind = event["kind"]
-    facts: dict[str, set[tuple]] = {"Event": {(e, kind)}, "Position": {(e, position)}}
-    deps = event.get("deps")
-    depends = set(earlier) if deps is None else set(deps)
-    if event.get("of") is not None:
-        depends.add(event["of"])
-    depends.discard(e)
-    facts["DependsOn"] = {(e, d) for d in depends}
-    role = event.get("role") or MESSAGE_KINDS.get(kind)
-    if role is not None and (kind in MESSAGE_KINDS or event.get("role")):
-        facts["Message"] = {(e, role)}
-    if event.get("text") is not None:
-        facts["Text"] = {(e, event["text"])}
-    if event.get("agent") is not None:
-        facts["Agent"] = {(e, event["agent"])}
-    if event.get("labels"):
-        facts["Label"] = {(e, label) for label in event["labels"]}
+    facts: dict[Hashable, set[tuple]] = {}
+    if (to := key("Event")) is not None:
+        facts[to] = {(e, kind)}
+    if (to := key("Position")) is not None:
+        facts[to] = {(e, position)}
+    if (to := key("DependsOn")) is not None:
+        deps = event.get("deps")
+        rows = set()
+        for d in earlier if deps is None else deps:
+            rows.add((e, d))
+        of = event.get("of")
+        if of is not None:
+            rows.add((e, of))
+        rows.discard((e, e))
+        facts[to] = rows
+    role = event.get("role")
+    if (role or kind in MESSAGE_KINDS) and (to := key("Message")) is not None:
+        facts[to] = {(e, role or MESSAGE_KINDS[kind])}
+    if (text := event.get("text")) is not None and (to := key("Text")) is not None:
+        facts[to] = {(e, text)}
+    if (agent := event.get("agent")) is not None and (to := key("Agent")) is not None:
+        facts[to] = {(e, agent)}
+    if (labels := event.get("labels")) and (to := key("Label")) is not None:
+        facts[to] = {(e, label) for label in labels}
     if kind == "tool_call":
-        facts["Action"] = {(e,)}
-        facts["ToolCall"] = {(e, event["tool"])}
-        facts["ToolArg"] = {
-            (e, key, value_text(v)) for key, v in (event.get("args") or {}).items() if v is not None
-        }
-    elif kind == "tool_result" and event.get("of") is not None:
-        facts["ToolResult"] = {(e, event["of"], event.get("tool") or "")}
+        if (to := key("Action")) is not None:
+            facts[to] = {(e,)}
+        if (to := key("ToolCall")) is not None:
+            facts[to] = {(e, event["tool"])}
+        if (to := key("ToolArg")) is not None:
+            args = event.get("args") or {}
+            facts[to] = {(e, name, value_text(v)) for name, v in args.items() if v is not None}
+    elif (
+        kind == "tool_result"
+        and (of := event.get("of")) is not None
+        and (to := key("ToolResult")) is not None
+    ):
+        facts[to] = {(e, of, event.get("tool") or "")}
     return facts
 
 

@@ -1,0 +1,281 @@
+"""Maintaining a session's relations as facts arrive: one generated function per session plan.
+
+A monitor session adds a few facts at a time (one event's) and keeps every incremental relation
+up to date by semi-naive insertion: each rule has a variant per positive atom that reads only
+that atom's new facts (:attr:`~policyc.compiler.plan.Stratum.insert_rules`). Run stratum by
+stratum through generic code, the bookkeeping around the variants (which strata have new
+facts to read, views of the new facts, sets for what each rule derives) costs far more than
+the variants themselves, because most events touch only one or two relations.
+
+So the whole insertion pass is written as one Python function for the plan, the way one would
+write it by hand for that policy: the new facts of each relation are a local variable; a
+stratum runs only when a relation its variants read has new facts; each variant's body is
+inlined (a scan of new facts comes first and runs through them instead of indexing them); what
+the variants derive goes to one buffer per relation, kept by the session, so that a stratum
+deriving nothing allocates nothing; and the relations' fact sets and the indexes the variants
+look up are bound once per session. A recursive stratum repeats rounds on the facts the
+previous round added, as the evaluator does.
+
+``bind(R, F, I, E, fail)`` binds the function to one session's relations ``R``, functor
+wrappers ``F``, inline relations ``I``, arithmetic-error recorder ``E``, and ``fail(rule,
+error)``, which records a rule whose code raised (its literal fails, the session fails
+closed). It returns ``maintain(N, room)``: ``N`` maps input relations to new facts as tuples
+(the sets are consumed), ``room`` is how many facts may still be added. It returns how many
+facts were added, or raises :class:`Overflow` once more than ``room`` were.
+
+The relations a session stores are only ever added to in place, so binding their fact sets and
+indexes once is sound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+from policyc.compiler import plan as p
+
+from . import codegen
+from .relations import Relation
+
+Maintain = Callable[[dict[int, set[tuple]], int], int]
+Bind = Callable[..., Maintain]
+
+
+class Overflow(Exception):
+    """More facts than the session may hold; ``args[0]``: how many the pass added."""
+
+
+def delta_relation(rule: p.RulePlan) -> int:
+    """The relation whose new facts an insertion variant reads."""
+    for step in rule.steps:
+        if isinstance(step, p.Scan) and step.source == "delta":
+            return step.relation
+    raise p.PlanError("an insertion variant reads the new facts of one atom")
+
+
+def compile_pass(
+    plan: p.Plan, strata: Iterable[p.Stratum], inputs: Collection[int], name: str = "maintain"
+) -> tuple[str, Bind]:
+    """The source of ``bind`` and the function, for the given strata (in order, every one
+    incremental) fed by the given input relations."""
+    strata = list(strata)
+    hoisted = _Hoisted()
+    w = codegen.Writer()
+    w.depth = 2
+    w.line("added = 0")
+    for r in sorted(inputs):
+        w.line(f"new_{r} = N.get({r})")
+        w.open(f"if new_{r}:")
+        if plan.relations[r].arity == 1:
+            w.line(f"new_{r} = {hoisted.name(f'R[{r}].store', 'S')}(new_{r})")
+        w.line(f"new_{r} -= {hoisted.name(f'R[{r}].tuples', 'T')}")
+        w.open(f"if new_{r}:")
+        _add(w, hoisted, r, f"new_{r}")
+        w.depth -= 2
+    # the relations whose new facts some later stratum reads
+    read = {delta_relation(rule) for s in strata for rule in s.insert_rules} - set(inputs)
+    defined = set(inputs)
+    for stratum in strata:
+        _stratum(plan, w, hoisted, stratum, defined, set(inputs), read)
+    w.line("return added")
+    lines = [
+        "def bind(R, F, I, E, fail):",
+        *(f"    {line}" for line in hoisted.lines),
+        f"    def {name}(N, room):",
+        *w.lines,
+        f"    return {name}",
+    ]
+    source = "\n".join(lines) + "\n"
+    namespace: dict[str, Any] = dict(codegen.RUNTIME)
+    namespace.update(K=tuple(w.constants), EMPTY=frozenset(), Overflow=Overflow, _index=_index)
+    exec(compile(source, f"<policyc {name}>", "exec"), namespace)
+    return source, namespace["bind"]
+
+
+def _stratum(
+    plan: p.Plan,
+    w: codegen.Writer,
+    hoisted: _Hoisted,
+    stratum: p.Stratum,
+    defined: set[int],
+    inputs: set[int],
+    read: set[int],
+) -> None:
+    members = stratum.relations
+    variants = [(rule, delta_relation(rule)) for rule in stratum.insert_rules]
+    outside = [(rule, d) for rule, d in variants if d not in members]
+    inside = [(rule, d) for rule, d in variants if d in members]
+    for _, d in outside:
+        if d not in defined:
+            raise p.PlanError(f"an insertion variant reads relation {d} before it is maintained")
+    kept = [r for r in members if r in read]  # later strata read their new facts
+    for r in kept:
+        if r not in defined:
+            w.line(f"new_{r} = EMPTY")
+    defined.update(members)
+    given = [r for r in members if r in inputs]  # facts given directly are new facts too
+    triggers = sorted({d for _, d in outside} | set(given))
+    if not variants or not triggers:
+        return
+    w.open(f"if {' or '.join(f'new_{d}' for d in triggers)}:")
+    for rule, d in outside:
+        guarded = triggers != [d]
+        if guarded:
+            w.open(f"if new_{d}:")
+        _variant(plan, w, hoisted, rule, f"new_{d}")
+        if guarded:
+            w.depth -= 1
+    for r in members:
+        if not (stratum.recursive or r in kept or r in given):
+            _drain(w, hoisted, r)
+            continue
+        _merge(w, hoisted, r)
+        if r in given:
+            w.open(f"if new_{r}:")
+            w.line(f"got_{r} |= new_{r}")
+            w.depth -= 1
+        if r in kept or r in given:
+            w.line(f"new_{r} = got_{r}")
+    if stratum.recursive and inside:
+        for r in members:
+            w.line(f"round_{r} = got_{r}")
+        w.open(f"while {' or '.join(f'round_{r}' for r in members)}:")
+        for rule, d in inside:
+            guarded = len(members) > 1
+            if guarded:
+                w.open(f"if round_{d}:")
+            _variant(plan, w, hoisted, rule, f"round_{d}")
+            if guarded:
+                w.depth -= 1
+        for r in members:
+            _merge(w, hoisted, r, [f"new_{r} |= got_{r}"] if r in kept or r in given else [])
+            w.line(f"round_{r} = got_{r}")
+        w.depth -= 1
+    w.depth -= 1
+
+
+def _merge(w: codegen.Writer, hoisted: _Hoisted, relation: int, then: Iterable[str] = ()) -> None:
+    """Move what the relation's buffer holds into the relation; ``got_<relation>``: the facts
+    it lacked (``EMPTY`` when none), and ``then`` run when there are some."""
+    r = relation
+    buffer, _ = hoisted.buffer(r)
+    tuples = hoisted.name(f"R[{r}].tuples", "T")
+    w.line(f"got_{r} = EMPTY")
+    w.open(f"if {buffer}:")
+    w.line(f"got_{r} = {buffer} - {tuples}")
+    w.line(f"{buffer}.clear()")
+    w.open(f"if got_{r}:")
+    _add(w, hoisted, r, f"got_{r}")
+    for line in then:
+        w.line(line)
+    w.depth -= 2
+
+
+def _drain(w: codegen.Writer, hoisted: _Hoisted, relation: int) -> None:
+    """Move what the relation's buffer holds into the relation (when no one reads which facts
+    were new)."""
+    r = relation
+    buffer, _ = hoisted.buffer(r)
+    w.open(f"if {buffer}:")
+    w.line(f"{buffer}.difference_update({hoisted.name(f'R[{r}].tuples', 'T')})")
+    w.open(f"if {buffer}:")
+    _add(w, hoisted, r, buffer)
+    w.line(f"{buffer}.clear()")
+    w.depth -= 2
+
+
+def _add(w: codegen.Writer, hoisted: _Hoisted, relation: int, new: str) -> None:
+    """Add the facts in the set ``new`` (which the relation lacks) to the relation, and stop
+    once there are more facts than the session may hold."""
+    r = relation
+    w.line(f"{hoisted.name(f'R[{r}].tuples.update', 'U')}({new})")
+    w.open(f"for fill in {hoisted.name(f'R[{r}].fillers', 'I')}:")
+    w.line(f"fill({new})")
+    w.depth -= 1
+    w.line(f"added += len({new})")
+    w.open("if added > room:")
+    w.line("raise Overflow(added)")
+    w.depth -= 1
+
+
+def _variant(plan: p.Plan, w: codegen.Writer, hoisted: _Hoisted, rule: p.RulePlan, delta: str) -> None:
+    """One insertion variant inlined: its new facts in ``delta``, what it derives added to
+    the round's set for its head."""
+    body = codegen.Writer()
+    body.depth = w.depth + 1
+    body.counter = w.counter
+    body.constants = w.constants
+    compiler = _VariantCompiler(plan, body, hoisted, delta)
+    compiler.steps(rule.steps, set())
+    head = [compiler.expr(e) for e in rule.head_args]
+    body.line(f"{hoisted.buffer(rule.head)[1]}({compiler.stored(rule.head, head)})")
+    w.counter = body.counter
+    w.open("try:")
+    for line in compiler.prologue:
+        w.line(line)
+    w.lines.extend(body.lines)
+    w.depth -= 1
+    w.open("except Exception as error:")
+    w.line(f"fail({rule.rule}, error)")
+    w.depth -= 1
+
+
+class _Hoisted:
+    """What the pass binds once per session: expressions over ``R`` and their names, and a
+    buffer per derived relation receiving what the variants derive (emptied by each merge)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.buffers: dict[int, tuple[str, str]] = {}
+
+    def name(self, source: str, prefix: str) -> str:
+        if source not in self.names:
+            self.names[source] = f"{prefix}_{len(self.lines)}"
+            self.lines.append(f"{self.names[source]} = {source}")
+        return self.names[source]
+
+    def buffer(self, relation: int) -> tuple[str, str]:
+        """The names of the relation's buffer and of its ``add``."""
+        if relation not in self.buffers:
+            name = f"B_{len(self.lines)}"
+            self.buffers[relation] = (name, f"{name}_add")
+            self.lines.append(f"{name} = set()")
+            self.lines.append(f"{name}_add = {name}.add")
+        return self.buffers[relation]
+
+
+class _VariantCompiler(codegen.RuleCompiler):
+    """A rule body reading stored relations through names bound once per session, and the
+    new facts of its delta atom from a local set."""
+
+    def __init__(self, plan: p.Plan, w: codegen.Writer, hoisted: _Hoisted, delta: str) -> None:
+        super().__init__(plan, w, record=False)
+        self.hoisted = hoisted
+        self.delta = delta
+        self.looping = False  # inside a loop: scanning new facts again would cost a pass each time
+
+    def facts(self, source: str, relation: int) -> str:
+        if source == "delta":
+            return self.delta
+        return self.hoisted.name(f"R[{relation}].tuples", "T")
+
+    def indexed(self, step: p.Scan) -> bool:
+        return step.source == "full" or self.looping
+
+    def index(self, source: str, relation: int, positions: tuple[int, ...]) -> str:
+        if source == "full":
+            return self.hoisted.name(f"R[{relation}].index({positions!r}).get", "X")
+        name = self.w.fresh("x")
+        arity = self.plan.relations[relation].arity
+        self.prologue.append(f"{name} = _index({arity}, {self.delta}, {positions!r}).get")
+        return name
+
+    def scan(self, step: p.Scan, bound: set[int]) -> None:
+        super().scan(step, bound)
+        if not all(isinstance(arg, p.Match) for arg in step.args):
+            self.looping = True
+
+
+def _index(arity: int, facts: set, positions: tuple[int, ...]) -> Any:
+    return Relation.owning(arity, facts).index(positions)
