@@ -16,6 +16,8 @@ the action bound, reading the maintained relations through their indexes and ask
 other volatile relations with their arguments bound (on demand, remembered for the decision).
 Only a volatile relation that some rule needs *in full* (scanned with unbound arguments,
 aggregated over, recursive) is recomputed for the decision, from the maintained relations.
+An input relation that also has volatile rules is recomputed the same way, starting from the
+facts given for it (kept aside as they arrive).
 
 For a policy whose decisions only look at the action and what it depends on, a decision then
 costs the same whatever the length of the session.
@@ -133,6 +135,20 @@ class SessionPlan:
                         if isinstance(step, p.InlineTest):
                             touch_all(step)
 
+        # An input relation that also has rules and is not maintained holds the facts given for
+        # it plus what its rules derive: recomputed for each decision from those facts (seeds).
+        read = _read_relations(plan)
+        seeded = {
+            r
+            for r, spec in enumerate(relations)
+            if spec.input
+            and r in self.volatile
+            and r != self.candidate
+            and (r in read or spec.name in ("Deny", "Allow"))
+        }
+        for r in seeded:
+            materialize(r)
+        self.seeded = frozenset(seeded)
         for name in ("Deny", "Allow"):
             if name in index:
                 demand(index[name])
@@ -141,7 +157,6 @@ class SessionPlan:
         self.stratum_of = stratum_of
 
         # code: one insertion pass over the incremental strata, demand-mode rules of demanded relations
-        read = _read_relations(plan)
         self.stored = frozenset(
             r
             for r, spec in enumerate(relations)
@@ -172,7 +187,7 @@ class SessionPlan:
             and (plan.default == "allow" or unary_maintained(allow))
         )
         self.deny, self.allow = deny, (None if plan.default == "allow" else allow)
-        self.wanted = {spec.name: r for r, spec in enumerate(relations) if r in self.stored}
+        self.wanted = {spec.name: r for r, spec in enumerate(relations) if r in self.stored or r in seeded}
 
 
 def _monotone(rule: p.RulePlan, allowed: set[int]) -> bool:
@@ -264,6 +279,7 @@ class Session:
         self.V: dict[int, Callable[..., Any]] = {r: self._demand(r) for r in prepared.demanded}
         self.memo: dict[tuple[int, tuple], Any] = {}
         self.given: dict[int, set[tuple]] = {}  # facts given other than by events (for explanations)
+        self.seeds: dict[int, set[tuple]] = {r: set() for r in prepared.seeded}  # see SessionPlan
         self.candidate: Any = _NOTHING  # the action decided last
         self.dirty = True  # facts arrived since the volatile relations were last recomputed
         self.index = self.plan.relation_index()
@@ -301,6 +317,8 @@ class Session:
         facts = event_facts(checked, len(order), order, self.prepared.wanted)
         order.append(e)
         if facts:
+            if self.seeds:
+                self._seed(facts)
             self._insert_indexed(facts)
 
     def add_facts(self, facts: FactsInput) -> None:
@@ -381,7 +399,15 @@ class Session:
         stored = self.prepared.stored
         for r, rows in facts.items():
             self.given.setdefault(r, set()).update(rows)
+        if self.seeds:
+            self._seed(facts)
         self._insert_indexed({r: set(rows) for r, rows in facts.items() if r in stored})
+
+    def _seed(self, facts: dict[int, set[tuple]]) -> None:
+        """Keep the given facts of relations recomputed per decision (taken out of ``facts``)."""
+        for r in [r for r in facts if r in self.seeds]:
+            self.seeds[r].update(facts.pop(r))
+            self.dirty = True
 
     def _insert_indexed(self, facts: dict[int, set[tuple]]) -> None:
         """Add new facts of stored input relations (the sets are consumed) and everything
@@ -419,9 +445,12 @@ class Session:
         self.memo.clear()
         state.forget()
         if prepared.recompute and (self.dirty or candidate in prepared.materialized):
+            seeds = self.seeds
             for r in prepared.materialized:
                 if r != candidate:
-                    relations[r] = Relation(relations[r].arity)
+                    arity = relations[r].arity
+                    given = seeds.get(r, ())
+                    relations[r] = Relation(arity, (f[0] for f in given) if arity == 1 else given)
             for stratum, base, deltas in prepared.recompute:
                 state._stratum(stratum, base, deltas, None)
         self.dirty = False

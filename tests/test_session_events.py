@@ -33,6 +33,11 @@ POLICIES = {
     + 'Reviewed(e) :- Label(e, "reviewed").\n'
     + '@id("unreviewed") Deny(a) :- ToolCall(a, "send"), Tainted(a), !Reviewed(a).\n',
     "results": TOXIC + '@id("result-of-tainted") Deny(a) :- ToolResult(r, a, _), Tainted(r), Action(a).\n',
+    # an input relation that rules also derive, with negation: recomputed per decision from its facts
+    "mixed input": TOXIC
+    + 'Message(e, "flagged") :- ToolResult(e, _, _), !Label(e, "reviewed").\n'
+    + '@id("after-user") Deny(a) :- ToolCall(a, "send"), DependsOn(a, m), Message(m, "user").\n'
+    + '@id("after-flagged") Deny(a) :- ToolCall(a, "read"), DependsOn(a, m), Message(m, "flagged").\n',
 }
 
 LABELS = ["untrusted", "sensitive", "external", "ok", "reviewed"]
@@ -169,3 +174,19 @@ def test_the_fact_limit_poisons_the_session() -> None:
     decision = session.authorize({"id": "a", "kind": "tool_call", "tool": "read", "deps": ["e0"]})
     assert not decision.allowed and decision.errored
     assert "more than 40 facts" in decision.reasons[0].message
+
+
+def test_given_facts_of_an_input_derived_with_negation_count() -> None:
+    policy = policyc.load(
+        """
+        .input Blocked, Seen, Ok
+        .decl Blocked(x: symbol)
+        Blocked(x) :- Seen(x), not Ok(x).
+        Deny(a) :- Blocked(a).
+        """
+    )
+    session = policyc.Monitor(policy).session("s")
+    session.add_facts({"Blocked": [["a1"]], "Seen": [["a2"]]})
+    assert [session.decide(a).allowed for a in ("a1", "a2", "a3")] == [False, False, True]
+    session.add_facts({"Ok": [["a1"], ["a2"]]})
+    assert [session.decide(a).allowed for a in ("a1", "a2", "a3")] == [False, True, True]
