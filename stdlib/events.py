@@ -97,6 +97,16 @@ def check_event(event: Any, known: Mapping[str, Any]) -> dict[str, Any]:
     of = event.get("of")
     if of is not None and of not in known:
         return _check(event, known)
+    return _complete(event, known)
+
+
+def _complete(event: dict[str, Any], known: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool result that does not name its tool has its call's."""
+    of = event.get("of")
+    if of is not None and not event.get("tool") and event["kind"] == "tool_result":
+        tool = known[of].get("tool")
+        if tool:
+            return {**event, "tool": tool}
     return event
 
 
@@ -137,7 +147,7 @@ def _check(event: Any, known: Mapping[str, Any]) -> dict[str, Any]:
     labels = event.get("labels")
     if labels is not None and (not isinstance(labels, list) or not all(isinstance(x, str) for x in labels)):
         raise EventError(f"{where}: `labels` must be a list of strings")
-    return event
+    return _complete(event, known)
 
 
 RELATIONS = (

@@ -190,3 +190,17 @@ def test_given_facts_of_an_input_derived_with_negation_count() -> None:
     assert [session.decide(a).allowed for a in ("a1", "a2", "a3")] == [False, False, True]
     session.add_facts({"Ok": [["a1"], ["a2"]]})
     assert [session.decide(a).allowed for a in ("a1", "a2", "a3")] == [False, True, True]
+
+
+def test_a_result_without_its_tool_has_its_calls() -> None:
+    policy = policyc.load(
+        """
+        .import events
+        @id("after-fetch") Deny(a) :- Action(a), DependsOn(a, r), ToolResult(r, _, "fetch").
+        """
+    )
+    session = policyc.Monitor(policy).session("s")
+    session.record({"id": "c", "kind": "tool_call", "tool": "fetch"})
+    session.record({"id": "r", "kind": "tool_result", "of": "c", "text": "page"})
+    assert not session.authorize({"id": "a", "kind": "tool_call", "tool": "send"}).allowed
+    assert check_event({"id": "r2", "kind": "tool_result", "of": "c"}, session.events)["tool"] == "fetch"
