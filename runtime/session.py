@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from policyc.compiler import plan as p
@@ -50,6 +51,8 @@ from .facts import FactsError, FactsInput, validate
 from .functors import is_session_placeholder, wrap
 from .relations import Relation
 from .verdict import Decision, decide
+
+_NOTHING = object()
 
 
 class SessionPlan:
@@ -278,7 +281,7 @@ class Session:
         ]
         self.V: dict[int, Callable[..., Any]] = {r: self._demand(r) for r in prepared.demanded}
         self.memo: dict[tuple[int, tuple], Any] = {}
-        self.given: dict[int, set[tuple]] = {}  # facts given other than by events (for explanations)
+        self.given: list[tuple[int, set[tuple]]] = []  # facts given other than by events, in order
         self.seeds: dict[int, set[tuple]] = {r: set() for r in prepared.seeded}  # see SessionPlan
         self.candidate: Any = _NOTHING  # the action decided last
         self.dirty = True  # facts arrived since the volatile relations were last recomputed
@@ -346,7 +349,7 @@ class Session:
             return self._decide(action, started, prepare=False)
         if self.errors:
             self.errors = []
-        return self._timed(action, Decision(action, True, (), False, self), started)
+        return self._timed(action, Decision(action, True, (), False, self.view(action)), started)
 
     def authorize(self, event: Mapping[str, Any]) -> Decision:
         """Record a candidate action and decide it."""
@@ -375,7 +378,13 @@ class Session:
         if limit is not None and decision.allowed and time.monotonic() - started > limit:
             self.errors.append(EvalError("limit", f"the decision took longer than {limit} s"))
             decision = decide(self, action)
+        if decision.evaluation is self:
+            decision = replace(decision, evaluation=self.view(action))
         return decision
+
+    def view(self, action: Any) -> SessionView:
+        """The session as it is now, deciding ``action`` (what a decision's ``explain`` explains)."""
+        return SessionView(self, len(self.order), len(self.given), action)
 
     def _drain(self) -> list[EvalError]:
         found = list(self._sink)
@@ -398,7 +407,7 @@ class Session:
         """Facts given other than by events: kept for explanations, and maintained."""
         stored = self.prepared.stored
         for r, rows in facts.items():
-            self.given.setdefault(r, set()).update(rows)
+            self.given.append((r, set(rows)))
         if self.seeds:
             self._seed(facts)
         self._insert_indexed({r: set(rows) for r, rows in facts.items() if r in stored})
@@ -493,22 +502,47 @@ class Session:
         else:
             yield from state.matches(relation, values)
 
-    def explanation(self) -> Evaluation:
-        """The session's facts evaluated from scratch (explanations walk whole relations)."""
+    def explanation(
+        self, events: int | None = None, given: int | None = None, action: Any = _NOTHING
+    ) -> Evaluation:
+        """The session's facts evaluated from scratch (explanations walk whole relations): the
+        first ``events`` events and ``given`` batches of given facts, deciding ``action`` (by
+        default, everything so far and the action decided last)."""
         evaluation = Evaluation(self.prepared.compiled, self.functors, self.monitor.limits)
-        facts = {r: set(rows) for r, rows in self.given.items()}
+        facts: dict[int, set[tuple]] = {}
+        for r, rows in self.given[:given]:
+            facts.setdefault(r, set()).update(rows)
         inputs = {spec.name: r for r, spec in enumerate(self.plan.relations) if spec.input}
-        for position, e in enumerate(self.order):
+        order = self.order[:events]
+        for position, e in enumerate(order):
             event = self.events[e]
-            earlier = self.order[:position] if event.get("deps") is None else ()
+            earlier = order[:position] if event.get("deps") is None else ()
             for r, rows in event_facts(event, position, earlier, inputs).items():
                 facts.setdefault(r, set()).update(rows)
         candidate = self.prepared.candidate
-        if candidate is not None and self.candidate is not _NOTHING:
-            facts[candidate] = {(self.candidate,)}
+        if action is _NOTHING:
+            action = self.candidate
+        if candidate is not None and action is not _NOTHING:
+            facts[candidate] = {(action,)}
         evaluation.load(facts)
         evaluation.run()
         return evaluation
 
 
-_NOTHING = object()
+class SessionView:
+    """A session as it was when it decided an action: what ``Decision.explain`` explains."""
+
+    __slots__ = ("action", "events", "given", "session")
+
+    def __init__(self, session: Session, events: int, given: int, action: Any) -> None:
+        self.session = session
+        self.events = events
+        self.given = given
+        self.action = action
+
+    @property
+    def plan(self) -> p.Plan:
+        return self.session.plan
+
+    def explanation(self) -> Evaluation:
+        return self.session.explanation(self.events, self.given, self.action)

@@ -204,3 +204,24 @@ def test_a_result_without_its_tool_has_its_calls() -> None:
     session.record({"id": "r", "kind": "tool_result", "of": "c", "text": "page"})
     assert not session.authorize({"id": "a", "kind": "tool_call", "tool": "send"}).allowed
     assert check_event({"id": "r2", "kind": "tool_result", "of": "c"}, session.events)["tool"] == "fetch"
+
+
+def test_a_decision_explains_the_session_as_it_was() -> None:
+    policy = policyc.load(
+        """
+        .import events
+        .input Blocked
+        .decl Blocked(a: symbol)
+        @id("blocked") Deny(a) :- Candidate(a), Blocked(a).
+        """
+    )
+    session = policyc.Monitor(policy).session("s")
+    first = session.authorize({"id": "a", "kind": "tool_call", "tool": "send"})
+    session.add_facts({"Blocked": [["a"]]})
+    again = session.decide("a")
+    other = session.authorize({"id": "b", "kind": "tool_call", "tool": "send"})
+    assert first.allowed and not again.allowed and other.allowed
+    assert "Blocked(a)" in first.explain().text()  # where Deny("a") failed, then
+    assert first.explain().summary.startswith("allowed")
+    assert again.explain().summary.startswith("denied")
+    assert again.explain().summary == session.decide("a").explain().summary
