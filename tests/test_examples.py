@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import policyc
+from policyc.analyzer.asp import solve_unique, to_clingo
 from policyc.compiler.pipeline import compile_file
 
 from .conftest import EXAMPLES
-from .oracle import clingo_model, to_clingo
 
 FORGE = EXAMPLES / "forge"
 SCENARIOS = sorted(p for p in (FORGE / "scenarios").iterdir() if p.is_dir())
@@ -74,8 +74,6 @@ def test_scenario(scenario: Path, tmp_path, cli) -> None:
         assert {tuple(r) for r in rows} == result.relation(name), name
 
     compilation = compile_file(str(source))
-    predicates = {n for n, sig in compilation.symbols.functors.items() if sig.is_predicate}
     plain = {n: [tuple(r) for r in rows] for n, rows in facts.items()}
-    relations = [(r.name, r.arity) for r in result.evaluation.plan.relations if not r.inline]
-    expected = clingo_model(to_clingo(compilation, plain), relations, functors, predicates)
-    assert result.relations == expected
+    expected = solve_unique(compilation, to_clingo(compilation, plain), functors)
+    assert result.relations == {name: expected[name] for name in result.relations}

@@ -1,24 +1,33 @@
-"""clingo as an independent oracle for the evaluator.
+"""A checked policy as an answer-set program for clingo.
 
-:func:`to_clingo` translates a checked policy and its input facts into an ASP program whose
-unique answer set holds exactly the facts policyc must derive:
+The translation keeps the policy's meaning on every database: for stratified programs the
+answer set of the translation together with a database's facts holds exactly the facts policyc
+derives (the test suite checks this on thousands of random programs).
 
-* relations become predicates ``p_Name``, variables ``V_name``;
-* functors become clingo external functions ``@name(...)`` answered by the same Python
-  implementations (a foreign predicate holds when its function returns 1);
-* aggregates become clingo aggregates over every variable of their body (so each distinct
-  binding counts once, as in policyc), ``min``/``max`` guarded by a non-empty ``#count``
-  (policyc gives no value over nothing), and ``mean``, which clingo cannot compute, is checked
-  through sum and count: ``v = mean x : {B}, v > k`` becomes ``S > k*C`` with ``C > 0``;
-* inline relations are expanded where they are used: a positive use by substituting each of
+* Relations become predicates ``<prefix>Name`` (``p_`` by default; two policies compared side
+  by side get different prefixes), variables ``V_name``.
+* A functor is either **called**: a clingo external function ``@name(...)`` answered by a Python
+  implementation at grounding time (a predicate holds when it returns 1); or **tabled**: an
+  uninterpreted function, read from a table the search chooses — ``fv_name(args, value)`` for a
+  functor with a value, ``fp_name(args)`` for a predicate. A call inside a term then becomes a
+  lookup literal placed before the literal that uses it (no value: the literal fails, as in
+  policyc).
+* Aggregates become clingo aggregates over every variable of their body (each distinct binding
+  counts once, as in policyc); ``min``/``max`` are guarded by a non-empty ``#count`` (policyc
+  gives no value over nothing); ``mean`` is rewritten through sum and count when it is compared
+  with an integer (``v = mean x : {B}, v > k`` becomes ``S > k*C``, ``C > 0``).
+* Inline relations are expanded where they are used: a positive use by substituting each of
   their rules, a negated one through an auxiliary predicate defined over the using rule's own
   bindings (its literals from lower strata).
+
+Floats and a few combinations (a ``mean`` in a head, nested positive inline relations) have no
+translation: :class:`Untranslatable` says which.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import count as counter
 from itertools import product
 from typing import Any
@@ -27,35 +36,47 @@ from policyc.compiler import ast
 
 
 class Untranslatable(Exception):
-    pass
+    """The policy uses something clingo cannot express; the message says what."""
 
 
-def _name(relation: str) -> str:
-    return "p_" + relation
-
-
-def _var(name: str) -> str:
+def var(name: str) -> str:
     return "V_" + name.replace("'", "_q").replace("\u2019", "_q")
 
 
-def _const(value: object) -> str:
+def const(value: object) -> str:
     if isinstance(value, bool) or isinstance(value, float):
-        raise Untranslatable("floats have no clingo counterpart")
+        raise Untranslatable("floating-point values have no clingo counterpart")
     if isinstance(value, int):
         return str(value)
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-class _Translator:
-    def __init__(self, compilation: Any) -> None:
+def table(functor: str) -> str:
+    return "fv_" + functor
+
+
+def predicate_table(functor: str) -> str:
+    return "fp_" + functor
+
+
+class Translator:
+    """Translates the rules of one compilation; ``tabled`` names the functors to model as
+    uninterpreted tables (every other functor is called)."""
+
+    def __init__(self, compilation: Any, tabled: Iterable[str] = (), prefix: str = "p_") -> None:
         self.symbols = compilation.symbols
         self.strata = compilation.strata
         self.program = compilation.program
+        self.prefix = prefix
+        self.tabled = frozenset(tabled)
         self.fresh = counter()
         self.rules_of: dict[str, list[ast.Rule]] = {}
         for _, rule in self.program.rules():
             self.rules_of.setdefault(rule.head.name, []).append(rule)
         self.extra: list[str] = []  # auxiliary rules for negated inline relations
+
+    def name(self, relation: str) -> str:
+        return self.prefix + relation
 
     def inline(self, name: str) -> bool:
         return self.symbols.is_inline(name)
@@ -66,34 +87,43 @@ class _Translator:
 
     # ----------------------------------------------------------------------- terms
 
-    def term(self, t: ast.Term, env: dict[str, str]) -> str:
+    def term(self, t: ast.Term, env: dict[str, str], pre: list[str]) -> str:
+        """``t`` as a clingo term; lookups of tabled functors it needs are appended to ``pre``."""
         if isinstance(t, ast.Var):
-            return env.get(t.name, _var(t.name))
+            return env.get(t.name, var(t.name))
         if isinstance(t, ast.Wildcard):
             return "_"
         if isinstance(t, ast.Integer | ast.String | ast.Float):
-            return _const(t.value)
+            return const(t.value)
         if isinstance(t, ast.BinOp):
             op = "\\" if t.op == "%" else t.op
-            return f"({self.term(t.left, env)}{op}{self.term(t.right, env)})"
+            return f"({self.term(t.left, env, pre)}{op}{self.term(t.right, env, pre)})"
         if isinstance(t, ast.Negate):
-            return f"-({self.term(t.operand, env)})"
+            return f"-({self.term(t.operand, env, pre)})"
         if isinstance(t, ast.Call):
-            return f"@{t.name}({','.join(self.term(a, env) for a in t.args)})"
+            args = [self.term(a, env, pre) for a in t.args]
+            if t.name in self.tabled:
+                result = f"F{next(self.fresh)}"
+                pre.append(f"{table(t.name)}({','.join([*args, result])})")
+                return result
+            return f"@{t.name}({','.join(args)})"
         raise Untranslatable(f"{type(t).__name__} in a term")
 
-    def atom(self, a: ast.Atom, env: dict[str, str], hide_wildcards: bool = False) -> str:
+    def atom(self, a: ast.Atom, env: dict[str, str], pre: list[str], hide_wildcards: bool = False) -> str:
         if self.predicate(a.name):
-            return f"@{a.name}({','.join(self.term(x, env) for x in a.args)}) = 1"
+            args = [self.term(x, env, pre) for x in a.args]
+            if a.name in self.tabled:
+                return f"{predicate_table(a.name)}({','.join(args)})" if args else predicate_table(a.name)
+            return f"@{a.name}({','.join(args)}) = 1"
         if not a.args:
-            return _name(a.name)
+            return self.name(a.name)
         args = []
         for arg in a.args:
             if hide_wildcards and isinstance(arg, ast.Wildcard):
                 args.append(f"W{next(self.fresh)}")
             else:
-                args.append(self.term(arg, env))
-        return f"{_name(a.name)}({','.join(args)})"
+                args.append(self.term(arg, env, pre))
+        return f"{self.name(a.name)}({','.join(args)})"
 
     # --------------------------------------------------------------------- bodies
 
@@ -103,29 +133,37 @@ class _Translator:
         """The translations of one literal: several when a positive inline atom expands."""
         if isinstance(lit, ast.Atom) and self.inline(lit.name):
             return [self.expand(rule, lit, env) for rule in self.rules_of.get(lit.name, [])]
+        pre: list[str] = []
         if isinstance(lit, ast.Negation):
             if self.inline(lit.atom.name):
                 return [[self.negated_inline(lit.atom, env, head, body)]]
-            if self.predicate(lit.atom.name):
-                return [[f"@{lit.atom.name}({','.join(self.term(x, env) for x in lit.atom.args)}) = 0"]]
-            return [["not " + self.atom(lit.atom, env)]]
+            if self.predicate(lit.atom.name) and lit.atom.name not in self.tabled:
+                args = ",".join(self.term(x, env, pre) for x in lit.atom.args)
+                return [[*pre, f"@{lit.atom.name}({args}) = 0"]]
+            text = self.atom(lit.atom, env, pre)
+            return [[*pre, "not " + text]]
         if isinstance(lit, ast.Atom):
-            return [[self.atom(lit, env)]]
-        return [[f"{self.term(lit.left, env)}{lit.op}{self.term(lit.right, env)}"]]
+            text = self.atom(lit, env, pre)
+            return [[*pre, text]]
+        left = self.term(lit.left, env, pre)
+        right = self.term(lit.right, env, pre)
+        return [[*pre, f"{left}{lit.op}{right}"]]
 
     def expand(self, rule: ast.Rule, use: ast.Atom, env: dict[str, str]) -> list[str]:
         """An inline relation's rule, with its head's values given by the use."""
         tag = next(self.fresh)
         inner: dict[str, str] = {}
+        literals: list[str] = []
         checks = []
         for head_arg, given in zip(rule.head.args, use.args, strict=True):
-            value = self.term(given, env)
+            value = self.term(given, env, literals)
             if isinstance(head_arg, ast.Var) and head_arg.name not in inner:
                 inner[head_arg.name] = value
             else:
-                checks.append(f"{self.term(head_arg, self.renamed(inner, tag))} = {value}")
+                checks.append((head_arg, value))
         scope = self.renamed(inner, tag)
-        literals = list(checks)
+        for head_arg, value in checks:
+            literals.append(f"{self.term(head_arg, scope, literals)} = {value}")
         for lit in rule.body:
             options = self.literal_alternatives(lit, scope, rule.head.name, rule.body)
             if len(options) != 1:
@@ -136,7 +174,7 @@ class _Translator:
     def renamed(self, given: dict[str, str], tag: int) -> dict[str, str]:
         class Scope(dict):
             def __missing__(self, name: str) -> str:
-                return f"{_var(name)}_i{tag}"
+                return f"{var(name)}_i{tag}"
 
             def get(self, name: str, default: Any = None) -> str:
                 return self[name]
@@ -146,8 +184,9 @@ class _Translator:
     def negated_inline(self, use: ast.Atom, env: dict[str, str], head: str, body: tuple) -> str:
         """``not R(args)`` through ``aux(vars)`` defined by R's rules over the caller's bindings."""
         variables = sorted({v.name for arg in use.args for v in ast.term_vars(arg)})
-        aux = f"aux_{next(self.fresh)}"
-        args = ",".join(self.term(ast.Var(v), env) for v in variables)
+        aux = f"aux_{self.prefix}{next(self.fresh)}"
+        scratch: list[str] = []
+        args = ",".join(self.term(ast.Var(v), env, scratch) for v in variables)
         domain = self.domain(head, body, use, env)
         for rule in self.rules_of.get(use.name, []):
             literals = domain + self.expand(rule, use, env)
@@ -181,7 +220,9 @@ class _Translator:
         parts: list[str] = []
         for lit in agg.body:
             if isinstance(lit, ast.Atom) and not self.predicate(lit.name) and not self.inline(lit.name):
-                parts.append(self.atom(lit, env, hide_wildcards=True))
+                pre: list[str] = []
+                text = self.atom(lit, env, pre, hide_wildcards=True)
+                parts.extend([*pre, text])
             else:
                 options = self.literal_alternatives(lit, env, head, agg.body)
                 if len(options) != 1:
@@ -191,7 +232,9 @@ class _Translator:
         names = sorted({tok for part in parts for tok in _variables(part)})
         return condition, names
 
-    def rule(self, rule: ast.Rule) -> list[str]:
+    def rule(self, rule: ast.Rule, head_name: str | None = None) -> list[str]:
+        """The clingo rules of a policy rule (several when a positive inline relation expands);
+        ``head_name`` renames its head (to tell rules of one relation apart)."""
         env: dict[str, str] = {}
         head = rule.head.name
         fixed: list[str] = []
@@ -204,18 +247,24 @@ class _Translator:
                 and isinstance(lit.left, ast.Var)
                 and isinstance(lit.right, ast.Aggregate)
             ):
-                target, agg = _var(lit.left.name), lit.right
+                target, agg = var(lit.left.name), lit.right
                 condition, names = self.aggregate_body(agg, env, head)
                 keys = ",".join(names) if names else "0"
                 if agg.op == "count":
                     fixed.append(f"{target} = #count {{ {keys} : {condition} }}")
                 elif agg.op in ("sum", "min", "max"):
-                    value = self.term(agg.target, env)  # type: ignore[arg-type]
+                    scratch: list[str] = []
+                    value = self.term(agg.target, env, scratch)  # type: ignore[arg-type]
+                    if scratch:
+                        raise Untranslatable("an uninterpreted functor in an aggregate's target")
                     if agg.op != "sum":
                         fixed.append(f"#count {{ {keys} : {condition} }} > 0")
                     fixed.append(f"{target} = #{agg.op} {{ {value},{keys} : {condition} }}")
                 else:
-                    value = self.term(agg.target, env)  # type: ignore[arg-type]
+                    scratch = []
+                    value = self.term(agg.target, env, scratch)  # type: ignore[arg-type]
+                    if scratch:
+                        raise Untranslatable("an uninterpreted functor in an aggregate's target")
                     s, c = f"S{next(self.fresh)}", f"C{next(self.fresh)}"
                     fixed.append(f"{s} = #sum {{ {value},{keys} : {condition} }}")
                     fixed.append(f"{c} = #count {{ {keys} : {condition} }}")
@@ -240,34 +289,47 @@ class _Translator:
                 choices.append(options)
         if any(isinstance(a, ast.Var) and a.name in pending_mean for a in rule.head.args):
             raise Untranslatable("a mean in a rule head")
-        head_text = self.atom(rule.head, env)
+        pre: list[str] = []
+        head_text = self.atom(rule.head, env, pre)
+        if head_name is not None:
+            head_text = head_name + head_text[len(self.name(rule.head.name)) :]
         translated = []
         for combination in product(*choices):
-            body = fixed + [part for option in combination for part in option]
+            body = fixed + [part for option in combination for part in option] + pre
             translated.append(f"{head_text} :- {', '.join(body)}." if body else f"{head_text}.")
         return translated
 
+    def rules(self) -> list[str]:
+        """Every rule of the policy (inline relations are expanded where used)."""
+        lines: list[str] = []
+        for module in self.program.modules:
+            for statement in module.statements:
+                if isinstance(statement, ast.Rule) and not self.inline(statement.head.name):
+                    lines.extend(self.rule(statement))
+        return lines + self.extra
+
 
 def _variables(text: str) -> list[str]:
-    return [m for m in re.findall(r"\b(V_[A-Za-z0-9_]+|W\d+)\b", text)]
+    return re.findall(r"\b(V_[A-Za-z0-9_]+|W\d+|F\d+)\b", text)
 
 
-def to_clingo(compilation: Any, facts: dict[str, list[tuple]]) -> str:
-    translator = _Translator(compilation)
+def facts(rows: dict[str, Iterable[tuple]], prefix: str = "p_") -> list[str]:
+    """Input facts as clingo facts."""
     lines = []
-    for module in compilation.program.modules:
-        for statement in module.statements:
-            if isinstance(statement, ast.Rule) and not translator.inline(statement.head.name):
-                lines.extend(translator.rule(statement))
-    lines.extend(translator.extra)
-    for name, rows in facts.items():
-        for row in rows:
-            lines.append(f"{_name(name)}({','.join(_const(v) for v in row)})." if row else f"{_name(name)}.")
-    return "\n".join(lines) + "\n"
+    for name, tuples in rows.items():
+        for row in tuples:
+            lines.append(f"{prefix}{name}({','.join(const(v) for v in row)})." if row else f"{prefix}{name}.")
+    return lines
 
 
-class _Context:
-    """Answers clingo's ``@name(...)`` calls with the policy's functor implementations."""
+def to_clingo(compilation: Any, rows: dict[str, list[tuple]]) -> str:
+    """The policy and a database as one program (every functor called)."""
+    translator = Translator(compilation)
+    return "\n".join([*translator.rules(), *facts(rows)]) + "\n"
+
+
+class Context:
+    """Answers clingo's ``@name(...)`` calls with Python functor implementations."""
 
     def __init__(self, functors: dict[str, Callable[..., Any]], predicates: set[str]) -> None:
         self.functors = functors
@@ -281,11 +343,14 @@ class _Context:
             raise AttributeError(name)
 
         def call(*args: Any) -> Any:
-            values = [a.number if a.type == clingo.SymbolType.Number else a.string for a in args]
-            result = fn(*values)
+            values = [value(a) for a in args]
+            try:
+                result = fn(*values)
+            except Exception:  # a failing functor: the literal fails (policyc records an error)
+                return []
             if name in self.predicates:
                 return clingo.Number(1 if result else 0)
-            if result is None:
+            if result is None or isinstance(result, bool | float):
                 return []
             if isinstance(result, int):
                 return clingo.Number(result)
@@ -294,39 +359,47 @@ class _Context:
         return call
 
 
-def clingo_model(
+def value(symbol: Any) -> Any:
+    """A clingo number or string as a Python value."""
+    import clingo
+
+    if symbol.type == clingo.SymbolType.Number:
+        return symbol.number
+    if symbol.type == clingo.SymbolType.String:
+        return symbol.string
+    raise Untranslatable(f"unexpected clingo value {symbol}")
+
+
+def ground_context(compilation: Any, functors: dict[str, Callable[..., Any]] | None = None) -> Context:
+    """A grounding context calling the builtins and the given implementations."""
+    from policyc.stdlib.builtins import BUILTINS
+
+    predicates = {name for name, sig in compilation.symbols.functors.items() if sig.is_predicate}
+    return Context({**BUILTINS, **(functors or {})}, predicates)
+
+
+def solve_unique(
+    compilation: Any,
     program: str,
-    relations: list[tuple[str, int]],
     functors: dict[str, Callable[..., Any]] | None = None,
-    predicates: set[str] = frozenset(),  # type: ignore[assignment]
+    prefix: str = "p_",
 ) -> dict[str, set[tuple]]:
-    """The unique answer set of a stratified program, per relation."""
+    """The unique answer set of a stratified program, per relation of the policy."""
     import clingo
 
     control = clingo.Control(["--warn=none"])
     control.add("base", [], program)
-    from policyc.stdlib.builtins import BUILTINS
-
-    implementations = {**BUILTINS, **(functors or {})}
-    control.ground([("base", [])], context=_Context(implementations, set(predicates)))
+    control.ground([("base", [])], context=ground_context(compilation, functors))
     models = []
     with control.solve(yield_=True) as handle:
         for model in handle:
             models.append(list(model.symbols(atoms=True)))
-    assert len(models) == 1, f"{len(models)} answer sets: the program is not stratified"
-    by_name = {_name(name): name for name, _ in relations}
-    result: dict[str, set[tuple]] = {name: set() for name, _ in relations}
+    if len(models) != 1:
+        raise Untranslatable(f"{len(models)} answer sets: the program is not stratified")
+    names = {prefix + name: name for name in compilation.symbols.relations}
+    result: dict[str, set[tuple]] = {name: set() for name in compilation.symbols.relations}
     for symbol in models[0]:
-        name = by_name.get(symbol.name)
-        if name is None:
-            continue
-        values: list[Any] = []
-        for arg in symbol.arguments:
-            if arg.type == clingo.SymbolType.Number:
-                values.append(arg.number)
-            elif arg.type == clingo.SymbolType.String:
-                values.append(arg.string)
-            else:
-                raise AssertionError(f"unexpected clingo value {arg}")
-        result[name].add(tuple(values))
+        name = names.get(symbol.name)
+        if name is not None:
+            result[name].add(tuple(value(a) for a in symbol.arguments))
     return result
