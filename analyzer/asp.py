@@ -17,11 +17,12 @@ derives (the test suite checks this on thousands of random programs).
   gives no value over nothing); ``mean`` is rewritten through sum and count when it is compared
   with an integer (``v = mean x : {B}, v > k`` becomes ``S > k*C``, ``C > 0``).
 * Inline relations are expanded where they are used: a positive use by substituting each of
-  their rules, a negated one through an auxiliary predicate defined over the using rule's own
-  bindings (its literals from lower strata).
+  their rules (inline relations they use positively expand in turn), a negated one through an
+  auxiliary predicate defined over the using rule's own bindings (its literals from lower
+  strata).
 
-Floats and a few combinations (a ``mean`` in a head, nested positive inline relations) have no
-translation: :class:`Untranslatable` says which.
+Floats and a few combinations (a ``mean`` in a head, an inline relation with several rules
+inside an aggregate) have no translation: :class:`Untranslatable` says which.
 """
 
 from __future__ import annotations
@@ -132,7 +133,9 @@ class Translator:
     ) -> list[list[str]]:
         """The translations of one literal: several when a positive inline atom expands."""
         if isinstance(lit, ast.Atom) and self.inline(lit.name):
-            return [self.expand(rule, lit, env) for rule in self.rules_of.get(lit.name, [])]
+            return [
+                option for rule in self.rules_of.get(lit.name, []) for option in self.expand(rule, lit, env)
+            ]
         pre: list[str] = []
         if isinstance(lit, ast.Negation):
             if self.inline(lit.atom.name):
@@ -149,8 +152,9 @@ class Translator:
         right = self.term(lit.right, env, pre)
         return [[*pre, f"{left}{lit.op}{right}"]]
 
-    def expand(self, rule: ast.Rule, use: ast.Atom, env: dict[str, str]) -> list[str]:
-        """An inline relation's rule, with its head's values given by the use."""
+    def expand(self, rule: ast.Rule, use: ast.Atom, env: dict[str, str]) -> list[list[str]]:
+        """An inline relation's rule, with its head's values given by the use: one body per
+        way its own positive inline literals expand."""
         tag = next(self.fresh)
         inner: dict[str, str] = {}
         literals: list[str] = []
@@ -164,12 +168,16 @@ class Translator:
         scope = self.renamed(inner, tag)
         for head_arg, value in checks:
             literals.append(f"{self.term(head_arg, scope, literals)} = {value}")
+        options: list[list[list[str]]] = []
         for lit in rule.body:
-            options = self.literal_alternatives(lit, scope, rule.head.name, rule.body)
-            if len(options) != 1:
-                raise Untranslatable("nested positive inline relations")
-            literals.extend(options[0])
-        return literals
+            alternatives = self.literal_alternatives(lit, scope, rule.head.name, rule.body)
+            if not alternatives:
+                return []  # a positive inline relation without rules never holds
+            options.append(alternatives)
+        return [
+            literals + [part for option in combination for part in option]
+            for combination in product(*options)
+        ]
 
     def renamed(self, given: dict[str, str], tag: int) -> dict[str, str]:
         class Scope(dict):
@@ -189,12 +197,13 @@ class Translator:
         args = ",".join(self.term(ast.Var(v), env, scratch) for v in variables)
         domain = self.domain(head, body, use, env)
         for rule in self.rules_of.get(use.name, []):
-            literals = domain + self.expand(rule, use, env)
-            self.extra.append(
-                f"{aux}({args}) :- {', '.join(literals)}."
-                if variables
-                else f"{aux} :- {', '.join(literals)}."
-            )
+            for expansion in self.expand(rule, use, env):
+                literals = domain + expansion
+                self.extra.append(
+                    f"{aux}({args}) :- {', '.join(literals)}."
+                    if variables
+                    else f"{aux} :- {', '.join(literals)}."
+                )
         return f"not {aux}({args})" if variables else f"not {aux}"
 
     def domain(self, head: str, body: tuple, use: ast.Atom, env: dict[str, str]) -> list[str]:

@@ -475,3 +475,64 @@ def replay_command(policy: str, trace: str, fmt: str, functors: str | None, veri
                 click.echo(f"  {d['event']} {d['tool']}: {verdict}")
                 for reason in d["reasons"]:
                     click.echo(f"    [{reason['rule']}] {reason['message'] or ''}".rstrip())
+
+
+# ------------------------------------------------------------------------------ analysis
+
+BOUND = click.option(
+    "--bound",
+    type=click.IntRange(1, 8),
+    default=3,
+    show_default=True,
+    help="Fresh values per type a bounded search may use (besides the policy's constants).",
+)
+
+
+def _analysis(path: str) -> Any:
+    """A policy loaded for analysis, or the reason it cannot be (status 1, or 2 if unreadable)."""
+    from .analyzer.query import AnalysisError, load
+
+    try:
+        return load(path)
+    except AnalysisError as error:
+        _fail(str(error), 2 if str(error).startswith("cannot read") else 1)
+
+
+def _analysis_failed(error: Any) -> None:
+    if error.diagnostics:
+        _print_diagnostics(list(error.diagnostics))
+    _fail(str(error))
+
+
+@main.command("witness")
+@POLICY
+@click.argument("query")
+@BOUND
+@FORMAT
+@click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Give up the search after this many seconds.",
+)
+def witness_command(policy: str, query: str, bound: int, fmt: str, timeout: float) -> None:
+    """The smallest database on which QUERY holds, replayed through the evaluator.
+
+    QUERY is a conjunction of literals over the policy's relations and functors, such as
+    'Deny(a), is_tool(a, "send_email")'. Without a witness, says whether none exists at all
+    (proved) or none within the bound. Exit status 0 when the question was answered.
+    """
+    with _internal_errors():
+        from .analyzer.query import AnalysisError
+        from .analyzer.witness import find_witness
+
+        loaded = _analysis(policy)
+        try:
+            found = find_witness(loaded, query, bound, timeout)
+        except AnalysisError as error:
+            _analysis_failed(error)
+        if fmt == "json":
+            click.echo(json.dumps(found.to_json(), indent=2, ensure_ascii=False))
+        else:
+            click.echo(found.text())

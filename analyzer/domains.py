@@ -1,0 +1,196 @@
+"""The finite domains of a bounded search: which values each input position may take.
+
+A bounded search looks for a database over finitely many values. Giving every position every
+constant of the policy makes the search space explode (a tool table names dozens of tools), and
+most constants can never meet most positions. So positions are grouped into **classes**: two
+positions are in one class when a rule can carry a value from one to the other — a variable
+occurring at both, an equality between them, a functor's result used at a position. A class's
+domain is the policy's constants that occur in it (and, for numbers, their neighbours, so that
+``x > 1000`` can be met and missed), plus ``K`` fresh values per type shared by every class (so
+that values can flow between classes, as event ids do). ``K`` is the bound a bounded finding
+reports.
+
+Positions are ``("rel", name, i)`` for argument ``i`` of a relation, ``("arg", functor, i)``
+for a functor's parameter and ``("ret", functor)`` for its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from policyc.compiler import ast
+
+Node = tuple
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[Node, Node] = {}
+
+    def find(self, node: Node) -> Node:
+        parent = self.parent.setdefault(node, node)
+        if parent != node:
+            root = self.find(parent)
+            self.parent[node] = root
+            return root
+        return node
+
+    def union(self, a: Node, b: Node) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[ra] = rb
+
+
+@dataclass
+class Domains:
+    """Values per class, and the class of every position."""
+
+    bound: int
+    classes: dict[Node, Node]  # position -> class
+    constants: dict[Node, set[Any]]  # class -> the policy's constants in it
+    types: dict[Node, set[str]]  # class -> the types its positions have ("symbol", "number")
+    fresh_symbols: tuple[str, ...] = ()
+    fresh_numbers: tuple[int, ...] = ()
+    names: dict[Node, str] = field(default_factory=dict)  # class -> its ASP predicate
+
+    def of(self, position: Node) -> Node:
+        return self.classes.get(position, position)
+
+    def values(self, position: Node) -> list[Any]:
+        """Every value of a position's class, constants first."""
+        cls = self.of(position)
+        types = self.types.get(cls) or {"symbol", "number"}
+        found: list[Any] = []
+        for value in sorted(self.constants.get(cls, ()), key=lambda v: (isinstance(v, str), v)):
+            if isinstance(value, bool) or isinstance(value, float):
+                continue
+            if isinstance(value, int) and "number" in types:
+                found.extend(n for n in (value - 1, value, value + 1) if n not in found)
+            elif isinstance(value, str) and "symbol" in types and value not in found:
+                found.append(value)
+        if "symbol" in types:
+            found.extend(s for s in self.fresh_symbols if s not in found)
+        if "number" in types:
+            found.extend(n for n in self.fresh_numbers if n not in found)
+        return found
+
+    def predicate(self, position: Node) -> str:
+        """The ASP predicate holding the domain of a position's class."""
+        cls = self.of(position)
+        if cls not in self.names:
+            self.names[cls] = f"dom{len(self.names)}"
+        return self.names[cls]
+
+
+def compute(compilation: Any, bound: int, extra: Iterable[ast.Rule] = ()) -> Domains:
+    """The domains for a search with ``bound`` fresh values per type, over the policy's rules
+    and ``extra`` rules (a query)."""
+    uf = _UnionFind()
+    constants: dict[Node, set[Any]] = {}
+    symbols = compilation.symbols
+    functors = symbols.functors
+    rules = [rule for _, rule in compilation.program.rules()] + list(extra)
+
+    for number, rule in enumerate(rules):
+        key = ("rule", number)
+
+        def var_node(name: str, key: tuple = key) -> Node:
+            return ("var", key, name)
+
+        def term(t: ast.Term, var_node: Any = var_node) -> Node | None:
+            """The node a term's value sits at (``None`` for computed values)."""
+            if isinstance(t, ast.Var):
+                return var_node(t.name)
+            if isinstance(t, ast.Call):
+                for i, arg in enumerate(t.args):
+                    place(arg, ("arg", t.name, i), var_node)
+                return ("ret", t.name)
+            for child in ast.term_children(t):
+                term(child, var_node)
+            if isinstance(t, ast.Aggregate):
+                for literal in t.body:
+                    visit(literal, var_node)
+            return None
+
+        def place(t: ast.Term, position: Node, var_node: Any = var_node) -> None:
+            if isinstance(t, ast.String | ast.Integer):
+                constants.setdefault(position, set()).add(t.value)
+                uf.find(position)
+                return
+            node = term(t, var_node)
+            if node is not None:
+                uf.union(position, node)
+            else:
+                uf.find(position)
+
+        def visit(literal: ast.Literal, var_node: Any = var_node) -> None:
+            if isinstance(literal, ast.Negation):
+                literal = literal.atom
+            if isinstance(literal, ast.Atom):
+                kind = "arg" if literal.name in functors else "rel"
+                for i, arg in enumerate(literal.args):
+                    place(arg, (kind, literal.name, i), var_node)
+            elif isinstance(literal, ast.Comparison):
+                left, right = literal.left, literal.right
+                constant = [t for t in (left, right) if isinstance(t, ast.String | ast.Integer)]
+                nodes = [
+                    term(t, var_node) for t in (left, right) if not isinstance(t, ast.String | ast.Integer)
+                ]
+                nodes = [n for n in nodes if n is not None]
+                if literal.op == "=" and len(nodes) == 2:
+                    uf.union(nodes[0], nodes[1])
+                for c in constant:
+                    for n in nodes:
+                        constants.setdefault(n, set()).add(c.value)
+                        uf.find(n)
+
+        visit(rule.head, var_node)
+        for literal in rule.body:
+            visit(literal, var_node)
+
+    classes = {node: uf.find(node) for node in list(uf.parent) if node[0] != "var"}
+    by_class: dict[Node, set[Any]] = {}
+    for node, values in constants.items():
+        by_class.setdefault(uf.find(node), set()).update(values)
+    types: dict[Node, set[str]] = {}
+    for node, cls in classes.items():
+        types.setdefault(cls, set()).update(_types(compilation, node))
+    fresh_symbols = tuple(_fresh_symbols(bound, by_class))
+    return Domains(bound, classes, by_class, types, fresh_symbols, tuple(range(bound)))
+
+
+def _types(compilation: Any, node: Node) -> set[str]:
+    kind = node[0]
+    declared: str | None = None
+    if kind == "rel":
+        found = (compilation.types or {}).get(node[1])
+        if found is not None and node[2] < len(found):
+            declared = found[node[2]]
+    elif kind == "arg":
+        sig = compilation.symbols.functors.get(node[1])
+        if sig is not None and node[2] < len(sig.params):
+            declared = sig.params[node[2]]
+    elif kind == "ret":
+        sig = compilation.symbols.functors.get(node[1])
+        declared = sig.returns if sig is not None else None
+    if declared in ("symbol",):
+        return {"symbol"}
+    if declared in ("number",):
+        return {"number"}
+    if declared == "bool":
+        return set()
+    return {"symbol", "number"}  # undeclared, `any` (and float, which searches cannot use)
+
+
+def _fresh_symbols(bound: int, constants: dict[Node, set[Any]]) -> Iterator[str]:
+    taken = {v for values in constants.values() for v in values if isinstance(v, str)}
+    n = 0
+    made = 0
+    while made < bound:
+        n += 1
+        name = f"v{n}"
+        if name not in taken:
+            made += 1
+            yield name

@@ -1,0 +1,183 @@
+"""Loading a policy for analysis, and questions about it written as Datalog.
+
+Analyses need the policy's rules, not only its plan: a policy file is compiled as ``policyc
+check`` compiles it; a bundle is compiled again from the sources it carries. A **query** is a
+conjunction of literals over the policy's relations and functors, such as
+``Deny(a), is_tool(a, "send_email")``; it becomes the rule ``PolicycQuery(a) :- ...`` added to
+the policy (every variable of the query, in order of appearance, is an argument), checked like
+any rule, so that a misspelt relation in a query is reported as in a policy.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from policyc.compiler import ast
+from policyc.compiler.diagnostics import Diagnostic
+from policyc.compiler.loader import Program, load_data
+from policyc.compiler.parser import parse
+from policyc.compiler.pipeline import Compilation, compile_program
+from policyc.compiler.source import SourceFile
+
+QUERY = "PolicycQuery"
+QUERY_FILE = "<query>"
+PREFIX = f"{QUERY}(0) :- "  # what a query is parsed after; positions are reported without it
+
+
+class AnalysisError(Exception):
+    """A policy or question that cannot be analysed; ``diagnostics`` holds the reasons, if any."""
+
+    def __init__(self, message: str, diagnostics: tuple[Diagnostic, ...] = ()) -> None:
+        super().__init__(message)
+        self.diagnostics = diagnostics
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A policy's program and the diagnostics of loading it (before checks)."""
+
+    program: Program
+    diagnostics: tuple[Diagnostic, ...]
+    path: str
+
+
+def load(path: str) -> Loaded:
+    """A policy file or a bundle, as a program."""
+    from policyc.runtime.bundle import is_bundle
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise AnalysisError(f"cannot read `{path}`: {error.strerror or error}") from None
+    if not is_bundle(data):
+        program, found = load_data(data, path)
+        return Loaded(program, tuple(found), path)
+    return _from_bundle(data, path)
+
+
+def _from_bundle(data: bytes, path: str) -> Loaded:
+    """The program of a bundle, from the sources it carries (written to a temporary folder so
+    that includes resolve as they did)."""
+    import json
+
+    from policyc.runtime.bundle import read_bundle
+    from policyc.runtime.policy import PolicyError
+
+    try:
+        read_bundle(data, path, None)  # integrity checks
+    except PolicyError as error:
+        raise AnalysisError(str(error)) from None
+    sources: dict[str, str] = json.loads(data)["sources"]
+    own = {name: text for name, text in sources.items() if not name.startswith("<")}
+    included: set[str] = set()
+    for name, text in own.items():
+        module, _ = parse(SourceFile(name, text))
+        for statement in module.statements:
+            if isinstance(statement, ast.Include):
+                included.add(os.path.normpath(os.path.join(os.path.dirname(name), statement.path.value)))
+    roots = [name for name in own if os.path.normpath(name) not in included]
+    if len(roots) != 1:
+        raise AnalysisError(f"`{path}`: cannot tell which of its sources is the policy")
+    with tempfile.TemporaryDirectory() as folder:
+        for name, text in own.items():
+            target = Path(folder, name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        program, found = load_data(Path(folder, roots[0]).read_bytes(), os.path.join(folder, roots[0]))
+    return Loaded(program, tuple(found), path)
+
+
+def compile_loaded(loaded: Loaded, extra: tuple[ast.Module, ...] = ()) -> Compilation:
+    program = loaded.program
+    if extra:
+        program = Program(
+            program.modules + extra,
+            program.roots | {m.path for m in extra},
+            program.library,
+        )
+    return compile_program(program, list(loaded.diagnostics))
+
+
+def errors_of(compilation: Compilation) -> tuple[Diagnostic, ...]:
+    return tuple(d for d in compilation.diagnostics if d.is_error)
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    variables: tuple[str, ...]
+    rule: ast.Rule
+    module: ast.Module
+
+
+def parse_query(text: str) -> Query:
+    """A query's rule (:class:`AnalysisError` with the syntax errors if it does not parse)."""
+    body = text.strip().rstrip(".")
+    source = SourceFile(QUERY_FILE, f"{PREFIX}{body}.")
+    module, diagnostics = parse(source)
+    rules = [s for s in module.statements if isinstance(s, ast.Rule)]
+    if diagnostics or len(rules) != 1:
+        raise AnalysisError(
+            f"the query `{text}` is not a conjunction of literals", tuple(map(in_query, diagnostics))
+        )
+    parsed = rules[0]
+    names: list[str] = []
+    for literal in parsed.body:
+        for term in ast.literal_terms(literal):
+            for inner in ast.walk_term(term, into_aggregates=False):
+                if isinstance(inner, ast.Var) and inner.name not in names:
+                    names.append(inner.name)
+    head = ast.Atom(
+        QUERY,
+        tuple(ast.Var(n, span=parsed.head.span) for n in names),
+        span=parsed.head.span,
+        name_span=parsed.head.name_span,
+    )
+    rule = ast.Rule(head, parsed.body, span=parsed.span)
+    return Query(text, tuple(names), rule, ast.Module(QUERY_FILE, (rule,), (), source))
+
+
+def with_query(loaded: Loaded, text: str) -> tuple[Compilation, Query]:
+    query = parse_query(text)
+    if any(m.path == QUERY_FILE for m in loaded.program.modules):
+        raise AnalysisError("a policy cannot be analysed with a query twice")
+    if any(name == QUERY for name in _relation_names(loaded.program)):
+        raise AnalysisError(f"the policy defines `{QUERY}`, the name queries use")
+    compilation = compile_loaded(loaded, (query.module,))
+    return compilation, query
+
+
+def _relation_names(program: Program) -> set[str]:
+    return {rule.head.name for _, rule in program.rules()}
+
+
+def in_query(diagnostic: Diagnostic) -> Diagnostic:
+    """A diagnostic with its position in the query as the user wrote it."""
+    span = diagnostic.span
+    if span.file != QUERY_FILE:
+        return diagnostic
+    n = len(PREFIX)
+    shifted = span._replace(
+        start=max(0, span.start - n),
+        end=max(0, span.end - n),
+        column=max(1, span.column - n),
+        end_column=max(1, span.end_column - n),
+    )
+    return replace(diagnostic, span=shifted)
+
+
+def ensure_clean(compilation: Compilation, what: str) -> None:
+    errors = tuple(map(in_query, errors_of(compilation)))
+    if errors:
+        first = errors[0]
+        where = f"{first.span.file}:{first.span.line}:{first.span.column}"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise AnalysisError(f"{what} has errors: {where}: {first.message} [{first.name}]{more}", errors)
+
+
+def describe(value: Any) -> str:
+    return repr(value) if not isinstance(value, str) else f'"{value}"'

@@ -1,0 +1,53 @@
+"""Replaying what a search found through the real evaluator.
+
+A witness is only shown once policyc's own evaluator, given the witness's facts, derives what
+the search claimed: the translation and the search are checked on every answer they give. The
+functors answer from the witness: a tabled functor from its table (no entry: no value), the
+event functors from the event facts, the builtins as always.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .search import Model
+
+
+def implementations(compilation: Any, model: Model, tabled: frozenset[str]) -> dict[str, Callable[..., Any]]:
+    """Functor implementations answering from a model."""
+    found: dict[str, Callable[..., Any]] = {}
+    functors = compilation.symbols.functors
+    for name in tabled:
+        sig = functors[name]
+        rows = model.tables.get(name, [])
+        if sig.is_predicate:
+            truths = {tuple(row) for row in rows}
+            found[name] = lambda *args, truths=truths: tuple(args) in truths
+        else:
+            values = {tuple(row[:-1]): row[-1] for row in rows}
+            found[name] = lambda *args, values=values: values.get(tuple(args))
+    facts = model.facts
+    calls = {a: t for a, t in facts.get("ToolCall", [])}
+    args: dict[tuple[Any, Any], Any] = {(a, k): v for a, k, v in facts.get("ToolArg", [])}
+    texts = {e: t for e, t in facts.get("Text", [])}
+    if "is_tool" in functors:
+        found.setdefault("is_tool", lambda a, name: calls.get(a) == name)
+    if "tool_name" in functors:
+        found.setdefault("tool_name", lambda a: calls.get(a))
+    if "tool_arg" in functors:
+        found.setdefault("tool_arg", lambda a, key: args.get((a, key)))
+    if "text_of" in functors:
+        found.setdefault("text_of", lambda e: texts.get(e, ""))
+    return found
+
+
+def evaluate(compilation: Any, model: Model, tabled: frozenset[str]) -> Any:
+    """The evaluator's result on a model's facts (a ``Result``)."""
+    from policyc.compiler.planner import build_plan
+    from policyc.runtime.policy import Policy
+
+    policy = Policy(build_plan(compilation), implementations(compilation, model, tabled))
+    facts = {name: [list(row) for row in rows] for name, rows in model.facts.items()}
+    return policy.evaluate(json.loads(json.dumps(facts)))

@@ -1,0 +1,229 @@
+"""Bounded model finding: the smallest database on which something holds, with clingo.
+
+A search chooses the facts of the policy's input relations over finite domains
+(:mod:`~policyc.analyzer.domains`), derives everything the policy derives from them (the
+translation of :mod:`~policyc.analyzer.asp`), and asks for a model where the goal holds, with as
+few facts as possible. Functors are handled as follows:
+
+* the builtins (``contains``, ``lower``, ...) are called: their meaning is known;
+* the event functors (``is_tool``, ``tool_name``, ``tool_arg``, ``text_of``) answer from the
+  chosen facts of the event vocabulary (``ToolCall``, ``ToolArg``, ``Text``), as a monitor
+  session answers them from its events;
+* every other functor is **uninterpreted**: the search also chooses its table (a value, or
+  none, for each argument tuple of the domain; a predicate's truth). A finding that relies on
+  this says so, and a witness lists the table entries it used.
+
+A search is bounded: "no model" means none over these domains, for the bound ``K``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from policyc.compiler import ast
+
+from . import asp
+from .domains import Domains, compute
+
+EVENT_FUNCTORS = {
+    "is_tool": ("ToolCall",),
+    "tool_name": ("ToolCall",),
+    "tool_arg": ("ToolArg",),
+    "text_of": ("Text",),
+}
+
+
+@dataclass
+class Model:
+    """What a search found: input facts, functor tables, and the goal's variable bindings."""
+
+    facts: dict[str, list[tuple]]
+    tables: dict[str, list[tuple]]  # functor -> (args..., value) rows; predicates: (args...) rows
+    bindings: dict[str, Any] = field(default_factory=dict)
+    cost: int = 0
+
+
+@dataclass
+class Problem:
+    """A search over one compilation (which may hold extra rules, say a query's)."""
+
+    compilation: Any
+    bound: int
+    extra: tuple[ast.Rule, ...] = ()
+    prefix: str = "p_"
+    domains: Domains | None = None
+    tabled: frozenset[str] = frozenset()  # functors given a chosen table
+
+    def __post_init__(self) -> None:
+        if self.domains is None:
+            self.domains = compute(self.compilation, self.bound, self.extra)
+        symbols = self.compilation.symbols
+        self.event_functors = {
+            name
+            for name, needs in EVENT_FUNCTORS.items()
+            if name in symbols.functors and all(n in symbols.relations for n in needs)
+        }
+        from policyc.stdlib.builtins import BUILTINS
+
+        self.tabled = frozenset(
+            name for name in symbols.functors if name not in BUILTINS and name not in self.event_functors
+        )
+
+    # ------------------------------------------------------------------ the program
+
+    def inputs(self) -> list[str]:
+        """The input relations a rule reads (the others cannot matter)."""
+        symbols = self.compilation.symbols
+        read: set[str] = set()
+        for _, rule in self.compilation.program.rules():
+            for literal in rule.body:
+                for atom in _atoms(literal):
+                    read.add(atom.name)
+        for name in self.event_functors:
+            read.update(EVENT_FUNCTORS[name])
+        return sorted(n for n in symbols.inputs if n in read and symbols.relations[n].arity is not None)
+
+    def arity(self, name: str) -> int:
+        return self.compilation.symbols.relations[name].arity or 0
+
+    def program(self, translator: asp.Translator | None = None) -> str:
+        """The choice of a database, the policy's rules and the functor tables."""
+        d = self.domains
+        assert d is not None
+        translator = translator or asp.Translator(
+            self.compilation, self.tabled | self.event_functors, self.prefix
+        )
+        lines = translator.rules()
+        known = len(translator.extra)
+        for rule in self.extra:
+            lines.extend(translator.rule(rule))
+        lines.extend(translator.extra[known:])
+        used: set[str] = set()
+        for name in self.inputs():
+            n = self.arity(name)
+            xs = [f"X{i}" for i in range(n)]
+            guards = [f"{d.predicate(('rel', name, i))}(X{i})" for i in range(n)]
+            used.update(g.split("(")[0] for g in guards)
+            head = f"in_{name}({','.join(xs)})" if n else f"in_{name}"
+            lines.append(f"{{ {head} : {', '.join(guards)} }}." if guards else f"{{ {head} }}.")
+            lines.append(
+                f"{self.prefix}{name}({','.join(xs)}) :- {head}." if n else f"{self.prefix}{name} :- {head}."
+            )
+            lines.append(f"#minimize {{ 1,{asp.const(name)},{','.join(xs) or '0'} : {head} }}.")
+        for name in sorted(self.tabled):
+            lines.extend(self._table(name, used))
+        lines.extend(self._event_functors())
+        for cls, predicate in sorted(d.names.items(), key=lambda item: item[1]):
+            lines.extend(f"{predicate}({asp.const(value)})." for value in d.values(cls))
+        return "\n".join(lines) + "\n"
+
+    def _table(self, name: str, used: set[str]) -> list[str]:
+        d = self.domains
+        assert d is not None
+        sig = self.compilation.symbols.functors[name]
+        n = len(sig.params)
+        xs = [f"X{i}" for i in range(n)]
+        guards = [f"{d.predicate(('arg', name, i))}(X{i})" for i in range(n)]
+        used.update(g.split("(")[0] for g in guards)
+        body = f" :- {', '.join(guards)}" if guards else ""
+        if sig.is_predicate:
+            head = f"{asp.predicate_table(name)}({','.join(xs)})" if n else asp.predicate_table(name)
+            return [
+                f"{{ {head} }}{body}.",
+                f"#minimize {{ 1,{asp.const(name)},{','.join(xs) or '0'} : {head} }}.",
+            ]
+        result = d.predicate(("ret", name))
+        used.add(result)
+        entry = f"{asp.table(name)}({','.join([*xs, 'Y'])})"
+        return [
+            f"{{ {entry} : {result}(Y) }} 1{body}.",
+            f"#minimize {{ 1,{asp.const(name)},{','.join([*xs, 'Y'])} : {entry} }}.",
+        ]
+
+    def _event_functors(self) -> list[str]:
+        p = self.prefix
+        lines = []
+        if "is_tool" in self.event_functors:
+            lines.append(f"{asp.predicate_table('is_tool')}(A,N) :- {p}ToolCall(A,N).")
+        if "tool_name" in self.event_functors:
+            lines.append(f"{asp.table('tool_name')}(A,N) :- {p}ToolCall(A,N).")
+        if "tool_arg" in self.event_functors:
+            lines.append(f"{asp.table('tool_arg')}(A,K,V) :- {p}ToolArg(A,K,V).")
+        if "text_of" in self.event_functors:
+            d = self.domains
+            assert d is not None
+            dom = d.predicate(("arg", "text_of", 0))
+            lines.append(f"{asp.table('text_of')}(E,T) :- {p}Text(E,T).")
+            lines.append(f'{asp.table("text_of")}(E,"") :- {dom}(E), not {p}Text(E,_).')
+        return lines
+
+    # --------------------------------------------------------------------- solving
+
+    def solve(
+        self, goal: Iterable[str], show: dict[str, tuple[str, ...]] | None = None, timeout: float = 30.0
+    ) -> Model | None:
+        """The smallest model of the program and the ``goal`` rules and constraints (clingo
+        text); ``show`` maps a name to a clingo predicate and the variable names of its
+        arguments, whose first atom gives the model's bindings (name ``goal``)."""
+        import clingo
+
+        control = clingo.Control(["--warn=none", "--opt-mode=opt"])
+        control.add("base", [], self.program() + "\n".join(goal) + "\n")
+        control.ground([("base", [])], context=asp.ground_context(self.compilation))
+        best: list[Any] = []
+        cost: list[int] = []
+
+        def on_model(model: Any) -> None:
+            best[:] = list(model.symbols(atoms=True))
+            cost[:] = list(model.cost)
+
+        deadline = time.monotonic() + timeout
+        with control.solve(on_model=on_model, async_=True) as handle:
+            while not handle.wait(0.1):
+                if time.monotonic() > deadline:
+                    handle.cancel()
+                    break
+            result = handle.get()
+        if not best:
+            if result.unsatisfiable or result.satisfiable is False:
+                return None
+            if not result.exhausted and time.monotonic() > deadline:
+                raise TimeoutError(f"the search did not finish in {timeout:g} s")
+            return None
+        return self._read(best, sum(cost), show or {})
+
+    def _read(self, atoms: list[Any], cost: int, show: dict[str, tuple[str, ...]]) -> Model:
+        facts: dict[str, list[tuple]] = {}
+        tables: dict[str, list[tuple]] = {}
+        bindings: dict[str, Any] = {}
+        inputs = set(self.inputs())
+        for atom in atoms:
+            name = atom.name
+            values = tuple(asp.value(a) for a in atom.arguments)
+            if name.startswith("in_") and name[3:] in inputs:
+                facts.setdefault(name[3:], []).append(values)
+            elif name.startswith("fv_") and name[3:] in self.tabled:
+                tables.setdefault(name[3:], []).append(values)
+            elif name.startswith("fp_") and name[3:] in self.tabled:
+                tables.setdefault(name[3:], []).append(values)
+            for key, (shown, variables) in show.items():
+                if name == shown and len(values) == len(variables):
+                    bindings.setdefault(key, dict(zip(variables, values, strict=True)))
+        for rows in (*facts.values(), *tables.values()):
+            rows.sort(key=lambda row: tuple((isinstance(v, str), v) for v in row))
+        return Model(facts, tables, bindings.get("goal", {}), cost)
+
+
+def _atoms(literal: ast.Literal) -> Iterable[ast.Atom]:
+    if isinstance(literal, ast.Negation):
+        yield literal.atom
+    elif isinstance(literal, ast.Atom):
+        yield literal
+    for t in ast.literal_terms(literal):
+        for inner in ast.walk_term(t):
+            if isinstance(inner, ast.Aggregate):
+                for lit in inner.body:
+                    yield from _atoms(lit)

@@ -1,0 +1,290 @@
+"""Rule bodies that can never hold, on any database: syntactic contradictions, then z3.
+
+* **Syntactic**: ``P(t), not P(t)`` with the same arguments; a variable equal to two different
+  constants (``x = "a", x = "b"``).
+* **z3**: the body's comparisons and arithmetic, with every variable typed by what the rule
+  says of it (an integer, a string, a number), functors as uninterpreted functions with their
+  declared types (so a contradiction proved this way holds whatever the functors compute), a
+  ``count`` at least 0. Integer division and remainder, string ordering, floats mixed with
+  integers and aggregates other than ``count`` are left unconstrained, so z3 never reports a
+  contradiction that is not one.
+
+``contradiction(rule)`` returns ``None`` when the body may hold, or ``(strength, reason)`` with
+strength ``"syntactic"`` or ``"proved"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policyc.compiler import ast
+
+
+def shape(term: ast.Term) -> Any:
+    """A term without its source positions, for comparing terms."""
+    if isinstance(term, ast.Var):
+        return ("var", term.name)
+    if isinstance(term, ast.Wildcard):
+        return ("_", id(term))  # every `_` is its own variable
+    if isinstance(term, ast.String | ast.Integer | ast.Float):
+        return ("const", type(term).__name__, term.value)
+    if isinstance(term, ast.Call):
+        return ("call", term.name, tuple(shape(a) for a in term.args))
+    if isinstance(term, ast.BinOp):
+        return ("op", term.op, shape(term.left), shape(term.right))
+    if isinstance(term, ast.Negate):
+        return ("neg", shape(term.operand))
+    if isinstance(term, ast.Aggregate):
+        return ("agg", id(term))
+    return ("?", id(term))
+
+
+def atom_shape(atom: ast.Atom) -> Any:
+    return (atom.name, tuple(shape(a) for a in atom.args))
+
+
+def render_atom(atom: ast.Atom) -> str:
+    return f"{atom.name}({', '.join(render_term(a) for a in atom.args)})"
+
+
+def render_term(term: ast.Term) -> str:
+    if isinstance(term, ast.Var):
+        return term.name
+    if isinstance(term, ast.Wildcard):
+        return "_"
+    if isinstance(term, ast.String):
+        return '"' + term.value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(term, ast.Integer | ast.Float):
+        return repr(term.value)
+    if isinstance(term, ast.Call):
+        return f"{term.name}({', '.join(render_term(a) for a in term.args)})"
+    if isinstance(term, ast.BinOp):
+        return f"{render_term(term.left)} {term.op} {render_term(term.right)}"
+    if isinstance(term, ast.Negate):
+        return f"-{render_term(term.operand)}"
+    if isinstance(term, ast.Aggregate):
+        return f"{term.op} : {{ ... }}"
+    return "?"
+
+
+def syntactic(rule: ast.Rule) -> str | None:
+    positive = {atom_shape(lit): lit for lit in rule.body if isinstance(lit, ast.Atom)}
+    for lit in rule.body:
+        if isinstance(lit, ast.Negation) and atom_shape(lit.atom) in positive:
+            return f"it requires both `{render_atom(lit.atom)}` and `not {render_atom(lit.atom)}`"
+    constants: dict[str, Any] = {}
+    for lit in rule.body:
+        if isinstance(lit, ast.Comparison) and lit.op == "=":
+            for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
+                if isinstance(a, ast.Var) and isinstance(b, ast.String | ast.Integer):
+                    if a.name in constants and constants[a.name] != b.value:
+                        first = render_term(
+                            ast.String(constants[a.name])
+                            if isinstance(constants[a.name], str)
+                            else ast.Integer(constants[a.name])
+                        )
+                        return f"it requires `{a.name}` to be both {first} and {render_term(b)}"
+                    constants[a.name] = b.value
+    return None
+
+
+class _Encoder:
+    """The body's constraints as z3 formulas."""
+
+    def __init__(self, compilation: Any, rule: ast.Rule) -> None:
+        import z3
+
+        self.z3 = z3
+        self.compilation = compilation
+        self.symbols = compilation.symbols
+        self.types = var_types(compilation, rule)
+        self.vars: dict[str, Any] = {}
+        self.functions: dict[tuple[str, str], Any] = {}
+        self.fresh = 0
+        self.formulas: list[Any] = []
+
+    def sort(self, kind: str | None) -> Any:
+        z3 = self.z3
+        return {"number": z3.IntSort(), "symbol": z3.StringSort(), "float": z3.RealSort()}.get(
+            kind or "", None
+        )
+
+    def variable(self, name: str) -> Any:
+        if name not in self.vars:
+            sort = self.sort(self.types.get(name))
+            self.vars[name] = None if sort is None else self.z3.Const(f"v_{name}", sort)
+        return self.vars[name]
+
+    def unknown(self, sort: Any) -> Any:
+        self.fresh += 1
+        return self.z3.Const(f"u{self.fresh}", sort) if sort is not None else None
+
+    def term(self, t: ast.Term) -> Any:
+        z3 = self.z3
+        if isinstance(t, ast.Var):
+            return self.variable(t.name)
+        if isinstance(t, ast.Integer):
+            return z3.IntVal(t.value)
+        if isinstance(t, ast.String):
+            return z3.StringVal(t.value)
+        if isinstance(t, ast.Float):
+            return z3.RealVal(t.value)
+        if isinstance(t, ast.Negate):
+            inner = self.term(t.operand)
+            return -inner if inner is not None and not z3.is_string(inner) else None
+        if isinstance(t, ast.BinOp):
+            left, right = self.term(t.left), self.term(t.right)
+            if left is None or right is None or z3.is_string(left) or z3.is_string(right):
+                return None
+            if left.sort() != right.sort():
+                return None
+            if t.op == "+":
+                return left + right
+            if t.op == "-":
+                return left - right
+            if t.op == "*":
+                return left * right
+            return self.unknown(left.sort())  # division, remainder: unconstrained
+        if isinstance(t, ast.Call):
+            sig = self.symbols.functors.get(t.name)
+            if sig is None:
+                return None
+            args = [self.term(a) for a in t.args]
+            result = self.sort(sig.returns if sig.returns != "any" else None)
+            if result is None or any(a is None for a in args):
+                return None
+            key = (t.name, ",".join(str(a.sort()) for a in args))
+            if key not in self.functions:
+                self.functions[key] = z3.Function(
+                    f"f_{t.name}_{len(self.functions)}", *[a.sort() for a in args], result
+                )
+            return self.functions[key](*args)
+        return None
+
+    def literal(self, lit: ast.Literal) -> None:
+        z3 = self.z3
+        if isinstance(lit, ast.Comparison):
+            if isinstance(lit.right, ast.Aggregate) or isinstance(lit.left, ast.Aggregate):
+                agg = lit.right if isinstance(lit.right, ast.Aggregate) else lit.left
+                other = lit.left if agg is lit.right else lit.right
+                if agg.op == "count" and lit.op == "=" and isinstance(other, ast.Var):
+                    v = self.variable(other.name)
+                    if v is not None and v.sort() == z3.IntSort():
+                        self.formulas.append(v >= 0)
+                return
+            left, right = self.term(lit.left), self.term(lit.right)
+            if left is None or right is None or left.sort() != right.sort():
+                return
+            if lit.op == "=":
+                self.formulas.append(left == right)
+            elif lit.op == "!=":
+                self.formulas.append(left != right)
+            elif z3.is_string(left):
+                return  # string order: not modelled
+            else:
+                ops = {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}
+                self.formulas.append(ops[lit.op])
+        elif isinstance(lit, ast.Atom | ast.Negation):
+            atom = lit.atom if isinstance(lit, ast.Negation) else lit
+            sig = self.symbols.functors.get(atom.name)
+            if sig is None or not sig.is_predicate:
+                return
+            args = [self.term(a) for a in atom.args]
+            if any(a is None for a in args):
+                return
+            key = (atom.name, ",".join(str(a.sort()) for a in args))
+            if key not in self.functions:
+                self.functions[key] = z3.Function(
+                    f"p_{atom.name}_{len(self.functions)}", *[a.sort() for a in args], z3.BoolSort()
+                )
+            holds = self.functions[key](*args) if args else self.functions[key]()
+            self.formulas.append(z3.Not(holds) if isinstance(lit, ast.Negation) else holds)
+
+
+def var_types(compilation: Any, rule: ast.Rule) -> dict[str, str]:
+    """The type of each variable of a rule, where its uses agree on one."""
+    found: dict[str, set[str]] = {}
+    types = compilation.types or {}
+    functors = compilation.symbols.functors
+
+    def note(term: ast.Term, kind: str | None) -> None:
+        if isinstance(term, ast.Var) and kind in ("number", "symbol", "float"):
+            found.setdefault(term.name, set()).add(kind)
+
+    def visit(lit: ast.Literal) -> None:
+        atom = lit.atom if isinstance(lit, ast.Negation) else lit
+        if isinstance(atom, ast.Atom):
+            sig = functors.get(atom.name)
+            declared = sig.params if sig is not None else (types.get(atom.name) or ())
+            for i, arg in enumerate(atom.args):
+                note(arg, declared[i] if i < len(declared) else None)
+                calls(arg)
+        elif isinstance(lit, ast.Comparison):
+            for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
+                if isinstance(b, ast.String):
+                    note(a, "symbol")
+                elif isinstance(b, ast.Integer):
+                    note(a, "number")
+                elif isinstance(b, ast.Call) and b.name in functors:
+                    note(a, functors[b.name].returns)
+                elif isinstance(b, ast.Aggregate) and b.op == "count":
+                    note(a, "number")
+                calls(a)
+
+    def calls(term: ast.Term) -> None:
+        for inner in ast.walk_term(term, into_aggregates=False):
+            if isinstance(inner, ast.Call) and inner.name in functors:
+                sig = functors[inner.name]
+                for i, arg in enumerate(inner.args):
+                    if i < len(sig.params):
+                        note(arg, sig.params[i])
+
+    visit(rule.head)
+    for lit in rule.body:
+        visit(lit)
+    return {name: next(iter(kinds)) for name, kinds in found.items() if len(kinds) == 1}
+
+
+def contradiction(compilation: Any, rule: ast.Rule) -> tuple[str, str] | None:
+    """Why the rule's body can never hold, or ``None``."""
+    reason = syntactic(rule)
+    if reason is not None:
+        return "syntactic", reason
+    import z3
+
+    encoder = _Encoder(compilation, rule)
+    for lit in rule.body:
+        encoder.literal(lit)
+    if not encoder.formulas:
+        return None
+    solver = z3.Solver()
+    solver.set("timeout", 2000)
+    solver.add(*encoder.formulas)
+    if solver.check() == z3.unsat:
+        return "proved", "its comparisons contradict each other"
+    return None
+
+
+def implies(
+    compilation: Any, rule: ast.Rule, premises: list[ast.Literal], conclusions: list[ast.Literal]
+) -> bool:
+    """Whether the comparisons ``premises`` (in ``rule``'s variables) imply ``conclusions``."""
+    import z3
+
+    if not conclusions:
+        return True
+    encoder = _Encoder(compilation, rule)
+    for lit in premises:
+        encoder.literal(lit)
+    base = list(encoder.formulas)
+    encoder.formulas = []
+    for lit in conclusions:
+        before = len(encoder.formulas)
+        encoder.literal(lit)
+        if len(encoder.formulas) == before:
+            return False  # a conclusion z3 cannot express: not shown
+    solver = z3.Solver()
+    solver.set("timeout", 2000)
+    solver.add(*base)
+    solver.add(z3.Not(z3.And(*encoder.formulas)))
+    return solver.check() == z3.unsat
