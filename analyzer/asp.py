@@ -35,6 +35,8 @@ from typing import Any
 
 from policyc.compiler import ast
 
+_TRANSLATORS = counter()
+
 
 class Untranslatable(Exception):
     """The policy uses something clingo cannot express; the message says what."""
@@ -71,6 +73,7 @@ class Translator:
         self.prefix = prefix
         self.tabled = frozenset(tabled)
         self.fresh = counter()
+        self.tag = next(_TRANSLATORS)  # keeps the auxiliary predicates of two translations apart
         self.rules_of: dict[str, list[ast.Rule]] = {}
         for _, rule in self.program.rules():
             self.rules_of.setdefault(rule.head.name, []).append(rule)
@@ -192,7 +195,7 @@ class Translator:
     def negated_inline(self, use: ast.Atom, env: dict[str, str], head: str, body: tuple) -> str:
         """``not R(args)`` through ``aux(vars)`` defined by R's rules over the caller's bindings."""
         variables = sorted({v.name for arg in use.args for v in ast.term_vars(arg)})
-        aux = f"aux_{self.prefix}{next(self.fresh)}"
+        aux = f"aux_{self.prefix}{self.tag}_{next(self.fresh)}"
         scratch: list[str] = []
         args = ",".join(self.term(ast.Var(v), env, scratch) for v in variables)
         domain = self.domain(head, body, use, env)
@@ -207,9 +210,34 @@ class Translator:
         return f"not {aux}({args})" if variables else f"not {aux}"
 
     def domain(self, head: str, body: tuple, use: ast.Atom, env: dict[str, str]) -> list[str]:
-        """The caller's literals that bind its variables without depending on its own head."""
+        """The caller's literals that bind the values ``use`` asks about, without depending on
+        the caller's own head: the fewest relation atoms that bind every variable of ``use``
+        when there are such (a larger domain only multiplies the ground rules), else every
+        literal that can."""
         own = self.strata.of.get(head)
-        literals = []
+        needed = {v.name for arg in use.args for v in ast.term_vars(arg)}
+        atoms = [
+            lit
+            for lit in body
+            if isinstance(lit, ast.Atom)
+            and lit is not use
+            and not self.inline(lit.name)
+            and not self.predicate(lit.name)
+            and self.strata.of.get(lit.name) != own
+        ]
+        chosen: list[ast.Atom] = []
+        missing = set(needed)
+        while missing:
+            best = max(atoms, key=lambda a: len(missing & _atom_vars(a)), default=None)
+            if best is None or not missing & _atom_vars(best):
+                break
+            chosen.append(best)
+            missing -= _atom_vars(best)
+        literals: list[str] = []
+        if not missing:
+            for lit in chosen:
+                literals.extend(self.literal_alternatives(lit, env, head, body)[0])
+            return literals
         for lit in body:
             if lit is use or isinstance(lit, ast.Negation):
                 continue
@@ -316,6 +344,11 @@ class Translator:
                 if isinstance(statement, ast.Rule) and not self.inline(statement.head.name):
                     lines.extend(self.rule(statement))
         return lines + self.extra
+
+
+def _atom_vars(atom: ast.Atom) -> set[str]:
+    """The variables an atom binds directly (its plain variable arguments)."""
+    return {arg.name for arg in atom.args if isinstance(arg, ast.Var)}
 
 
 def _variables(text: str) -> list[str]:

@@ -84,10 +84,15 @@ class Domains:
         return self.names[cls]
 
 
-def compute(compilation: Any, bound: int, extra: Iterable[ast.Rule] = ()) -> Domains:
+def compute(
+    compilation: Any, bound: int, extra: Iterable[ast.Rule] = (), links: Iterable[tuple[Node, Node]] = ()
+) -> Domains:
     """The domains for a search with ``bound`` fresh values per type, over the policy's rules
-    and ``extra`` rules (a query)."""
+    and ``extra`` rules (a query); ``links`` are more pairs of positions that share values
+    (a functor answered from a relation)."""
     uf = _UnionFind()
+    for a, b in links:
+        uf.union(a, b)
     constants: dict[Node, set[Any]] = {}
     symbols = compilation.symbols
     functors = symbols.functors
@@ -106,6 +111,7 @@ def compute(compilation: Any, bound: int, extra: Iterable[ast.Rule] = ()) -> Dom
             if isinstance(t, ast.Call):
                 for i, arg in enumerate(t.args):
                     place(arg, ("arg", t.name, i), var_node)
+                _link_builtin(t.name, len(t.args), uf)
                 return ("ret", t.name)
             for child in ast.term_children(t):
                 term(child, var_node)
@@ -130,10 +136,22 @@ def compute(compilation: Any, bound: int, extra: Iterable[ast.Rule] = ()) -> Dom
                 literal = literal.atom
             if isinstance(literal, ast.Atom):
                 kind = "arg" if literal.name in functors else "rel"
+                if kind == "arg":
+                    _link_builtin(literal.name, len(literal.args), uf)
                 for i, arg in enumerate(literal.args):
                     place(arg, (kind, literal.name, i), var_node)
             elif isinstance(literal, ast.Comparison):
                 left, right = literal.left, literal.right
+                for a, b in ((left, right), (right, left)):
+                    # `total = sum size : {...}`: values of the target are what makes the total
+                    if (
+                        isinstance(b, ast.Aggregate)
+                        and b.op in ("sum", "min", "max", "mean")
+                        and b.target is not None
+                    ):
+                        node, inner = term(a, var_node), term(b.target, var_node)
+                        if node is not None and inner is not None:
+                            uf.union(node, inner)
                 constant = [t for t in (left, right) if isinstance(t, ast.String | ast.Integer)]
                 nodes = [
                     term(t, var_node) for t in (left, right) if not isinstance(t, ast.String | ast.Integer)
@@ -159,6 +177,19 @@ def compute(compilation: Any, bound: int, extra: Iterable[ast.Rule] = ()) -> Dom
         types.setdefault(cls, set()).update(_types(compilation, node))
     fresh_symbols = tuple(_fresh_symbols(bound, by_class))
     return Domains(bound, classes, by_class, types, fresh_symbols, tuple(range(bound)))
+
+
+# Builtins whose arguments are best tried with each other's constants: `contains(out, "PASS")`
+# holds when `out` is "PASS"; `lower(x) = "a"` when `x` is "a".
+SAME_VALUES = {"contains": (0, 1), "startswith": (0, 1), "endswith": (0, 1)}
+SAME_AS_RESULT = {"lower", "upper"}
+
+
+def _link_builtin(name: str, arity: int, uf: _UnionFind) -> None:
+    if name in SAME_VALUES and arity == 2:
+        uf.union(("arg", name, 0), ("arg", name, 1))
+    elif name in SAME_AS_RESULT and arity == 1:
+        uf.union(("arg", name, 0), ("ret", name))
 
 
 def _types(compilation: Any, node: Node) -> set[str]:

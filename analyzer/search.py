@@ -28,6 +28,23 @@ from policyc.compiler import ast
 from . import asp
 from .domains import Domains, compute
 
+# the positions an event functor's arguments and result share with its relation
+EVENT_LINKS = {
+    "is_tool": [
+        (("arg", "is_tool", 0), ("rel", "ToolCall", 0)),
+        (("arg", "is_tool", 1), ("rel", "ToolCall", 1)),
+    ],
+    "tool_name": [
+        (("arg", "tool_name", 0), ("rel", "ToolCall", 0)),
+        (("ret", "tool_name"), ("rel", "ToolCall", 1)),
+    ],
+    "tool_arg": [
+        (("arg", "tool_arg", 0), ("rel", "ToolArg", 0)),
+        (("arg", "tool_arg", 1), ("rel", "ToolArg", 1)),
+        (("ret", "tool_arg"), ("rel", "ToolArg", 2)),
+    ],
+    "text_of": [(("arg", "text_of", 0), ("rel", "Text", 0)), (("ret", "text_of"), ("rel", "Text", 1))],
+}
 EVENT_FUNCTORS = {
     "is_tool": ("ToolCall",),
     "tool_name": ("ToolCall",),
@@ -58,14 +75,17 @@ class Problem:
     tabled: frozenset[str] = frozenset()  # functors given a chosen table
 
     def __post_init__(self) -> None:
-        if self.domains is None:
-            self.domains = compute(self.compilation, self.bound, self.extra)
         symbols = self.compilation.symbols
         self.event_functors = {
             name
             for name, needs in EVENT_FUNCTORS.items()
-            if name in symbols.functors and all(n in symbols.relations for n in needs)
+            if name in symbols.functors
+            and _from_events(self.compilation, symbols.functors[name].span.file)
+            and all(n in symbols.relations for n in needs)
         }
+        if self.domains is None:
+            links = [link for name in self.event_functors for link in EVENT_LINKS[name]]
+            self.domains = compute(self.compilation, self.bound, self.extra, links)
         from policyc.stdlib.builtins import BUILTINS
 
         self.tabled = frozenset(
@@ -89,18 +109,30 @@ class Problem:
     def arity(self, name: str) -> int:
         return self.compilation.symbols.relations[name].arity or 0
 
-    def program(self, translator: asp.Translator | None = None) -> str:
-        """The choice of a database, the policy's rules and the functor tables."""
-        d = self.domains
-        assert d is not None
-        translator = translator or asp.Translator(
-            self.compilation, self.tabled | self.event_functors, self.prefix
-        )
-        lines = translator.rules()
-        known = len(translator.extra)
+    def translator(self, prefix: str | None = None) -> asp.Translator:
+        return asp.Translator(self.compilation, self.tabled | self.event_functors, prefix or self.prefix)
+
+    def rules(self, translator: asp.Translator, skip: ast.Rule | None = None) -> list[str]:
+        """The policy's rules (but ``skip``) and the extra rules, through ``translator``."""
+        lines: list[str] = []
+        for module in self.compilation.program.modules:
+            for statement in module.statements:
+                if (
+                    isinstance(statement, ast.Rule)
+                    and statement is not skip
+                    and not translator.inline(statement.head.name)
+                ):
+                    lines.extend(translator.rule(statement))
         for rule in self.extra:
             lines.extend(translator.rule(rule))
-        lines.extend(translator.extra[known:])
+        return lines + translator.extra
+
+    def program(self, translator: asp.Translator | None = None, also: tuple[str, ...] = ()) -> str:
+        """The choice of a database, the policy's rules and the functor tables; ``also`` names
+        more prefixes the chosen facts are given under (for a second translation)."""
+        d = self.domains
+        assert d is not None
+        lines = self.rules(translator or self.translator())
         used: set[str] = set()
         for name in self.inputs():
             n = self.arity(name)
@@ -109,16 +141,54 @@ class Problem:
             used.update(g.split("(")[0] for g in guards)
             head = f"in_{name}({','.join(xs)})" if n else f"in_{name}"
             lines.append(f"{{ {head} : {', '.join(guards)} }}." if guards else f"{{ {head} }}.")
-            lines.append(
-                f"{self.prefix}{name}({','.join(xs)}) :- {head}." if n else f"{self.prefix}{name} :- {head}."
-            )
+            for prefix in (self.prefix, *also):
+                lines.append(
+                    f"{prefix}{name}({','.join(xs)}) :- {head}." if n else f"{prefix}{name} :- {head}."
+                )
             lines.append(f"#minimize {{ 1,{asp.const(name)},{','.join(xs) or '0'} : {head} }}.")
         for name in sorted(self.tabled):
             lines.extend(self._table(name, used))
         lines.extend(self._event_functors())
+        lines.extend(self._vocabulary())
         for cls, predicate in sorted(d.names.items(), key=lambda item: item[1]):
             lines.extend(f"{predicate}({asp.const(value)})." for value in d.values(cls))
         return "\n".join(lines) + "\n"
+
+    def _vocabulary(self) -> list[str]:
+        """What every recorded session satisfies, for the event relations the search chooses:
+        a tool call is an action with one tool, an event has one kind, text and position, a
+        result answers a call of its tool, nothing depends on itself."""
+        relations = self.compilation.symbols.relations
+        chosen = {
+            n
+            for n in self.inputs()
+            if relations[n].home.endswith("events.dl")
+            and self.compilation.program.is_library(relations[n].home)
+        }
+        lines = []
+        if {"ToolCall", "Action"} <= chosen:
+            lines.append(":- in_ToolCall(A,_), not in_Action(A).")
+            lines.append(":- in_Action(A), not in_ToolCall(A,_).")
+        if "ToolCall" in chosen:
+            lines.append(":- in_ToolCall(A,T), in_ToolCall(A,U), T != U.")
+            if "Event" in chosen:
+                lines.append(':- in_ToolCall(A,_), not in_Event(A,"tool_call").')
+        if "Event" in chosen:
+            lines.append(":- in_Event(E,K), in_Event(E,L), K != L.")
+        if "Text" in chosen:
+            lines.append(":- in_Text(E,T), in_Text(E,U), T != U.")
+        if "Position" in chosen:
+            lines.append(":- in_Position(E,N), in_Position(E,M), N != M.")
+            lines.append(":- in_Position(E,N), in_Position(F,N), E != F.")
+        if "DependsOn" in chosen:
+            lines.append(":- in_DependsOn(E,E).")
+        if "ToolResult" in chosen and "ToolCall" in chosen:
+            lines.append(":- in_ToolResult(_,C,T), not in_ToolCall(C,T).")
+        if "Message" in chosen:
+            lines.append(":- in_Message(E,R), in_Message(E,S), R != S.")
+            if "ToolCall" in chosen:
+                lines.append(":- in_Message(E,_), in_ToolCall(E,_).")
+        return lines
 
     def _table(self, name: str, used: set[str]) -> list[str]:
         d = self.domains
@@ -163,15 +233,33 @@ class Problem:
     # --------------------------------------------------------------------- solving
 
     def solve(
-        self, goal: Iterable[str], show: dict[str, tuple[str, ...]] | None = None, timeout: float = 30.0
+        self,
+        goal: Iterable[str],
+        show: dict[str, tuple[str, ...]] | None = None,
+        timeout: float = 30.0,
+        minimal: bool = True,
     ) -> Model | None:
-        """The smallest model of the program and the ``goal`` rules and constraints (clingo
-        text); ``show`` maps a name to a clingo predicate and the variable names of its
-        arguments, whose first atom gives the model's bindings (name ``goal``)."""
+        """The smallest model (any model, unless ``minimal``) of the program and the ``goal``
+        rules and constraints (clingo text); ``show`` maps a name to a clingo predicate and the
+        variable names of its arguments, whose first atom gives the model's bindings (name
+        ``goal``)."""
+        return self.solve_text(self.program(), goal, timeout, show, minimal)
+
+    def solve_text(
+        self,
+        program: str,
+        goal: Iterable[str],
+        timeout: float = 30.0,
+        show: dict[str, tuple[str, ...]] | None = None,
+        minimal: bool = True,
+    ) -> Model | None:
+        """:meth:`solve` over a program text built from :meth:`program` (and more rules)."""
         import clingo
 
-        control = clingo.Control(["--warn=none", "--opt-mode=opt"])
-        control.add("base", [], self.program() + "\n".join(goal) + "\n")
+        control = clingo.Control(
+            ["--warn=none", "--opt-mode=" + ("opt" if minimal else "ignore"), "--opt-strategy=usc"]
+        )
+        control.add("base", [], program + "\n".join(goal) + "\n")
         control.ground([("base", [])], context=asp.ground_context(self.compilation))
         best: list[Any] = []
         cost: list[int] = []
@@ -215,6 +303,11 @@ class Problem:
         for rows in (*facts.values(), *tables.values()):
             rows.sort(key=lambda row: tuple((isinstance(v, str), v) for v in row))
         return Model(facts, tables, bindings.get("goal", {}), cost)
+
+
+def _from_events(compilation: Any, path: str) -> bool:
+    """Whether a declaration comes from the shipped event vocabulary (``.import events``)."""
+    return compilation.program.is_library(path) and path.endswith("/events.dl")
 
 
 def _atoms(literal: ast.Literal) -> Iterable[ast.Atom]:

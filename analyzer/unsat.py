@@ -271,6 +271,10 @@ def implies(
     """Whether the comparisons ``premises`` (in ``rule``'s variables) imply ``conclusions``."""
     import z3
 
+    given = {_comparison_shape(p) for p in premises if isinstance(p, ast.Comparison)}
+    conclusions = [
+        c for c in conclusions if not (isinstance(c, ast.Comparison) and _comparison_shape(c) in given)
+    ]
     if not conclusions:
         return True
     encoder = _Encoder(compilation, rule)
@@ -288,3 +292,14 @@ def implies(
     solver.add(*base)
     solver.add(z3.Not(z3.And(*encoder.formulas)))
     return solver.check() == z3.unsat
+
+
+def _comparison_shape(c: ast.Comparison) -> Any:
+    """A comparison without positions; ``a = b`` and ``b = a`` alike."""
+    left, right = shape(c.left), shape(c.right)
+    if c.op in ("=", "!=") and repr(right) < repr(left):
+        left, right = right, left
+    flipped = {">": "<", ">=": "<="}
+    if c.op in flipped:
+        return (flipped[c.op], right, left)
+    return (c.op, left, right)

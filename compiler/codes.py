@@ -28,8 +28,12 @@ class Code:
         related: tuple[Related, ...] | list[Related] = (),
         help: str | None = None,
         fix: Fix | None = None,
+        strength: str | None = None,
+        bound: int | None = None,
     ) -> Diagnostic:
-        return Diagnostic(self.code, self.name, self.severity, message, span, tuple(related), help, fix)
+        return Diagnostic(
+            self.code, self.name, self.severity, message, span, tuple(related), help, fix, strength, bound
+        )
 
 
 E, W = Severity.ERROR, Severity.WARNING
@@ -62,6 +66,16 @@ UNUSED_RELATION = Code(
 EMPTY_RELATION = Code("PC203", "empty-relation", W, "nothing can ever put a fact into a relation")
 DUPLICATE_RULE = Code("PC204", "duplicate-rule", W, "a rule repeats another rule")
 
+# deep findings (`policyc check --deep`), each with a strength
+UNSATISFIABLE_RULE = Code("PC301", "unsatisfiable-rule", W, "a rule's body can never hold")
+UNREACHABLE_RULE = Code(
+    "PC302", "unreachable-rule", W, "a rule needs a relation that can never hold, so it never fires"
+)
+REDUNDANT_RULE = Code("PC303", "redundant-rule", W, "removing a rule never changes what the policy derives")
+SHADOWED_ALLOW = Code("PC304", "shadowed-allow", W, "whenever an `Allow` rule fires, a `Deny` fires too")
+ALWAYS_DENY = Code("PC305", "always-deny", W, "every call of a tool is denied, on every database")
+ALWAYS_ALLOW = Code("PC306", "always-allow", W, "no call of a tool is ever denied")
+
 CATALOG: tuple[Code, ...] = (
     SYNTAX_ERROR,
     INVALID_ENCODING,
@@ -78,6 +92,12 @@ CATALOG: tuple[Code, ...] = (
     UNUSED_RELATION,
     EMPTY_RELATION,
     DUPLICATE_RULE,
+    UNSATISFIABLE_RULE,
+    UNREACHABLE_RULE,
+    REDUNDANT_RULE,
+    SHADOWED_ALLOW,
+    ALWAYS_DENY,
+    ALWAYS_ALLOW,
 )
 
 BY_NAME: dict[str, Code] = {c.name: c for c in CATALOG}

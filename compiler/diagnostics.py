@@ -54,6 +54,9 @@ class Diagnostic:
     related: tuple[Related, ...] = ()
     help: str | None = None
     fix: Fix | None = None
+    # deep findings (`policyc check --deep`): how sure the finding is, and the search's bound
+    strength: str | None = None  # "syntactic", "proved" or "bounded"
+    bound: int | None = None
 
     @property
     def is_error(self) -> bool:

@@ -1,7 +1,8 @@
 """Diagnostics as one JSON object, the contract other tools rely on::
 
     {"diagnostics": [{"code", "name", "severity", "message", "file", "line", "column",
-                      "end_line", "end_column", "help", "related": [...], "fix"}],
+                      "end_line", "end_column", "help", "related": [...], "fix",
+                      "strength", "bound"}],
      "errors": N, "warnings": N}
 
 Lines and columns are 1-based; ``end_column`` is just past the last character; columns
@@ -47,6 +48,8 @@ def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
             for r in d.related
         ],
         "fix": fix_json(d.fix) if d.fix else None,
+        "strength": d.strength,
+        "bound": d.bound,
     }
 
 

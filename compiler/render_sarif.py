@@ -39,6 +39,8 @@ def to_sarif(diagnostics: list[Diagnostic], version: str) -> dict[str, Any]:
             "message": {"text": d.message + (f"\nhelp: {d.help}" if d.help else "")},
             "locations": [{"physicalLocation": _physical(d.span)}],
         }
+        if d.strength is not None:
+            result["properties"] = {"strength": d.strength, "bound": d.bound}
         if d.related:
             result["relatedLocations"] = [
                 {"id": i + 1, "physicalLocation": _physical(r.span), "message": {"text": r.message}}

@@ -62,12 +62,25 @@ def render_one(diagnostic: Diagnostic, sources: Sources) -> Text:
         out.append(" " * width + " = ", style="bold blue")
         out.append("help: ", style="bold")
         out.append(diagnostic.help)
+    if diagnostic.strength is not None:
+        out.append("\n")
+        out.append(" " * width + " = ", style="bold blue")
+        out.append("strength: ", style="bold")
+        out.append(strength_text(diagnostic.strength, diagnostic.bound))
     if diagnostic.fix is not None:
         out.append("\n")
         out.append(" " * width + " = ", style="bold blue")
         out.append("fix: ", style="bold")
         out.append(diagnostic.fix.message + ("" if diagnostic.fix.safe else " (unsafe)"))
     return out
+
+
+def strength_text(strength: str, bound: int | None) -> str:
+    if strength == "bounded":
+        return f"bounded (no counterexample with up to {bound} fresh values per type)"
+    if strength == "proved":
+        return "proved (on every database)"
+    return "syntactic (the rule's text shows it)"
 
 
 def _location(span: Span) -> str:

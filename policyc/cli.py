@@ -50,8 +50,27 @@ def main() -> None:
     help="Also print an intermediate form of each file: the syntax tree, the strata or the evaluation plan.",
 )
 @click.option("--stdin-filename", metavar="NAME", help="The file name to report for a policy read from `-`.")
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Also analyse what the policy does (clingo and z3): dead, redundant and shadowed rules, tools "
+    "always denied or allowed.",
+)
+@click.option(
+    "--bound",
+    type=click.IntRange(1, 8),
+    default=2,
+    show_default=True,
+    help="Fresh values per type the --deep searches may use.",
+)
 def check(
-    paths: tuple[str, ...], fmt: str, fail_on: str, show: str | None, stdin_filename: str | None
+    paths: tuple[str, ...],
+    fmt: str,
+    fail_on: str,
+    show: str | None,
+    stdin_filename: str | None,
+    deep: bool,
+    bound: int,
 ) -> None:
     """Report every syntax and semantic error of policy files.
 
@@ -62,11 +81,16 @@ def check(
         raise click.UsageError("--show cannot be combined with --format sarif")
     gc.disable()  # a short-lived process building many small objects; collection only costs time
     with _internal_errors():
-        _check(paths, fmt, fail_on, show, stdin_filename)
+        _check(paths, fmt, fail_on, show, stdin_filename, bound if deep else None)
 
 
 def _check(
-    paths: tuple[str, ...], fmt: str, fail_on: str, show: str | None, stdin_filename: str | None
+    paths: tuple[str, ...],
+    fmt: str,
+    fail_on: str,
+    show: str | None,
+    stdin_filename: str | None,
+    deep: int | None = None,
 ) -> None:
     from .compiler.diagnostics import Severity, sort_diagnostics
     from .compiler.loader import SourceError, load_data, load_file
@@ -85,7 +109,19 @@ def _check(
             problems.append(str(error))
             continue
         compilations[path] = compile_program(program, found)
-    diagnostics = sort_diagnostics(d for c in compilations.values() for d in c.diagnostics)
+    deep_findings: list = []
+    unanswered = 0
+    if deep is not None:
+        from .analyzer.deep import analyse
+
+        for compilation in compilations.values():
+            if compilation.ok:
+                result = analyse(compilation, deep)
+                deep_findings.extend(result.findings)
+                unanswered += result.unanswered
+    diagnostics = sort_diagnostics(
+        [*(d for c in compilations.values() for d in c.diagnostics), *deep_findings]
+    )
     errors = sum(d.severity is Severity.ERROR for d in diagnostics)
     warnings = len(diagnostics) - errors
 
@@ -105,6 +141,12 @@ def _check(
 
         click.echo(json.dumps(to_sarif(diagnostics, __version__), indent=2))
 
+    if unanswered:
+        click.echo(
+            f"policyc: note: {unanswered} bounded question{'s' if unanswered != 1 else ''} of --deep "
+            "could not be answered in the time allowed; they report nothing",
+            err=True,
+        )
     for problem in problems:
         click.echo(f"policyc: error: {problem}", err=True)
     if problems:

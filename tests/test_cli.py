@@ -142,7 +142,7 @@ def test_json_contract(policyc) -> None:
 
 
 def test_sarif_is_valid(policyc) -> None:
-    run = policyc("check", "--format", "sarif", str(GOLDEN))
+    run = policyc("check", "--deep", "--format", "sarif", str(GOLDEN))
     assert run.status == 1
     log = json.loads(run.stdout)
     errors = sorted(Draft4Validator(load_schema()).iter_errors(log), key=lambda e: list(e.path))

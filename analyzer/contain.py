@@ -1,0 +1,166 @@
+"""Containment mappings: when one rule fires, another must fire too.
+
+Rule ``general`` *covers* rule ``specific`` when a substitution θ of ``general``'s variables
+maps its head onto ``specific``'s head, each of its positive literals (relations and functor
+predicates) onto a positive literal of ``specific``, each negated literal onto a negated literal
+of ``specific``, and ``specific``'s comparisons imply θ of ``general``'s comparisons (decided by
+z3). Then on every database, every binding that satisfies ``specific``'s body satisfies θ of
+``general``'s body, so ``general`` derives whatever ``specific`` derives (Chandra and Merlin's
+containment of conjunctive queries, with negation and comparisons checked literal by literal:
+sound, not complete). Rules with aggregates are not compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from policyc.compiler import ast
+
+from .unsat import implies, shape
+
+
+def _is_literal_atom(lit: ast.Literal) -> bool:
+    return isinstance(lit, ast.Atom | ast.Negation)
+
+
+def _has_aggregate(rule: ast.Rule) -> bool:
+    for lit in rule.body:
+        for t in ast.literal_terms(lit):
+            if any(isinstance(x, ast.Aggregate) for x in ast.walk_term(t)):
+                return True
+    return False
+
+
+def _unify(pattern: ast.Term, target: ast.Term, theta: dict[str, Any]) -> dict[str, Any] | None:
+    """Extend θ so that θ(pattern) == target (terms compared without positions)."""
+    if isinstance(pattern, ast.Wildcard):
+        return theta
+    if isinstance(pattern, ast.Var):
+        bound = theta.get(pattern.name)
+        wanted = shape(target)
+        if bound is None:
+            if isinstance(target, ast.Wildcard):
+                return None  # a named variable cannot stand for a `_`, which is different each time
+            return {**theta, pattern.name: wanted}
+        return theta if bound == wanted else None
+    if isinstance(pattern, ast.Call) and isinstance(target, ast.Call):
+        if pattern.name != target.name or len(pattern.args) != len(target.args):
+            return None
+        for p, t in zip(pattern.args, target.args, strict=True):
+            found = _unify(p, t, theta)
+            if found is None:
+                return None
+            theta = found
+        return theta
+    if isinstance(pattern, ast.BinOp) and isinstance(target, ast.BinOp):
+        if pattern.op != target.op:
+            return None
+        found = _unify(pattern.left, target.left, theta)
+        return None if found is None else _unify(pattern.right, target.right, found)
+    if isinstance(pattern, ast.Negate) and isinstance(target, ast.Negate):
+        return _unify(pattern.operand, target.operand, theta)
+    if isinstance(pattern, ast.String | ast.Integer | ast.Float):
+        return theta if shape(pattern) == shape(target) else None
+    return None
+
+
+def _unify_atoms(pattern: ast.Atom, target: ast.Atom, theta: dict[str, Any]) -> dict[str, Any] | None:
+    if pattern.name != target.name or len(pattern.args) != len(target.args):
+        return None
+    for p, t in zip(pattern.args, target.args, strict=True):
+        found = _unify(p, t, theta)
+        if found is None:
+            return None
+        theta = found
+    return theta
+
+
+def _mappings(
+    literals: list[ast.Literal], targets: list[ast.Literal], theta: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    if not literals:
+        yield theta
+        return
+    first, rest = literals[0], literals[1:]
+    negated = isinstance(first, ast.Negation)
+    atom = first.atom if isinstance(first, ast.Negation) else first
+    for target in targets:
+        if isinstance(target, ast.Negation) != negated:
+            continue
+        other = target.atom if isinstance(target, ast.Negation) else target
+        found = _unify_atoms(atom, other, theta)  # type: ignore[arg-type]
+        if found is not None:
+            yield from _mappings(rest, targets, found)
+
+
+def substitute(term: ast.Term, theta: dict[str, Any], rename: dict[str, str]) -> ast.Term:
+    """θ applied to a term of the general rule, in the specific rule's variables."""
+    if isinstance(term, ast.Var):
+        if term.name in theta:
+            return _from_shape(theta[term.name])
+        return ast.Var(rename.setdefault(term.name, f"{term.name}__g"))
+    if isinstance(term, ast.Call):
+        return ast.Call(term.name, tuple(substitute(a, theta, rename) for a in term.args))
+    if isinstance(term, ast.BinOp):
+        return ast.BinOp(term.op, substitute(term.left, theta, rename), substitute(term.right, theta, rename))
+    if isinstance(term, ast.Negate):
+        return ast.Negate(substitute(term.operand, theta, rename))
+    return term
+
+
+def _from_shape(s: Any) -> ast.Term:
+    kind = s[0]
+    if kind == "var":
+        return ast.Var(s[1])
+    if kind == "const":
+        return {"String": ast.String, "Integer": ast.Integer, "Float": ast.Float}[s[1]](s[2])
+    if kind == "call":
+        return ast.Call(s[1], tuple(_from_shape(a) for a in s[2]))
+    if kind == "op":
+        return ast.BinOp(s[1], _from_shape(s[2]), _from_shape(s[3]))
+    if kind == "neg":
+        return ast.Negate(_from_shape(s[1]))
+    raise ValueError(s)
+
+
+def covers(compilation: Any, general: ast.Rule, specific: ast.Rule, heads: bool = True) -> bool:
+    """Whether ``general`` fires (with the same head, when ``heads``) whenever ``specific`` does."""
+    if _has_aggregate(general) or _has_aggregate(specific):
+        return False
+    theta: dict[str, Any] | None = {}
+    if heads:
+        theta = _unify_atoms(general.head, specific.head, {})
+        if theta is None:
+            return False
+    else:
+        if len(general.head.args) != len(specific.head.args):
+            return False
+        theta = _unify_atoms(ast.Atom("_", general.head.args), ast.Atom("_", specific.head.args), {})
+        if theta is None:
+            return False
+    atoms = [lit for lit in general.body if _is_literal_atom(lit)]
+    comparisons = [lit for lit in general.body if isinstance(lit, ast.Comparison)]
+    targets = [lit for lit in specific.body if _is_literal_atom(lit)]
+    premises = [lit for lit in specific.body if isinstance(lit, ast.Comparison)]
+    # the atoms with fewest candidates first, to fail fast
+    atoms.sort(key=lambda lit: sum(1 for t in targets if _same_predicate(lit, t)))
+    for mapping in _mappings(atoms, targets, theta):
+        rename: dict[str, str] = {}
+        conclusions: list[ast.Literal] = [
+            ast.Comparison(c.op, substitute(c.left, mapping, rename), substitute(c.right, mapping, rename))
+            for c in comparisons
+        ]
+        if rename:
+            continue  # a comparison on a variable no atom binds: not a containment
+        if implies(compilation, specific, premises, conclusions):
+            return True
+    return False
+
+
+def _same_predicate(a: ast.Literal, b: ast.Literal) -> bool:
+    if isinstance(a, ast.Negation) != isinstance(b, ast.Negation):
+        return False
+    x = a.atom if isinstance(a, ast.Negation) else a
+    y = b.atom if isinstance(b, ast.Negation) else b
+    return isinstance(x, ast.Atom) and isinstance(y, ast.Atom) and x.name == y.name

@@ -1,0 +1,441 @@
+"""`policyc check --deep`: what a policy really does, as findings with a strength.
+
+* ``unsatisfiable-rule`` — the body can never hold (:mod:`unsat`): syntactic or proved.
+* ``unreachable-rule`` — the body needs a relation that can never hold although it has rules
+  (:mod:`reach`): proved. (A relation with no rules at all is ``empty-relation``'s business.)
+* ``redundant-rule`` — another rule of the same relation covers it (:mod:`contain`): proved;
+  otherwise a bounded search for a database on which the rule derives a fact no other rule
+  derives: none means bounded.
+* ``shadowed-allow`` — a `Deny` rule covers an `Allow` rule (proved), or no database within the
+  bound lets the `Allow` rule fire for an action without a `Deny` (bounded).
+* ``always-deny`` / ``always-allow`` — for each tool the policy names (``is_tool(a, "t")``,
+  ``ToolCall(a, "t")``, ``tool_name(a) = "t"``): no database within the bound on which a call
+  of it is allowed, although an `Allow` rule names it; or on which one is denied, although a
+  `Deny` rule names it (bounded). A tool the policy denies or allows unconditionally on purpose
+  names no rule of the other kind, so it is not reported.
+
+The bounded questions share one grounding: the policy is translated twice (``p_`` and ``q_``,
+the second with a switch per rule that removes it), every question is an integrity constraint
+behind an ``#external`` switch, and each is solved under assumptions, for at most
+:data:`QUESTION_LIMIT` seconds (a question left unanswered gives no finding). Policies of more
+than :data:`SEARCH_LIMIT` rules get the proofs only. Findings are only reported for the files the
+user wrote, never for the shipped library.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from policyc.compiler import ast, codes
+from policyc.compiler.diagnostics import Diagnostic, Related
+
+from . import asp
+from .contain import covers
+from .reach import never_holds
+from .search import Problem
+from .unsat import atom_shape, contradiction, shape
+
+SEARCH_LIMIT = 200  # rules, facts not counted; above it, only the proofs
+QUESTION_LIMIT = 2.0  # seconds one bounded question may take; unanswered questions give no finding
+
+
+@dataclass(frozen=True)
+class _Rule:
+    rule: ast.Rule
+    module: ast.Module
+
+
+@dataclass(frozen=True)
+class DeepResult:
+    findings: list[Diagnostic]
+    questions: int  # bounded questions asked
+    unanswered: int  # of them, left unanswered within the time allowed (no finding)
+
+
+def deep_findings(compilation: Any, bound: int = 2, timeout: float = 6.0) -> list[Diagnostic]:
+    """The deep findings of a compiled policy without errors (see :func:`analyse`)."""
+    return analyse(compilation, bound, timeout).findings
+
+
+def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResult:
+    """The deep findings of a compiled policy without errors; ``timeout`` bounds the time the
+    bounded searches may take together (a question left unanswered gives no finding)."""
+    program = compilation.program
+    every = [_Rule(rule, module) for module, rule in program.rules()]
+    user = [r for r in every if not program.is_library(r.module.path) and not r.rule.is_fact]
+    functors = compilation.symbols.functors
+    findings: list[Diagnostic] = []
+
+    contradictions: dict[int, tuple[str, str]] = {}
+    for r in every:
+        found = contradiction(compilation, r.rule)
+        if found is not None:
+            contradictions[id(r.rule)] = found
+    for r in user:
+        if id(r.rule) in contradictions:
+            strength, reason = contradictions[id(r.rule)]
+            findings.append(
+                codes.UNSATISFIABLE_RULE(
+                    r.rule.span,
+                    f"this rule can never fire: {reason}",
+                    help="fix the conditions, or remove the rule",
+                    strength=strength,
+                )
+            )
+
+    never = never_holds(compilation, contradictions)
+    defined = {r.rule.head.name for r in every}
+    dead: set[int] = set(contradictions)
+    for r in user:
+        if id(r.rule) in dead:
+            continue
+        for lit in r.rule.body:
+            if isinstance(lit, ast.Atom) and lit.name not in functors and lit.name in never:
+                dead.add(id(r.rule))
+                if lit.name in defined:
+                    findings.append(
+                        codes.UNREACHABLE_RULE(
+                            lit.span,
+                            f"this rule can never fire: it needs `{lit.name}`, which can never hold "
+                            f"({never[lit.name]})",
+                            help="fix the rules it depends on, or remove this rule",
+                            strength="proved",
+                        )
+                    )
+                break
+
+    live = [r for r in user if id(r.rule) not in dead and not compilation.symbols.is_inline(r.rule.head.name)]
+    searches = _Searches(compilation, bound, timeout) if _size(compilation) <= SEARCH_LIMIT else None
+    redundant = _redundant_by_containment(compilation, live)
+    shadowed = _shadowed_by_containment(compilation, live, every)
+    if searches is not None:
+        searches.plan(live, redundant, shadowed, tool_mentions(user))
+        searches.run()
+    for r, cover in redundant.items():
+        findings.append(
+            codes.REDUNDANT_RULE(
+                r.rule.span,
+                f"this rule is redundant: whenever it fires, the rule at line {cover.rule.span.line} derives the same fact",
+                related=(Related(cover.rule.span, "this rule covers it"),),
+                help="remove it, or make it say something the other rule does not",
+                strength="proved",
+            )
+        )
+    for r, cover in shadowed.items():
+        findings.append(
+            codes.SHADOWED_ALLOW(
+                r.rule.span,
+                f"this `Allow` never takes effect: whenever it fires, the `Deny` rule at line {cover.rule.span.line} "
+                "fires for the same action",
+                related=(Related(cover.rule.span, "this rule denies every action it allows"),),
+                help="deny wins over allow: narrow the `Deny` rule or drop this one",
+                strength="proved",
+            )
+        )
+    if searches is None:
+        return DeepResult(findings, 0, 0)
+    findings.extend(searches.findings())
+    unanswered = sum(q.found is None for q in searches.questions)
+    return DeepResult(findings, len(searches.questions), unanswered)
+
+
+def _size(compilation: Any) -> int:
+    """The policy's rules, facts not counted."""
+    return sum(1 for _, rule in compilation.program.rules() if not rule.is_fact)
+
+
+def _same(a: ast.Rule, b: ast.Rule) -> bool:
+    return atom_shape(a.head) == atom_shape(b.head) and [_lit(x) for x in a.body] == [_lit(x) for x in b.body]
+
+
+def _lit(lit: ast.Literal) -> Any:
+    if isinstance(lit, ast.Atom):
+        return atom_shape(lit)
+    if isinstance(lit, ast.Negation):
+        return ("not", atom_shape(lit.atom))
+    return (lit.op, shape(lit.left), shape(lit.right))
+
+
+def _redundant_by_containment(compilation: Any, rules: list[_Rule]) -> dict[_Rule, _Rule]:
+    """Rules another rule of the same relation covers (of two equivalent rules, the later)."""
+    by_head: dict[str, list[_Rule]] = {}
+    for r in rules:
+        by_head.setdefault(r.rule.head.name, []).append(r)
+    found: dict[_Rule, _Rule] = {}
+    for group in by_head.values():
+        for i, r in enumerate(group):
+            for j, other in enumerate(group):
+                if i == j or other in found or _same(other.rule, r.rule):
+                    continue  # exact duplicates are `duplicate-rule`'s business
+                if covers(compilation, other.rule, r.rule):
+                    if j > i and covers(compilation, r.rule, other.rule):
+                        continue  # equivalent rules: the later one is reported
+                    found[r] = other
+                    break
+    return found
+
+
+def _shadowed_by_containment(compilation: Any, rules: list[_Rule], every: list[_Rule]) -> dict[_Rule, _Rule]:
+    denies = [r for r in every if r.rule.head.name == "Deny"]
+    found = {}
+    for r in rules:
+        if r.rule.head.name == "Allow":
+            cover = next((d for d in denies if covers(compilation, d.rule, r.rule, heads=False)), None)
+            if cover is not None:
+                found[r] = cover
+    return found
+
+
+# ---------------------------------------------------------------------------- tools
+
+
+def tool_mentions(rules: list[_Rule]) -> dict[str, dict[str, ast.Rule]]:
+    """The tools each user rule names, by tool: ``{tool: {"Allow"|"Deny"|"other": first rule}}``."""
+    found: dict[str, dict[str, ast.Rule]] = {}
+    for r in rules:
+        kind = r.rule.head.name if r.rule.head.name in ("Allow", "Deny") else "other"
+        for tool in _tools_named(r.rule):
+            found.setdefault(tool, {}).setdefault(kind, r.rule)
+    return found
+
+
+def _tools_named(rule: ast.Rule) -> list[str]:
+    tools = []
+    for lit in rule.body:
+        if isinstance(lit, ast.Atom) and lit.name in ("is_tool", "ToolCall") and len(lit.args) == 2:
+            if isinstance(lit.args[1], ast.String):
+                tools.append(lit.args[1].value)
+        elif isinstance(lit, ast.Comparison) and lit.op == "=":
+            for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
+                if isinstance(a, ast.Call) and a.name == "tool_name" and isinstance(b, ast.String):
+                    tools.append(b.value)
+    return tools
+
+
+def _mention_span(rule: ast.Rule, tool: str) -> Any:
+    for lit in rule.body:
+        for t in ast.literal_terms(lit):
+            for inner in ast.walk_term(t):
+                if isinstance(inner, ast.String) and inner.value == tool:
+                    return inner.span
+    return rule.span
+
+
+# ------------------------------------------------------------------- bounded searches
+
+
+@dataclass
+class _Question:
+    switch: str  # the #external that turns its constraint on
+    assume: tuple[str, ...]  # more externals it needs on
+    kind: str  # "redundant", "shadowed", "always-deny", "always-allow"
+    rule: _Rule | None = None
+    tool: str = ""
+    site: ast.Rule | None = None
+    found: bool | None = None  # whether a database was found; None: not answered
+
+
+class _Searches:
+    """Every bounded question about one policy, over one grounding."""
+
+    def __init__(self, compilation: Any, bound: int, timeout: float) -> None:
+        self.compilation = compilation
+        self.bound = bound
+        self.timeout = timeout
+        self.questions: list[_Question] = []
+        self.lines: list[str] = []
+
+    def plan(
+        self,
+        rules: list[_Rule],
+        redundant: dict[_Rule, _Rule],
+        shadowed: dict[_Rule, _Rule],
+        tools: dict[str, dict[str, ast.Rule]],
+    ) -> None:
+        symbols = self.compilation.symbols
+        self.problem = problem = Problem(self.compilation, self.bound)
+        # redundancy: a second translation where rule i can be switched off
+        by_head: dict[str, list[_Rule]] = {}
+        for r in rules:
+            by_head.setdefault(r.rule.head.name, []).append(r)
+        candidates = [
+            r
+            for group in by_head.values()
+            if len(group) > 1
+            for r in group
+            if r not in redundant and not any(_same(o.rule, r.rule) for o in group if o is not r)
+        ]
+        switch_of = {id(r.rule): n for n, r in enumerate(candidates)}
+        translator = problem.translator("q_")
+        for module in self.compilation.program.modules:
+            for statement in module.statements:
+                if not isinstance(statement, ast.Rule) or translator.inline(statement.head.name):
+                    continue
+                for line in translator.rule(statement):
+                    n = switch_of.get(id(statement))
+                    self.lines.append(line if n is None else _guard(line, f"policyc_skip({n})"))
+        for rule in problem.extra:
+            self.lines.extend(translator.rule(rule))
+        self.lines.extend(translator.extra)
+        for r, n in ((r, switch_of[id(r.rule)]) for r in candidates):
+            head = r.rule.head
+            xs = ",".join(f"X{i}" for i in range(len(head.args)))
+            p, q = (
+                (f"p_{head.name}({xs})", f"q_{head.name}({xs})")
+                if xs
+                else (f"p_{head.name}", f"q_{head.name}")
+            )
+            self.lines += [
+                f"#external policyc_skip({n}). [free]",
+                f"#external policyc_ask_redundant({n}). [free]",
+                f"policyc_differs({n}) :- {p}, not {q}.",
+                f":- policyc_ask_redundant({n}), not policyc_differs({n}).",
+            ]
+            self.questions.append(
+                _Question(f"policyc_ask_redundant({n})", (f"policyc_skip({n})",), "redundant", rule=r)
+            )
+        # shadowed allows: the rule fires for an action no Deny denies
+        p_translator = problem.translator()
+        if "Deny" in symbols.relations:
+            for n, r in enumerate(x for x in rules if x.rule.head.name == "Allow" and x not in shadowed):
+                self.lines.extend(p_translator.rule(r.rule, head_name=f"policyc_fires{n}"))
+                self.lines += [
+                    f"#external policyc_ask_shadow({n}). [free]",
+                    f"policyc_wins({n}) :- policyc_fires{n}(A), not p_Deny(A).",
+                    f":- policyc_ask_shadow({n}), not policyc_wins({n}).",
+                ]
+                self.questions.append(_Question(f"policyc_ask_shadow({n})", (), "shadowed", rule=r))
+        self.lines.extend(p_translator.extra)
+        # tools: a call of it allowed, or denied
+        if "Deny" in symbols.relations or "Allow" in symbols.relations:
+            verdict = "not p_Deny(A)" if "Deny" in symbols.relations else "#true"
+            if symbols.default == "deny":
+                verdict += ", p_Allow(A)" if "Allow" in symbols.relations else ", #false"
+            for n, (tool, kinds) in enumerate(sorted(tools.items())):
+                calls = []
+                if "ToolCall" in problem.inputs():
+                    calls.append(f"policyc_call({n},A) :- p_ToolCall(A,{asp.const(tool)}).")
+                if "is_tool" in symbols.functors:
+                    calls.append(
+                        f"policyc_call({n},A) :- {asp.predicate_table('is_tool')}(A,{asp.const(tool)})."
+                    )
+                if not calls:
+                    continue
+                self.lines += [
+                    *calls,
+                    f"policyc_allowed({n},A) :- policyc_call({n},A), {verdict}.",
+                    f"policyc_some_allowed({n}) :- policyc_allowed({n},A).",
+                    f"policyc_some_denied({n}) :- policyc_call({n},A), not policyc_allowed({n},A).",
+                    f"#external policyc_ask_allowed({n}). [free]",
+                    f"#external policyc_ask_denied({n}). [free]",
+                    f":- policyc_ask_allowed({n}), not policyc_some_allowed({n}).",
+                    f":- policyc_ask_denied({n}), not policyc_some_denied({n}).",
+                ]
+                if "Allow" in kinds:
+                    self.questions.append(
+                        _Question(
+                            f"policyc_ask_allowed({n})", (), "always-deny", tool=tool, site=kinds["Allow"]
+                        )
+                    )
+                if "Deny" in kinds:
+                    self.questions.append(
+                        _Question(
+                            f"policyc_ask_denied({n})", (), "always-allow", tool=tool, site=kinds["Deny"]
+                        )
+                    )
+
+    def run(self) -> None:
+        if not self.questions:
+            return
+        import clingo
+
+        try:
+            # the switches first: the grounder must know them before it meets them in a body
+            switches = [line for line in self.lines if line.startswith("#external")]
+            rest = [line for line in self.lines if not line.startswith("#external")]
+            text = "\n".join(switches) + "\n" + self.problem.program(also=("q_",)) + "\n".join(rest) + "\n"
+            control = clingo.Control(["--warn=none", "--opt-mode=ignore"])
+            control.add("base", [], text)
+            control.ground([("base", [])], context=asp.ground_context(self.compilation))
+        except (asp.Untranslatable, RuntimeError):
+            return
+        switches = [
+            clingo.parse_term(line.split()[1].rstrip("."))
+            for line in self.lines
+            if line.startswith("#external")
+        ]
+        deadline = time.monotonic() + self.timeout
+        for question in self.questions:
+            if time.monotonic() > deadline:
+                break
+            on = {clingo.parse_term(question.switch), *(clingo.parse_term(a) for a in question.assume)}
+            assumptions = [(atom, atom in on) for atom in switches]
+            limit = min(QUESTION_LIMIT, max(0.0, deadline - time.monotonic()))
+            with control.solve(assumptions=assumptions, async_=True) as handle:
+                if not handle.wait(limit):
+                    handle.cancel()
+                    continue  # not answered in time: no finding
+                result = handle.get()
+            if result.satisfiable is not None:
+                question.found = bool(result.satisfiable)
+
+    def findings(self) -> list[Diagnostic]:
+        found = []
+        k = self.bound
+        within = f"on no database with up to {k} fresh values per type"
+        for q in self.questions:
+            if q.found is not False:
+                continue  # a database was found, or the question was not answered in time
+            if q.kind == "redundant" and q.rule is not None:
+                found.append(
+                    codes.REDUNDANT_RULE(
+                        q.rule.rule.span,
+                        f"this rule looks redundant: {within} does it derive a `{q.rule.rule.head.name}` fact "
+                        "the other rules do not",
+                        help="remove it, or make it say something the other rules do not",
+                        strength="bounded",
+                        bound=k,
+                    )
+                )
+            elif q.kind == "shadowed" and q.rule is not None:
+                found.append(
+                    codes.SHADOWED_ALLOW(
+                        q.rule.rule.span,
+                        f"this `Allow` looks shadowed: {within} does it fire for an action that no `Deny` denies",
+                        help="deny wins over allow: narrow the `Deny` rules or drop this one",
+                        strength="bounded",
+                        bound=k,
+                    )
+                )
+            elif q.kind == "always-deny" and q.site is not None:
+                found.append(
+                    codes.ALWAYS_DENY(
+                        _mention_span(q.site, q.tool),
+                        f"every call of `{q.tool}` is denied ({within} is one allowed), although this rule means to allow some",
+                        help="a `Deny` rule covers every call this policy could allow; narrow it",
+                        strength="bounded",
+                        bound=k,
+                    )
+                )
+            elif q.kind == "always-allow" and q.site is not None:
+                found.append(
+                    codes.ALWAYS_ALLOW(
+                        _mention_span(q.site, q.tool),
+                        f"no call of `{q.tool}` is ever denied ({within} is one denied), although this rule means to deny some",
+                        help="the conditions of the `Deny` rules naming it can never hold together",
+                        strength="bounded",
+                        bound=k,
+                    )
+                )
+        return found
+
+
+def _guard(line: str, condition: str) -> str:
+    """A translated rule that only applies while ``condition`` does not hold."""
+    text = line.rstrip()
+    assert text.endswith(".")
+    if ":-" in text:
+        return f"{text[:-1]}, not {condition}."
+    return f"{text[:-1]} :- not {condition}."
