@@ -172,9 +172,14 @@ def compute(
     by_class: dict[Node, set[Any]] = {}
     for node, values in constants.items():
         by_class.setdefault(uf.find(node), set()).update(values)
-    types: dict[Node, set[str]] = {}
+    # a class has the types its typed positions agree on; untyped positions (`any`, undeclared)
+    # accept whatever the others say
+    definite: dict[Node, set[str]] = {}
     for node, cls in classes.items():
-        types.setdefault(cls, set()).update(_types(compilation, node))
+        kinds = _types(compilation, node)
+        if kinds != {"symbol", "number"}:
+            definite[cls] = definite[cls] & kinds if cls in definite else set(kinds)
+    types = {cls: definite.get(cls, {"symbol", "number"}) for cls in set(classes.values())}
     fresh_symbols = tuple(_fresh_symbols(bound, by_class))
     return Domains(bound, classes, by_class, types, fresh_symbols, tuple(range(bound)))
 

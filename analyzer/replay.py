@@ -51,3 +51,14 @@ def evaluate(compilation: Any, model: Model, tabled: frozenset[str]) -> Any:
     policy = Policy(build_plan(compilation), implementations(compilation, model, tabled))
     facts = {name: [list(row) for row in rows] for name, rows in model.facts.items()}
     return policy.evaluate(json.loads(json.dumps(facts)))
+
+
+def shown_tables(tables: dict[str, list[tuple]], signatures: dict[str, Any]) -> dict[str, list[tuple]]:
+    """A model's non-empty functor tables as shown to users: ``(args..., value)`` rows, a
+    predicate's rows ending in ``True``."""
+    shown = {}
+    for name, rows in tables.items():
+        if rows:
+            predicate = signatures[name].is_predicate
+            shown[name] = [(*row, True) if predicate else row for row in rows]
+    return shown

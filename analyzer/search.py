@@ -73,6 +73,8 @@ class Problem:
     prefix: str = "p_"
     domains: Domains | None = None
     tabled: frozenset[str] = frozenset()  # functors given a chosen table
+    read_inputs: set[str] | None = None  # what a model's facts are read from (default: the inputs)
+    read_tables: frozenset[str] | None = None  # and its tables (default: the tabled functors)
 
     def __post_init__(self) -> None:
         symbols = self.compilation.symbols
@@ -287,15 +289,16 @@ class Problem:
         facts: dict[str, list[tuple]] = {}
         tables: dict[str, list[tuple]] = {}
         bindings: dict[str, Any] = {}
-        inputs = set(self.inputs())
+        inputs = self.read_inputs if self.read_inputs is not None else set(self.inputs())
+        tabled = self.read_tables if self.read_tables is not None else self.tabled
         for atom in atoms:
             name = atom.name
             values = tuple(asp.value(a) for a in atom.arguments)
             if name.startswith("in_") and name[3:] in inputs:
                 facts.setdefault(name[3:], []).append(values)
-            elif name.startswith("fv_") and name[3:] in self.tabled:
+            elif name.startswith("fv_") and name[3:] in tabled:
                 tables.setdefault(name[3:], []).append(values)
-            elif name.startswith("fp_") and name[3:] in self.tabled:
+            elif name.startswith("fp_") and name[3:] in tabled:
                 tables.setdefault(name[3:], []).append(values)
             for key, (shown, variables) in show.items():
                 if name == shown and len(values) == len(variables):

@@ -16,7 +16,7 @@ from typing import Any
 from . import asp
 from .query import QUERY, AnalysisError, Loaded, ensure_clean, with_query
 from .reach import never_holds
-from .replay import evaluate
+from .replay import evaluate, shown_tables
 from .search import Problem
 
 
@@ -60,10 +60,18 @@ class Witness:
             lines.extend(f"  {name}({', '.join(render(v) for v in row)})." for row in rows)
         if self.functors:
             lines.append("uninterpreted functors (their values chosen by the search):")
-            for name, rows in sorted(self.functors.items()):
-                for row in rows:
-                    lines.append(f"  {name}({', '.join(render(v) for v in row[:-1])}) = {render(row[-1])}")
+            lines.extend(render_tables(self.functors))
         return "\n".join(lines)
+
+
+def render_tables(tables: dict[str, list[tuple]]) -> list[str]:
+    """Functor table rows as lines: ``f(args) = value``, or ``p(args)`` for a predicate that holds."""
+    lines = []
+    for name, rows in sorted(tables.items()):
+        for row in rows:
+            call = f"  {name}({', '.join(render(v) for v in row[:-1])})"
+            lines.append(call if row[-1] is True else f"{call} = {render(row[-1])}")
+    return lines
 
 
 def render(value: Any) -> str:
@@ -99,16 +107,5 @@ def find_witness(loaded: Loaded, text: str, bound: int = 3, timeout: float = 60.
             "internal error: the evaluator does not confirm the search's witness "
             f"(derived {sorted(derived)[:3]}, errors {[e.message for e in result.errors][:2]}); please report it"
         )
-    used = {
-        name: rows
-        for name, rows in model.tables.items()
-        if rows and not compilation.symbols.functors[name].is_predicate
-    }
-    used.update(
-        {
-            name: [(*row, True) for row in rows]
-            for name, rows in model.tables.items()
-            if rows and compilation.symbols.functors[name].is_predicate
-        }
-    )
+    used = shown_tables(model.tables, compilation.symbols.functors)
     return Witness(text, "found", "bounded", bound, model.facts, dict(model.bindings), used)

@@ -578,3 +578,35 @@ def witness_command(policy: str, query: str, bound: int, fmt: str, timeout: floa
             click.echo(json.dumps(found.to_json(), indent=2, ensure_ascii=False))
         else:
             click.echo(found.text())
+
+
+@main.command("diff")
+@click.argument("old", metavar="OLD")
+@click.argument("new", metavar="NEW")
+@BOUND
+@FORMAT
+@click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Give up each search after this many seconds.",
+)
+def diff_command(old: str, new: str, bound: int, fmt: str, timeout: float) -> None:
+    """How NEW decides differently from OLD (policy files or bundles): equivalent,
+    more-permissive, less-permissive or incomparable, with a database and action for each way
+    they differ, replayed through both evaluators. Exit status 0 when the question was answered.
+    """
+    with _internal_errors():
+        from .analyzer.diff import diff
+        from .analyzer.query import AnalysisError
+
+        before, after = _analysis(old), _analysis(new)
+        try:
+            result = diff(before, after, bound, timeout)
+        except AnalysisError as error:
+            _analysis_failed(error)
+        if fmt == "json":
+            click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        else:
+            click.echo(result.text())
