@@ -610,3 +610,34 @@ def diff_command(old: str, new: str, bound: int, fmt: str, timeout: float) -> No
             click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         else:
             click.echo(result.text())
+
+
+@main.command("conditions")
+@POLICY
+@click.argument("query")
+@click.option(
+    "--bound",
+    type=click.IntRange(1, 8),
+    default=2,
+    show_default=True,
+    help="How many times recursive relations are unfolded.",
+)
+@FORMAT
+def conditions_command(policy: str, query: str, bound: int, fmt: str) -> None:
+    """When QUERY holds, as alternatives over the input relations and functors.
+
+    QUERY is a conjunction of literals, such as 'Allow(a)' or 'Deny(a), is_tool(a, "send_email")'.
+    """
+    with _internal_errors():
+        from .analyzer.conditions import conditions
+        from .analyzer.query import AnalysisError
+
+        loaded = _analysis(policy)
+        try:
+            found = conditions(loaded, query, bound)
+        except AnalysisError as error:
+            _analysis_failed(error)
+        if fmt == "json":
+            click.echo(json.dumps(found.to_json(), indent=2, ensure_ascii=False))
+        else:
+            click.echo(found.text())
