@@ -265,7 +265,9 @@ class _Searches:
             for group in by_head.values()
             if len(group) > 1
             for r in group
-            if r not in redundant and not any(_same(o.rule, r.rule) for o in group if o is not r)
+            if r not in redundant
+            and not any(_same(o.rule, r.rule) for o in group if o is not r)
+            and not _counts_beyond(r.rule, self.bound)
         ]
         switch_of = {id(r.rule): n for n, r in enumerate(candidates)}
         translator = problem.translator("q_")
@@ -299,7 +301,8 @@ class _Searches:
         # shadowed allows: the rule fires for an action no Deny denies
         p_translator = problem.translator()
         if "Deny" in symbols.relations:
-            for n, r in enumerate(x for x in rules if x.rule.head.name == "Allow" and x not in shadowed):
+            allows = [x for x in rules if x.rule.head.name == "Allow" and x not in shadowed]
+            for n, r in enumerate(x for x in allows if not _counts_beyond(x.rule, self.bound)):
                 self.lines.extend(p_translator.rule(r.rule, head_name=f"policyc_fires{n}"))
                 self.lines += [
                     f"#external policyc_ask_shadow({n}). [free]",
@@ -313,7 +316,10 @@ class _Searches:
             verdict = "not p_Deny(A)" if "Deny" in symbols.relations else "#true"
             if symbols.default == "deny":
                 verdict += ", p_Allow(A)" if "Allow" in symbols.relations else ", #false"
-            for n, (tool, kinds) in enumerate(sorted(tools.items())):
+            beyond = any(
+                _counts_beyond(r.rule, self.bound) for r in rules if r.rule.head.name in ("Allow", "Deny")
+            )
+            for n, (tool, kinds) in enumerate(sorted(tools.items()) if not beyond else ()):
                 calls = []
                 if "ToolCall" in problem.inputs():
                     calls.append(f"policyc_call({n},A) :- p_ToolCall(A,{asp.const(tool)}).")
@@ -347,8 +353,38 @@ class _Searches:
                     )
 
     def run(self) -> None:
+        """Answer the questions within the time allowed. Grounding cannot be interrupted, and
+        some policies ground slowly (a ``sum`` over chosen facts grounds every subset sum), so
+        where processes can be forked the work runs in a child that is stopped at the deadline."""
         if not self.questions:
             return
+        import multiprocessing
+
+        if "fork" not in multiprocessing.get_all_start_methods():
+            self._answer(time.monotonic() + self.timeout)
+            return
+        context = multiprocessing.get_context("fork")
+        receive, send = context.Pipe(duplex=False)
+        deadline = time.monotonic() + self.timeout
+        child = context.Process(target=self._answer_to, args=(send, deadline), daemon=True)
+        child.start()
+        send.close()
+        try:
+            if receive.poll(max(0.0, deadline - time.monotonic()) + 1.0):
+                for question, found in zip(self.questions, receive.recv(), strict=True):
+                    question.found = found
+        except (EOFError, OSError):
+            pass  # the child failed: every question stays unanswered
+        finally:
+            child.terminate()
+            child.join()
+
+    def _answer_to(self, send: Any, deadline: float) -> None:
+        self._answer(deadline)
+        send.send([q.found for q in self.questions])
+        send.close()
+
+    def _answer(self, deadline: float) -> None:
         import clingo
 
         try:
@@ -366,7 +402,6 @@ class _Searches:
             for line in self.lines
             if line.startswith("#external")
         ]
-        deadline = time.monotonic() + self.timeout
         for question in self.questions:
             if time.monotonic() > deadline:
                 break
@@ -430,6 +465,31 @@ class _Searches:
                     )
                 )
         return found
+
+
+def _counts_beyond(rule: ast.Rule, bound: int) -> bool:
+    """Whether a rule compares a ``count`` with a threshold a database within the bound may
+    not reach (``count : {...} > 14`` needs 15 facts): a bounded search would miss the rule
+    firing, so it is asked no bounded question."""
+    counted = {
+        lit.left.name
+        for lit in rule.body
+        if isinstance(lit, ast.Comparison)
+        and isinstance(lit.left, ast.Var)
+        and isinstance(lit.right, ast.Aggregate)
+        and lit.right.op in ("count", "sum", "mean")
+    }
+    for lit in rule.body:
+        if isinstance(lit, ast.Comparison):
+            for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
+                if (
+                    isinstance(a, ast.Var)
+                    and a.name in counted
+                    and isinstance(b, ast.Integer)
+                    and b.value >= bound
+                ):
+                    return True
+    return False
 
 
 def _guard(line: str, condition: str) -> str:

@@ -53,6 +53,7 @@ class Domains:
     types: dict[Node, set[str]]  # class -> the types its positions have ("symbol", "number")
     fresh_symbols: tuple[str, ...] = ()
     fresh_numbers: tuple[int, ...] = ()
+    exact: dict[Node, set[int]] = field(default_factory=dict)  # class -> numbers tried without neighbours
     names: dict[Node, str] = field(default_factory=dict)  # class -> its ASP predicate
 
     def of(self, position: Node) -> Node:
@@ -70,6 +71,8 @@ class Domains:
                 found.extend(n for n in (value - 1, value, value + 1) if n not in found)
             elif isinstance(value, str) and "symbol" in types and value not in found:
                 found.append(value)
+        if "number" in types:
+            found.extend(n for n in sorted(self.exact.get(cls, ())) if n not in found)
         if "symbol" in types:
             found.extend(s for s in self.fresh_symbols if s not in found)
         if "number" in types:
@@ -94,6 +97,7 @@ def compute(
     for a, b in links:
         uf.union(a, b)
     constants: dict[Node, set[Any]] = {}
+    exact: dict[Node, set[int]] = {}
     symbols = compilation.symbols
     functors = symbols.functors
     rules = [rule for _, rule in compilation.program.rules()] + list(extra)
@@ -163,6 +167,14 @@ def compute(
                     for n in nodes:
                         constants.setdefault(n, set()).add(c.value)
                         uf.find(n)
+                    # `t + n > 5405`: the values inside the arithmetic must reach the constant
+                    # (the constant alone, not its neighbours: a `sum` over chosen facts grounds
+                    # every subset sum of its values)
+                    for t in (left, right):
+                        if isinstance(t, ast.BinOp | ast.Negate) and isinstance(c.value, int):
+                            for v in ast.term_vars(t):
+                                exact.setdefault(var_node(v.name), set()).add(c.value)
+                                uf.find(var_node(v.name))
 
         visit(rule.head, var_node)
         for literal in rule.body:
@@ -179,9 +191,12 @@ def compute(
         kinds = _types(compilation, node)
         if kinds != {"symbol", "number"}:
             definite[cls] = definite[cls] & kinds if cls in definite else set(kinds)
+    exact_by_class: dict[Node, set[int]] = {}
+    for node, numbers in exact.items():
+        exact_by_class.setdefault(uf.find(node), set()).update(numbers)
     types = {cls: definite.get(cls, {"symbol", "number"}) for cls in set(classes.values())}
     fresh_symbols = tuple(_fresh_symbols(bound, by_class))
-    return Domains(bound, classes, by_class, types, fresh_symbols, tuple(range(bound)))
+    return Domains(bound, classes, by_class, types, fresh_symbols, tuple(range(bound)), exact=exact_by_class)
 
 
 # Builtins whose arguments are best tried with each other's constants: `contains(out, "PASS")`

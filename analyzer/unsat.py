@@ -229,6 +229,8 @@ def var_types(compilation: Any, rule: ast.Rule) -> dict[str, str]:
                     note(a, functors[b.name].returns)
                 elif isinstance(b, ast.Aggregate) and b.op == "count":
                     note(a, "number")
+                elif isinstance(b, ast.BinOp | ast.Negate):
+                    note(a, "number")  # arithmetic is on numbers
                 calls(a)
 
     def calls(term: ast.Term) -> None:
@@ -242,6 +244,17 @@ def var_types(compilation: Any, rule: ast.Rule) -> dict[str, str]:
     visit(rule.head)
     for lit in rule.body:
         visit(lit)
+    # a variable compared with a typed one has its type
+    for _ in range(2):
+        for lit in rule.body:
+            if (
+                isinstance(lit, ast.Comparison)
+                and isinstance(lit.left, ast.Var)
+                and isinstance(lit.right, ast.Var)
+            ):
+                for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
+                    if len(found.get(b.name, ())) == 1 and a.name not in found:
+                        found[a.name] = set(found[b.name])
     return {name: next(iter(kinds)) for name, kinds in found.items() if len(kinds) == 1}
 
 

@@ -1,0 +1,232 @@
+"""The analyzer, through the installed command: `check --deep` on planted defects and on clean
+policies, witnesses and diffs checked by evaluating what they return, conditions.
+
+Planted defects are marked in the corpus (`tests/deep/planted/*.dl`) by a comment on the line
+of each expected finding: `// expect: name[, name]`. Every finding must be expected and every
+expectation found, at that line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import policyc
+
+from .conftest import EXAMPLES
+
+DEEP = Path(__file__).parent / "deep"
+PLANTED = sorted((DEEP / "planted").glob("*.dl"))
+CLEAN = sorted((DEEP / "clean").glob("*.dl")) + sorted(EXAMPLES.glob("*/*.dl"))
+# the FORGE airline listing, as printed, has a rule that another rule covers (line 32 by 39)
+KNOWN = {("tau2_airline.dl", 32): ["redundant-rule"]}
+
+
+def findings(cli, path: Path) -> list[tuple[int, str]]:
+    run = cli("check", "--deep", "--format", "json", str(path))
+    assert run.status == 0, run.stdout + run.stderr
+    return sorted((d["line"], d["name"]) for d in json.loads(run.stdout)["diagnostics"])
+
+
+def expected(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for number, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        match = re.search(r"// expect: (.*)$", line)
+        if match:
+            found.extend((number, name.strip()) for name in match.group(1).split(","))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.name)
+def test_planted_defects_are_found_at_their_lines(cli, path: Path) -> None:
+    assert expected(path), "a planted file marks what it plants"
+    assert findings(cli, path) == expected(path)
+
+
+@pytest.mark.parametrize("path", CLEAN, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_clean_policies_have_no_deep_finding(cli, path: Path) -> None:
+    known = sorted(
+        (line, name) for (file, line), names in KNOWN.items() if file == path.name for name in names
+    )
+    assert findings(cli, path) == known
+
+
+def test_deep_findings_state_their_strength(cli) -> None:
+    run = cli("check", "--deep", "--bound", "3", "--format", "json", str(DEEP / "planted" / "shadowed.dl"))
+    strengths = {(d["line"], d["strength"], d["bound"]) for d in json.loads(run.stdout)["diagnostics"]}
+    assert strengths == {(13, "bounded", 3), (14, "proved", None)}
+    text = cli("check", "--deep", str(DEEP / "planted" / "shadowed.dl")).stdout
+    assert "strength: bounded (no counterexample with up to 2 fresh values per type)" in text
+    assert "strength: proved (on every database)" in text
+
+
+def test_deep_skips_files_with_errors(cli, tmp_path: Path) -> None:
+    policy = tmp_path / "broken.dl"
+    policy.write_text(".input Send\nDeny(a) :- Send(a), Nope(a), 1 > 2.\n")
+    run = cli("check", "--deep", "--format", "json", str(policy))
+    assert run.status == 1
+    assert [d["name"] for d in json.loads(run.stdout)["diagnostics"]] == ["undefined-relation"]
+
+
+# ------------------------------------------------------------------------------ witness
+
+
+def evaluate(policy_path: Path, answer: dict, query_rule: str) -> policyc.Result:
+    """The answer's facts evaluated by a policy extended with the query as a rule, with
+    functors answering from the answer's tables (and the events' functors from its facts)."""
+    tables = answer.get("functors", {})
+    functors = {}
+    for name, rows in tables.items():
+        if rows and rows[0][-1] is True:
+            functors[name] = lambda *args, rows=rows: [*args, True] in rows
+        else:
+            functors[name] = lambda *args, rows=rows: next(
+                (r[-1] for r in rows if r[:-1] == list(args)), None
+            )
+    source = policy_path.read_text("utf-8") + "\n" + query_rule + "\n"
+    facts = answer["facts"]
+    calls = {a: t for a, t in facts.get("ToolCall", [])}
+    args = {(a, k): v for a, k, v in facts.get("ToolArg", [])}
+    events = {
+        "is_tool": lambda a, n: calls.get(a) == n,
+        "tool_arg": lambda a, k: args.get((a, k)),
+        "text_of": lambda e: next((t for x, t in facts.get("Text", []) if x == e), ""),
+        "tool_name": lambda a: calls.get(a),
+    }
+    loaded = policyc.load(source, {**events, **functors})
+    return loaded.evaluate(facts)
+
+
+def test_witness_is_the_smallest_and_replays(cli) -> None:
+    toxic = EXAMPLES / "forge" / "toxic_flow.dl"
+    run = cli("witness", str(toxic), "Deny(a), not UntrustedInput(a)", "--format", "json")
+    assert run.status == 0, run.stderr
+    answer = json.loads(run.stdout)
+    assert (answer["status"], answer["strength"], answer["bound"]) == ("found", "bounded", 3)
+    a = answer["bindings"]["a"]
+    # taint has to come from another event: 4 facts at least (send, sensitive, dependency, untrusted)
+    assert sum(len(rows) for rows in answer["facts"].values()) == 4
+    result = evaluate(toxic, answer, "Q(a) :- Deny(a), not UntrustedInput(a).")
+    assert (a,) in result.relation("Q")
+
+
+def test_witness_with_uninterpreted_functors(cli) -> None:
+    policy = EXAMPLES / "forge" / "tau2_airline.dl"
+    query = 'Deny(a), is_tool(a, "send_certificate")'
+    answer = json.loads(cli("witness", str(policy), query, "--format", "json").stdout)
+    assert answer["status"] == "found"
+    assert ["" + answer["bindings"]["a"], "send_certificate", True] in answer["functors"]["is_tool"]
+    result = evaluate(policy, answer, f"Q(a) :- {query}.")
+    assert (answer["bindings"]["a"],) in result.relation("Q")
+
+
+def test_no_witness_proved_or_bounded(cli) -> None:
+    planted = DEEP / "planted" / "unreachable.dl"
+    proved = json.loads(cli("witness", str(planted), "Flagged(a)", "--format", "json").stdout)
+    assert (proved["status"], proved["strength"]) == ("none", "proved")
+    assert "Flagged" in proved["reason"]
+    toxic = EXAMPLES / "forge" / "toxic_flow.dl"
+    bounded = json.loads(cli("witness", str(toxic), "Deny(a), not Tainted(a)", "--format", "json").stdout)
+    assert (bounded["status"], bounded["strength"], bounded["bound"]) == ("none", "bounded", 3)
+    text = cli("witness", str(toxic), "Deny(a), not Tainted(a)", "--bound", "2").stdout
+    assert "no database with up to 2 fresh values per type" in text
+
+
+def test_witness_reports_bad_queries_with_positions(cli) -> None:
+    toxic = str(EXAMPLES / "forge" / "toxic_flow.dl")
+    run = cli("witness", toxic, "Deny(a), Taint(a)")
+    assert run.status == 1
+    assert "<query>:1:10: error[PC101]: relation `Taint` is not defined" in run.stderr
+    assert "did you mean `Tainted`?" in run.stderr
+    assert cli("witness", toxic, "Deny(a), ,").status == 1
+    assert cli("witness", "missing.dl", "Deny(a)").status == 2
+
+
+def test_witness_from_a_bundle(cli, tmp_path: Path) -> None:
+    bundle = tmp_path / "toxic.bundle"
+    assert cli("compile", str(EXAMPLES / "forge" / "toxic_flow.dl"), "-o", str(bundle)).status == 0
+    answer = json.loads(cli("witness", str(bundle), "Deny(a)", "--format", "json").stdout)
+    assert answer["status"] == "found"
+
+
+# --------------------------------------------------------------------------------- diff
+
+
+H3 = DEEP / "h3"
+
+
+def test_diff_finds_the_over_restrictive_translation(cli) -> None:
+    """FORGE H.3: the translation denies a cancellation the reference allows."""
+    run = cli("diff", str(H3 / "reference.dl"), str(H3 / "translated.dl"), "--format", "json")
+    assert run.status == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert (result["verdict"], result["strength"]) == ("less-permissive", "bounded")
+    (witness,) = result["witnesses"]
+    assert witness["direction"] == "only-old-allows"
+    assert ["" + witness["action"], "cancel_reservation"] in witness["facts"]["ToolCall"]
+    action = witness["action"]
+    reference = policyc.load(H3 / "reference.dl").evaluate(witness["facts"]).decide(action)
+    translated = policyc.load(H3 / "translated.dl").evaluate(witness["facts"]).decide(action)
+    assert reference.allowed and not translated.allowed
+    assert translated.reasons[0].rule == "cancel-needs-reason"
+    backwards = json.loads(
+        cli("diff", str(H3 / "translated.dl"), str(H3 / "reference.dl"), "--format", "json").stdout
+    )
+    assert backwards["verdict"] == "more-permissive"
+
+
+def test_diff_equivalent(cli, tmp_path: Path) -> None:
+    same = cli("diff", str(H3 / "reference.dl"), str(H3 / "reference.dl"), "--format", "json").json()
+    assert (same["verdict"], same["strength"], same["witnesses"]) == ("equivalent", "proved", [])
+    # the same policy written differently: rules in another order, a rule split in two
+    text = (H3 / "reference.dl").read_text("utf-8")
+    rewritten = text.replace(
+        "Eligible(r) :- BusinessCabin(r).\nEligible(r) :- BookedWithin24h(r).",
+        "Fast(r) :- BookedWithin24h(r).\nEligible(r) :- Fast(r).\nEligible(r) :- BusinessCabin(r).",
+    )
+    assert rewritten != text
+    other = tmp_path / "rewritten.dl"
+    other.write_text(rewritten, "utf-8")
+    result = cli("diff", str(H3 / "reference.dl"), str(other), "--format", "json").json()
+    assert (result["verdict"], result["strength"]) == ("equivalent", "bounded")
+
+
+def test_diff_incomparable_with_both_witnesses(cli) -> None:
+    toxic = EXAMPLES / "forge" / "toxic_flow.dl"
+    airline = EXAMPLES / "forge" / "tau2_airline.dl"
+    result = cli("diff", str(toxic), str(airline), "--format", "json").json()
+    assert (result["verdict"], result["strength"]) == ("incomparable", "proved")
+    assert {w["direction"] for w in result["witnesses"]} == {"only-new-allows", "only-old-allows"}
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+def test_conditions_unfold_to_inputs(cli) -> None:
+    run = cli("conditions", str(H3 / "reference.dl"), "Deny(a)", "--format", "json")
+    assert run.status == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["disjuncts"] == [
+        ['ToolCall(a, "cancel_reservation")', 'ToolArg(a, "reservation_id", r_1)', "not Eligible(r_1)"],
+        ['ToolCall(a, "cancel_reservation")', 'ToolArg(a, "reservation_id", _)', "not UserConfirmed()"],
+    ]
+    assert result["negated"]["Eligible(x1)"] == [
+        ["BusinessCabin(x1)"],
+        ["BookedWithin24h(x1)"],
+        ["AirlineCancelled(x1)"],
+        ["HasInsurance(x1)", "CoveredReason()"],
+    ]
+
+
+def test_conditions_mark_recursion_and_drop_contradictions(cli) -> None:
+    toxic = str(EXAMPLES / "forge" / "toxic_flow.dl")
+    result = cli("conditions", toxic, "Deny(a)", "--bound", "1", "--format", "json").json()
+    assert result["recursive"] == ["HasSecret", "Tainted"]
+    assert ["ExternalSend(a)", "UntrustedInput(a)", "SensitiveInput(a)"] in result["disjuncts"]
+    assert any("Tainted(" in lit and lit.endswith("(recursive)") for d in result["disjuncts"] for lit in d)
+    planted = str(DEEP / "planted" / "unreachable.dl")
+    never = cli("conditions", planted, "Flagged(a)")
+    assert never.status == 0 and "never holds" in never.stdout
