@@ -32,6 +32,15 @@ def _has_aggregate(rule: ast.Rule) -> bool:
     return False
 
 
+def _names(rule: ast.Rule) -> frozenset[tuple[bool, str]]:
+    """The relations (and functor predicates) a rule's body reads, each with whether negated."""
+    return frozenset(
+        (isinstance(lit, ast.Negation), lit.atom.name if isinstance(lit, ast.Negation) else lit.name)
+        for lit in rule.body
+        if isinstance(lit, ast.Atom | ast.Negation)
+    )
+
+
 def _unify(pattern: ast.Term, target: ast.Term, theta: dict[str, Any]) -> dict[str, Any] | None:
     """Extend θ so that θ(pattern) == target (terms compared without positions)."""
     if isinstance(pattern, ast.Wildcard):
@@ -126,6 +135,8 @@ def _from_shape(s: Any) -> ast.Term:
 
 def covers(compilation: Any, general: ast.Rule, specific: ast.Rule, heads: bool = True) -> bool:
     """Whether ``general`` fires (with the same head, when ``heads``) whenever ``specific`` does."""
+    if not _names(general) <= _names(specific):
+        return False  # some literal of `general` has nothing to map onto
     if _has_aggregate(general) or _has_aggregate(specific):
         return False
     theta: dict[str, Any] | None = {}

@@ -24,6 +24,7 @@ user wrote, never for the shipped library.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -34,17 +35,24 @@ from policyc.compiler.diagnostics import Diagnostic, Related
 from . import asp
 from .contain import covers
 from .reach import never_holds
-from .search import Problem
+from .search import Problem, uninterpreted_functors
 from .unsat import atom_shape, contradiction, shape
 
 SEARCH_LIMIT = 200  # rules, facts not counted; above it, only the proofs
 QUESTION_LIMIT = 2.0  # seconds one bounded question may take; unanswered questions give no finding
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Rule:
+    """A rule and its module, compared by identity."""
+
     rule: ast.Rule
     module: ast.Module
+
+    @functools.cached_property
+    def signature(self) -> Any:
+        """The rule without positions: two rules with one signature are duplicates."""
+        return (atom_shape(self.rule.head), tuple(_lit(x) for x in self.rule.body))
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResul
     user = [r for r in every if not program.is_library(r.module.path) and not r.rule.is_fact]
     functors = compilation.symbols.functors
     findings: list[Diagnostic] = []
+    modelled = _Functors(compilation)
 
     contradictions: dict[int, tuple[str, str]] = {}
     for r in every:
@@ -82,6 +91,7 @@ def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResul
                     f"this rule can never fire: {reason}",
                     help="fix the conditions, or remove the rule",
                     strength=strength,
+                    uninterpreted=modelled.of((r.rule,)) if strength == "proved" else (),
                 )
             )
 
@@ -102,6 +112,7 @@ def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResul
                             f"({never[lit.name]})",
                             help="fix the rules it depends on, or remove this rule",
                             strength="proved",
+                            uninterpreted=modelled.of(relations=(lit.name,)),
                         )
                     )
                 break
@@ -121,6 +132,7 @@ def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResul
                 related=(Related(cover.rule.span, "this rule covers it"),),
                 help="remove it, or make it say something the other rule does not",
                 strength="proved",
+                uninterpreted=modelled.of((r.rule, cover.rule)),
             )
         )
     for r, cover in shadowed.items():
@@ -132,22 +144,69 @@ def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResul
                 related=(Related(cover.rule.span, "this rule denies every action it allows"),),
                 help="deny wins over allow: narrow the `Deny` rule or drop this one",
                 strength="proved",
+                uninterpreted=modelled.of((r.rule, cover.rule)),
             )
         )
     if searches is None:
         return DeepResult(findings, 0, 0)
-    findings.extend(searches.findings())
+    findings.extend(searches.findings(modelled))
     unanswered = sum(q.found is None for q in searches.questions)
     return DeepResult(findings, len(searches.questions), unanswered)
+
+
+class _Functors:
+    """Which of the functors the analysis models as uninterpreted functions a finding rests on."""
+
+    def __init__(self, compilation: Any) -> None:
+        self.modelled = uninterpreted_functors(compilation)
+        self.rules: dict[str, list[ast.Rule]] = {}
+        for _, rule in compilation.program.rules():
+            self.rules.setdefault(rule.head.name, []).append(rule)
+
+    def of(self, rules: tuple[ast.Rule, ...] = (), relations: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """The modelled functors ``rules`` use, and those the rules of ``relations`` use, with
+        the rules of every relation either reads, transitively."""
+        found: set[str] = set()
+        seen: set[str] = set()
+        stack = list(rules) + [r for name in relations for r in self.rules.get(name, ())]
+        seen.update(relations)
+        while stack:
+            rule = stack.pop()
+            for name in _names_read(rule):
+                if name in self.modelled:
+                    found.add(name)
+                elif name not in seen:
+                    seen.add(name)
+                    stack.extend(self.rules.get(name, ()))
+        return tuple(sorted(found))
+
+
+def _names_read(rule: ast.Rule) -> set[str]:
+    """The relations, functor predicates and functors a rule (aggregates included) reads."""
+    names: set[str] = set()
+    literals: list[ast.Literal] = list(rule.body)
+    terms: list[ast.Term] = list(rule.head.args)
+    while literals or terms:
+        if literals:
+            lit = literals.pop()
+            atom = lit.atom if isinstance(lit, ast.Negation) else lit
+            if isinstance(atom, ast.Atom):
+                names.add(atom.name)
+            terms.extend(ast.literal_terms(lit))
+            continue
+        for t in ast.walk_term(terms.pop(), into_aggregates=False):
+            if isinstance(t, ast.Call):
+                names.add(t.name)
+            elif isinstance(t, ast.Aggregate):
+                literals.extend(t.body)
+                if t.target is not None:
+                    terms.append(t.target)
+    return names
 
 
 def _size(compilation: Any) -> int:
     """The policy's rules, facts not counted."""
     return sum(1 for _, rule in compilation.program.rules() if not rule.is_fact)
-
-
-def _same(a: ast.Rule, b: ast.Rule) -> bool:
-    return atom_shape(a.head) == atom_shape(b.head) and [_lit(x) for x in a.body] == [_lit(x) for x in b.body]
 
 
 def _lit(lit: ast.Literal) -> Any:
@@ -167,7 +226,7 @@ def _redundant_by_containment(compilation: Any, rules: list[_Rule]) -> dict[_Rul
     for group in by_head.values():
         for i, r in enumerate(group):
             for j, other in enumerate(group):
-                if i == j or other in found or _same(other.rule, r.rule):
+                if i == j or other in found or other.signature == r.signature:
                     continue  # exact duplicates are `duplicate-rule`'s business
                 if covers(compilation, other.rule, r.rule):
                     if j > i and covers(compilation, r.rule, other.rule):
@@ -266,7 +325,7 @@ class _Searches:
             if len(group) > 1
             for r in group
             if r not in redundant
-            and not any(_same(o.rule, r.rule) for o in group if o is not r)
+            and sum(o.signature == r.signature for o in group) == 1
             and not _counts_beyond(r.rule, self.bound)
         ]
         switch_of = {id(r.rule): n for n, r in enumerate(candidates)}
@@ -416,7 +475,7 @@ class _Searches:
             if result.satisfiable is not None:
                 question.found = bool(result.satisfiable)
 
-    def findings(self) -> list[Diagnostic]:
+    def findings(self, modelled: _Functors) -> list[Diagnostic]:
         found = []
         k = self.bound
         within = f"on no database with up to {k} fresh values per type"
@@ -432,6 +491,7 @@ class _Searches:
                         help="remove it, or make it say something the other rules do not",
                         strength="bounded",
                         bound=k,
+                        uninterpreted=modelled.of(relations=(q.rule.rule.head.name,)),
                     )
                 )
             elif q.kind == "shadowed" and q.rule is not None:
@@ -442,6 +502,7 @@ class _Searches:
                         help="deny wins over allow: narrow the `Deny` rules or drop this one",
                         strength="bounded",
                         bound=k,
+                        uninterpreted=modelled.of((q.rule.rule,), ("Deny",)),
                     )
                 )
             elif q.kind == "always-deny" and q.site is not None:
@@ -452,6 +513,7 @@ class _Searches:
                         help="a `Deny` rule covers every call this policy could allow; narrow it",
                         strength="bounded",
                         bound=k,
+                        uninterpreted=modelled.of(relations=("Allow", "Deny")),
                     )
                 )
             elif q.kind == "always-allow" and q.site is not None:
@@ -462,6 +524,7 @@ class _Searches:
                         help="the conditions of the `Deny` rules naming it can never hold together",
                         strength="bounded",
                         bound=k,
+                        uninterpreted=modelled.of(relations=("Allow", "Deny")),
                     )
                 )
         return found

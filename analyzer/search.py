@@ -77,22 +77,11 @@ class Problem:
     read_tables: frozenset[str] | None = None  # and its tables (default: the tabled functors)
 
     def __post_init__(self) -> None:
-        symbols = self.compilation.symbols
-        self.event_functors = {
-            name
-            for name, needs in EVENT_FUNCTORS.items()
-            if name in symbols.functors
-            and _from_events(self.compilation, symbols.functors[name].span.file)
-            and all(n in symbols.relations for n in needs)
-        }
+        self.event_functors = event_functors(self.compilation)
         if self.domains is None:
             links = [link for name in self.event_functors for link in EVENT_LINKS[name]]
             self.domains = compute(self.compilation, self.bound, self.extra, links)
-        from policyc.stdlib.builtins import BUILTINS
-
-        self.tabled = frozenset(
-            name for name in symbols.functors if name not in BUILTINS and name not in self.event_functors
-        )
+        self.tabled = uninterpreted_functors(self.compilation)
 
     # ------------------------------------------------------------------ the program
 
@@ -306,6 +295,29 @@ class Problem:
         for rows in (*facts.values(), *tables.values()):
             rows.sort(key=lambda row: tuple((isinstance(v, str), v) for v in row))
         return Model(facts, tables, bindings.get("goal", {}), cost)
+
+
+def event_functors(compilation: Any) -> frozenset[str]:
+    """The event vocabulary's functors a policy uses, answered from the event facts."""
+    symbols = compilation.symbols
+    return frozenset(
+        name
+        for name, needs in EVENT_FUNCTORS.items()
+        if name in symbols.functors
+        and _from_events(compilation, symbols.functors[name].span.file)
+        and all(n in symbols.relations for n in needs)
+    )
+
+
+def uninterpreted_functors(compilation: Any) -> frozenset[str]:
+    """The functors the analyzer models as uninterpreted functions of their declared types:
+    all but the builtins (computed) and the event functors (answered from the event facts)."""
+    from policyc.stdlib.builtins import BUILTINS
+
+    events = event_functors(compilation)
+    return frozenset(
+        name for name in compilation.symbols.functors if name not in BUILTINS and name not in events
+    )
 
 
 def _from_events(compilation: Any, path: str) -> bool:

@@ -30,9 +30,20 @@ class Code:
         fix: Fix | None = None,
         strength: str | None = None,
         bound: int | None = None,
+        uninterpreted: tuple[str, ...] = (),
     ) -> Diagnostic:
         return Diagnostic(
-            self.code, self.name, self.severity, message, span, tuple(related), help, fix, strength, bound
+            self.code,
+            self.name,
+            self.severity,
+            message,
+            span,
+            tuple(related),
+            help,
+            fix,
+            strength,
+            bound,
+            uninterpreted,
         )
 
 

@@ -57,6 +57,7 @@ class Diagnostic:
     # deep findings (`policyc check --deep`): how sure the finding is, and the search's bound
     strength: str | None = None  # "syntactic", "proved" or "bounded"
     bound: int | None = None
+    uninterpreted: tuple[str, ...] = ()  # the functors the finding modelled as uninterpreted functions
 
     @property
     def is_error(self) -> bool:

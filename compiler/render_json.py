@@ -2,7 +2,7 @@
 
     {"diagnostics": [{"code", "name", "severity", "message", "file", "line", "column",
                       "end_line", "end_column", "help", "related": [...], "fix",
-                      "strength", "bound"}],
+                      "strength", "bound", "uninterpreted"}],
      "errors": N, "warnings": N}
 
 Lines and columns are 1-based; ``end_column`` is just past the last character; columns
@@ -50,6 +50,7 @@ def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
         "fix": fix_json(d.fix) if d.fix else None,
         "strength": d.strength,
         "bound": d.bound,
+        "uninterpreted": list(d.uninterpreted),
     }
 
 

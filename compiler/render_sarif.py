@@ -40,7 +40,11 @@ def to_sarif(diagnostics: list[Diagnostic], version: str) -> dict[str, Any]:
             "locations": [{"physicalLocation": _physical(d.span)}],
         }
         if d.strength is not None:
-            result["properties"] = {"strength": d.strength, "bound": d.bound}
+            result["properties"] = {
+                "strength": d.strength,
+                "bound": d.bound,
+                "uninterpreted": list(d.uninterpreted),
+            }
         if d.related:
             result["relatedLocations"] = [
                 {"id": i + 1, "physicalLocation": _physical(r.span), "message": {"text": r.message}}

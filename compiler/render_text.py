@@ -67,6 +67,14 @@ def render_one(diagnostic: Diagnostic, sources: Sources) -> Text:
         out.append(" " * width + " = ", style="bold blue")
         out.append("strength: ", style="bold")
         out.append(strength_text(diagnostic.strength, diagnostic.bound))
+        if diagnostic.uninterpreted:
+            names = ", ".join(f"`{name}`" for name in diagnostic.uninterpreted)
+            what = (
+                "uninterpreted functions of their"
+                if len(diagnostic.uninterpreted) > 1
+                else "an uninterpreted function of its"
+            )
+            out.append(f"; with {names} modelled as {what} declared types")
     if diagnostic.fix is not None:
         out.append("\n")
         out.append(" " * width + " = ", style="bold blue")

@@ -63,6 +63,18 @@ def test_deep_findings_state_their_strength(cli) -> None:
     assert "strength: proved (on every database)" in text
 
 
+def test_findings_that_model_functors_say_so(cli) -> None:
+    run = cli("check", "--deep", "--format", "json", str(DEEP / "planted" / "contradictions.dl"))
+    modelled = {d["line"]: d["uninterpreted"] for d in json.loads(run.stdout)["diagnostics"]}
+    assert modelled[11] == ["risk"]  # proved with `risk` as an uninterpreted function
+    assert all(names == [] for line, names in modelled.items() if line != 11)
+    text = cli("check", "--deep", str(DEEP / "planted" / "contradictions.dl")).stdout
+    assert "with `risk` modelled as an uninterpreted function of its declared types" in text
+    sarif = cli("check", "--deep", "--format", "sarif", str(DEEP / "planted" / "contradictions.dl")).stdout
+    properties = [r["properties"] for r in json.loads(sarif)["runs"][0]["results"]]
+    assert {"strength": "proved", "bound": None, "uninterpreted": ["risk"]} in properties
+
+
 def test_deep_skips_files_with_errors(cli, tmp_path: Path) -> None:
     policy = tmp_path / "broken.dl"
     policy.write_text(".input Send\nDeny(a) :- Send(a), Nope(a), 1 > 2.\n")
