@@ -34,6 +34,7 @@ from policyc.compiler.diagnostics import Diagnostic, Related
 
 from . import asp
 from .contain import covers
+from .deadline import within
 from .reach import never_holds
 from .search import Problem, uninterpreted_functors
 from .unsat import atom_shape, contradiction, shape
@@ -412,38 +413,19 @@ class _Searches:
                     )
 
     def run(self) -> None:
-        """Answer the questions within the time allowed. Grounding cannot be interrupted, and
-        some policies ground slowly (a ``sum`` over chosen facts grounds every subset sum), so
-        where processes can be forked the work runs in a child that is stopped at the deadline."""
+        """Answer the questions within the time allowed (grounding included)."""
         if not self.questions:
             return
-        import multiprocessing
-
-        if "fork" not in multiprocessing.get_all_start_methods():
-            self._answer(time.monotonic() + self.timeout)
-            return
-        context = multiprocessing.get_context("fork")
-        receive, send = context.Pipe(duplex=False)
         deadline = time.monotonic() + self.timeout
-        child = context.Process(target=self._answer_to, args=(send, deadline), daemon=True)
-        child.start()
-        send.close()
         try:
-            if receive.poll(max(0.0, deadline - time.monotonic()) + 1.0):
-                for question, found in zip(self.questions, receive.recv(), strict=True):
-                    question.found = found
-        except (EOFError, OSError):
-            pass  # the child failed: every question stays unanswered
-        finally:
-            child.terminate()
-            child.join()
+            answers = within(self.timeout, lambda: self._answer(deadline))
+        except (TimeoutError, RuntimeError):
+            return  # every question stays unanswered
+        for question, found in zip(self.questions, answers, strict=True):
+            question.found = found
 
-    def _answer_to(self, send: Any, deadline: float) -> None:
-        self._answer(deadline)
-        send.send([q.found for q in self.questions])
-        send.close()
-
-    def _answer(self, deadline: float) -> None:
+    def _answer(self, deadline: float) -> list[bool | None]:
+        """Whether a database was found for each question (``None``: not answered in time)."""
         import clingo
 
         try:
@@ -451,19 +433,22 @@ class _Searches:
             switches = [line for line in self.lines if line.startswith("#external")]
             rest = [line for line in self.lines if not line.startswith("#external")]
             text = "\n".join(switches) + "\n" + self.problem.program(also=("q_",)) + "\n".join(rest) + "\n"
-            control = clingo.Control(["--warn=none", "--opt-mode=ignore"])
+            # two solver threads, configured differently: answers come sooner and vary less
+            control = clingo.Control(["--warn=none", "--opt-mode=ignore", "--parallel-mode=2"])
             control.add("base", [], text)
             control.ground([("base", [])], context=asp.ground_context(self.compilation))
         except (asp.Untranslatable, RuntimeError):
-            return
+            return [None] * len(self.questions)
         switches = [
             clingo.parse_term(line.split()[1].rstrip("."))
             for line in self.lines
             if line.startswith("#external")
         ]
+        answers: list[bool | None] = []
         for question in self.questions:
+            answers.append(None)
             if time.monotonic() > deadline:
-                break
+                continue
             on = {clingo.parse_term(question.switch), *(clingo.parse_term(a) for a in question.assume)}
             assumptions = [(atom, atom in on) for atom in switches]
             limit = min(QUESTION_LIMIT, max(0.0, deadline - time.monotonic()))
@@ -473,7 +458,8 @@ class _Searches:
                     continue  # not answered in time: no finding
                 result = handle.get()
             if result.satisfiable is not None:
-                question.found = bool(result.satisfiable)
+                answers[-1] = bool(result.satisfiable)
+        return answers
 
     def findings(self, modelled: _Functors) -> list[Diagnostic]:
         found = []

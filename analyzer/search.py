@@ -26,6 +26,7 @@ from typing import Any
 from policyc.compiler import ast
 
 from . import asp
+from .deadline import within
 from .domains import Domains, compute
 
 # the positions an event functor's arguments and result share with its relation
@@ -244,9 +245,22 @@ class Problem:
         show: dict[str, tuple[str, ...]] | None = None,
         minimal: bool = True,
     ) -> Model | None:
-        """:meth:`solve` over a program text built from :meth:`program` (and more rules)."""
+        """:meth:`solve` over a program text built from :meth:`program` (and more rules);
+        :class:`TimeoutError` if grounding and solving take more than ``timeout`` seconds
+        without a model (with one, the best found so far)."""
+        return within(timeout, lambda: self._solve(program, goal, timeout, show, minimal))
+
+    def _solve(
+        self,
+        program: str,
+        goal: Iterable[str],
+        timeout: float,
+        show: dict[str, tuple[str, ...]] | None,
+        minimal: bool,
+    ) -> Model | None:
         import clingo
 
+        deadline = time.monotonic() + timeout
         control = clingo.Control(
             ["--warn=none", "--opt-mode=" + ("opt" if minimal else "ignore"), "--opt-strategy=usc"]
         )
@@ -259,7 +273,6 @@ class Problem:
             best[:] = list(model.symbols(atoms=True))
             cost[:] = list(model.cost)
 
-        deadline = time.monotonic() + timeout
         with control.solve(on_model=on_model, async_=True) as handle:
             while not handle.wait(0.1):
                 if time.monotonic() > deadline:

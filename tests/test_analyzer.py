@@ -147,6 +147,35 @@ def test_no_witness_proved_or_bounded(cli) -> None:
     assert "no database with up to 2 fresh values per type" in text
 
 
+def slow_to_ground(tmp_path: Path) -> Path:
+    """A policy whose grounding takes long: a `sum` over chosen facts grounds every subset sum
+    of the values the thresholds bring into the domain."""
+    lines = [
+        ".decl Amount(a: symbol, n: number)",
+        ".input Amount",
+        "Spent(t) :- t = sum n : { Amount(_, n) }.",
+    ]
+    for i in range(1, 21):
+        lines += [
+            f"Big{i}(a) :- Amount(a, n), n > {i * 97}.",
+            f"Deny(a) :- Big{i}(a), Spent(t), t > {i * 1000}.",
+        ]
+    path = tmp_path / "slow.dl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_searches_stop_at_their_time_limit_even_while_grounding(cli, tmp_path: Path) -> None:
+    policy = slow_to_ground(tmp_path)
+    run = cli("witness", str(policy), "Deny(a)", "--timeout", "1")
+    assert run.status == 1
+    assert "policyc: error: the search did not finish in 1 s" in run.stderr
+    assert "Traceback" not in run.stderr
+    deep = cli("check", "--deep", "--format", "json", str(policy))
+    assert deep.status == 0 and json.loads(deep.stdout)["diagnostics"] == []
+    assert "could not be answered in the time allowed" in deep.stderr
+
+
 def test_witness_reports_bad_queries_with_positions(cli) -> None:
     toxic = str(EXAMPLES / "forge" / "toxic_flow.dl")
     run = cli("witness", toxic, "Deny(a), Taint(a)")
