@@ -34,6 +34,7 @@ class Conditions:
     recursive: list[str] = field(default_factory=list)  # relations cut at the bound
     negated: dict[str, list[list[str]]] = field(default_factory=dict)  # conditions of negated relations
     truncated: bool = False
+    note: str = ""  # what to ask instead, when the question is not the one meant
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,11 +44,12 @@ class Conditions:
             "recursive": self.recursive,
             "negated": self.negated,
             "truncated": self.truncated,
+            "note": self.note,
         }
 
     def text(self) -> str:
         if not self.disjuncts:
-            return f"`{self.query}` never holds"
+            return f"`{self.query}` never holds" + (f"\n({self.note})" if self.note else "")
         lines = [f"`{self.query}` holds when" + (" one of these holds:" if len(self.disjuncts) > 1 else ":")]
         lines.extend(_numbered(self.disjuncts))
         for name, disjuncts in self.negated.items():
@@ -102,6 +104,13 @@ class _Unfolder:
                             self.truncated = True
                             return results[:MAX_CONJUNCTIONS]
                 return results
+            if (
+                isinstance(lit, ast.Atom)
+                and lit.name not in self.rules
+                and lit.name not in self.symbols.inputs
+                and lit.name not in self.symbols.functors
+            ):
+                return []  # a relation no rule derives and no input gives: never holds
             if isinstance(lit, ast.Negation) and self.derived(lit.atom.name):
                 self.negated.add(lit.atom.name)
         return [body]
@@ -223,4 +232,11 @@ def conditions(loaded: Loaded, text: str, bound: int = 2) -> Conditions:
         unfolded = inner.unfold([pattern], {})
         negated[render_literal(pattern)] = _simplify(compilation, unfolded, pattern, inner.recursive)
         unfolder.recursive |= inner.recursive
-    return Conditions(text, disjuncts, bound, sorted(unfolder.recursive), negated, unfolder.truncated)
+    note = ""
+    if not disjuncts and compilation.symbols.default == "allow" and "Allow" not in unfolder.rules:
+        if any(isinstance(lit, ast.Atom) and lit.name == "Allow" for lit in query.rule.body):
+            note = (
+                "no rule derives `Allow`: this policy allows every action no `Deny` fact holds for; "
+                "the conditions of `Deny(a)` are those under which an action is denied"
+            )
+    return Conditions(text, disjuncts, bound, sorted(unfolder.recursive), negated, unfolder.truncated, note)

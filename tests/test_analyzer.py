@@ -271,3 +271,12 @@ def test_conditions_mark_recursion_and_drop_contradictions(cli) -> None:
     planted = str(DEEP / "planted" / "unreachable.dl")
     never = cli("conditions", planted, "Flagged(a)")
     assert never.status == 0 and "never holds" in never.stdout
+
+
+def test_conditions_of_allow_in_a_policy_that_allows_by_default(cli) -> None:
+    approval = str(EXAMPLES / "forge" / "approval.dl")
+    result = cli("conditions", approval, "Allow(a)", "--format", "json").json()
+    assert result["disjuncts"] == []
+    assert "allows every action no `Deny` fact holds for" in result["note"]
+    denied = cli("conditions", approval, "Deny(a)", "--format", "json").json()
+    assert denied["disjuncts"] == [["ProtectedAPICall(a)", "not HasApproval(a)"]] and denied["note"] == ""
