@@ -59,7 +59,8 @@ class Conditions:
             lines.extend(_numbered(disjuncts) if disjuncts else ["  never"])
         if self.recursive:
             names = ", ".join(f"`{n}`" for n in self.recursive)
-            lines.append(f"\n(recursive: {names}, unfolded {self.bound} times)")
+            times = "once" if self.bound == 1 else f"{self.bound} times"
+            lines.append(f"\n(recursive: {names}, unfolded {times})")
         if self.truncated:
             lines.append(f"\n(more than {MAX_CONJUNCTIONS} cases: the first {MAX_CONJUNCTIONS} are shown)")
         return "\n".join(lines)

@@ -4,6 +4,7 @@ triggers it, every language example parses, the README's Quickstart has exactly 
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 
@@ -92,3 +93,20 @@ def test_monitor_docs_python_examples_compile() -> None:
             compile(example, name, "exec")
     for example in blocks((ROOT / "docs" / "events.md").read_text("utf-8"), "datalog"):
         assert compile_source(example, "events.dl").ok, example
+
+
+ANALYZER = (ROOT / "docs" / "analyzer.md").read_text("utf-8")
+
+
+@pytest.mark.parametrize("block", blocks(ANALYZER, "console"), ids=lambda b: b.split("\n", 1)[0][2:60])
+def test_analyzer_docs_commands_print_what_is_shown(policyc, block: str) -> None:
+    command, shown = block.split("\n", 1)
+    assert command.startswith("$ policyc ")
+    run = policyc(*shlex.split(command)[2:])
+    assert run.status == 0, run.stderr
+    assert run.stdout.rstrip("\n") == shown.rstrip("\n")
+
+
+def test_analyzer_docs_list_every_deep_finding() -> None:
+    deep = {c.name for c in CATALOG if c.code.startswith("PC3")}
+    assert deep == set(re.findall(r"^\| PC3\d\d \| `([a-z-]+)` \|", ANALYZER, flags=re.M))
