@@ -54,6 +54,12 @@ class Domains:
     fresh_symbols: tuple[str, ...] = ()
     fresh_numbers: tuple[int, ...] = ()
     exact: dict[Node, set[int]] = field(default_factory=dict)  # class -> numbers tried without neighbours
+    width: dict[Node, int] = field(default_factory=dict)  # class -> most variables of it in one rule
+
+    def fresh(self, cls: Node) -> int:
+        """How many fresh values a class gets: the bound, or as many as one rule has variables
+        of the class, if more (so that every rule can fire with distinct values)."""
+        return max(self.bound, self.width.get(cls, 0))
     names: dict[Node, str] = field(default_factory=dict)  # class -> its ASP predicate
 
     def of(self, position: Node) -> Node:
@@ -74,9 +80,9 @@ class Domains:
         if "number" in types:
             found.extend(n for n in sorted(self.exact.get(cls, ())) if n not in found)
         if "symbol" in types:
-            found.extend(s for s in self.fresh_symbols if s not in found)
+            found.extend(s for s in self.fresh_symbols[: self.fresh(cls)] if s not in found)
         if "number" in types:
-            found.extend(n for n in self.fresh_numbers if n not in found)
+            found.extend(n for n in self.fresh_numbers[: self.fresh(cls)] if n not in found)
         return found
 
     def predicate(self, position: Node) -> str:
@@ -195,8 +201,25 @@ def compute(
     for node, numbers in exact.items():
         exact_by_class.setdefault(uf.find(node), set()).update(numbers)
     types = {cls: definite.get(cls, {"symbol", "number"}) for cls in set(classes.values())}
-    fresh_symbols = tuple(_fresh_symbols(bound, by_class))
-    return Domains(bound, classes, by_class, types, fresh_symbols, tuple(range(bound)), exact=exact_by_class)
+    per_rule: dict[tuple[Node, Node], int] = {}
+    for node in list(uf.parent):
+        if node[0] == "var":
+            key = (node[1], uf.find(node))
+            per_rule[key] = per_rule.get(key, 0) + 1
+    width: dict[Node, int] = {}
+    for (_, cls), n in per_rule.items():
+        width[cls] = max(width.get(cls, 0), n)
+    most = max([bound, *width.values()])
+    return Domains(
+        bound,
+        classes,
+        by_class,
+        types,
+        tuple(_fresh_symbols(most, by_class)),
+        tuple(range(most)),
+        exact=exact_by_class,
+        width=width,
+    )
 
 
 # Builtins whose arguments are best tried with each other's constants: `contains(out, "PASS")`
