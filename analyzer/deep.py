@@ -16,8 +16,8 @@
 
 The bounded questions share one grounding: the policy is translated twice (``p_`` and ``q_``,
 the second with a switch per rule that removes it), every question is an integrity constraint
-behind an ``#external`` switch, and each is solved under assumptions, for at most
-:data:`QUESTION_LIMIT` seconds (a question left unanswered gives no finding). Policies of more
+behind an ``#external`` switch, and each is solved under assumptions, for at most a third
+(:data:`QUESTION_SHARE`) of the time allowed (a question left unanswered gives no finding). Policies of more
 than :data:`SEARCH_LIMIT` rules get the proofs only. Findings are only reported for the files the
 user wrote, never for the shipped library.
 """
@@ -40,7 +40,7 @@ from .search import Problem, uninterpreted_functors
 from .unsat import atom_shape, contradiction, shape
 
 SEARCH_LIMIT = 200  # rules, facts not counted; above it, only the proofs
-QUESTION_LIMIT = 2.0  # seconds one bounded question may take; unanswered questions give no finding
+QUESTION_SHARE = 1 / 3  # of the time allowed, what one bounded question may take
 
 
 @dataclass(frozen=True, eq=False)
@@ -451,7 +451,7 @@ class _Searches:
                 continue
             on = {clingo.parse_term(question.switch), *(clingo.parse_term(a) for a in question.assume)}
             assumptions = [(atom, atom in on) for atom in switches]
-            limit = min(QUESTION_LIMIT, max(0.0, deadline - time.monotonic()))
+            limit = min(self.timeout * QUESTION_SHARE, max(0.0, deadline - time.monotonic()))
             with control.solve(assumptions=assumptions, async_=True) as handle:
                 if not handle.wait(limit):
                     handle.cancel()

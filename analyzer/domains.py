@@ -60,6 +60,7 @@ class Domains:
         """How many fresh values a class gets: the bound, or as many as one rule has variables
         of the class, if more (so that every rule can fire with distinct values)."""
         return max(self.bound, self.width.get(cls, 0))
+
     names: dict[Node, str] = field(default_factory=dict)  # class -> its ASP predicate
 
     def of(self, position: Node) -> Node:

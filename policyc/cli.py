@@ -63,6 +63,14 @@ def main() -> None:
     show_default=True,
     help="Fresh values per type the --deep searches may use.",
 )
+@click.option(
+    "--deep-timeout",
+    type=click.FloatRange(min=0.1),
+    default=6.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time the --deep searches of a file may take together; a question left unanswered reports nothing.",
+)
 def check(
     paths: tuple[str, ...],
     fmt: str,
@@ -71,6 +79,7 @@ def check(
     stdin_filename: str | None,
     deep: bool,
     bound: int,
+    deep_timeout: float,
 ) -> None:
     """Report every syntax and semantic error of policy files.
 
@@ -81,7 +90,7 @@ def check(
         raise click.UsageError("--show cannot be combined with --format sarif")
     gc.disable()  # a short-lived process building many small objects; collection only costs time
     with _internal_errors():
-        _check(paths, fmt, fail_on, show, stdin_filename, bound if deep else None)
+        _check(paths, fmt, fail_on, show, stdin_filename, (bound, deep_timeout) if deep else None)
 
 
 def _check(
@@ -90,7 +99,7 @@ def _check(
     fail_on: str,
     show: str | None,
     stdin_filename: str | None,
-    deep: int | None = None,
+    deep: tuple[int, float] | None = None,  # the bound and the time of --deep
 ) -> None:
     from .compiler.diagnostics import Severity, sort_diagnostics
     from .compiler.loader import SourceError, load_data, load_file
@@ -116,7 +125,7 @@ def _check(
 
         for compilation in compilations.values():
             if compilation.ok:
-                result = analyse(compilation, deep)
+                result = analyse(compilation, *deep)
                 deep_findings.extend(result.findings)
                 unanswered += result.unanswered
     diagnostics = sort_diagnostics(
