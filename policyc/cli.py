@@ -240,20 +240,11 @@ def _load_functors(spec: str | None) -> Any:
     """A module of functor implementations, by dotted name or file path."""
     if spec is None:
         return None
-    import importlib
-    import importlib.util
+    from .runtime.functors import load_module
 
     try:
-        if spec.endswith(".py") or os.path.sep in spec:
-            path = Path(spec)
-            module_spec = importlib.util.spec_from_file_location(path.stem, path)
-            if module_spec is None or module_spec.loader is None:
-                _fail(f"cannot load functors from `{spec}`", 2)
-            module = importlib.util.module_from_spec(module_spec)
-            module_spec.loader.exec_module(module)
-            return module
-        return importlib.import_module(spec)
-    except (ImportError, OSError, SyntaxError) as error:
+        return load_module(spec)
+    except ImportError as error:
         _fail(f"cannot load functors from `{spec}`: {error}", 2)
 
 
@@ -467,20 +458,12 @@ def explain_command(
 
 def _parse_fact(text: str) -> tuple[str, tuple]:
     """A ground atom written in the policy language, like `Deny("v6")`."""
-    from .compiler import ast
-    from .compiler.parser import parse
-    from .compiler.source import SourceFile
+    from .runtime.facts import parse_fact
 
-    module, diagnostics = parse(SourceFile("<fact>", text.strip().rstrip(".") + "."))
-    rules = [s for s in module.statements if isinstance(s, ast.Rule)]
-    if diagnostics or len(rules) != 1 or rules[0].body:
-        raise click.BadParameter(f'`{text}` is not a fact like Deny("v6")', param_hint="FACT")
-    values = []
-    for arg in rules[0].head.args:
-        if not isinstance(arg, ast.String | ast.Integer | ast.Float):
-            raise click.BadParameter(f"`{text}` has a non-constant argument", param_hint="FACT")
-        values.append(arg.value)
-    return rules[0].head.name, tuple(values)
+    try:
+        return parse_fact(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="FACT") from None
 
 
 @main.command("keygen")
@@ -495,6 +478,44 @@ def keygen_command(prefix: str) -> None:
         except OSError as error:
             _fail(f"cannot write the keys: {error.strerror or error}", 2)
         click.echo(f"wrote {private} (keep it secret) and {public}")
+
+
+@main.command("test")
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option(
+    "--coverage", is_flag=True, help="Report which rules some test made fire, and the Deny rules none did."
+)
+@FORMAT
+def test_command(paths: tuple[str, ...], coverage: bool, fmt: str) -> None:
+    """Run the policy tests in `*_test.toml` files (PATH: files or folders, default `.`).
+
+    Exit status 0 when every test passed, 1 when one failed or a test file could not run.
+    """
+    with _internal_errors():
+        from .testing.report import summary, text, to_json
+        from .testing.run import FileResult, run_file
+        from .testing.spec import SUFFIX, TestFileError, discover, read
+
+        files, missing = discover(list(paths) or ["."])
+        for name in missing:
+            _fail(f"cannot read `{name}`: no such file or folder", 2)
+        if not files:
+            _fail(f"no test files (`*{SUFFIX}`) under {', '.join(paths) or '.'}")
+        results = []
+        for path in files:
+            try:
+                test = read(path)
+            except TestFileError as error:
+                results.append(FileResult(None, path, f"{error} [invalid-test-file]"))
+                continue
+            results.append(run_file(test))
+        if fmt == "json":
+            click.echo(json.dumps(to_json(results, coverage), indent=2, ensure_ascii=False, default=str))
+        else:
+            click.echo(text(results, coverage))
+        counts = summary(results)
+        if counts["failed"] or counts["errors"]:
+            sys.exit(1)
 
 
 @main.command("replay")

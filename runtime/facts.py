@@ -156,3 +156,22 @@ def _parse_field(text: str, type_: str | None, where: str) -> str | int | float:
     except ValueError:
         raise FactsError(f"{where}: `{text}` is not a {type_}") from None
     return text
+
+
+def parse_fact(text: str) -> tuple[str, tuple]:
+    """A ground atom written in the policy language, like ``Deny("v6")`` (``ValueError`` if it
+    is not one)."""
+    from policyc.compiler import ast
+    from policyc.compiler.parser import parse
+    from policyc.compiler.source import SourceFile
+
+    module, diagnostics = parse(SourceFile("<fact>", text.strip().rstrip(".") + "."))
+    rules = [s for s in module.statements if isinstance(s, ast.Rule)]
+    if diagnostics or len(rules) != 1 or rules[0].body:
+        raise ValueError(f'`{text}` is not a fact like Deny("v6")')
+    values = []
+    for arg in rules[0].head.args:
+        if not isinstance(arg, ast.String | ast.Integer | ast.Float):
+            raise ValueError(f"`{text}` has a non-constant argument")
+        values.append(arg.value)
+    return rules[0].head.name, tuple(values)

@@ -158,3 +158,27 @@ def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..
         return value
 
     return call
+
+
+def load_module(spec: str) -> Any:
+    """A module of functor implementations, by dotted name or ``.py`` file path
+    (``ImportError`` when it cannot be loaded, whatever the reason)."""
+    import importlib
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    try:
+        if spec.endswith(".py") or os.path.sep in spec:
+            path = Path(spec)
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            if module_spec is None or module_spec.loader is None:
+                raise ImportError("not a Python module")
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+            return module
+        return importlib.import_module(spec)
+    except ImportError:
+        raise
+    except (OSError, SyntaxError) as error:
+        raise ImportError(str(error)) from None

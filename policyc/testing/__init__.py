@@ -1,0 +1,1 @@
+"""`policyc test`: unit tests for policies, in `*_test.toml` files next to them (see :mod:`.spec`)."""

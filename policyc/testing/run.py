@@ -1,0 +1,236 @@
+"""Running policy test cases: verdicts, deny reasons and facts, compared with what is expected.
+
+A case with events runs as a monitor session: each ``tool_call`` event is decided where it
+comes (``session.authorize``), every other event is recorded, and the facts expected at the end
+are looked up in the session's facts evaluated from scratch. A case with facts only is one
+evaluation, and its actions are decided on it. A decision that failed (a functor raised, an
+event was malformed) is a failure of the case whatever was expected: the runtime denies it, but
+not because of a rule.
+
+Which rules fired is read from the same evaluations (every decision's, and the final one): a
+rule fired when some fact of its relation has a binding of its body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .spec import Case, TestFile
+
+
+@dataclass(frozen=True)
+class Failure:
+    check: str  # "deny", "allow", "reasons", "derived", "not_derived", "decision", "input"
+    subject: str  # the action or fact it is about
+    expected: str
+    actual: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "subject": self.subject,
+            "expected": self.expected,
+            "actual": self.actual,
+        }
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: Case
+    failures: tuple[Failure, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+@dataclass(frozen=True)
+class FileResult:
+    file: TestFile | None
+    path: Path
+    error: str | None = None  # the file could not be run
+    cases: tuple[CaseResult, ...] = ()
+    fired: dict[tuple[str, int, int], bool | None] = field(default_factory=dict)  # rule -> fired
+    rules: dict[tuple[str, int, int], Any] = field(default_factory=dict)  # rule -> its RuleInfo
+
+
+def run_file(test: TestFile) -> FileResult:
+    """Every case of a test file against its policy."""
+    from policyc.runtime.functors import MissingFunctors, load_module
+    from policyc.runtime.policy import PolicyError, load
+
+    try:
+        functors = load_module(test.functors) if test.functors else None
+    except ImportError as error:
+        return FileResult(test, test.path, f"cannot load functors from `{test.functors}`: {error}")
+    try:
+        policy = load(test.policy, functors)
+    except PolicyError as error:
+        if not error.diagnostics:
+            return FileResult(test, test.path, str(error))
+        details = "".join(
+            f"\n    {d.span.file}:{d.span.line}:{d.span.column}: {d.message}" for d in error.diagnostics
+        )
+        return FileResult(test, test.path, f"the policy `{test.policy}` has errors:{details}")
+    except MissingFunctors as error:
+        return FileResult(test, test.path, str(error))
+    plan = policy.plan
+    rules = _user_rules(plan)
+    fired_ids: set[int] = set()
+    results = [_run_case(policy, case, test, fired_ids) for case in test.cases]
+    fired = {
+        key: (None if plan.relations[plan.relation_index()[info.head]].inline else i in fired_ids)
+        for key, (i, info) in rules.items()
+    }
+    return FileResult(
+        test, test.path, None, tuple(results), fired, {k: info for k, (_, info) in rules.items()}
+    )
+
+
+def _user_rules(plan: Any) -> dict[tuple[str, int, int], tuple[int, Any]]:
+    """The rules (not facts) of the policy's own files, by position."""
+    from policyc import stdlib
+
+    library = str(Path(stdlib.__file__).resolve().parent)
+    found = {}
+    for i, info in enumerate(plan.rules):
+        if not info.literals or str(Path(info.file).resolve()).startswith(library):
+            continue
+        found[(str(Path(info.file).resolve()), info.line, info.column)] = (i, info)
+    return found
+
+
+def _run_case(policy: Any, case: Case, test: TestFile, fired: set[int]) -> CaseResult:
+    from policyc.runtime.facts import FactsError, read
+
+    failures: list[Failure] = []
+    facts = case.facts
+    if isinstance(facts, str):
+        try:
+            facts = read(facts, policy.plan)
+        except (FactsError, OSError) as error:
+            message = str(error) if isinstance(error, FactsError) else f"cannot read `{facts}`: {error}"
+            return CaseResult(case, (Failure("input", "facts", "readable facts", message),))
+    try:
+        if case.events is not None:
+            decisions, final = _session(policy, case, facts)
+        else:
+            decisions, final = _evaluation(policy, case, facts)
+    except FactsError as error:
+        return CaseResult(case, (Failure("input", "facts", "valid facts", str(error)),))
+    evaluations = {id(final): final}
+    for decision in decisions.values():
+        if decision.evaluation is not None:
+            evaluation = decision.evaluation.explanation()
+            evaluations.setdefault(id(evaluation), evaluation)
+    for evaluation in evaluations.values():
+        _fired(evaluation, fired)
+    if getattr(final, "errors", None):
+        failures.append(
+            Failure("input", "evaluation", "no evaluation error", "; ".join(e.message for e in final.errors))
+        )
+    for action in case.deny:
+        failures.extend(_verdict(decisions, action, expected=False))
+    for action in case.allow:
+        failures.extend(_verdict(decisions, action, expected=True))
+    for action, ids in case.reasons.items():
+        decision = _find(decisions, action)
+        if decision is None:
+            failures.append(Failure("reasons", action, f"denied by {', '.join(ids)}", "never decided"))
+            continue
+        given = [r.rule for r in decision.reasons]
+        missing = [i for i in ids if i not in given]
+        if missing:
+            failures.append(Failure("reasons", action, f"denied by {', '.join(ids)}", _describe(decision)))
+    for check, facts_expected, wanted in (
+        ("derived", case.derived, True),
+        ("not_derived", case.not_derived, False),
+    ):
+        for text in facts_expected:
+            failures.extend(_fact(final, check, text, wanted))
+    return CaseResult(case, tuple(failures))
+
+
+def _session(policy: Any, case: Case, facts: Any) -> tuple[dict[Any, Any], Any]:
+    from policyc.runtime.session import Monitor
+
+    session = Monitor(policy).session(case.name, case.principal, case.roles)
+    if facts:
+        session.add_facts(facts)
+    decisions: dict[Any, Any] = {}
+    for event in case.events or ():
+        if event.get("kind") == "tool_call":
+            decisions[event.get("id")] = session.authorize(event)
+        else:
+            session.record(event)
+    final = session.explanation()
+    final.errors = list(final.errors) + list(session.sticky)
+    return decisions, final
+
+
+def _evaluation(policy: Any, case: Case, facts: Any) -> tuple[dict[Any, Any], Any]:
+    result = policy.evaluate(facts or {})
+    actions = [*case.deny, *case.allow, *case.reasons]
+    return {a: result.decide(a) for a in actions}, result.evaluation
+
+
+def _find(decisions: dict[Any, Any], action: Any) -> Any:
+    if action in decisions:
+        return decisions[action]
+    for key, decision in decisions.items():
+        if str(key) == str(action):
+            return decision
+    return None
+
+
+def _verdict(decisions: dict[Any, Any], action: Any, expected: bool) -> list[Failure]:
+    check = "allow" if expected else "deny"
+    decision = _find(decisions, action)
+    wanted = "allowed" if expected else "denied"
+    if decision is None:
+        return [Failure(check, str(action), wanted, "never decided (no tool call with this id)")]
+    if decision.errored:
+        return [Failure("decision", str(action), wanted, _describe(decision))]
+    if decision.allowed != expected:
+        return [Failure(check, str(action), wanted, _describe(decision))]
+    return []
+
+
+def _describe(decision: Any) -> str:
+    if decision.errored:
+        return "the decision failed: " + "; ".join(r.message or "" for r in decision.reasons)
+    if decision.allowed:
+        return "allowed"
+    return "denied by " + ", ".join(dict.fromkeys(r.rule for r in decision.reasons))
+
+
+def _fact(evaluation: Any, check: str, text: str, wanted: bool) -> list[Failure]:
+    from policyc.runtime.facts import parse_fact
+
+    try:
+        name, values = parse_fact(text)
+    except ValueError as error:
+        return [Failure(check, text, 'a fact like Deny("c1")', str(error))]
+    index = evaluation.plan.relation_index()
+    if name not in index:
+        return [Failure(check, text, "a relation of the policy", f"the policy has no relation `{name}`")]
+    holds = evaluation.holds(index[name], values)
+    if holds != wanted:
+        return [
+            Failure(
+                check, text, "holds" if wanted else "does not hold", "holds" if holds else "does not hold"
+            )
+        ]
+    return []
+
+
+def _fired(evaluation: Any, fired: set[int]) -> None:
+    """Add the rules that have a binding in the evaluation to ``fired``."""
+    for r, spec in enumerate(evaluation.plan.relations):
+        if spec.inline:
+            continue
+        for values in evaluation.relations[r].as_tuples():
+            for bound, _, _ in evaluation.matches(r, values):
+                fired.add(bound.rule)
