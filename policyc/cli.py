@@ -518,6 +518,25 @@ def test_command(paths: tuple[str, ...], coverage: bool, fmt: str) -> None:
             sys.exit(1)
 
 
+@main.command("new")
+@click.argument("name")
+@click.option(
+    "--dir", "parent", default=".", show_default=True, metavar="PARENT", help="Where to create the folder."
+)
+def new_command(name: str, parent: str) -> None:
+    """Create a policy folder NAME with a policy, its tests and a README."""
+    with _internal_errors():
+        from .scaffold import ScaffoldError, scaffold
+
+        try:
+            written = scaffold(name, Path(parent))
+        except ScaffoldError as error:
+            _fail(str(error))
+        for path in written:
+            click.echo(f"wrote {path}")
+        click.echo(f"next: policyc test {Path(parent) / name} --coverage")
+
+
 @main.command("replay")
 @POLICY
 @click.argument("trace", metavar="TRACE.jsonl")

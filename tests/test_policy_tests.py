@@ -165,3 +165,21 @@ def test_test_files_that_cannot_run(policyc, tmp_path: Path) -> None:
     empty.mkdir()
     none = policyc("test", str(empty))
     assert none.status == 1 and "no test files" in none.stderr
+
+
+def test_new_scaffolds_a_policy_whose_tests_pass_with_full_coverage(policyc, tmp_path: Path) -> None:
+    made = policyc("new", "payments", "--dir", str(tmp_path))
+    assert made.status == 0, made.stderr
+    folder = tmp_path / "payments"
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "payments.dl", "payments_test.toml"]
+    checked = policyc("check", "--deep", "--fail-on", "warning", str(folder / "payments.dl"))
+    assert checked.status == 0, checked.stdout
+    run = policyc("test", "--coverage", "--format", "json", str(folder))
+    assert run.status == 0, run.stdout
+    result = run.json()
+    assert result["summary"] == {"tests": 2, "passed": 2, "failed": 0, "errors": 0}
+    assert all(rule["fired"] for rule in result["coverage"]["rules"])
+    assert result["coverage"]["unexercised_deny_rules"] == []
+    again = policyc("new", "payments", "--dir", str(tmp_path))
+    assert again.status == 1 and "already exists" in again.stderr
+    assert policyc("new", "../x", "--dir", str(tmp_path)).status == 1
