@@ -183,3 +183,12 @@ def test_new_scaffolds_a_policy_whose_tests_pass_with_full_coverage(policyc, tmp
     again = policyc("new", "payments", "--dir", str(tmp_path))
     assert again.status == 1 and "already exists" in again.stderr
     assert policyc("new", "../x", "--dir", str(tmp_path)).status == 1
+
+
+def test_the_documented_test_file_passes(policyc, tmp_path: Path) -> None:
+    docs = (Path(__file__).parent.parent / "docs" / "testing.md").read_text("utf-8")
+    example = docs.split("```toml\n", 1)[1].split("```", 1)[0]
+    project(tmp_path, example)
+    run = policyc("test", "--coverage", str(tmp_path))
+    assert run.status == 0, run.stdout
+    assert "1 tests, 1 passed, 0 failed" in run.stdout and "coverage: 3 of 4 rules fired" in run.stdout
