@@ -91,12 +91,11 @@ def run_file(test: TestFile) -> FileResult:
 
 def _user_rules(plan: Any) -> dict[tuple[str, int, int], tuple[int, Any]]:
     """The rules (not facts) of the policy's own files, by position."""
-    from policyc import stdlib
+    from policyc.compiler.loader import LIBRARY_PREFIX
 
-    library = str(Path(stdlib.__file__).resolve().parent)
     found = {}
     for i, info in enumerate(plan.rules):
-        if not info.literals or str(Path(info.file).resolve()).startswith(library):
+        if not info.literals or info.file.startswith(LIBRARY_PREFIX):
             continue
         found[(str(Path(info.file).resolve()), info.line, info.column)] = (i, info)
     return found
