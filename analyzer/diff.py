@@ -26,7 +26,7 @@ from . import asp
 from .domains import compute
 from .query import AnalysisError, Loaded, compile_loaded, ensure_clean
 from .replay import evaluate, shown_tables
-from .search import EVENT_LINKS, Model, Problem
+from .search import EVENT_LINKS, Model, Problem, event_id_links
 from .unsat import atom_shape, shape
 
 
@@ -154,7 +154,12 @@ def diff(old_loaded: Loaded, new_loaded: Loaded, bound: int = 3, timeout: float 
 
 def _search(old: Any, new: Any, direction: str, bound: int, timeout: float) -> Difference | None:
     domains = compute(
-        _Combined(old, new), bound, (), [link for links in EVENT_LINKS.values() for link in links]
+        _Combined(old, new),
+        bound,
+        (),
+        [link for links in EVENT_LINKS.values() for link in links]
+        + event_id_links(new)
+        + event_id_links(old),
     )
     p_old = Problem(old, bound, domains=domains, prefix="o_")
     p_new = Problem(new, bound, domains=domains, prefix="n_")

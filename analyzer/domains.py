@@ -16,6 +16,7 @@ for a functor's parameter and ``("ret", functor)`` for its result.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,6 +110,7 @@ def compute(
     functors = symbols.functors
     rules = [rule for _, rule in compilation.program.rules()] + list(extra)
 
+    wildcards = itertools.count()
     for number, rule in enumerate(rules):
         key = ("rule", number)
 
@@ -135,6 +137,9 @@ def compute(
             if isinstance(t, ast.String | ast.Integer):
                 constants.setdefault(position, set()).add(t.value)
                 uf.find(position)
+                return
+            if isinstance(t, ast.Wildcard):  # a value of its own: counts towards the class's width
+                uf.union(position, var_node(f"_{next(wildcards)}"))
                 return
             node = term(t, var_node)
             if node is not None:

@@ -27,7 +27,7 @@ from policyc.compiler import ast
 
 from . import asp
 from .deadline import within
-from .domains import Domains, compute
+from .domains import Domains, Node, compute
 
 # the positions an event functor's arguments and result share with its relation
 EVENT_LINKS = {
@@ -46,6 +46,48 @@ EVENT_LINKS = {
     ],
     "text_of": [(("arg", "text_of", 0), ("rel", "Text", 0)), (("ret", "text_of"), ("rel", "Text", 1))],
 }
+# the positions of the event vocabulary that hold event ids: one type of values, so that a
+# search has as many distinct events as a rule needs (an action, the result it depends on, the
+# call that result answers)
+EVENT_IDS = [
+    ("Event", 0),
+    ("Position", 0),
+    ("DependsOn", 0),
+    ("DependsOn", 1),
+    ("Text", 0),
+    ("Agent", 0),
+    ("Label", 0),
+    ("Message", 0),
+    ("Action", 0),
+    ("ToolCall", 0),
+    ("ToolArg", 0),
+    ("ToolResult", 0),
+    ("ToolResult", 1),
+    ("Candidate", 0),
+]
+
+
+# and those that hold tool names: a result answers a call of its own tool
+TOOL_NAMES = [("ToolCall", 1), ("ToolResult", 2)]
+
+
+def event_id_links(compilation: Any) -> list[tuple[Node, Node]]:
+    """Links between the event-id positions of the event vocabulary a policy uses, and between
+    its tool-name positions."""
+    relations = compilation.symbols.relations
+    links: list[tuple[Node, Node]] = []
+    for positions in (EVENT_IDS, TOOL_NAMES):
+        present = [
+            ("rel", name, i)
+            for name, i in positions
+            if name in relations
+            and relations[name].home.endswith("events.dl")
+            and compilation.program.is_library(relations[name].home)
+        ]
+        links += [(present[0], other) for other in present[1:]]
+    return links
+
+
 EVENT_FUNCTORS = {
     "is_tool": ("ToolCall",),
     "tool_name": ("ToolCall",),
@@ -81,6 +123,7 @@ class Problem:
         self.event_functors = event_functors(self.compilation)
         if self.domains is None:
             links = [link for name in self.event_functors for link in EVENT_LINKS[name]]
+            links += event_id_links(self.compilation)
             self.domains = compute(self.compilation, self.bound, self.extra, links)
         self.tabled = uninterpreted_functors(self.compilation)
 
@@ -174,12 +217,18 @@ class Problem:
             lines.append(":- in_Position(E,N), in_Position(F,N), E != F.")
         if "DependsOn" in chosen:
             lines.append(":- in_DependsOn(E,E).")
-        if "ToolResult" in chosen and "ToolCall" in chosen:
-            lines.append(":- in_ToolResult(_,C,T), not in_ToolCall(C,T).")
+        if "ToolResult" in chosen:
+            lines.append(":- in_ToolResult(R,C,_), in_ToolResult(R,D,_), C != D.")
+            lines.append(":- in_ToolResult(R,R,_).")
+            if "ToolCall" in chosen:
+                lines.append(":- in_ToolResult(_,C,T), not in_ToolCall(C,T).")
+                lines.append(":- in_ToolResult(R,_,_), in_ToolCall(R,_).")
         if "Message" in chosen:
             lines.append(":- in_Message(E,R), in_Message(E,S), R != S.")
             if "ToolCall" in chosen:
                 lines.append(":- in_Message(E,_), in_ToolCall(E,_).")
+            if "ToolResult" in chosen:
+                lines.append(":- in_Message(E,_), in_ToolResult(E,_,_).")
         return lines
 
     def _table(self, name: str, used: set[str]) -> list[str]:

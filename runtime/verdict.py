@@ -162,6 +162,7 @@ def deny_reasons(facts: Facts, action: Any) -> list[Reason]:
     plan = facts.plan
     deny = facts.index["Deny"]
     reasons = []
+    order: list[tuple[int, tuple[str, ...]]] = []  # the rule's place and the facts: a stable order
     seen = set()
     for bound, slots, matched in facts.matches(deny, (action,)):
         info = plan.rules[bound.rule]
@@ -176,6 +177,7 @@ def deny_reasons(facts: Facts, action: Any) -> list[Reason]:
         if key in seen:
             continue
         seen.add(key)
+        order.append((bound.rule, rendered))
         reasons.append(
             Reason(
                 info.id,
@@ -186,4 +188,4 @@ def deny_reasons(facts: Facts, action: Any) -> list[Reason]:
                 bindings,
             )
         )
-    return reasons
+    return [reason for _, reason in sorted(zip(order, reasons, strict=True), key=lambda pair: pair[0])]

@@ -341,3 +341,26 @@ def test_replay_command(tmp_path, cli) -> None:
     trace.write_text("{not json\n", "utf-8")
     bad = cli("replay", str(policy), str(trace))
     assert bad.status == 1 and "trace.jsonl:1: not valid JSON" in bad.stderr
+
+
+def test_reasons_come_in_a_stable_order(policyc, tmp_path) -> None:
+    """One rule denying an action several ways gives its reasons in the rules' order and then
+    by the facts they matched, whatever the hash seed."""
+    policy = tmp_path / "scans.dl"
+    policy.write_text(
+        ".import events\n"
+        'Needs("sast"). Needs("gitleaks"). Needs("osv"). Needs("lint").\n'
+        "Ran(s) :- ToolCall(_, s).\n"
+        '@id("scan-missing")\n@message("{a} needs a passing {s}")\n'
+        'Deny(a) :- ToolCall(a, "git_push"), Needs(s), not Ran(s).\n'
+    )
+    trace = tmp_path / "push.jsonl"
+    trace.write_text(json.dumps({"events": [{"id": "p", "kind": "tool_call", "tool": "git_push"}]}) + "\n")
+    outputs = {
+        policyc("replay", str(policy), str(trace), env={"PYTHONHASHSEED": str(seed)}).stdout
+        for seed in range(6)
+    }
+    assert len(outputs) == 1
+    (output,) = outputs
+    lines = [line.strip() for line in output.splitlines() if "[scan-missing]" in line]
+    assert lines == sorted(lines) and len(lines) == 4
