@@ -26,7 +26,7 @@ from . import asp
 from .domains import compute
 from .query import AnalysisError, Loaded, compile_loaded, ensure_clean
 from .replay import evaluate, shown_tables
-from .search import EVENT_LINKS, Model, Problem, event_id_links
+from .search import EVENT_LINKS, Model, Problem, event_feeds, event_id_links
 from .unsat import atom_shape, shape
 
 
@@ -160,6 +160,7 @@ def _search(old: Any, new: Any, direction: str, bound: int, timeout: float) -> D
         [link for links in EVENT_LINKS.values() for link in links]
         + event_id_links(new)
         + event_id_links(old),
+        event_feeds(new) + event_feeds(old),
     )
     p_old = Problem(old, bound, domains=domains, prefix="o_")
     p_new = Problem(new, bound, domains=domains, prefix="n_")

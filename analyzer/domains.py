@@ -96,11 +96,16 @@ class Domains:
 
 
 def compute(
-    compilation: Any, bound: int, extra: Iterable[ast.Rule] = (), links: Iterable[tuple[Node, Node]] = ()
+    compilation: Any,
+    bound: int,
+    extra: Iterable[ast.Rule] = (),
+    links: Iterable[tuple[Node, Node]] = (),
+    feeds: Iterable[tuple[Node, Node]] = (),
 ) -> Domains:
     """The domains for a search with ``bound`` fresh values per type, over the policy's rules
     and ``extra`` rules (a query); ``links`` are more pairs of positions that share values
-    (a functor answered from a relation)."""
+    (a functor answered from a relation); ``feeds`` pairs whose first position's constants the
+    second's class also gets (a result's tool must be a tool one can call)."""
     uf = _UnionFind()
     for a, b in links:
         uf.union(a, b)
@@ -196,6 +201,8 @@ def compute(
     by_class: dict[Node, set[Any]] = {}
     for node, values in constants.items():
         by_class.setdefault(uf.find(node), set()).update(values)
+    for source, target in feeds:
+        by_class.setdefault(uf.find(target), set()).update(by_class.get(uf.find(source), ()))
     # a class has the types its typed positions agree on; untyped positions (`any`, undeclared)
     # accept whatever the others say
     definite: dict[Node, set[str]] = {}

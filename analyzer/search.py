@@ -67,25 +67,28 @@ EVENT_IDS = [
 ]
 
 
-# and those that hold tool names: a result answers a call of its own tool
-TOOL_NAMES = [("ToolCall", 1), ("ToolResult", 2)]
+def _vocabulary_positions(compilation: Any, positions: list[tuple[str, int]]) -> list[Node]:
+    relations = compilation.symbols.relations
+    return [
+        ("rel", name, i)
+        for name, i in positions
+        if name in relations
+        and relations[name].home.endswith("events.dl")
+        and compilation.program.is_library(relations[name].home)
+    ]
 
 
 def event_id_links(compilation: Any) -> list[tuple[Node, Node]]:
-    """Links between the event-id positions of the event vocabulary a policy uses, and between
-    its tool-name positions."""
-    relations = compilation.symbols.relations
-    links: list[tuple[Node, Node]] = []
-    for positions in (EVENT_IDS, TOOL_NAMES):
-        present = [
-            ("rel", name, i)
-            for name, i in positions
-            if name in relations
-            and relations[name].home.endswith("events.dl")
-            and compilation.program.is_library(relations[name].home)
-        ]
-        links += [(present[0], other) for other in present[1:]]
-    return links
+    """Links between the event-id positions of the event vocabulary a policy uses."""
+    present = _vocabulary_positions(compilation, EVENT_IDS)
+    return [(present[0], other) for other in present[1:]]
+
+
+def event_feeds(compilation: Any) -> list[tuple[Node, Node]]:
+    """A result answers a call of its own tool: the tools results name are tools calls name
+    (their constants only; linking the positions would give results every tool)."""
+    present = _vocabulary_positions(compilation, [("ToolResult", 2), ("ToolCall", 1)])
+    return [(present[0], present[1])] if len(present) == 2 else []
 
 
 EVENT_FUNCTORS = {
@@ -124,7 +127,9 @@ class Problem:
         if self.domains is None:
             links = [link for name in self.event_functors for link in EVENT_LINKS[name]]
             links += event_id_links(self.compilation)
-            self.domains = compute(self.compilation, self.bound, self.extra, links)
+            self.domains = compute(
+                self.compilation, self.bound, self.extra, links, event_feeds(self.compilation)
+            )
         self.tabled = uninterpreted_functors(self.compilation)
 
     # ------------------------------------------------------------------ the program
