@@ -84,6 +84,11 @@ def test_coverage_lists_the_deny_rules_no_test_exercises(policyc, tmp_path: Path
     text = policyc("test", "--coverage", str(tmp_path)).stdout
     assert "coverage: 3 of 4 rules fired" in text
     assert "Deny rules no test exercises:" in text and "mail.dl:10:1  no-shell" in text
+    policy = tmp_path / "mail.dl"
+    assert (
+        f"  NOT FIRED  {policy}:10:1  no-shell" in text
+        and f"  fired      {policy}:7:1  no-tainted-mail" in text
+    )
     shell = (
         MAIL
         + '\n[[test]]\nname = "no shell"\nevents = [{ id = "s", kind = "tool_call", tool = "shell" }]\ndeny = ["s"]\n'

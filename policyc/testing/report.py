@@ -109,9 +109,9 @@ def text(results: list[FileResult], with_coverage: bool) -> str:
                 else ""
             )
         )
-        for rule in tracked:
-            if not rule["fired"]:
-                lines.append(f"  not fired: {rule['file']}:{rule['line']}:{rule['column']}  {rule['id']}")
+        for rule in found["rules"]:
+            state = "fired    " if rule["fired"] else "NOT FIRED" if rule["fired"] is False else "inline   "
+            lines.append(f"  {state}  {rule['file']}:{rule['line']}:{rule['column']}  {rule['id']}")
         if found["unexercised_deny_rules"]:
             lines.append("Deny rules no test exercises:")
             for rule in found["unexercised_deny_rules"]:

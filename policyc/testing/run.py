@@ -77,7 +77,7 @@ def run_file(test: TestFile) -> FileResult:
     except MissingFunctors as error:
         return FileResult(test, test.path, str(error))
     plan = policy.plan
-    rules = _user_rules(plan)
+    rules = _user_rules(plan, test.policy.parent)
     fired_ids: set[int] = set()
     results = [_run_case(policy, case, test, fired_ids) for case in test.cases]
     fired = {
@@ -89,15 +89,16 @@ def run_file(test: TestFile) -> FileResult:
     )
 
 
-def _user_rules(plan: Any) -> dict[tuple[str, int, int], tuple[int, Any]]:
-    """The rules (not facts) of the policy's own files, by position."""
+def _user_rules(plan: Any, root: Path) -> dict[tuple[str, int, int], tuple[int, Any]]:
+    """The rules (not facts) of the policy's own files, by position (a plan names files
+    relative to the policy's folder, ``root``)."""
     from policyc.compiler.loader import LIBRARY_PREFIX
 
     found = {}
     for i, info in enumerate(plan.rules):
         if not info.literals or info.file.startswith(LIBRARY_PREFIX):
             continue
-        found[(str(Path(info.file).resolve()), info.line, info.column)] = (i, info)
+        found[(str((root / info.file).resolve()), info.line, info.column)] = (i, info)
     return found
 
 
