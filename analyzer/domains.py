@@ -203,6 +203,13 @@ def compute(
         by_class.setdefault(uf.find(node), set()).update(values)
     for source, target in feeds:
         by_class.setdefault(uf.find(target), set()).update(by_class.get(uf.find(source), ()))
+    # builtins that compute values of another type: the search tries what they compute from
+    # (or into) the values it has, `to_string(3)` = "3", `url_host("https://h/")` = "h"
+    for source, target, convert in CONVERSIONS:
+        if source in uf.parent and target in uf.parent:
+            values = set(by_class.get(uf.find(source), ())) | set(range(bound))
+            made = {convert(v) for v in values} - {None}
+            by_class.setdefault(uf.find(target), set()).update(made)
     # a class has the types its typed positions agree on; untyped positions (`any`, undeclared)
     # accept whatever the others say
     definite: dict[Node, set[str]] = {}
@@ -239,6 +246,13 @@ def compute(
 # holds when `out` is "PASS"; `lower(x) = "a"` when `x` is "a".
 SAME_VALUES = {"contains": (0, 1), "startswith": (0, 1), "endswith": (0, 1)}
 SAME_AS_RESULT = {"lower", "upper"}
+
+
+CONVERSIONS: list[tuple[Node, Node, Any]] = [
+    (("arg", "to_string", 0), ("ret", "to_string"), lambda v: str(v) if type(v) is int else None),
+    (("ret", "to_number"), ("arg", "to_number", 0), lambda v: str(v) if type(v) is int else None),
+    (("ret", "url_host"), ("arg", "url_host", 0), lambda v: f"https://{v}/" if isinstance(v, str) else None),
+]
 
 
 def _link_builtin(name: str, arity: int, uf: _UnionFind) -> None:
