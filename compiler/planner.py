@@ -239,7 +239,20 @@ class _Planner:
         pending = list(literals)
         scans = 0
         while pending:
-            ready = next((item for item in pending if self.is_ready(item[1], ctx)), None)
+            # a stored atom whose arguments are all known is a membership check: it filters
+            # before computed values are, so a functor never sees bindings the check excludes
+            ready = next(
+                (
+                    item
+                    for item in pending
+                    if isinstance(item[1], ast.Atom)
+                    and item[0] != delta_literal
+                    and self.binds(item[1])
+                    and self.scannable(item[1], ctx)
+                    and all(not isinstance(a, ast.Wildcard) and self.ready(a, ctx) for a in item[1].args)
+                ),
+                None,
+            ) or next((item for item in pending if self.is_ready(item[1], ctx)), None)
             if ready is not None:
                 pending.remove(ready)
                 new = self.step(ready[1], ctx, "full")

@@ -327,3 +327,20 @@ def test_float_constants_round_trip() -> None:
         {"F": [[1e301], [math.inf]]},
     )
     assert result.relation("Big") == {(1e301,)}
+
+
+def test_membership_checks_come_before_computed_values() -> None:
+    """`to_number` is only called on the arguments the known-key check lets through: a check
+    whose arguments are all bound filters before a functor computes."""
+    policy = policyc.load(
+        ".decl Did(e: symbol, k: symbol)\n.decl BudgetKey(k: symbol)\n.decl Arg(e: symbol, k: symbol, v: symbol)\n"
+        ".input Did, Arg\n"
+        'BudgetKey("lines").\n'
+        'Amount(e, key, n) :- Did(e, "spend"), BudgetKey(key), Arg(e, key, v), n = to_number(v).\n'
+        "Deny(e) :- Amount(e, _, n), n > 5.\n"
+    )
+    result = policy.evaluate(
+        {"Did": [["e1", "spend"]], "Arg": [["e1", "path", "a.py"], ["e1", "lines", "9"]]}
+    )
+    assert not result.errored, [e.message for e in result.errors]
+    assert result.relation("Amount") == {("e1", "lines", 9)}
