@@ -316,6 +316,7 @@ class _Searches:
     ) -> None:
         symbols = self.compilation.symbols
         self.problem = problem = Problem(self.compilation, self.bound)
+        width = _Width(self.compilation, problem.domains)
         # redundancy: a second translation where rule i can be switched off
         by_head: dict[str, list[_Rule]] = {}
         for r in rules:
@@ -328,6 +329,7 @@ class _Searches:
             if r not in redundant
             and sum(o.signature == r.signature for o in group) == 1
             and not _counts_beyond(r.rule, self.bound)
+            and width.fits(r.rule, r.rule.head.name)
         ]
         switch_of = {id(r.rule): n for n, r in enumerate(candidates)}
         translator = problem.translator("q_")
@@ -362,7 +364,9 @@ class _Searches:
         p_translator = problem.translator()
         if "Deny" in symbols.relations:
             allows = [x for x in rules if x.rule.head.name == "Allow" and x not in shadowed]
-            for n, r in enumerate(x for x in allows if not _counts_beyond(x.rule, self.bound)):
+            for n, r in enumerate(
+                x for x in allows if not _counts_beyond(x.rule, self.bound) and width.fits(x.rule, "Deny")
+            ):
                 self.lines.extend(p_translator.rule(r.rule, head_name=f"policyc_fires{n}"))
                 self.lines += [
                     f"#external policyc_ask_shadow({n}). [free]",
@@ -377,7 +381,9 @@ class _Searches:
             if symbols.default == "deny":
                 verdict += ", p_Allow(A)" if "Allow" in symbols.relations else ", #false"
             beyond = any(
-                _counts_beyond(r.rule, self.bound) for r in rules if r.rule.head.name in ("Allow", "Deny")
+                _counts_beyond(r.rule, self.bound) or not width.fits(r.rule, "Deny")
+                for r in rules
+                if r.rule.head.name in ("Allow", "Deny")
             )
             for n, (tool, kinds) in enumerate(sorted(tools.items()) if not beyond else ()):
                 calls = []
@@ -514,6 +520,61 @@ class _Searches:
                     )
                 )
         return found
+
+
+class _Width:
+    """Whether a search's domains have values enough for a rule to fire: the rule's variables
+    of each class, plus what deriving each relation it reads needs (an action, the result it
+    depends on, the call that result answers...). A bounded "no database" is only believed of
+    rules that fit; the others are asked nothing."""
+
+    def __init__(self, compilation: Any, domains: Any) -> None:
+        self.domains = domains
+        self.number: dict[int, int] = {}
+        self.rules: dict[str, list[tuple[int, ast.Rule]]] = {}
+        for n, (_, rule) in enumerate(compilation.program.rules()):
+            self.number[id(rule)] = n
+            self.rules.setdefault(rule.head.name, []).append((n, rule))
+        self.memo: dict[int, dict[Any, int]] = {}
+
+    def fits(self, rule: ast.Rule, against: str | None = None) -> bool:
+        """Whether ``rule`` can fire within the domains, and (with ``against``, a relation) the
+        relations the other rules of ``against`` negate can hold besides: a question asks
+        that those rules do not fire, which may take their negated relations' witnesses."""
+        need = dict(self._need(self.number[id(rule)], rule, set()))
+        for _, other in self.rules.get(against or "", ()):
+            if other is rule:
+                continue
+            for lit in other.body:
+                if isinstance(lit, ast.Negation) and lit.atom.name in self.rules:
+                    for cls, k in self._relation(lit.atom.name).items():
+                        need[cls] = need.get(cls, 0) + k
+        return all(n <= len(self.domains.values(cls)) for cls, n in need.items())
+
+    def _relation(self, name: str) -> dict[Any, int]:
+        most: dict[Any, int] = {}
+        for m, other in self.rules[name]:
+            for cls, k in self._need(m, other, set()).items():
+                most[cls] = max(most.get(cls, 0), k)
+        return most
+
+    def _need(self, n: int, rule: ast.Rule, visiting: set[str]) -> dict[Any, int]:
+        if n in self.memo:
+            return self.memo[n]
+        total = dict(self.domains.uses.get(n, {}))
+        inside = visiting | {rule.head.name}
+        for lit in rule.body:
+            if not isinstance(lit, ast.Atom) or lit.name in inside or lit.name not in self.rules:
+                continue
+            most: dict[Any, int] = {}
+            for m, other in self.rules[lit.name]:
+                for cls, k in self._need(m, other, inside).items():
+                    most[cls] = max(most.get(cls, 0), k)
+            for cls, k in most.items():
+                total[cls] = total.get(cls, 0) + k
+        if not visiting:
+            self.memo[n] = total
+        return total
 
 
 def _counts_beyond(rule: ast.Rule, bound: int) -> bool:

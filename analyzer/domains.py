@@ -56,6 +56,7 @@ class Domains:
     fresh_numbers: tuple[int, ...] = ()
     exact: dict[Node, set[int]] = field(default_factory=dict)  # class -> numbers tried without neighbours
     width: dict[Node, int] = field(default_factory=dict)  # class -> most variables of it in one rule
+    uses: dict[int, dict[Node, int]] = field(default_factory=dict)  # rule number -> its variables per class
 
     def fresh(self, cls: Node) -> int:
         """How many fresh values a class gets: the bound, or as many as one rule has variables
@@ -227,8 +228,10 @@ def compute(
             key = (node[1], uf.find(node))
             per_rule[key] = per_rule.get(key, 0) + 1
     width: dict[Node, int] = {}
-    for (_, cls), n in per_rule.items():
+    uses: dict[int, dict[Node, int]] = {}
+    for (key, cls), n in per_rule.items():
         width[cls] = max(width.get(cls, 0), n)
+        uses.setdefault(key[1], {})[cls] = n
     most = max([bound, *width.values()])
     return Domains(
         bound,
@@ -239,6 +242,7 @@ def compute(
         tuple(range(most)),
         exact=exact_by_class,
         width=width,
+        uses=uses,
     )
 
 

@@ -174,7 +174,7 @@ def test_searches_stop_at_their_time_limit_even_while_grounding(cli, tmp_path: P
     assert run.status == 1
     assert "policyc: error: the search did not finish in 1 s" in run.stderr
     assert "Traceback" not in run.stderr
-    deep = cli("check", "--deep", "--deep-timeout", "1", "--format", "json", str(policy))
+    deep = cli("check", "--deep", "--bound", "3", "--deep-timeout", "1", "--format", "json", str(policy))
     assert deep.status == 0 and json.loads(deep.stdout)["diagnostics"] == []
     assert "could not be answered in the time allowed" in deep.stderr
 
