@@ -117,6 +117,7 @@ def compute(
     rules = [rule for _, rule in compilation.program.rules()] + list(extra)
 
     wildcards = itertools.count()
+    inside: list[bool] = []  # whether an aggregate's body is being visited
     for number, rule in enumerate(rules):
         key = ("rule", number)
 
@@ -135,8 +136,10 @@ def compute(
             for child in ast.term_children(t):
                 term(child, var_node)
             if isinstance(t, ast.Aggregate):
+                inside.append(True)  # an aggregate may range over nothing: its `_` need no value
                 for literal in t.body:
                     visit(literal, var_node)
+                inside.pop()
             return None
 
         def place(t: ast.Term, position: Node, var_node: Any = var_node) -> None:
@@ -145,7 +148,8 @@ def compute(
                 uf.find(position)
                 return
             if isinstance(t, ast.Wildcard):  # a value of its own: counts towards the class's width
-                uf.union(position, var_node(f"_{next(wildcards)}"))
+                if not inside:
+                    uf.union(position, var_node(f"_{next(wildcards)}"))
                 return
             node = term(t, var_node)
             if node is not None:
