@@ -197,3 +197,18 @@ def test_the_documented_test_file_passes(policyc, tmp_path: Path) -> None:
     run = policyc("test", "--coverage", str(tmp_path))
     assert run.status == 0, run.stdout
     assert "1 tests, 1 passed, 0 failed" in run.stdout and "coverage: 3 of 4 rules fired" in run.stdout
+
+
+def test_coverage_keeps_policies_of_the_same_name_apart(policyc, tmp_path: Path) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    for folder in (first, second):
+        folder.mkdir()
+        project(folder)
+    shell = (
+        MAIL
+        + '\n[[test]]\nname = "no shell"\nevents = [{ id = "s", kind = "tool_call", tool = "shell" }]\ndeny = ["s"]\n'
+    )
+    (second / "mail_test.toml").write_text(shell)
+    run = policyc("test", "--coverage", "--format", "json", str(tmp_path))
+    unexercised = run.json()["coverage"]["unexercised_deny_rules"]
+    assert [(Path(r["file"]).parent.name, r["line"]) for r in unexercised] == [("one", 10)]
