@@ -74,9 +74,6 @@ class Translator:
         self.tabled = frozenset(tabled)
         self.fresh = counter()
         self.tag = next(_TRANSLATORS)  # keeps the auxiliary predicates of two translations apart
-        self.rules_of: dict[str, list[ast.Rule]] = {}
-        for _, rule in self.program.rules():
-            self.rules_of.setdefault(rule.head.name, []).append(rule)
         self.extra: list[str] = []  # auxiliary rules for negated inline relations
 
     def name(self, relation: str) -> str:
@@ -137,7 +134,7 @@ class Translator:
         """The translations of one literal: several when a positive inline atom expands."""
         if isinstance(lit, ast.Atom) and self.inline(lit.name):
             return [
-                option for rule in self.rules_of.get(lit.name, []) for option in self.expand(rule, lit, env)
+                option for rule in self.program.rules_of(lit.name) for option in self.expand(rule, lit, env)
             ]
         pre: list[str] = []
         if isinstance(lit, ast.Negation):
@@ -199,7 +196,7 @@ class Translator:
         scratch: list[str] = []
         args = ",".join(self.term(ast.Var(v), env, scratch) for v in variables)
         domain = self.domain(head, body, use, env)
-        for rule in self.rules_of.get(use.name, []):
+        for rule in self.program.rules_of(use.name):
             for expansion in self.expand(rule, use, env):
                 literals = domain + expansion
                 self.extra.append(

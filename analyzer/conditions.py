@@ -75,16 +75,14 @@ class _Unfolder:
         self.compilation = compilation
         self.symbols = compilation.symbols
         self.bound = bound
-        self.rules: dict[str, list[ast.Rule]] = {}
-        for _, rule in compilation.program.rules():
-            self.rules.setdefault(rule.head.name, []).append(rule)
+        self.program = compilation.program
         self.fresh = count(1)
         self.recursive: set[str] = set()
         self.truncated = False
         self.negated: set[str] = set()
 
     def derived(self, name: str) -> bool:
-        return name in self.rules and name not in self.symbols.functors
+        return bool(self.program.rules_of(name)) and name not in self.symbols.functors
 
     def unfold(self, body: list[ast.Literal], depth: dict[str, int]) -> list[list[ast.Literal]]:
         """Every conjunction of non-derived literals the body unfolds into."""
@@ -95,7 +93,7 @@ class _Unfolder:
                     self.recursive.add(lit.name)
                     continue
                 results = []
-                for rule in self.rules[lit.name]:
+                for rule in self.program.rules_of(lit.name):
                     replaced = self._apply(rule, lit, body[:i], body[i + 1 :])
                     if replaced is None:
                         continue
@@ -107,7 +105,7 @@ class _Unfolder:
                 return results
             if (
                 isinstance(lit, ast.Atom)
-                and lit.name not in self.rules
+                and not self.program.rules_of(lit.name)
                 and lit.name not in self.symbols.inputs
                 and lit.name not in self.symbols.functors
             ):
@@ -156,21 +154,13 @@ def _substitute(t: ast.Term, mapping: dict[str, ast.Term], tag: int | None) -> a
         fresh = ast.Var(f"{t.name}_{tag}")
         mapping[t.name] = fresh
         return fresh
-    if isinstance(t, ast.Wildcard) or isinstance(t, ast.String | ast.Integer | ast.Float):
-        return t
-    if isinstance(t, ast.Call):
-        return ast.Call(t.name, tuple(_substitute(a, mapping, tag) for a in t.args))
-    if isinstance(t, ast.BinOp):
-        return ast.BinOp(t.op, _substitute(t.left, mapping, tag), _substitute(t.right, mapping, tag))
-    if isinstance(t, ast.Negate):
-        return ast.Negate(_substitute(t.operand, mapping, tag))
     if isinstance(t, ast.Aggregate):
         return ast.Aggregate(
             t.op,
             None if t.target is None else _substitute(t.target, mapping, tag),
             tuple(_literal(lit, lambda x: _substitute(x, mapping, tag)) for lit in t.body),
         )
-    return t
+    return ast.map_children(t, lambda x: _substitute(x, mapping, tag))
 
 
 def _literal(lit: ast.Literal, f: Any) -> ast.Literal:
@@ -227,14 +217,14 @@ def conditions(loaded: Loaded, text: str, bound: int = 2) -> Conditions:
     disjuncts = _simplify(compilation, found, query.rule.head, unfolder.recursive)
     negated = {}
     for name in sorted(unfolder.negated):
-        rule = unfolder.rules[name][0]
+        rule = compilation.program.rules_of(name)[0]
         pattern = ast.Atom(name, tuple(ast.Var(f"x{i + 1}") for i in range(len(rule.head.args))))
         inner = _Unfolder(compilation, bound)
         unfolded = inner.unfold([pattern], {})
         negated[render_literal(pattern)] = _simplify(compilation, unfolded, pattern, inner.recursive)
         unfolder.recursive |= inner.recursive
     note = ""
-    if not disjuncts and compilation.symbols.default == "allow" and "Allow" not in unfolder.rules:
+    if not disjuncts and compilation.symbols.default == "allow" and not compilation.program.rules_of("Allow"):
         if any(isinstance(lit, ast.Atom) and lit.name == "Allow" for lit in query.rule.body):
             note = (
                 "no rule derives `Allow`: this policy allows every action no `Deny` fact holds for; "

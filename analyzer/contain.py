@@ -24,21 +24,9 @@ def _is_literal_atom(lit: ast.Literal) -> bool:
     return isinstance(lit, ast.Atom | ast.Negation)
 
 
-def _has_aggregate(rule: ast.Rule) -> bool:
-    for lit in rule.body:
-        for t in ast.literal_terms(lit):
-            if any(isinstance(x, ast.Aggregate) for x in ast.walk_term(t)):
-                return True
-    return False
-
-
-def _names(rule: ast.Rule) -> frozenset[tuple[bool, str]]:
+def _names(summary: Any) -> frozenset[tuple[bool, str]]:
     """The relations (and functor predicates) a rule's body reads, each with whether negated."""
-    return frozenset(
-        (isinstance(lit, ast.Negation), lit.atom.name if isinstance(lit, ast.Negation) else lit.name)
-        for lit in rule.body
-        if isinstance(lit, ast.Atom | ast.Negation)
-    )
+    return frozenset((negated, atom.name) for atom, negated, inside in summary.atoms if not inside)
 
 
 def _unify(pattern: ast.Term, target: ast.Term, theta: dict[str, Any]) -> dict[str, Any] | None:
@@ -54,14 +42,7 @@ def _unify(pattern: ast.Term, target: ast.Term, theta: dict[str, Any]) -> dict[s
             return {**theta, pattern.name: wanted}
         return theta if bound == wanted else None
     if isinstance(pattern, ast.Call) and isinstance(target, ast.Call):
-        if pattern.name != target.name or len(pattern.args) != len(target.args):
-            return None
-        for p, t in zip(pattern.args, target.args, strict=True):
-            found = _unify(p, t, theta)
-            if found is None:
-                return None
-            theta = found
-        return theta
+        return _unify_args(pattern, target, theta)
     if isinstance(pattern, ast.BinOp) and isinstance(target, ast.BinOp):
         if pattern.op != target.op:
             return None
@@ -74,7 +55,10 @@ def _unify(pattern: ast.Term, target: ast.Term, theta: dict[str, Any]) -> dict[s
     return None
 
 
-def _unify_atoms(pattern: ast.Atom, target: ast.Atom, theta: dict[str, Any]) -> dict[str, Any] | None:
+def _unify_args(
+    pattern: ast.Atom | ast.Call, target: ast.Atom | ast.Call, theta: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Extend θ so that the pattern's name and arguments are the target's."""
     if pattern.name != target.name or len(pattern.args) != len(target.args):
         return None
     for p, t in zip(pattern.args, target.args, strict=True):
@@ -98,7 +82,7 @@ def _mappings(
         if isinstance(target, ast.Negation) != negated:
             continue
         other = target.atom if isinstance(target, ast.Negation) else target
-        found = _unify_atoms(atom, other, theta)  # type: ignore[arg-type]
+        found = _unify_args(atom, other, theta)  # type: ignore[arg-type]
         if found is not None:
             yield from _mappings(rest, targets, found)
 
@@ -109,13 +93,7 @@ def substitute(term: ast.Term, theta: dict[str, Any], rename: dict[str, str]) ->
         if term.name in theta:
             return _from_shape(theta[term.name])
         return ast.Var(rename.setdefault(term.name, f"{term.name}__g"))
-    if isinstance(term, ast.Call):
-        return ast.Call(term.name, tuple(substitute(a, theta, rename) for a in term.args))
-    if isinstance(term, ast.BinOp):
-        return ast.BinOp(term.op, substitute(term.left, theta, rename), substitute(term.right, theta, rename))
-    if isinstance(term, ast.Negate):
-        return ast.Negate(substitute(term.operand, theta, rename))
-    return term
+    return ast.map_children(term, lambda t: substitute(t, theta, rename))
 
 
 def _from_shape(s: Any) -> ast.Term:
@@ -135,19 +113,21 @@ def _from_shape(s: Any) -> ast.Term:
 
 def covers(compilation: Any, general: ast.Rule, specific: ast.Rule, heads: bool = True) -> bool:
     """Whether ``general`` fires (with the same head, when ``heads``) whenever ``specific`` does."""
-    if not _names(general) <= _names(specific):
+    program = compilation.program
+    outer, inner = program.summary(general), program.summary(specific)
+    if not _names(outer) <= _names(inner):
         return False  # some literal of `general` has nothing to map onto
-    if _has_aggregate(general) or _has_aggregate(specific):
+    if outer.aggregates or inner.aggregates:
         return False
     theta: dict[str, Any] | None = {}
     if heads:
-        theta = _unify_atoms(general.head, specific.head, {})
+        theta = _unify_args(general.head, specific.head, {})
         if theta is None:
             return False
     else:
         if len(general.head.args) != len(specific.head.args):
             return False
-        theta = _unify_atoms(ast.Atom("_", general.head.args), ast.Atom("_", specific.head.args), {})
+        theta = _unify_args(ast.Atom("_", general.head.args), ast.Atom("_", specific.head.args), {})
         if theta is None:
             return False
     atoms = [lit for lit in general.body if _is_literal_atom(lit)]

@@ -160,49 +160,24 @@ class _Functors:
 
     def __init__(self, compilation: Any) -> None:
         self.modelled = uninterpreted_functors(compilation)
-        self.rules: dict[str, list[ast.Rule]] = {}
-        for _, rule in compilation.program.rules():
-            self.rules.setdefault(rule.head.name, []).append(rule)
+        self.program = compilation.program
 
     def of(self, rules: tuple[ast.Rule, ...] = (), relations: tuple[str, ...] = ()) -> tuple[str, ...]:
         """The modelled functors ``rules`` use, and those the rules of ``relations`` use, with
         the rules of every relation either reads, transitively."""
         found: set[str] = set()
         seen: set[str] = set()
-        stack = list(rules) + [r for name in relations for r in self.rules.get(name, ())]
+        stack = list(rules) + [r for name in relations for r in self.program.rules_of(name)]
         seen.update(relations)
         while stack:
-            rule = stack.pop()
-            for name in _names_read(rule):
+            summary = self.program.summary(stack.pop())
+            for name in {atom.name for atom, _, _ in summary.atoms} | {call.name for call in summary.calls}:
                 if name in self.modelled:
                     found.add(name)
                 elif name not in seen:
                     seen.add(name)
-                    stack.extend(self.rules.get(name, ()))
+                    stack.extend(self.program.rules_of(name))
         return tuple(sorted(found))
-
-
-def _names_read(rule: ast.Rule) -> set[str]:
-    """The relations, functor predicates and functors a rule (aggregates included) reads."""
-    names: set[str] = set()
-    literals: list[ast.Literal] = list(rule.body)
-    terms: list[ast.Term] = list(rule.head.args)
-    while literals or terms:
-        if literals:
-            lit = literals.pop()
-            atom = lit.atom if isinstance(lit, ast.Negation) else lit
-            if isinstance(atom, ast.Atom):
-                names.add(atom.name)
-            terms.extend(ast.literal_terms(lit))
-            continue
-        for t in ast.walk_term(terms.pop(), into_aggregates=False):
-            if isinstance(t, ast.Call):
-                names.add(t.name)
-            elif isinstance(t, ast.Aggregate):
-                literals.extend(t.body)
-                if t.target is not None:
-                    terms.append(t.target)
-    return names
 
 
 def _size(compilation: Any) -> int:
@@ -530,51 +505,48 @@ class _Width:
 
     def __init__(self, compilation: Any, domains: Any) -> None:
         self.domains = domains
-        self.number: dict[int, int] = {}
-        self.rules: dict[str, list[tuple[int, ast.Rule]]] = {}
-        for n, (_, rule) in enumerate(compilation.program.rules()):
-            self.number[id(rule)] = n
-            self.rules.setdefault(rule.head.name, []).append((n, rule))
+        self.program = compilation.program
+        # the domains count each rule's variables by the rule's place in the program
+        self.number = {id(rule): n for n, (_, rule) in enumerate(self.program.rules())}
         self.memo: dict[int, dict[Any, int]] = {}
 
     def fits(self, rule: ast.Rule, against: str | None = None) -> bool:
         """Whether ``rule`` can fire within the domains, and (with ``against``, a relation) the
         relations the other rules of ``against`` negate can hold besides: a question asks
         that those rules do not fire, which may take their negated relations' witnesses."""
-        need = dict(self._need(self.number[id(rule)], rule, set()))
-        for _, other in self.rules.get(against or "", ()):
+        need = dict(self._need(rule, frozenset()))
+        for other in self.program.rules_of(against) if against else ():
             if other is rule:
                 continue
             for lit in other.body:
-                if isinstance(lit, ast.Negation) and lit.atom.name in self.rules:
-                    for cls, k in self._relation(lit.atom.name).items():
-                        need[cls] = need.get(cls, 0) + k
+                if isinstance(lit, ast.Negation):
+                    _add(need, self._relation(lit.atom.name, frozenset()))
         return all(n <= len(self.domains.values(cls)) for cls, n in need.items())
 
-    def _relation(self, name: str) -> dict[Any, int]:
+    def _relation(self, name: str, visiting: frozenset[str]) -> dict[Any, int]:
+        """What deriving a fact of ``name`` needs, by its most demanding rule."""
         most: dict[Any, int] = {}
-        for m, other in self.rules[name]:
-            for cls, k in self._need(m, other, set()).items():
+        for rule in self.program.rules_of(name):
+            for cls, k in self._need(rule, visiting).items():
                 most[cls] = max(most.get(cls, 0), k)
         return most
 
-    def _need(self, n: int, rule: ast.Rule, visiting: set[str]) -> dict[Any, int]:
-        if n in self.memo:
-            return self.memo[n]
-        total = dict(self.domains.uses.get(n, {}))
+    def _need(self, rule: ast.Rule, visiting: frozenset[str]) -> dict[Any, int]:
+        if not visiting and id(rule) in self.memo:
+            return self.memo[id(rule)]
+        total = dict(self.domains.uses.get(self.number[id(rule)], {}))
         inside = visiting | {rule.head.name}
         for lit in rule.body:
-            if not isinstance(lit, ast.Atom) or lit.name in inside or lit.name not in self.rules:
-                continue
-            most: dict[Any, int] = {}
-            for m, other in self.rules[lit.name]:
-                for cls, k in self._need(m, other, inside).items():
-                    most[cls] = max(most.get(cls, 0), k)
-            for cls, k in most.items():
-                total[cls] = total.get(cls, 0) + k
+            if isinstance(lit, ast.Atom) and lit.name not in inside:
+                _add(total, self._relation(lit.name, inside))
         if not visiting:
-            self.memo[n] = total
+            self.memo[id(rule)] = total
         return total
+
+
+def _add(total: dict[Any, int], more: dict[Any, int]) -> None:
+    for cls, k in more.items():
+        total[cls] = total.get(cls, 0) + k
 
 
 def _counts_beyond(rule: ast.Rule, bound: int) -> bool:

@@ -14,7 +14,7 @@ Statements: :class:`Rule` (a fact is a rule with an empty body) and the directiv
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .source import SourceFile, Span
@@ -285,6 +285,17 @@ def term_children(term: Term) -> tuple[Term, ...]:
     if isinstance(term, Negate):
         return (term.operand,)
     return ()
+
+
+def map_children(term: Term, fn: Callable[[Term], Term]) -> Term:
+    """The term with ``fn`` applied to each child of a call or an operation (others as they are)."""
+    if isinstance(term, Call):
+        return Call(term.name, tuple(fn(a) for a in term.args))
+    if isinstance(term, BinOp):
+        return BinOp(term.op, fn(term.left), fn(term.right))
+    if isinstance(term, Negate):
+        return Negate(fn(term.operand))
+    return term
 
 
 def literal_terms(literal: Literal) -> tuple[Term, ...]:

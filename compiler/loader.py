@@ -57,6 +57,17 @@ class Program:
     def source(self, path: str) -> SourceFile | None:
         return self._sources.get(path)
 
+    def rules_of(self, name: str) -> list[ast.Rule]:
+        """The rules (facts included) whose head is relation ``name``, in program order."""
+        return self._by_head.get(name, [])
+
+    @functools.cached_property
+    def _by_head(self) -> dict[str, list[ast.Rule]]:
+        found: dict[str, list[ast.Rule]] = {}
+        for _, rule in self.rules():
+            found.setdefault(rule.head.name, []).append(rule)
+        return found
+
     def summary(self, rule: ast.Rule) -> RuleSummary:
         """What the rule contains (atoms, calls, variables), computed once per program."""
         return self._summaries[id(rule)]

@@ -589,10 +589,30 @@ def _analysis(path: str) -> Any:
         _fail(str(error), 2 if str(error).startswith("cannot read") else 1)
 
 
-def _analysis_failed(error: Any) -> None:
-    if error.diagnostics:
-        _print_diagnostics(list(error.diagnostics))
-    _fail(str(error))
+def _answer(question: Any, fmt: str) -> None:
+    """Print what an analysis ``question()`` answers (its diagnostics and status 1 when the
+    policy or the question cannot be analysed)."""
+    from .analyzer.query import AnalysisError
+
+    try:
+        found = question()
+    except AnalysisError as error:
+        if error.diagnostics:
+            _print_diagnostics(list(error.diagnostics))
+        _fail(str(error))
+    if fmt == "json":
+        click.echo(json.dumps(found.to_json(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(found.text())
+
+
+SEARCH_TIMEOUT = click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Give up a search after this many seconds.",
+)
 
 
 @main.command("witness")
@@ -600,13 +620,7 @@ def _analysis_failed(error: Any) -> None:
 @click.argument("query")
 @BOUND
 @FORMAT
-@click.option(
-    "--timeout",
-    type=float,
-    default=60.0,
-    show_default=True,
-    help="Give up the search after this many seconds.",
-)
+@SEARCH_TIMEOUT
 def witness_command(policy: str, query: str, bound: int, fmt: str, timeout: float) -> None:
     """The smallest database on which QUERY holds, replayed through the evaluator.
 
@@ -615,18 +629,10 @@ def witness_command(policy: str, query: str, bound: int, fmt: str, timeout: floa
     (proved) or none within the bound. Exit status 0 when the question was answered.
     """
     with _internal_errors():
-        from .analyzer.query import AnalysisError
         from .analyzer.witness import find_witness
 
         loaded = _analysis(policy)
-        try:
-            found = find_witness(loaded, query, bound, timeout)
-        except AnalysisError as error:
-            _analysis_failed(error)
-        if fmt == "json":
-            click.echo(json.dumps(found.to_json(), indent=2, ensure_ascii=False))
-        else:
-            click.echo(found.text())
+        _answer(lambda: find_witness(loaded, query, bound, timeout), fmt)
 
 
 @main.command("diff")
@@ -634,13 +640,7 @@ def witness_command(policy: str, query: str, bound: int, fmt: str, timeout: floa
 @click.argument("new", metavar="NEW")
 @BOUND
 @FORMAT
-@click.option(
-    "--timeout",
-    type=float,
-    default=60.0,
-    show_default=True,
-    help="Give up each search after this many seconds.",
-)
+@SEARCH_TIMEOUT
 def diff_command(old: str, new: str, bound: int, fmt: str, timeout: float) -> None:
     """How NEW decides differently from OLD (policy files or bundles): equivalent,
     more-permissive, less-permissive or incomparable, with a database and action for each way
@@ -648,17 +648,9 @@ def diff_command(old: str, new: str, bound: int, fmt: str, timeout: float) -> No
     """
     with _internal_errors():
         from .analyzer.diff import diff
-        from .analyzer.query import AnalysisError
 
         before, after = _analysis(old), _analysis(new)
-        try:
-            result = diff(before, after, bound, timeout)
-        except AnalysisError as error:
-            _analysis_failed(error)
-        if fmt == "json":
-            click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
-        else:
-            click.echo(result.text())
+        _answer(lambda: diff(before, after, bound, timeout), fmt)
 
 
 @main.command("conditions")
@@ -679,14 +671,6 @@ def conditions_command(policy: str, query: str, bound: int, fmt: str) -> None:
     """
     with _internal_errors():
         from .analyzer.conditions import conditions
-        from .analyzer.query import AnalysisError
 
         loaded = _analysis(policy)
-        try:
-            found = conditions(loaded, query, bound)
-        except AnalysisError as error:
-            _analysis_failed(error)
-        if fmt == "json":
-            click.echo(json.dumps(found.to_json(), indent=2, ensure_ascii=False))
-        else:
-            click.echo(found.text())
+        _answer(lambda: conditions(loaded, query, bound), fmt)

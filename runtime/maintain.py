@@ -118,13 +118,8 @@ def _stratum(
     if not variants or not triggers:
         return
     w.open(f"if {' or '.join(f'new_{d}' for d in triggers)}:")
-    for rule, d in outside:
-        guarded = triggers != [d]
-        if guarded:
-            w.open(f"if new_{d}:")
-        _variant(plan, w, hoisted, rule, f"new_{d}")
-        if guarded:
-            w.depth -= 1
+    # a variant runs when its relation has new facts (no test needed when it is the only trigger)
+    _variants(plan, w, hoisted, outside, "new_", lambda d: triggers != [d])
     for r in members:
         if not (stratum.recursive or r in kept or r in given):
             _drain(w, hoisted, r)
@@ -140,18 +135,30 @@ def _stratum(
         for r in members:
             w.line(f"round_{r} = got_{r}")
         w.open(f"while {' or '.join(f'round_{r}' for r in members)}:")
-        for rule, d in inside:
-            guarded = len(members) > 1
-            if guarded:
-                w.open(f"if round_{d}:")
-            _variant(plan, w, hoisted, rule, f"round_{d}")
-            if guarded:
-                w.depth -= 1
+        _variants(plan, w, hoisted, inside, "round_", lambda d: len(members) > 1)
         for r in members:
             _merge(w, hoisted, r, [f"new_{r} |= got_{r}"] if r in kept or r in given else [])
             w.line(f"round_{r} = got_{r}")
         w.depth -= 1
     w.depth -= 1
+
+
+def _variants(
+    plan: p.Plan,
+    w: codegen.Writer,
+    hoisted: _Hoisted,
+    variants: list[tuple[p.RulePlan, int]],
+    prefix: str,
+    guarded: Callable[[int], bool],
+) -> None:
+    """The insertion variants, each reading the new facts ``<prefix><relation>``, behind a test
+    that there are some when ``guarded(relation)``."""
+    for rule, d in variants:
+        if guarded(d):
+            w.open(f"if {prefix}{d}:")
+        _variant(plan, w, hoisted, rule, f"{prefix}{d}")
+        if guarded(d):
+            w.depth -= 1
 
 
 def _merge(w: codegen.Writer, hoisted: _Hoisted, relation: int, then: Iterable[str] = ()) -> None:
