@@ -16,6 +16,7 @@ for a functor's parameter and ``("ret", functor)`` for its result.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -55,8 +56,16 @@ class Domains:
     fresh_symbols: tuple[str, ...] = ()
     fresh_numbers: tuple[int, ...] = ()
     exact: dict[Node, set[int]] = field(default_factory=dict)  # class -> numbers tried without neighbours
-    width: dict[Node, int] = field(default_factory=dict)  # class -> most variables of it in one rule
     uses: dict[int, dict[Node, int]] = field(default_factory=dict)  # rule number -> its variables per class
+
+    @functools.cached_property
+    def width(self) -> dict[Node, int]:
+        """Class -> the most variables of it in one rule."""
+        found: dict[Node, int] = {}
+        for counts in self.uses.values():
+            for cls, n in counts.items():
+                found[cls] = max(found.get(cls, 0), n)
+        return found
 
     def fresh(self, cls: Node) -> int:
         """How many fresh values a class gets: the bound, or as many as one rule has variables
@@ -226,17 +235,13 @@ def compute(
     for node, numbers in exact.items():
         exact_by_class.setdefault(uf.find(node), set()).update(numbers)
     types = {cls: definite.get(cls, {"symbol", "number"}) for cls in set(classes.values())}
-    per_rule: dict[tuple[Node, Node], int] = {}
+    uses: dict[int, dict[Node, int]] = {}
     for node in list(uf.parent):
         if node[0] == "var":
-            key = (node[1], uf.find(node))
-            per_rule[key] = per_rule.get(key, 0) + 1
-    width: dict[Node, int] = {}
-    uses: dict[int, dict[Node, int]] = {}
-    for (key, cls), n in per_rule.items():
-        width[cls] = max(width.get(cls, 0), n)
-        uses.setdefault(key[1], {})[cls] = n
-    most = max([bound, *width.values()])
+            counts = uses.setdefault(node[1][1], {})  # node[1] is ("rule", number)
+            cls = uf.find(node)
+            counts[cls] = counts.get(cls, 0) + 1
+    most = max([bound, *(n for counts in uses.values() for n in counts.values())])
     return Domains(
         bound,
         classes,
@@ -245,7 +250,6 @@ def compute(
         tuple(_fresh_symbols(most, by_class)),
         tuple(range(most)),
         exact=exact_by_class,
-        width=width,
         uses=uses,
     )
 

@@ -72,9 +72,7 @@ def _vocabulary_positions(compilation: Any, positions: list[tuple[str, int]]) ->
     return [
         ("rel", name, i)
         for name, i in positions
-        if name in relations
-        and relations[name].home.endswith("events.dl")
-        and compilation.program.is_library(relations[name].home)
+        if name in relations and _from_events(compilation, relations[name].home)
     ]
 
 
@@ -199,12 +197,7 @@ class Problem:
         a tool call is an action with one tool, an event has one kind, text and position, a
         result answers a call of its tool, nothing depends on itself."""
         relations = self.compilation.symbols.relations
-        chosen = {
-            n
-            for n in self.inputs()
-            if relations[n].home.endswith("events.dl")
-            and self.compilation.program.is_library(relations[n].home)
-        }
+        chosen = {n for n in self.inputs() if _from_events(self.compilation, relations[n].home)}
         lines = []
         if {"ToolCall", "Action"} <= chosen:
             lines.append(":- in_ToolCall(A,_), not in_Action(A).")
