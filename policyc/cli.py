@@ -508,7 +508,7 @@ def test_command(paths: tuple[str, ...], coverage: bool, fmt: str) -> None:
             except TestFileError as error:
                 results.append(FileResult(None, path, f"{error} [invalid-test-file]"))
                 continue
-            results.append(run_file(test))
+            results.append(run_file(test, coverage))
         if fmt == "json":
             click.echo(json.dumps(to_json(results, coverage), indent=2, ensure_ascii=False, default=str))
         else:

@@ -7,7 +7,7 @@ evaluation, and its actions are decided on it. A decision that failed (a functor
 event was malformed) is a failure of the case whatever was expected: the runtime denies it, but
 not because of a rule.
 
-Which rules fired is read from the same evaluations (every decision's, and the final one): a
+With coverage, which rules fired is read from the same evaluations (every decision's, and the final one): a
 rule fired when some fact of its relation has a binding of its body.
 """
 
@@ -56,8 +56,9 @@ class FileResult:
     rules: dict[tuple[str, int, int], Any] = field(default_factory=dict)  # rule -> its RuleInfo
 
 
-def run_file(test: TestFile) -> FileResult:
-    """Every case of a test file against its policy."""
+def run_file(test: TestFile, coverage: bool = False) -> FileResult:
+    """Every case of a test file against its policy; with ``coverage``, also which rules fired
+    (each decision is evaluated again from scratch for that)."""
     from policyc.runtime.functors import MissingFunctors, load_module
     from policyc.runtime.policy import PolicyError, load
 
@@ -78,8 +79,10 @@ def run_file(test: TestFile) -> FileResult:
         return FileResult(test, test.path, str(error))
     plan = policy.plan
     rules = _user_rules(plan, test.policy.parent)
-    fired_ids: set[int] = set()
-    results = [_run_case(policy, case, test, fired_ids) for case in test.cases]
+    fired_ids: set[int] | None = set() if coverage else None
+    results = [_run_case(policy, case, fired_ids) for case in test.cases]
+    if fired_ids is None:
+        return FileResult(test, test.path, None, tuple(results))
     fired = {
         key: (None if plan.relations[plan.relation_index()[info.head]].inline else i in fired_ids)
         for key, (i, info) in rules.items()
@@ -102,7 +105,7 @@ def _user_rules(plan: Any, root: Path) -> dict[tuple[str, int, int], tuple[int, 
     return found
 
 
-def _run_case(policy: Any, case: Case, test: TestFile, fired: set[int]) -> CaseResult:
+def _run_case(policy: Any, case: Case, fired: set[int] | None) -> CaseResult:
     from policyc.runtime.facts import FactsError, read
 
     failures: list[Failure] = []
@@ -120,13 +123,14 @@ def _run_case(policy: Any, case: Case, test: TestFile, fired: set[int]) -> CaseR
             decisions, final = _evaluation(policy, case, facts)
     except FactsError as error:
         return CaseResult(case, (Failure("input", "facts", "valid facts", str(error)),))
-    evaluations = {id(final): final}
-    for decision in decisions.values():
-        if decision.evaluation is not None:
-            evaluation = decision.evaluation.explanation()
-            evaluations.setdefault(id(evaluation), evaluation)
-    for evaluation in evaluations.values():
-        _fired(evaluation, fired)
+    if fired is not None:
+        evaluations = {id(final): final}
+        for decision in decisions.values():
+            if decision.evaluation is not None:
+                evaluation = decision.evaluation.explanation()
+                evaluations.setdefault(id(evaluation), evaluation)
+        for evaluation in evaluations.values():
+            _fired(evaluation, fired)
     if getattr(final, "errors", None):
         failures.append(
             Failure("input", "evaluation", "no evaluation error", "; ".join(e.message for e in final.errors))
