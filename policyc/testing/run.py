@@ -7,8 +7,8 @@ evaluation, and its actions are decided on it. A decision that failed (a functor
 event was malformed) is a failure of the case whatever was expected: the runtime denies it, but
 not because of a rule.
 
-With coverage, which rules fired is read from the same evaluations (every decision's, and the final one): a
-rule fired when some fact of its relation has a binding of its body.
+With coverage, which rules fired is read from the same evaluations (every decision's, and the
+final one): a rule fired when some fact of its relation has a binding of its body.
 """
 
 from __future__ import annotations
