@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from . import ast, codes, syntax_errors
-from .diagnostics import Diagnostic
+from .diagnostics import Diagnostic, Edit, Fix
 from .parser import parse
 from .source import SourceFile
 from .summary import RuleSummary, summarize
@@ -120,8 +120,12 @@ def load_file(path: str) -> tuple[Program, list[Diagnostic]]:
     return _Loader().load_root(read_file(path))
 
 
-def load_source(text: str, path: str = "<input>") -> tuple[Program, list[Diagnostic]]:
-    return _Loader().load_root(SourceFile(path, text))
+def load_source(
+    text: str, path: str = "<input>", read: Callable[[str], bytes] | None = None
+) -> tuple[Program, list[Diagnostic]]:
+    """Load a policy given as text; ``read`` reads the files it includes (from disk if not
+    given: an editor passes one that prefers its unsaved buffers)."""
+    return _Loader(read).load_root(SourceFile(path, text))
 
 
 def load_data(data: bytes, path: str) -> tuple[Program, list[Diagnostic]]:
@@ -150,7 +154,8 @@ def _library_module(name: str) -> tuple[ast.Module, tuple[Diagnostic, ...]] | No
 
 
 class _Loader:
-    def __init__(self) -> None:
+    def __init__(self, read: Callable[[str], bytes] | None = None) -> None:
+        self.read = read or (lambda path: Path(path).read_bytes())
         self.modules: list[ast.Module] = []
         self.library: set[str] = set()
         self.loaded: set[str] = set()
@@ -195,7 +200,7 @@ class _Loader:
         if key in self.loaded:
             return
         try:
-            data = Path(target).read_bytes()
+            data = self.read(target)
         except OSError as error:
             reason = (
                 "it is a directory"
@@ -223,12 +228,17 @@ class _Loader:
             assert directive is not None, "the prelude ships with policyc"
             close = syntax_errors.did_you_mean(name, library_modules())
             available = ", ".join(f"`{m}`" for m in library_modules()) or "none"
+            fix = None
+            if close:
+                edit = Edit(directive.module.span, close)
+                fix = Fix(f"replace `{name}` with `{close}`", (edit,), safe=False)
             self.diagnostics.append(
                 codes.INVALID_DIRECTIVE(
                     directive.module.span,
                     f"unknown library module `{name}`",
                     help=(f"did you mean `{close}`? " if close else "")
                     + f"the library modules are: {available}",
+                    fix=fix,
                 )
             )
             return

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import ast, codes
-from .diagnostics import Diagnostic, Related
+from .diagnostics import Diagnostic, Edit, Fix, Related
 from .loader import Program
 from .source import Span
 from .syntax_errors import did_you_mean
@@ -82,6 +82,14 @@ class Symbols:
 
 def resolve(program: Program) -> tuple[Symbols, list[Diagnostic]]:
     return _Resolver(program).run()
+
+
+def replace_name(span: Span, name: str, close: str | None) -> Fix | None:
+    """The fix of a "did you mean" diagnostic: the close name in place of the unknown one (a
+    guess at what was meant, so not safe)."""
+    if close is None:
+        return None
+    return Fix(f"replace `{name}` with `{close}`", (Edit(span, close),), safe=False)
 
 
 class _Resolver:
@@ -217,6 +225,7 @@ class _Resolver:
                 help=(f"did you mean `{close}`? " if close else "")
                 + "the types are "
                 + ", ".join(f"`{t}`" for t in allowed),
+                fix=replace_name(ident.span, ident.name, close),
             )
         )
         return False
@@ -282,6 +291,7 @@ class _Resolver:
                 f"unknown role `{role}`",
                 help=(f"did you mean `{close}`? " if close else "")
                 + f"declare it with `.role {role} budget ALPHA`; declared roles: {declared}",
+                fix=replace_name(statement.role.span, role, close),
             )
         )
 

@@ -20,6 +20,7 @@ import re
 
 from .. import ast, codes
 from ..diagnostics import Diagnostic, Edit, Fix, Related
+from ..source import Span
 from ..syntax_errors import did_you_mean
 from . import Context
 
@@ -57,6 +58,7 @@ def _annotation(
                 help=(f"did you mean `@{close}`? " if close else "")
                 + "the annotations are "
                 + ", ".join(f"`@{a}`" for a in ANNOTATIONS),
+                fix=_replace_in(context, annotation.span, name, close),
             )
         ]
     if name in seen:
@@ -109,10 +111,11 @@ def _annotation(
                 help=(f"did you mean `{close}`? " if close else "")
                 + "the severities are "
                 + ", ".join(f"`{s}`" for s in SEVERITIES),
+                fix=_replace_in(context, annotation.args[0].span, value, close),
             )
         ]
     elif name in ("message", "suggest"):
-        return _placeholders(annotation, context.program.summary(rule).outer_variables)
+        return _placeholders(annotation, context.program.summary(rule).outer_variables, context)
     return []
 
 
@@ -131,7 +134,9 @@ def placeholder_names(rule: ast.Rule) -> set[str]:
     return names
 
 
-def _placeholders(annotation: ast.Annotation, variables: frozenset[str]) -> list[Diagnostic]:
+def _placeholders(
+    annotation: ast.Annotation, variables: frozenset[str], context: Context
+) -> list[Diagnostic]:
     arg = annotation.args[0]
     assert isinstance(arg, ast.String)
     problems = []
@@ -157,6 +162,18 @@ def _placeholders(annotation: ast.Annotation, variables: frozenset[str]) -> list
                     f"`{{{var}}}` in `@{annotation.name}` is not a variable of this rule",
                     help=(f"did you mean `{{{close}}}`? " if close else "")
                     + "placeholders name variables of the rule's head or body",
+                    fix=_replace_in(context, arg.span, match.group(0), close and f"{{{close}}}"),
                 )
             )
     return problems
+
+
+def _replace_in(context: Context, span: Span, old: str, new: str | None) -> Fix | None:
+    """The fix of a "did you mean": ``new`` in place of the first ``old`` in the text of ``span``."""
+    source = context.program.source(span.file)
+    if new is None or source is None:
+        return None
+    at = source.text.find(old, span.start, span.end)
+    if at < 0:
+        return None
+    return Fix(f"replace `{old}` with `{new}`", (Edit(source.span(at, at + len(old)), new),), safe=False)

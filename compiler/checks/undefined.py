@@ -13,8 +13,9 @@ with the closest known name as a suggestion.
 from __future__ import annotations
 
 from .. import ast, codes
-from ..diagnostics import Diagnostic
-from ..symbols import VERDICTS
+from ..diagnostics import Diagnostic, Edit, Fix
+from ..source import Span
+from ..symbols import VERDICTS, replace_name
 from ..syntax_errors import did_you_mean
 from . import Context
 
@@ -27,6 +28,7 @@ def check(context: Context) -> list[Diagnostic]:
         if name in symbols.defined or relation.declared or relation.is_input or name in VERDICTS
     }
     diagnostics: list[Diagnostic] = []
+    declare = _Declarations(context)
     for module, statement in context.program.statements():
         if isinstance(statement, ast.Output) and not context.program.is_library(module.path):
             for ident in statement.names:
@@ -37,22 +39,24 @@ def check(context: Context) -> list[Diagnostic]:
                             ident.span,
                             f"output relation `{ident.name}` is not defined",
                             help=f"did you mean `{close}`?" if close else "define it with rules or facts",
+                            fix=replace_name(ident.span, ident.name, close),
                         )
                     )
-    for _, rule in context.user_rules():
+    for module, rule in context.user_rules():
         summary = context.program.summary(rule)
         for atom, _, _ in summary.atoms:
             if atom.name in symbols.functors or atom.name in known:
                 continue
-            diagnostics.append(_undefined_relation(atom, known, symbols.functors))
+            diagnostics.append(_undefined_relation(atom, known, symbols.functors, declare.fix(module, atom)))
         for call in summary.calls:
             if call.name not in symbols.functors:
                 diagnostics.append(_undefined_function(call, known, symbols.functors))
     return diagnostics
 
 
-def _undefined_relation(atom: ast.Atom, known: set[str], functors: dict) -> Diagnostic:
+def _undefined_relation(atom: ast.Atom, known: set[str], functors: dict, declare: Fix) -> Diagnostic:
     close = did_you_mean(atom.name, known | {f for f, sig in functors.items() if sig.is_predicate})
+    fix = replace_name(atom.name_span, atom.name, close) or declare
     if close:
         help_text = f"did you mean `{close}`?"
     elif atom.name[:1].islower():
@@ -63,7 +67,9 @@ def _undefined_relation(atom: ast.Atom, known: set[str], functors: dict) -> Diag
         )
     else:
         help_text = f"define it with a rule or a fact, or declare its facts as input: `.input {atom.name}`"
-    return codes.UNDEFINED_RELATION(atom.name_span, f"relation `{atom.name}` is not defined", help=help_text)
+    return codes.UNDEFINED_RELATION(
+        atom.name_span, f"relation `{atom.name}` is not defined", help=help_text, fix=fix
+    )
 
 
 def _undefined_function(call: ast.Call, known: set[str], functors: dict) -> Diagnostic:
@@ -79,4 +85,62 @@ def _undefined_function(call: ast.Call, known: set[str], functors: dict) -> Diag
         call.name_span,
         f"function `{call.name}` is not declared",
         help=f"did you mean `{close}`?" if close else f"declare it: `.functor {call.name}({params}): symbol`",
+        fix=replace_name(call.name_span, call.name, close),
     )
+
+
+class _Declarations:
+    """The fix of an undefined relation no known name is close to: declare it, with the
+    attribute types inferred from its uses, as an input (its facts come from outside).
+
+    The declaration goes after the directives at the top of the file that uses it (before
+    its first statement when the file starts with a rule), so every use offers the same edit.
+    """
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.fixes: dict[tuple[str, str], Fix] = {}
+        self._types: dict[str, tuple[str | None, ...]] | None = None
+
+    def types(self, name: str) -> tuple[str | None, ...]:
+        if self._types is None:
+            from .types import infer
+
+            self._types = infer(self.context.program, self.context.symbols)[0]
+        return self._types.get(name, ())
+
+    def fix(self, module: ast.Module, atom: ast.Atom) -> Fix:
+        key = (module.path, atom.name)
+        if key not in self.fixes:
+            self.fixes[key] = self._fix(module, atom)
+        return self.fixes[key]
+
+    def _fix(self, module: ast.Module, atom: ast.Atom) -> Fix:
+        types = self.types(atom.name)
+        names: list[str] = []
+        for i, arg in enumerate(atom.args):
+            name = arg.name if isinstance(arg, ast.Var) else f"x{i + 1}"
+            while name in names:
+                name += "_"
+            names.append(name)
+        attributes = ", ".join(
+            f"{name}: {types[i] if i < len(types) and types[i] else 'symbol'}" for i, name in enumerate(names)
+        )
+        text = f".decl {atom.name}({attributes})\n.input {atom.name}\n"
+        at = _after_header(module)
+        if at.start > 0:
+            text = "\n" + text.rstrip("\n")
+        return Fix(f"declare `{atom.name}` as an input relation", (Edit(at, text),), safe=False)
+
+
+def _after_header(module: ast.Module) -> Span:
+    """Where a declaration goes: the end of the directives that open the file, or its start."""
+    end: Span | None = None
+    for statement in module.statements:
+        if isinstance(statement, ast.Rule):
+            break
+        end = statement.span
+    if end is not None:
+        return end.at_end()
+    assert module.source is not None
+    return module.source.span(0, 0)

@@ -1,0 +1,196 @@
+"""Every name in a program and where it occurs: the table behind hover, go to definition,
+find references, rename, document symbols and completion.
+
+A :class:`Symbol` is a relation, a functor, a variable (local to its rule: every occurrence
+of the name in the rule, aggregates and ``{var}`` placeholders of ``@message``/``@suggest``
+included), a library module, an included file or a role. An :class:`Occurrence` is one place
+a symbol is written, with its role there: declared (``.decl``, ``.functor``, ``.role``),
+defined (the head of a rule or fact), named by a directive (``.input``, ``.output``,
+``.field``, ``.import``, ``.include``) or used.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from policyc.compiler import ast
+from policyc.compiler.source import Span
+
+RELATION, FUNCTOR, VARIABLE, MODULE, FILE, ROLE = "relation", "functor", "variable", "module", "file", "role"
+DECLARATION, DEFINITION, DIRECTIVE, USE = "declaration", "definition", "directive", "use"
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}\n]*)\}")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*['\u2019]*")
+
+
+@dataclass(frozen=True)
+class Symbol:
+    kind: str
+    name: str
+    scope: int = -1  # a variable's rule (its place in :attr:`Index.rules`)
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    symbol: Symbol
+    span: Span
+    role: str
+
+
+@dataclass(frozen=True)
+class Index:
+    occurrences: tuple[Occurrence, ...]
+    rules: tuple[tuple[ast.Module, ast.Rule], ...]  # every rule, in program order (variables' scopes)
+    by_file: dict[str, list[Occurrence]]  # sorted by position
+    by_symbol: dict[Symbol, list[Occurrence]]
+
+    @classmethod
+    def build(cls, compilation: Any) -> Index:
+        program = compilation.program
+        functors = {s.name.name for _, s in program.statements() if isinstance(s, ast.Functor)}
+        functors |= set(getattr(compilation.symbols, "functors", None) or ())
+        occurrences: list[Occurrence] = []
+        rules: list[tuple[ast.Module, ast.Rule]] = []
+        for module in program.modules:
+            walker = _Walker(occurrences, rules, module, functors)
+            for statement in module.statements:
+                walker.statement(statement)
+        by_file: dict[str, list[Occurrence]] = {}
+        by_symbol: dict[Symbol, list[Occurrence]] = {}
+        for occurrence in occurrences:
+            by_file.setdefault(occurrence.span.file, []).append(occurrence)
+            by_symbol.setdefault(occurrence.symbol, []).append(occurrence)
+        for found in by_file.values():
+            found.sort(key=lambda o: o.span.start)
+        return cls(tuple(occurrences), tuple(rules), by_file, by_symbol)
+
+    def at(self, path: str, offset: int) -> Occurrence | None:
+        """The occurrence under a cursor at ``offset`` (just after a name counts)."""
+        found = self.by_file.get(path, [])
+        starts = [o.span.start for o in found]
+        i = bisect.bisect_right(starts, offset) - 1
+        candidates = [o for o in found[max(i - 1, 0) : i + 1] if o.span.start <= offset <= o.span.end]
+        inside = [o for o in candidates if offset < o.span.end]
+        return (inside or candidates or [None])[-1]
+
+    def of(self, symbol: Symbol) -> list[Occurrence]:
+        return self.by_symbol.get(symbol, [])
+
+    def rule_at(self, path: str, offset: int) -> int | None:
+        """The rule (its place in :attr:`rules`) whose text contains ``offset``."""
+        for n, (module, rule) in enumerate(self.rules):
+            if module.path == path and rule.span.start <= offset <= rule.span.end:
+                return n
+        return None
+
+    def variables(self, scope: int) -> list[str]:
+        """The variables of a rule, in order of first occurrence."""
+        names: dict[str, None] = {}
+        for occurrence in self.occurrences:
+            if occurrence.symbol.kind == VARIABLE and occurrence.symbol.scope == scope:
+                names.setdefault(occurrence.symbol.name)
+        return list(names)
+
+
+class _Walker:
+    def __init__(
+        self,
+        occurrences: list[Occurrence],
+        rules: list[tuple[ast.Module, ast.Rule]],
+        module: ast.Module,
+        functors: set[str],
+    ) -> None:
+        self.occurrences = occurrences
+        self.rules = rules
+        self.module = module
+        self.functors = functors
+        self.scope = -1
+
+    def add(self, kind: str, name: str, span: Span, role: str) -> None:
+        scope = self.scope if kind == VARIABLE else -1
+        self.occurrences.append(Occurrence(Symbol(kind, name, scope), span, role))
+
+    def statement(self, statement: ast.Statement) -> None:
+        if isinstance(statement, ast.Misplaced):
+            statement = statement.statement
+        if isinstance(statement, ast.Rule):
+            self.scope = len(self.rules)
+            self.rules.append((self.module, statement))
+            self.atom(statement.head, DEFINITION)
+            self.literals(statement.body)
+            self.placeholders(statement)
+        elif isinstance(statement, ast.Decl):
+            self.add(RELATION, statement.name.name, statement.name.span, DECLARATION)
+        elif isinstance(statement, ast.Input | ast.Output):
+            for ident in statement.names:
+                kind = FUNCTOR if ident.name in self.functors else RELATION
+                self.add(kind, ident.name, ident.span, DIRECTIVE)
+        elif isinstance(statement, ast.Functor):
+            self.add(FUNCTOR, statement.name.name, statement.name.span, DECLARATION)
+        elif isinstance(statement, ast.Import):
+            self.add(MODULE, statement.module.name, statement.module.span, DIRECTIVE)
+        elif isinstance(statement, ast.Include):
+            from .document import include_target, key
+
+            self.add(FILE, key(include_target(self.module, statement)), statement.path.span, DIRECTIVE)
+        elif isinstance(statement, ast.Role):
+            self.add(ROLE, statement.name.name, statement.name.span, DECLARATION)
+        elif isinstance(statement, ast.FieldMap):
+            self.add(ROLE, statement.role.name, statement.role.span, DIRECTIVE)
+
+    def atom(self, atom: ast.Atom, role: str) -> None:
+        kind = FUNCTOR if atom.name in self.functors else RELATION
+        self.add(kind, atom.name, atom.name_span, role)
+        for arg in atom.args:
+            self.term(arg)
+
+    def literals(self, body: tuple[ast.Literal, ...]) -> None:
+        for literal in body:
+            if isinstance(literal, ast.Atom):
+                self.atom(literal, USE)
+            elif isinstance(literal, ast.Negation):
+                self.atom(literal.atom, USE)
+            else:
+                self.term(literal.left)
+                self.term(literal.right)
+
+    def term(self, term: ast.Term) -> None:
+        if isinstance(term, ast.Var):
+            self.add(VARIABLE, term.name, term.span, USE)
+        elif isinstance(term, ast.Call):
+            self.add(FUNCTOR, term.name, term.name_span, USE)
+            for arg in term.args:
+                self.term(arg)
+        elif isinstance(term, ast.Aggregate):
+            if term.target is not None:
+                self.term(term.target)
+            self.literals(term.body)
+        else:
+            for child in ast.term_children(term):
+                self.term(child)
+
+    def placeholders(self, rule: ast.Rule) -> None:
+        """``{var}`` in ``@message`` and ``@suggest`` name variables of the rule."""
+        source = self.module.source
+        if source is None:
+            return
+        for annotation in rule.annotations:
+            if annotation.name not in ("message", "suggest") or not annotation.args:
+                continue
+            arg = annotation.args[0]
+            if not isinstance(arg, ast.String):
+                continue
+            raw = source.text[arg.span.start : arg.span.end]
+            for match in _PLACEHOLDER.finditer(raw):
+                inner = match.group(1)
+                if inner is None:
+                    continue
+                name = _NAME.fullmatch(inner.strip())
+                if name is None:
+                    continue
+                start = arg.span.start + match.start(1) + (len(inner) - len(inner.lstrip()))
+                span = source.span(start, start + len(name.group()))
+                self.add(VARIABLE, name.group(), span, USE)
