@@ -4,7 +4,7 @@
 
     {"format": "policyc-bundle", "format_version": 1,
      "manifest": {"policyc_version", "default", "entrypoints", "inputs", "functors", "roles",
-                  "fields", "checks", "sources": [{"path", "sha256"}], "plan_sha256"},
+                  "fields", "thresholds", "checks", "sources": [{"path", "sha256"}], "plan_sha256"},
      "plan": {...}, "sources": {"policy.dl": "..."},
      "signature": null | {"algorithm": "ed25519", "value": BASE64}}
 
@@ -46,8 +46,14 @@ def is_bundle(data: bytes) -> bool:
     return data.lstrip()[:1] == b"{"
 
 
-def build_bundle(compilation: Any, plan: Plan, signing_key: str | os.PathLike[str] | None = None) -> bytes:
-    """The bytes of a bundle for a compiled policy and its plan."""
+def build_bundle(
+    compilation: Any,
+    plan: Plan,
+    signing_key: str | os.PathLike[str] | None = None,
+    thresholds: Any = None,
+) -> bytes:
+    """The bytes of a bundle for a compiled policy and its plan (with the calibrated
+    ``thresholds``, a :class:`~policyc.risk.thresholds.Thresholds`, when given)."""
     program = compilation.program
     symbols = compilation.symbols
     root_dir = min((os.path.dirname(r) for r in program.roots), default="")
@@ -72,7 +78,7 @@ def build_bundle(compilation: Any, plan: Plan, signing_key: str | os.PathLike[st
         "fields": [
             {"tool": t, "argument": a, "role": role} for (t, a), role in sorted(symbols.fields.items())
         ],
-        "thresholds": None,
+        "thresholds": None if thresholds is None else thresholds.to_json(),
         "checks": {"check": "passed", "errors": 0, "warnings": warnings},
         "sources": [
             {"path": name, "sha256": sha256(text.encode("utf-8"))} for name, text in sorted(sources.items())

@@ -47,12 +47,16 @@ class Policy:
         functors: Functors = None,
         limits: Limits | None = None,
         manifest: dict[str, Any] | None = None,
+        risk: Any = None,
+        thresholds: Any = None,
     ) -> None:
         self.plan = plan
         self.compiled = CompiledPlan(plan)
         self.functors = bind(plan, functors)
         self.limits = limits or Limits()
         self.manifest = manifest
+        self.risk = risk  # the roles and field roles (policyc.risk.declarations.Declarations)
+        self.thresholds = thresholds  # calibrated thresholds the bundle carries, if any
 
     @property
     def relations(self) -> list[str]:
@@ -154,7 +158,9 @@ def load(
             raise PolicyError(f"cannot read `{path}`: {error.strerror or error}") from None
         if is_bundle(data):
             plan, manifest = read_bundle(data, str(path), verify_key)
-            return Policy(plan, functors, limits, manifest)
+            from policyc.risk.enforce import bundle_risk
+
+            return Policy(plan, functors, limits, manifest, *bundle_risk(manifest, str(path)))
         if verify_key is not None:
             raise PolicyError(f"`{path}` is not a bundle, so it carries no signature to verify")
         from policyc.compiler.loader import load_data
@@ -166,7 +172,9 @@ def load(
         from policyc.compiler.pipeline import compile_source
 
         compilation = compile_source(str(policy), "<source>")
-    return Policy(plan_of(compilation), functors, limits)
+    from policyc.risk.declarations import declarations_of
+
+    return Policy(plan_of(compilation), functors, limits, risk=declarations_of(compilation))
 
 
 def plan_of(compilation: Any) -> Plan:

@@ -242,10 +242,28 @@ class Monitor:
     (False, 'a1 depends on untrusted input')
     """
 
-    def __init__(self, policy: Any, *, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        policy: Any,
+        *,
+        limits: Limits | None = None,
+        thresholds: Any = None,
+        detector: Any = None,
+        forecast: Any = None,
+    ) -> None:
         self.policy = policy
         self.limits = limits or policy.limits
         self.prepared = SessionPlan(policy.plan, policy.compiled)
+        from policyc.risk.enforce import enforcement
+
+        # per-field risk budgets (policyc.risk): None unless the policy imports `risk`
+        self.risk = enforcement(policy, thresholds, detector)
+        # the forecast model (policyc.forecast): None unless one is given
+        self.forecaster = None
+        if forecast is not None:
+            from policyc.forecast.monitor import attach
+
+            self.forecaster = attach(forecast, self)
 
     def session(
         self, session_id: str, principal: str | None = None, roles: tuple[str, ...] | list[str] = ()
@@ -303,6 +321,9 @@ class Session:
         if roles:
             identity["HasRole"] = {(role,) for role in roles}
         self._start(identity)
+        self.risk = monitor.risk  # scores the arguments with a role of each call (policyc.risk)
+        if self.risk is not None and (start := self.risk.start_facts()):
+            self.add_facts(start)
 
     # -------------------------------------------------------------------------- recording
 
@@ -323,6 +344,10 @@ class Session:
             if self.seeds:
                 self._seed(facts)
             self._insert_indexed(facts)
+        if self.risk is not None and checked["kind"] == "tool_call":
+            scored = self.risk.facts(checked, self.events, order[:-1])
+            if scored:
+                self.add_facts(scored)
 
     def add_facts(self, facts: FactsInput) -> None:
         """Add domain facts (rows per input relation), checked like evaluation facts."""
@@ -378,9 +403,18 @@ class Session:
         if limit is not None and decision.allowed and time.monotonic() - started > limit:
             self.errors.append(EvalError("limit", f"the decision took longer than {limit} s"))
             decision = decide(self, action)
+        if self.monitor.forecaster is not None:  # a forecaster may stop the session (policyc.forecast)
+            decision = self.monitor.forecaster.intervene(self, decision)
         if decision.evaluation is self:
             decision = replace(decision, evaluation=self.view(action))
         return decision
+
+    def forecast(self) -> Any:
+        """The probability of staying safe from the current step, by the monitor's forecast
+        model (see docs/forecasting.md)."""
+        from policyc.forecast.monitor import session_forecast
+
+        return session_forecast(self)
 
     def view(self, action: Any) -> SessionView:
         """The session as it is now, deciding ``action`` (what a decision's ``explain`` explains)."""

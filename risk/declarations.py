@@ -1,0 +1,115 @@
+"""What a policy says about risk: its roles with their budgets and pools, and the role of each
+tool argument (``.role`` and ``.field``).
+
+>>> from policyc.compiler.pipeline import compile_source
+>>> d = declarations_of(compile_source('.role target budget 0.01\\n.field send_money.recipient : target'))
+>>> d.roles["target"].budget, d.role_of("send_money.recipient")
+(0.01, 'target')
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import RiskError
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    budget: float  # the tolerated residual risk, in (0, 1]
+    pool: str | None = None  # the stratum it is pooled into when it is too rare to calibrate alone
+
+    @property
+    def controlled(self) -> bool:
+        """A budget of 1 tolerates anything: such a role needs no threshold."""
+        return self.budget < 1
+
+
+@dataclass(frozen=True)
+class Declarations:
+    roles: dict[str, Role] = field(default_factory=dict)
+    fields: dict[tuple[str, str], str] = field(default_factory=dict)  # (tool, argument) -> role
+
+    def role_of(self, path: str) -> str | None:
+        """The role of ``tool.argument`` (the tool name may itself hold dots)."""
+        tool, _, argument = path.rpartition(".")
+        return self.fields.get((tool, argument))
+
+    def fields_of(self, tool: str) -> dict[str, str]:
+        """The arguments of ``tool`` that have a role, with their roles."""
+        return {a: role for (t, a), role in self.fields.items() if t == tool}
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {
+            "roles": [
+                {"name": r.name, "budget": r.budget, "pool": r.pool} for _, r in sorted(self.roles.items())
+            ],
+            "fields": [
+                {"tool": t, "argument": a, "role": role} for (t, a), role in sorted(self.fields.items())
+            ],
+        }
+
+
+def declarations_of(compilation: Any) -> Declarations:
+    """The declarations of a compiled policy."""
+    symbols = compilation.symbols
+    if symbols is None:
+        return Declarations()
+    roles = {name: Role(name, info.budget, info.pool) for name, info in symbols.roles.items()}
+    return Declarations(roles, dict(symbols.fields))
+
+
+def from_manifest(manifest: dict[str, Any], origin: str) -> Declarations:
+    """The declarations a bundle's manifest lists (:class:`RiskError` when malformed)."""
+    roles: dict[str, Role] = {}
+    fields: dict[tuple[str, str], str] = {}
+    try:
+        for entry in manifest.get("roles") or []:
+            budget = entry["budget"]
+            if isinstance(budget, bool) or not isinstance(budget, int | float):
+                raise TypeError("budget")
+            pool = entry.get("pool")
+            roles[str(entry["name"])] = Role(
+                str(entry["name"]), float(budget), None if pool is None else str(pool)
+            )
+        for entry in manifest.get("fields") or []:
+            fields[(str(entry["tool"]), str(entry["argument"]))] = str(entry["role"])
+    except (KeyError, TypeError, AttributeError):
+        raise RiskError(f"{origin}: the manifest's roles or fields are malformed") from None
+    return Declarations(roles, fields)
+
+
+def read_declarations(path: str | os.PathLike[str]) -> Declarations:
+    """The declarations of a policy file or a bundle (:class:`RiskError` with the reason when it
+    cannot be read or has errors; its diagnostics are on ``.diagnostics``)."""
+    from policyc.compiler.loader import SourceError, load_data
+    from policyc.compiler.pipeline import compile_program
+    from policyc.runtime.bundle import is_bundle, read_bundle
+    from policyc.runtime.policy import PolicyError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise RiskError(f"cannot read `{path}`: {error.strerror or error}", io=True) from None
+    if is_bundle(data):
+        try:
+            _, manifest = read_bundle(data, str(path))
+        except PolicyError as error:
+            raise RiskError(str(error)) from None
+        return from_manifest(manifest, str(path))
+    try:
+        program, found = load_data(data, str(path))
+    except SourceError as error:
+        raise RiskError(str(error), io=True) from None
+    compilation = compile_program(program, found)
+    errors = tuple(d for d in compilation.diagnostics if d.is_error)
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        first = errors[0]
+        where = f"{first.span.file}:{first.span.line}:{first.span.column}"
+        raise RiskError(f"{where}: {first.message} [{first.name}]{more}", diagnostics=errors)
+    return declarations_of(compilation)
