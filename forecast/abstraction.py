@@ -1,0 +1,294 @@
+"""Abstracting a monitor session into the truth values of chosen policy predicates.
+
+A **step** is the session after one more event (and, before any event, the session as it
+starts). At each step every predicate is evaluated over the facts of the session so far: a
+predicate ``P`` holds when relation ``P`` has a fact, ``P(_, "x")`` when some fact matches. At a
+step whose event is a tool call, ``Candidate`` holds for that call (it is the action under
+decision), as it does when the monitor decides it; at any other step ``Candidate`` is empty.
+
+How a relation is read:
+
+* a relation the session **maintains** (it only grows: see :mod:`policyc.runtime.session`) is
+  read where the session keeps it, with an index lookup for a pattern with constants: the cost
+  does not depend on the length of the session;
+* any other relation (one using negation or aggregates over facts that still grow, or
+  ``Candidate``) is **computed** for the step from the maintained relations: the strata of the
+  relations it needs run on a scratch copy, as a decision that needs them in full would run them.
+
+Whether a predicate is *monotone* (can never turn false again) is a separate question, answered
+from the policy by :mod:`.monotone`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from policyc.compiler import plan as p
+from policyc.runtime.evaluator import Evaluation
+from policyc.runtime.relations import Relation
+from policyc.runtime.verdict import render_fact
+
+from .errors import ForecastError
+from .monotone import CANDIDATE, derive
+from .patterns import WILDCARD, Predicate
+
+TYPES = {"symbol": (str,), "number": (int,), "float": (int, float)}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A predicate bound to a relation of the policy, with what the policy says of it."""
+
+    predicate: Predicate
+    relation: int
+    monotone: bool
+    why: str  # the derivation of (non-)monotonicity, in words
+    maintained: bool  # read where the session keeps it (otherwise computed for each step)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A step abstracted: the value of each predicate, and of the unsafe predicate."""
+
+    values: tuple[bool, ...]
+    unsafe: bool
+
+
+class Abstraction:
+    """The predicates and the unsafe predicate of a forecast, resolved against a monitor's policy."""
+
+    def __init__(self, monitor: Any, predicates: list[Predicate], unsafe: Predicate) -> None:
+        names = [pr.name for pr in predicates]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ForecastError(f"predicate `{duplicates[0]}` is given twice; give each predicate once")
+        if not predicates:
+            raise ForecastError("no predicates given")
+        self.monitor = monitor
+        prepared = monitor.prepared
+        self.plan: p.Plan = prepared.plan
+        self.derivations = derive(self.plan)
+        self.predicates = tuple(self._resolve(pr) for pr in predicates)
+        self.unsafe = self._resolve(unsafe)
+        computed = {r.relation for r in (*self.predicates, self.unsafe) if not r.maintained}
+        self.needed = self._closure(computed)
+        compiled = prepared.compiled
+        self.strata = [
+            entry for entry in compiled.strata if any(r in self.needed for r in entry[0].relations)
+        ]
+        index = self.plan.relation_index()
+        self.candidate = index.get(CANDIDATE)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(r.predicate.name for r in self.predicates)
+
+    @property
+    def monotone(self) -> tuple[bool, ...]:
+        return tuple(r.monotone for r in self.predicates)
+
+    # ------------------------------------------------------------------------- resolving
+
+    def _resolve(self, predicate: Predicate) -> Resolved:
+        plan = self.plan
+        index = plan.relation_index()
+        name = predicate.relation
+        if name not in index:
+            close = difflib.get_close_matches(name, list(index), n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
+            raise ForecastError(f"predicate `{predicate}`: the policy has no relation `{name}`{hint}")
+        r = index[name]
+        spec = plan.relations[r]
+        if spec.inline:
+            raise ForecastError(
+                f"predicate `{predicate}`: `{name}` is an inline relation, which is not stored; "
+                "use a relation without `inline`"
+            )
+        if predicate.args is not None:
+            if len(predicate.args) != spec.arity:
+                raise ForecastError(
+                    f"predicate `{predicate}`: `{name}` has {spec.arity} argument{'s' * (spec.arity != 1)}, "
+                    f"the pattern gives {len(predicate.args)}"
+                )
+            for position, (value, kind) in enumerate(zip(predicate.args, spec.types, strict=True), 1):
+                if value is WILDCARD or kind is None:
+                    continue
+                if not isinstance(value, TYPES.get(kind, (str, int, float))) or isinstance(value, bool):
+                    raise ForecastError(
+                        f"predicate `{predicate}`: argument {position} of `{name}` is a {kind}, "
+                        f"not {json_type(value)}"
+                    )
+        prepared = self.monitor.prepared
+        maintained = r in prepared.incremental and (not spec.input or r in prepared.stored)
+        if spec.input and not maintained and r not in prepared.seeded and name != CANDIDATE:
+            raise ForecastError(
+                f"predicate `{predicate}`: no rule of the policy reads the input relation `{name}`, so a "
+                "session does not keep its facts; derive a relation from it in the policy and use that"
+            )
+        derivation = self.derivations[name]
+        return Resolved(predicate, r, derivation.monotone, derivation.why, maintained)
+
+    def _closure(self, targets: set[int]) -> set[int]:
+        """The relations to compute for the targets: everything they read that the session does
+        not maintain."""
+        plan = self.plan
+        prepared = self.monitor.prepared
+        reads: dict[int, set[int]] = {r: set() for r in range(len(plan.relations))}
+        for stratum in plan.strata:
+            for rule in stratum.rules:
+                reads[rule.head].update(_reads(rule.steps))
+        for r, rules in enumerate(plan.bound_rules):
+            if plan.relations[r].inline:
+                for bound in rules:
+                    reads[r].update(_reads(bound.steps))
+        needed: set[int] = set()
+        todo = list(targets)
+        while todo:
+            r = todo.pop()
+            if r in needed:
+                continue
+            spec = plan.relations[r]
+            if r in prepared.incremental and (not spec.input or r in prepared.stored):
+                continue
+            needed.add(r)
+            todo.extend(reads[r])
+        return needed
+
+    # ------------------------------------------------------------------------ evaluating
+
+    def observe(self, session: Any) -> Observation:
+        """The predicates' values at the session's current step (:class:`ForecastError` when the
+        session failed, or computing a predicate did)."""
+        return self.evaluate(self.facts(session))
+
+    def evaluate(self, facts: list[Relation]) -> Observation:
+        values = tuple(_holds(facts[r.relation], r.predicate) for r in self.predicates)
+        return Observation(values, _holds(facts[self.unsafe.relation], self.unsafe.predicate))
+
+    def witnesses(self, facts: list[Relation], limit: int = 3) -> dict[str, list[str]]:
+        """For each predicate that holds in ``facts``, up to ``limit`` facts that make it hold."""
+        found: dict[str, list[str]] = {}
+        for resolved in self.predicates:
+            rows = list(_matching(facts[resolved.relation], resolved.predicate, limit))
+            if rows:
+                name = self.plan.relations[resolved.relation].name
+                found[resolved.predicate.name] = [render_fact(name, row) for row in rows]
+        return found
+
+    def facts(self, session: Any) -> list[Relation]:
+        """The session's relations, with the ones the predicates need computed for this step."""
+        if session.sticky:
+            causes = "; ".join(dict.fromkeys(e.message for e in session.sticky))
+            raise ForecastError(f"the session failed, so its predicates are unknown: {causes}")
+        relations = session.state.relations
+        if not self.strata:
+            return relations
+        prepared = self.monitor.prepared
+        limits = session.monitor.limits
+        scratch = Evaluation(prepared.compiled, session.functors, limits)
+        facts = list(relations)
+        for r in self.needed:
+            arity = self.plan.relations[r].arity
+            given = session.seeds.get(r, ())
+            facts[r] = Relation(arity, (f[0] for f in given) if arity == 1 else given)
+        if self.candidate is not None and self.candidate in self.needed:
+            action = current_action(session)
+            facts[self.candidate] = Relation(1, () if action is None else (action,))
+        scratch.relations = facts
+        deadline = None if limits.max_seconds is None else time.monotonic() + limits.max_seconds
+        try:
+            for stratum, base, deltas in self.strata:
+                scratch._stratum(stratum, base, deltas, deadline)
+        except Exception as error:  # a limit
+            raise ForecastError(f"computing the predicates failed: {error}") from None
+        if scratch.errors:
+            causes = "; ".join(dict.fromkeys(e.message for e in scratch.errors))
+            raise ForecastError(f"computing the predicates failed: {causes}")
+        return facts
+
+
+def current_action(session: Any) -> Any:
+    """The tool call the session's last event is, if it is one (the action under decision)."""
+    if not session.order:
+        return None
+    last = session.order[-1]
+    return last if session.events[last].get("kind") == "tool_call" else None
+
+
+def json_type(value: Any) -> str:
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    return "a float"
+
+
+def _reads(steps: tuple[p.Step, ...]) -> Iterator[int]:
+    for step in steps:
+        if isinstance(step, p.Scan | p.NotExists | p.InlineTest):
+            yield step.relation
+        elif isinstance(step, p.Aggregate):
+            yield from _reads(step.body)
+
+
+def _holds(relation: Relation, predicate: Predicate) -> bool:
+    args = predicate.args
+    if not relation.tuples:
+        return False
+    if args is None or all(a is WILDCARD for a in args):
+        return True
+    positions = tuple(i for i, a in enumerate(args) if a is not WILDCARD)
+    if len(positions) == len(args):
+        return relation.contains(args)
+    key = args[positions[0]] if len(positions) == 1 else tuple(args[i] for i in positions)
+    return any(predicate.matches(row) for row in _rows(relation, positions, key, args))
+
+
+def _rows(relation: Relation, positions: tuple[int, ...], key: Any, args: tuple) -> Iterator[tuple]:
+    """The facts with the pattern's constants at ``positions`` (through the relation's index)."""
+    rest = [i for i in range(len(args)) if i not in positions]
+    for entry in relation.index(positions).get(key, ()):
+        values = entry if len(rest) != 1 else (entry,)
+        row = list(args)
+        for i, v in zip(rest, values, strict=True):
+            row[i] = v
+        yield tuple(row)
+
+
+def _matching(relation: Relation, predicate: Predicate, limit: int) -> Iterator[tuple]:
+    found = 0
+    for row in sorted(relation.as_tuples(), key=lambda t: [(type(v).__name__ != "str", v) for v in t]):
+        if predicate.matches(row):
+            yield row
+            found += 1
+            if found >= limit:
+                return
+
+
+def fingerprint(plan: p.Plan) -> str:
+    """A hash of what the policy computes — its relations, functors and rules by name and text,
+    not where the rules are written or the order the compiler numbered them in — so a model is
+    only used with the policy it was learned with."""
+    import hashlib
+    import json
+
+    def rule_id(info: p.RuleInfo) -> str:
+        return "" if info.id.startswith(f"{info.head}@") else info.id  # an id made from its place
+
+    data = {
+        "default": plan.default,
+        "relations": sorted([r.name, list(r.types), r.input, r.output, r.inline] for r in plan.relations),
+        "functors": sorted([f.name, list(f.params), f.returns] for f in plan.functors),
+        "rules": sorted(
+            [i.head, i.text, rule_id(i), i.message or "", i.suggest or "", i.severity or ""]
+            for i in plan.rules
+        ),
+    }
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,7 @@
+"""The one error type of forecasting: bad input of any kind, with a message that says where."""
+
+from __future__ import annotations
+
+
+class ForecastError(ValueError):
+    """A predicate, invariant, trace or model that cannot be used; the message says where and why."""

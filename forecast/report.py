@@ -1,0 +1,140 @@
+"""What the ``policyc forecast`` commands print: models, states, PAC bounds, replayed sessions."""
+
+from __future__ import annotations
+
+import math
+
+from .errors import ForecastError
+from .model import END, UNSAFE, Model, StateInfo
+from .replay import SessionForecast
+
+
+def _number(n: float) -> str:
+    if math.isinf(n):
+        return "∞"
+    return f"{n:,.0f}" if n >= 1000 else f"{n:.3g}"
+
+
+def predicates_text(model: Model) -> list[str]:
+    lines = ["predicates:"]
+    for p in model.predicates:
+        kind = "monotone" if p.monotone else "volatile"
+        name = p.name if p.pattern == p.name else f"{p.name} = {p.pattern}"
+        lines.append(f"  {name}: {kind}, {p.why}")
+    rules = f" (rules {', '.join(i for i, _ in model.rules)})" if model.rules else ""
+    lines.append(f"unsafe: {model.unsafe.pattern}{rules}")
+    lines.extend(f"invariant: {text}" for text in model.invariants)
+    return lines
+
+
+def pac_text(model: Model) -> list[str]:
+    pac = model.pac
+    head = f"PAC (ε = {pac.epsilon:g}, δ = {pac.delta:g}, {model.estimator})"
+    if pac.undecided == 0:
+        return [
+            f"{head}: every state reaches `{model.unsafe.name}` with probability 0 or 1; nothing to bound"
+        ]
+    most = max(pac.required.values(), default=0)
+    states = f"{pac.undecided} undecided state{'s' * (pac.undecided != 1)}"
+    lines = [
+        f"{head}: conditioning κ = {_number(pac.conditioning)} over {states}",
+        f"  Algorithm 1 stops once each has been visited enough: up to {_number(most)} visits, "
+        f"about {_number(pac.traces_needed)} sessions at the rate of these",
+    ]
+    if pac.met:
+        lines.append(f"  the {model.traces} sessions meet it: every P(F unsafe) is within {pac.epsilon:g}")
+    else:
+        error = pac.achieved_epsilon
+        bound = f"{_number(error)}, which says nothing" if error >= 1 else f"{error:.3f}"
+        lines.append(
+            f"  the {model.traces} sessions do not meet it; with confidence {1 - pac.delta:g} they bound "
+            f"the error of every P(F unsafe) by {bound}"
+        )
+    return lines
+
+
+def learn_text(model: Model, output: str) -> str:
+    observed = sum(1 for t in model.transitions if t.count)
+    smoothed = sum(1 for t in model.transitions if not t.count and t.source not in (UNSAFE, END))
+    alpha = f", α = {model.alpha:g}" if model.estimator == "laplace" else ""
+    lines = [
+        f"wrote {output}: {len(model.states)} states, {observed} observed transitions"
+        + (f" and {smoothed} from smoothing" if smoothed else "")
+        + f" ({model.estimator}{alpha}), learned from {model.traces} sessions "
+        f"({model.unsafe_traces} reached `{model.unsafe.name}`) and {model.steps:,} steps",
+        *predicates_text(model),
+        *pac_text(model),
+    ]
+    return "\n".join(lines)
+
+
+def states_table(model: Model, states: list[StateInfo]) -> str:
+    names = ["state", "P(safe)", "P(F unsafe)", *(f"P(F<={k})" for k in model.horizons), "visits", "sessions"]
+    rows = []
+    for s in states:
+        rows.append(
+            [
+                f"{s.id} {model.label(s.values)}",
+                f"{s.safe:.3f}",
+                f"{s.unsafe:.3f}",
+                *(f"{p:.3f}" for p in s.within),
+                str(s.visits),
+                f"{s.unsafe_traces}/{s.traces}",
+            ]
+        )
+    widths = [max(len(r[i]) for r in [names, *rows]) for i in range(len(names))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in [names, *rows]
+    ]
+    return "\n".join(lines)
+
+
+def select(model: Model, spec: str | None) -> list[StateInfo]:
+    """The states a ``--state`` selection names: ``a,!b`` (``a`` holds, ``b`` does not; the rest
+    either way), or a state id."""
+    if spec is None:
+        return list(model.states)
+    if spec in model.by_id:
+        return [model.by_id[spec]]
+    wanted: dict[str, bool] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        value = not part.startswith(("!", "not "))
+        name = part.lstrip("!").removeprefix("not ").strip() if not value else part
+        if name not in model.names:
+            known = ", ".join(f"`{n}`" for n in model.names)
+            raise ForecastError(
+                f"`{name}` is not a predicate or a state of the model (the predicates: {known})"
+            )
+        wanted[name] = value
+    position = {n: i for i, n in enumerate(model.names)}
+    return [s for s in model.states if all(s.values[position[n]] == v for n, v in wanted.items())]
+
+
+def session_text(report: SessionForecast, threshold: float, unsafe: str) -> str:
+    lines = [f"session {report.name}"]
+    width = max((len(s.event or "(start)") + len(s.tool or "") + 1 for s in report.steps), default=8)
+    for i, step in enumerate(report.steps):
+        what = (step.event or "(start)") + (f" {step.tool}" if step.tool else "")
+        if step.unsafe_now:
+            state = f"`{unsafe}` holds"
+        else:
+            state = f"P(safe) {step.safe:.2f}" + ("" if step.known else " (unseen state)")
+            if step.warned and (report.violation is None or i < report.violation):
+                state += "  WARNING"
+        verdict = ""
+        if step.denied:
+            verdict = f"  DENIED [{', '.join(step.rules)}]" if step.rules else "  DENIED"
+        lines.append(f"  {i:>3} {what:<{width}}  {state}{verdict}".rstrip())
+    if report.violation is not None:
+        if report.lead is not None:
+            lines.append(f"  warned {report.lead} event{'s' * (report.lead != 1)} before `{unsafe}`")
+        else:
+            lines.append(f"  reached `{unsafe}` without a warning")
+    elif report.first_warning is not None:
+        lines.append("  warned, and never reached the violation (a false alarm)")
+    return "\n".join(lines)

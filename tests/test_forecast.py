@@ -1,0 +1,622 @@
+"""Forecasting, in the library: reachability against Storm, smoothing over valid transitions only,
+the PAC bound's parts, the monotone derivation against real sessions, the model file, and the
+monitor's forecasts and interventions."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import policyc
+from policyc.forecast import Forecaster, ForecastError, load_model
+from policyc.forecast.abstraction import Abstraction
+from policyc.forecast.build import Settings, learn_model, verify
+from policyc.forecast.learn import learn
+from policyc.forecast.model import parse
+from policyc.forecast.monotone import derive
+from policyc.forecast.pac import conditioning, pac, required_visits, row_error, undecided_states
+from policyc.forecast.patterns import parse_formula, parse_predicate, parse_predicates
+from policyc.forecast.reach import eventually, within
+from policyc.forecast.traces import Step, Trace
+from policyc.forecast.validity import Validity
+from policyc.runtime.session import Monitor
+
+from .conftest import EXAMPLES
+
+FOLDER = EXAMPLES / "forecast"
+POLICY = FOLDER / "copilot_forecast.dl"
+PREDICATES = "Edit,Unscanned,Unchecked,Tested,Committed,OpenFinding"
+
+# ------------------------------------------------------------------ reachability against Storm
+
+
+@st.composite
+def chains(draw):
+    """A DTMC as a dense row-stochastic matrix (some rows absorbing) and a non-empty target set."""
+    n = draw(st.integers(2, 9))
+    rows = []
+    for i in range(n):
+        if draw(st.booleans()) and draw(st.booleans()):
+            row = [0.0] * n
+            row[i] = 1.0  # absorbing
+        else:
+            weights = draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))
+            if draw(st.integers(0, 3)) == 0:  # a sticky state, as sessions that idle have
+                weights[i] += 200
+            if sum(weights) == 0:
+                weights[draw(st.integers(0, n - 1))] = 1
+            total = sum(weights)
+            row = [w / total for w in weights]
+        rows.append(row)
+    targets = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    targets[draw(st.integers(0, n - 1))] = True
+    return np.array(rows), np.array(targets)
+
+
+def storm(matrix: np.ndarray, targets: np.ndarray, formula: str) -> np.ndarray:
+    """Storm's answer for ``P=? [<formula> "unsafe"]`` in every state (state elimination: exact
+    up to rounding)."""
+    import stormpy
+    from stormpy import datastructures, environments, models
+
+    n = len(matrix)
+    builder = datastructures.SparseMatrixBuilder(
+        rows=n,
+        columns=n,
+        entries=int((matrix > 0).sum()),
+        force_dimensions=True,
+        has_custom_row_grouping=False,
+    )
+    for i in range(n):
+        for j in np.flatnonzero(matrix[i]):
+            builder.add_next_value(i, int(j), float(matrix[i, j]))
+    labels = models.StateLabeling(n)
+    labels.add_label("unsafe")
+    for i in np.flatnonzero(targets):
+        labels.add_label_to_state("unsafe", int(i))
+    dtmc = models.SparseDtmc(
+        models.SparseModelComponents(transition_matrix=builder.build(), state_labeling=labels)
+    )
+    environment = environments.Environment()
+    environment.solver().set_linear_equation_solver_type(environments.EquationSolverType.ELIMINATION)
+    prop = stormpy.parse_properties(f'P=? [{formula} "unsafe"]')[0]
+    result = stormpy.model_checking(dtmc, prop, only_initial_states=False, environment=environment)
+    return np.array(result.get_value_vector())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chains(), st.integers(0, 7))
+def test_reachability_agrees_with_storm(chain, k) -> None:
+    matrix, targets = chain
+    sparse = sp.csr_matrix(matrix)
+    assert np.abs(eventually(sparse, targets) - storm(matrix, targets, "F")).max() <= 1e-9
+    assert np.abs(within(sparse, targets, [k])[k] - storm(matrix, targets, f"F<={k}")).max() <= 1e-9
+
+
+def test_reachability_of_a_learned_chain_agrees_with_storm(example_model) -> None:
+    model, _ = example_model
+    from policyc.forecast.build import matrix_of
+
+    matrix, ids = matrix_of(model)
+    dense = matrix.toarray()
+    targets = np.array([i == "unsafe" for i in ids])
+    cached = np.array([s.unsafe for s in model.states])
+    assert np.abs(cached - storm(dense, targets, "F")[: len(model.states)]).max() <= 1e-9
+    for position, k in enumerate(model.horizons):
+        cached = np.array([s.within[position] for s in model.states])
+        assert np.abs(cached - storm(dense, targets, f"F<={k}")[: len(model.states)]).max() <= 1e-9
+
+
+# ---------------------------------------------------------------- smoothing over valid transitions
+
+
+@st.composite
+def histories(draw):
+    """Predicate names with a monotone mask and an optional transition invariant, and traces
+    that respect them (a monotone predicate never turns false)."""
+    width = draw(st.integers(1, 4))
+    names = tuple(f"p{i}" for i in range(width))
+    monotone = tuple(draw(st.lists(st.booleans(), min_size=width, max_size=width)))
+    invariants = ["p0 -> p0'"] if draw(st.booleans()) else []
+    if invariants:
+        monotone = (True, *monotone[1:])  # the invariant says what monotonicity of p0 says
+    traces = []
+    for t in range(draw(st.integers(1, 8))):
+        state = tuple(draw(st.lists(st.booleans(), min_size=width, max_size=width)))
+        steps = [Step(None, None, state, False)]
+        for _ in range(draw(st.integers(0, 6))):
+            flips = draw(st.lists(st.booleans(), min_size=width, max_size=width))
+            state = tuple((v or f) if m else (v != f) for v, f, m in zip(state, flips, monotone, strict=True))
+            steps.append(Step(f"e{len(steps)}", None, state, False))
+        if draw(st.booleans()):
+            steps.append(Step("bad", None, state, True))
+        traces.append(Trace(f"t{t}", f"traces.jsonl:{t + 1}", tuple(steps)))
+    return names, monotone, invariants, traces
+
+
+@settings(max_examples=120, deadline=None)
+@given(histories(), st.sampled_from([0.1, 1.0, 3.0]))
+def test_laplace_puts_mass_on_valid_transitions_only(history, alpha) -> None:
+    names, monotone, invariants, traces = history
+    validity = Validity.build(names, monotone, invariants)
+    chain = learn(traces, validity, "laplace", alpha)
+    frequency = learn(traces, validity, "frequency")
+    n = len(chain.states)
+    for s in range(n):
+        row = {t: p for (a, t), p in chain.probabilities.items() if a == s}
+        assert math.isclose(sum(row.values()), 1.0, abs_tol=1e-12)
+        for t in range(n):
+            valid = validity.valid(chain.states[s], chain.states[t])
+            assert (row.get(t, 0.0) > 0) == valid, (chain.states[s], chain.states[t])
+            if not valid:
+                # a monotone predicate turning false, or the invariant broken
+                assert any(
+                    m and a and not b
+                    for m, a, b in zip(monotone, chain.states[s], chain.states[t], strict=True)
+                )
+        assert row[chain.unsafe] > 0 and row[chain.end] > 0  # always possible
+        # the frequency estimator: exactly the observed transitions, in proportion
+        observed = {t: c for (a, t), c in chain.counts.items() if a == s}
+        total = sum(observed.values())
+        freq = {t: p for (a, t), p in frequency.probabilities.items() if a == s}
+        assert freq == pytest.approx({t: c / total for t, c in observed.items()})
+        # Laplace: (N(s, t) + α) / (N(s) + α |V(s)|)
+        size = len(chain.successors[s])
+        for t in chain.successors[s]:
+            assert row[t] == pytest.approx((observed.get(t, 0) + alpha) / (total + alpha * size))
+
+
+def test_a_trace_breaking_monotonicity_or_an_invariant_is_an_error() -> None:
+    validity = Validity.build(("a", "b"), (True, False), ["b -> a"])
+    broken = Trace(
+        "t",
+        "traces.jsonl:3",
+        (Step(None, None, (True, False), False), Step("e1", None, (False, False), False)),
+    )
+    with pytest.raises(
+        ForecastError, match=r"traces.jsonl:3: after event `e1`.*`a` is monotone and cannot turn false"
+    ):
+        learn([broken], validity)
+    bad_state = Trace("t", "traces.jsonl:4", (Step(None, None, (False, True), False),))
+    with pytest.raises(
+        ForecastError, match=r"traces.jsonl:4: at the start.*the invariant `b -> a` does not hold"
+    ):
+        learn([bad_state], validity)
+    with pytest.raises(ForecastError, match="`c` is not a predicate"):
+        Validity.build(("a", "b"), (False, False), ["a -> c'"])
+
+
+# ------------------------------------------------------------------------------ the PAC bound
+
+
+def test_row_error_is_the_seeds_concentration_plus_the_laplace_term() -> None:
+    n, k, sources, delta, alpha = 400, 5, 7, 0.05, 1.0
+    hoeffding = math.sqrt(math.log(2 * sources / delta) / (2 * n))  # union bound over |S?| states
+    assert row_error(n, k, sources, delta, alpha, laplace=False) == pytest.approx(hoeffding)
+    assert row_error(n, k, sources, delta, alpha, laplace=True) == pytest.approx(
+        hoeffding + alpha * k / (n + alpha * k)
+    )
+
+
+@given(
+    st.integers(1, 30),
+    st.integers(1, 60),
+    st.floats(0.01, 0.3),
+    st.floats(0.005, 0.5),
+    st.floats(0.1, 2.0),
+    st.booleans(),
+)
+def test_required_visits_is_the_least_that_meets_the_accuracy(
+    k, sources, delta, accuracy, alpha, laplace
+) -> None:
+    n = required_visits(k, sources, delta, accuracy, alpha, laplace)
+    assert row_error(n, k, sources, delta, alpha, laplace) <= accuracy
+    assert n == 1 or row_error(n - 1, k, sources, delta, alpha, laplace) > accuracy
+    # frequency estimation removes the smoothing term, so it never needs more
+    assert required_visits(k, sources, delta, accuracy, alpha, False) <= n
+    # more states to bound together, or more confidence, never needs fewer
+    assert required_visits(k, sources * 2, delta, accuracy, alpha, laplace) >= n
+    assert required_visits(k, sources, delta / 2, accuracy, alpha, laplace) >= n
+
+
+@st.composite
+def perturbed(draw):
+    """A chain with states 0..n-1, unsafe n and end n+1, and a second chain with the same
+    transitions and different probabilities."""
+    n = draw(st.integers(1, 6))
+    size = n + 2
+    base = np.zeros((size, size))
+    other = np.zeros((size, size))
+    for s in range(n):
+        support = [t for t in range(size) if draw(st.booleans())] or [n]
+        support = sorted(set(support) | {n + 1})  # every state can end
+        for matrix in (base, other):
+            weights = [draw(st.integers(1, 20)) for _ in support]
+            for t, w in zip(support, weights, strict=True):
+                matrix[s, t] = w / sum(weights)
+    for matrix in (base, other):
+        matrix[n, n] = matrix[n + 1, n + 1] = 1.0
+    return base, other, n
+
+
+@settings(max_examples=150, deadline=None)
+@given(perturbed())
+def test_sensitivity_the_error_is_at_most_conditioning_times_the_row_errors(pair) -> None:
+    """Theorem 5 as used by the bound: |x̂ - x| <= κ(Â) · max_s |(Â_s - A_s) · x| on S?."""
+    true, learned, n = pair
+    target = np.zeros(n + 2, dtype=bool)
+    target[n] = True
+    x = eventually(sp.csr_matrix(true), target)
+    x_hat = eventually(sp.csr_matrix(learned), target)
+    undecided = undecided_states(sp.csr_matrix(learned), n)
+    assert np.array_equal(undecided, undecided_states(sp.csr_matrix(true), n))  # same transitions
+    _, kappa = conditioning(sp.csr_matrix(learned), undecided)
+    if not undecided.any():
+        assert np.abs(x_hat - x).max() <= 1e-12
+        return
+    rows = np.abs((learned - true)[undecided] @ x).max()
+    assert np.abs(x_hat - x).max() <= kappa * rows + 1e-9
+
+
+def test_the_bound_holds_for_chains_learned_from_samples() -> None:
+    """Sessions sampled from a known chain: the error of the learned P(F unsafe) stays within the
+    bound the data gives, in every seeded run (the bound holds with probability 1 - δ)."""
+    true = np.array(
+        [
+            [0.5, 0.3, 0.0, 0.1, 0.1],  # s0
+            [0.1, 0.6, 0.2, 0.0, 0.1],  # s1
+            [0.0, 0.0, 0.7, 0.2, 0.1],  # s2 (a monotone predicate holds)
+            [0.0, 0.0, 0.0, 1.0, 0.0],  # unsafe
+            [0.0, 0.0, 0.0, 0.0, 1.0],  # end
+        ]
+    )
+    states = [(False, False), (True, False), (True, True)]
+    validity = Validity.build(("a", "b"), (False, True), [])
+    target = np.array([False, False, False, True, False])
+    x = eventually(sp.csr_matrix(true), target)
+    for seed in range(5):
+        rng = random.Random(seed)
+        traces = []
+        for t in range(400):
+            s, steps = 0, [Step(None, None, states[0], False)]
+            while True:
+                s = rng.choices(range(5), weights=true[s])[0]
+                if s == 4:
+                    break
+                steps.append(Step(f"e{len(steps)}", None, states[s] if s < 3 else states[0], s == 3))
+                if s == 3:
+                    break
+            traces.append(Trace(f"t{t}", f"sampled:{t}", tuple(steps)))
+        chain = learn(traces, validity, "frequency")
+        bound = pac(chain, 0.05, 0.05, len(traces), "frequency", 1.0)
+        learned = eventually(chain.matrix(), np.array([False] * len(chain.states) + [True, False]))
+        by_state = {values: learned[i] for i, values in enumerate(chain.states)}
+        error = max(abs(by_state[states[i]] - x[i]) for i in range(3) if states[i] in by_state)
+        assert error <= bound.achieved, (seed, error, bound.achieved)
+        assert bound.achieved < 1  # 400 sessions give a bound that says something here
+
+
+# --------------------------------------------------------------------- the monotone derivation
+
+
+def plan_of(source: str):
+    from policyc.compiler.pipeline import compile_source
+    from policyc.runtime.policy import plan_of as plan
+
+    return plan(compile_source(source, "p.dl"))
+
+
+def test_derivation_of_monotone_and_volatile_relations() -> None:
+    found = derive(
+        plan_of(
+            """
+            .input Edit, Scan, Cost, Candidate
+            Kind("a"). Kind("b").
+            Other(k) :- Kind(k), not Kind("c").
+            Reach(x, y) :- Edit(x), Edit(y).
+            Reach(x, z) :- Reach(x, y), Reach(y, z).
+            Scanned(e) :- Edit(e), Scan(s), s > e.
+            Known(e) :- Edit(e), not Kind(e).
+            Pending(e) :- Edit(e), not Scanned(e).
+            Total(t) :- t = sum c : { Cost(_, c) }.
+            Current(a) :- Candidate(a).
+            Later(e) :- Pending(e), Edit(e).
+            """
+        )
+    )
+    monotone = {name for name, d in found.items() if d.monotone}
+    assert {"Edit", "Scan", "Kind", "Other", "Reach", "Scanned", "Known"} <= monotone
+    assert not {"Pending", "Total", "Current", "Later", "Candidate"} & monotone
+    assert found["Kind"].fixed and found["Other"].fixed and not found["Edit"].fixed
+    assert "negates `Scanned`, which can grow" in found["Pending"].why
+    assert "aggregates over `Cost`" in found["Total"].why
+    assert "action under decision" in found["Candidate"].why
+    assert "reads `Pending`, which can lose facts" in found["Later"].why
+
+
+def test_monotone_relations_never_lose_a_fact_in_recorded_sessions() -> None:
+    """The derivation against the evaluator: each relation derived monotone keeps every fact
+    from one step of a recorded session to the next (evaluated from scratch at each step), and
+    some volatile ones do lose facts."""
+    policy = policyc.load(POLICY)
+    found = derive(policy.plan)
+    monitor = Monitor(policy)
+    lost = set()
+    lines = (FOLDER / "test.jsonl").read_text("utf-8").splitlines()[:6]
+    for line in lines:
+        record = json.loads(line)
+        session = monitor.session(record["session"])
+        for event in record["events"]:
+            session.record(event)
+        before: dict[str, set] = {}
+        for k in range(len(record["events"]) + 1):
+            last = record["events"][k - 1] if k else None
+            action = last["id"] if last and last["kind"] == "tool_call" else ""  # the step's Candidate
+            relations = session.explanation(events=k, action=action).relations
+            now = {
+                spec.name: rel.as_tuples()
+                for spec, rel in zip(policy.plan.relations, relations, strict=True)
+                if not spec.inline
+            }
+            for name, facts in before.items():
+                if not facts <= now[name]:
+                    assert not found[name].monotone, (name, record["session"], k)
+                    lost.add(name)
+            before = now
+    assert {"Unscanned", "Unchecked", "OpenFinding", "Candidate"} <= lost
+
+
+# ------------------------------------------------------------------ predicates and invariants
+
+
+def test_predicate_and_invariant_syntax() -> None:
+    found = parse_predicates('Edit, sast=Uncovered(_, _, "sast_scan"), Size(_, 12), Flag()')
+    assert [(p.name, p.relation, p.args) for p in found] == [
+        ("Edit", "Edit", None),
+        ("sast", "Uncovered", (None, None, "sast_scan")),
+        ("Size(_, 12)", "Size", (None, 12)),
+        ("Flag", "Flag", ()),
+    ]
+    assert [str(p) for p in found] == ["Edit", 'sast=Uncovered(_, _, "sast_scan")', "Size(_, 12)", "Flag()"]
+    assert parse_predicate(str(found[1])) == found[1]
+    formula = parse_formula("a and not b' -> (c | !a)")
+    for a, b, c, b2 in itertools.product([False, True], repeat=4):
+        expected = not (a and not b2) or (c or not a)
+        assert formula.holds({"a": a, "b": b, "c": c}, {"a": a, "b": b2, "c": c}) == expected
+    for bad, message in [
+        ("Edit(", "ends too early"),
+        ("Edit(x)", "unexpected"),
+        ("a=", "ends too early"),
+        ("", "no predicates"),
+    ]:
+        with pytest.raises(ForecastError, match=message):
+            parse_predicates(bad)
+    with pytest.raises(ForecastError, match="invalid invariant"):
+        parse_formula("a -> -> b")
+
+
+def test_predicates_are_checked_against_the_policy() -> None:
+    monitor = Monitor(policyc.load(POLICY))
+    unsafe = parse_predicate("Deny")
+    for text, message in [
+        ("Unscaned", "no relation `Unscaned`; did you mean `Unscanned`?"),
+        ("Uncovered(_, _)", "`Uncovered` has 3 arguments, the pattern gives 2"),
+        ("Anchored", "inline relation"),
+        ("Event", "no rule of the policy reads the input relation `Event`"),
+        ("Edit, Edit", "given twice"),
+    ]:
+        with pytest.raises(ForecastError, match=message):
+            Abstraction(monitor, parse_predicates(text), unsafe)
+
+
+def test_patterns_read_maintained_and_computed_relations() -> None:
+    monitor = Monitor(policyc.load(POLICY))
+    predicates = parse_predicates(
+        'sast=Uncovered(_, _, "sast_scan"), osv=Uncovered(_, _, "osv_scan"), pushes=Push("c3"), Tested, Edit'
+    )
+    abstraction = Abstraction(monitor, predicates, parse_predicate("Deny"))
+    assert [r.maintained for r in abstraction.predicates] == [False, False, True, True, True]
+    session = monitor.session("s")
+    assert abstraction.observe(session).values == (False,) * 5
+    session.authorize(
+        {"id": "c1", "kind": "tool_call", "tool": "create_file", "args": {"filePath": "/r/a.py"}}
+    )
+    session.record({"id": "r1", "kind": "tool_result", "of": "c1", "text": "ok"})
+    session.authorize(
+        {"id": "c2", "kind": "tool_call", "tool": "run_in_terminal", "args": {"command": "pytest"}}
+    )
+    assert abstraction.observe(session).values == (False, False, False, True, True)
+    session.authorize(
+        {"id": "c3", "kind": "tool_call", "tool": "run_in_terminal", "args": {"command": "git push"}}
+    )
+    observed = abstraction.observe(session)
+    assert observed.values == (True, False, True, True, True) and observed.unsafe
+
+
+# ------------------------------------------------------------------------------ the model
+
+
+@pytest.fixture(scope="module")
+def example_model():
+    """The example's model, learned from its recorded sessions."""
+    monitor = Monitor(policyc.load(POLICY))
+    settings = Settings(tuple(parse_predicates(PREDICATES)), parse_predicate("Deny"))
+    return learn_model(
+        monitor, [str(FOLDER / "train.jsonl")], settings, "examples/forecast/copilot_forecast.dl"
+    )
+
+
+def test_the_committed_example_model_is_what_learning_gives(example_model) -> None:
+    model, traces = example_model
+    assert model.dumps() == (FOLDER / "model.json").read_text("utf-8")
+    assert parse(json.loads(model.dumps())) == model
+    assert verify(model) == []
+    # the counts are the traces': every session starts in the initial state, and each state's
+    # sessions that reached `Deny` are among those that visited it
+    assert sum(s.initial for s in model.states) + model.initial_unsafe == model.traces == len(traces)
+    assert model.unsafe_traces == sum(1 for t in traces if t.violation is not None)
+    for state in model.states:
+        assert state.unsafe_traces <= state.traces and 0 <= state.unsafe <= 1
+        assert all(p <= q + 1e-12 for p, q in itertools.pairwise([*state.within, state.unsafe]))
+
+
+def test_a_model_is_validated_when_loaded(example_model, tmp_path) -> None:
+    model, _ = example_model
+    good = model.to_json()
+
+    def broken(change) -> str:
+        data = json.loads(json.dumps(good))
+        change(data)
+        path = tmp_path / "model.json"
+        path.write_text(json.dumps(data), "utf-8")
+        with pytest.raises(ForecastError) as caught:
+            load_model(path)
+        return str(caught.value)
+
+    assert "version: unsupported version 9" in broken(lambda d: d.update(version=9))
+    assert "format: not a forecast model" in broken(lambda d: d.update(format="other"))
+    assert "states[0].unsafe: expected a number in [0, 1], got 1.5" in broken(
+        lambda d: d["states"][0].update(unsafe=1.5)
+    )
+    assert "states[2].values: expected 6 booleans" in broken(lambda d: d["states"][2]["values"].pop())
+    assert "predicates[1].monotone: missing" in broken(lambda d: d["predicates"][1].pop("monotone"))
+    assert "sum to" in broken(lambda d: d["transitions"][0].update(probability=0.999))
+    assert "no state `s99`" in broken(lambda d: d["transitions"][0].update(to="s99"))
+
+    def revive(d) -> None:  # give mass to a transition turning the monotone `Edit` false
+        source = next(s["id"] for s in d["states"] if s["values"][0])
+        target = next(s["id"] for s in d["states"] if not s["values"][0])
+        d["transitions"].append({"from": source, "to": target, "count": 0, "probability": 0.0})
+        d["transitions"][-1]["probability"] = 0.1
+        first = next(t for t in d["transitions"] if t["from"] == source and t["probability"] > 0.1)
+        first["probability"] -= 0.1
+
+    assert "where the monotone predicate `Edit` turns false" in broken(revive)
+    (tmp_path / "bad.json").write_text("{", "utf-8")
+    with pytest.raises(ForecastError, match=r"bad.json:1:2: not valid JSON"):
+        load_model(tmp_path / "bad.json")
+
+
+def test_verify_finds_cached_probabilities_the_chain_does_not_give(example_model) -> None:
+    model, _ = example_model
+    data = model.to_json()
+    data["states"][3]["unsafe"] = min(1.0, data["states"][3]["unsafe"] + 0.01)
+    problems = verify(parse(data))
+    assert len(problems) == 1 and problems[0].startswith("`s3`: cached P(F unsafe)")
+
+
+# ------------------------------------------------------------------------------ the monitor
+
+
+def test_session_forecast_looks_up_the_model_at_every_step(example_model) -> None:
+    model, traces = example_model
+    policy = policyc.load(POLICY)
+    monitor = policyc.Monitor(policy, forecast=Forecaster(model, threshold=0.4))
+    record = json.loads((FOLDER / "train.jsonl").read_text("utf-8").splitlines()[0])
+    session = monitor.session(record["session"])
+    trace = next(t for t in traces if t.name == record["session"])
+    forecasts = [session.forecast()]
+    for event in record["events"]:
+        if event["kind"] == "tool_call":
+            session.authorize(event)
+        else:
+            session.record(event)
+        forecasts.append(session.forecast())
+    assert len(forecasts) == len(trace.steps)
+    for forecast, step in zip(forecasts, trace.steps, strict=True):
+        assert forecast.unsafe_now == step.unsafe
+        if not step.unsafe:
+            state = model.lookup(step.values)
+            assert forecast.state == state.id and forecast.known
+            assert forecast.safe == pytest.approx(1 - state.unsafe)
+            assert forecast.below == (1 - state.unsafe < 0.4)
+        else:
+            assert forecast.safe == 0.0 and forecast.below
+
+
+def test_unseen_states_are_judged_conservatively(example_model) -> None:
+    model, _ = example_model
+    policy = policyc.load(POLICY)
+    # only the states without `Tested` are known: any state with it is unseen
+    data = model.to_json()
+    keep = {s["id"] for s in data["states"] if not s["values"][3]}
+    partial = replace(model, states=tuple(s for s in model.states if s.id in keep))
+    events = [
+        {"id": "c1", "kind": "tool_call", "tool": "create_file", "args": {"filePath": "/r/a.py"}},
+        {"id": "c2", "kind": "tool_call", "tool": "run_in_terminal", "args": {"command": "pytest -q"}},
+    ]
+    for unseen, expected in [("worst", 0.0), ("max", 1 - max(s.unsafe for s in partial.states))]:
+        monitor = policyc.Monitor(policy, forecast=Forecaster(partial, threshold=0.05, unseen=unseen))
+        session = monitor.session("s")
+        session.authorize(events[0])
+        assert session.forecast().known
+        session.authorize(events[1])
+        forecast = session.forecast()
+        assert not forecast.known and forecast.state is None
+        assert forecast.safe == pytest.approx(expected)
+        if unseen == "worst":
+            assert forecast.below and "no recorded session was ever in this state" in forecast.feedback
+
+
+def test_warn_leaves_decisions_and_stop_halts_the_session(example_model) -> None:
+    model, _ = example_model
+    policy = policyc.load(POLICY)
+    events = [
+        {"id": "c1", "kind": "tool_call", "tool": "create_file", "args": {"filePath": "/r/a.py"}},
+        {"id": "r1", "kind": "tool_result", "of": "c1", "text": "Created"},
+        {"id": "c2", "kind": "tool_call", "tool": "run_in_terminal", "args": {"command": "pytest -q"}},
+        {"id": "r2", "kind": "tool_result", "of": "c2", "text": "3 passed"},
+        {"id": "c3", "kind": "tool_call", "tool": "run_in_terminal", "args": {"command": "git commit -am x"}},
+    ]
+    later = {"id": "c4", "kind": "tool_call", "tool": "sast_scan", "args": {"path": "/repo"}}
+
+    def run(intervention: str):
+        monitor = policyc.Monitor(
+            policy, forecast=Forecaster(model, threshold=0.4, intervention=intervention)
+        )
+        session = monitor.session("s")
+        decisions = [session.authorize(e) if e["kind"] == "tool_call" else session.record(e) for e in events]
+        return [d for d in decisions if d is not None], session.authorize(later)
+
+    decisions, after = run("warn")
+    assert all(d.allowed for d in decisions) and after.allowed
+    decisions, after = run("stop")
+    assert [d.allowed for d in decisions] == [True, True, False]
+    stopped = decisions[-1]
+    assert stopped.reasons[0].rule == "policyc:forecast"
+    assert "dropped to 0.13, below 0.40, at step 5" in stopped.reasons[0].message
+    assert 'Committed("c3")' in stopped.reasons[0].facts
+    assert not after.allowed and after.reasons == stopped.reasons  # it stays stopped
+
+
+def test_forecast_errors(example_model, tmp_path) -> None:
+    model, _ = example_model
+    copilot = policyc.load(EXAMPLES / "copilot" / "copilot.dl")
+    with pytest.raises(ForecastError, match="learned with another policy"):
+        policyc.Monitor(copilot, forecast=model)
+    policy = policyc.load(POLICY)
+    with pytest.raises(ForecastError, match="the monitor has no forecast model"):
+        policyc.Monitor(policy).session("s").forecast()
+    with pytest.raises(ForecastError, match="no horizon 7"):
+        policyc.Monitor(policy, forecast=Forecaster(model, horizon=7))
+    with pytest.raises(ForecastError, match="unknown intervention `block`"):
+        policyc.Monitor(policy, forecast=Forecaster(model, intervention="block"))
+    # a model file by path, and a horizon the model has
+    path = tmp_path / "model.json"
+    path.write_text(model.dumps(), "utf-8")
+    monitor = policyc.Monitor(policy, forecast=Forecaster(path, threshold=0.5, horizon=5))
+    session = monitor.session("s")
+    assert session.forecast().safe == pytest.approx(1 - model.lookup((False,) * 6).within[0])
+    # a malformed event poisons the session: the forecast is unknown, and assumes the worst
+    session.record({"id": "x", "kind": "tool_call"})
+    forecast = session.forecast()
+    assert forecast.error and "malformed event" in forecast.error and forecast.safe == 0.0 and forecast.below
