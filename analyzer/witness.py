@@ -10,10 +10,15 @@ any database (``proved``: see :mod:`~policyc.analyzer.reach`).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyc.compiler import ast
+
 from . import asp
+from .deadline import within
 from .query import QUERY, AnalysisError, Loaded, ensure_clean, with_query
 from .reach import never_holds
 from .replay import evaluate, shown_tables
@@ -109,3 +114,145 @@ def find_witness(loaded: Loaded, text: str, bound: int = 3, timeout: float = 60.
         )
     used = shown_tables(model.tables, compilation.symbols.functors)
     return Witness(text, "found", "bounded", bound, model.facts, dict(model.bindings), used)
+
+
+def find_witnesses(
+    compilation: Any, goals: Sequence[Sequence[str]], bound: int = 3, timeout: float = 60.0
+) -> list[Witness | AnalysisError | None]:
+    """Witnesses for many questions about one checked policy, over one grounding.
+
+    Each goal names relations of the policy to try in order; its answer is the witness of the
+    first that holds on some database within the bound (``none`` when none does), an
+    :class:`AnalysisError` when the evaluator does not confirm what the search found, or
+    ``None`` when the goal was not answered within ``timeout`` (grounding and every search
+    together). A policy the search cannot translate raises :class:`AnalysisError`.
+    """
+    return WitnessSearch(compilation, goals, bound).run(timeout)
+
+
+class WitnessSearch:
+    """:func:`find_witnesses` in two steps: what must happen in this process (the proofs that
+    a relation never holds use z3, which must not run in two threads at once), then
+    :meth:`run`, whose search runs in a child process and may run beside other searches."""
+
+    def __init__(self, compilation: Any, goals: Sequence[Sequence[str]], bound: int = 3) -> None:
+        ensure_clean(compilation, "the policy")
+        self.compilation = compilation
+        self.goals = goals
+        self.bound = bound
+        self.never = never_holds(compilation)
+        names = list(dict.fromkeys(name for goal in goals for name in goal))
+        self.variables = {name: _head_variables(compilation, name) for name in names}
+        try:
+            self.problem = Problem(compilation, bound)
+            switches, lines = [], []
+            for n, name in enumerate(names):
+                xs = ",".join(f"X{i}" for i in range(len(self.variables[name])))
+                switches.append(f"#external policyc_want({n}). [free]")
+                lines += [
+                    f"policyc_goal({n}) :- p_{name}({xs})." if xs else f"policyc_goal({n}) :- p_{name}.",
+                    f":- policyc_want({n}), not policyc_goal({n}).",
+                ]
+            self.text = "\n".join(switches) + "\n" + self.problem.program() + "\n".join(lines) + "\n"
+        except asp.Untranslatable as error:
+            raise AnalysisError(f"cannot search this policy: {error}") from None
+        self.plan = [[(names.index(name), name) for name in goal] for goal in goals]
+
+    def run(self, timeout: float) -> list[Witness | AnalysisError | None]:
+        deadline = time.monotonic() + timeout
+        problem, variables = self.problem, self.variables
+        try:
+            found = within(
+                timeout, lambda: _search_each(problem, self.text, self.plan, variables, self.never, deadline)
+            )
+        except (TimeoutError, RuntimeError):
+            return [None] * len(self.goals)
+        answers: list[Witness | AnalysisError | None] = []
+        for result in found:
+            if result is None or isinstance(result, Witness):
+                answers.append(result)
+                continue
+            name, model = result
+            answers.append(_confirmed(self.compilation, problem, name, variables[name], model, self.bound))
+        return answers
+
+
+def _head_variables(compilation: Any, name: str) -> tuple[str, ...]:
+    rules = compilation.program.rules_of(name)
+    if not rules:
+        raise AnalysisError(f"the policy has no rule for `{name}`")
+    args = rules[0].head.args
+    names = [a.name for a in args if isinstance(a, ast.Var)]
+    if len(names) == len(args) and len(set(names)) == len(names):
+        return tuple(names)
+    return tuple(f"x{i + 1}" for i in range(len(args)))
+
+
+def _search_each(
+    problem: Problem,
+    text: str,
+    plan: list[list[tuple[int, str]]],
+    variables: dict[str, tuple[str, ...]],
+    never: dict[str, str],
+    deadline: float,
+) -> list[Any]:
+    """For each goal: ``(name, model)`` of the first of its relations with a model, a
+    ``Witness`` saying there is none, or ``None`` when time ran out."""
+    import clingo
+
+    control = clingo.Control(["--warn=none", "--opt-mode=opt", "--opt-strategy=usc"])
+    control.add("base", [], text)
+    control.ground([("base", [])], context=asp.ground_context(problem.compilation))
+    wanted = [clingo.Function("policyc_want", [clingo.Number(n)]) for n in range(len(variables))]
+    results: list[Any] = []
+    for k, goal in enumerate(plan):
+        answer: Any = None
+        reasons = [never[name] for _, name in goal if name in never]
+        for n, name in goal:
+            left = deadline - time.monotonic()
+            if name in never or left <= 0:
+                continue
+            best: list[Any] = []
+            assumptions = [(atom, i == n) for i, atom in enumerate(wanted)]
+            with control.solve(
+                assumptions=assumptions,
+                on_model=lambda model, best=best: best.__setitem__(slice(None), model.symbols(atoms=True)),
+                async_=True,
+            ) as handle:
+                finished = handle.wait(left / (len(plan) - k))
+                if not finished:
+                    handle.cancel()
+                result = handle.get()
+            if best:
+                answer = (name, problem._read(best, 0, {"goal": (f"p_{name}", variables[name])}))
+                break
+            if not finished or not (result.unsatisfiable or result.exhausted):
+                answer = None  # not answered in time
+                break
+            answer = "none"
+        if answer == "none" or (answer is None and len(reasons) == len(goal)):
+            proved = len(reasons) == len(goal)
+            answer = Witness(
+                " or ".join(name for _, name in goal),
+                "none",
+                "proved" if proved else "bounded",
+                problem.bound,
+                reason="; ".join(reasons) if proved else "",
+            )
+        results.append(answer)
+    return results
+
+
+def _confirmed(
+    compilation: Any, problem: Problem, name: str, variables: tuple[str, ...], model: Any, bound: int
+) -> Witness | AnalysisError:
+    result = evaluate(compilation, model, problem.tabled)
+    wanted = tuple(model.bindings.get(v) for v in variables)
+    if result.errored or wanted not in result.relation(name):
+        errors = [e.message for e in result.errors][:2]
+        return AnalysisError(
+            f"the evaluator does not confirm the search's witness of `{name}` (errors {errors})"
+        )
+    used = shown_tables(model.tables, compilation.symbols.functors)
+    query = f"{name}({', '.join(variables)})" if variables else name
+    return Witness(query, "found", "bounded", bound, model.facts, dict(model.bindings), used)

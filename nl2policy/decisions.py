@@ -1,0 +1,185 @@
+"""Decision points and the translated policy's verdict at each.
+
+A decision point is a session up to a tool call (a ``policyc replay`` record whose last event
+is the call being decided), or, for a policy that does not use the event vocabulary, domain
+facts and an action. **Recorded** points come from ``--traces``: every tool call of every
+session, decided where it was made, as ``policyc replay`` decides it. **Synthesized** points
+come from :mod:`~policyc.nl2policy.scenarios`, decided by a monitor replaying the scenario.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path as FilePath
+from typing import Any
+
+from . import problems as P
+from .scenarios import Path, Scenario
+
+STEP = "judge"
+
+
+class TraceError(ValueError):
+    """A traces file with a line that is not a session (the message names the line)."""
+
+
+@dataclass(frozen=True)
+class DecisionPoint:
+    id: str
+    origin: str  # "recorded" or "synthesized"
+    record: dict[str, Any]  # the session up to the call (the call last), or facts and `action`
+    action: Any
+    allowed: bool
+    errored: bool
+    reasons: tuple[str, ...]  # the ids of the rules that denied
+    path: Path | None = None
+    functors: dict[str, list[list[Any]]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "origin": self.origin,
+            "action": self.action,
+            "policy": {"allowed": self.allowed, "errored": self.errored, "reasons": list(self.reasons)},
+        }
+        if self.path is not None:
+            out["path"] = self.path.to_json()
+        out["scenario"] = self.record
+        if self.functors:
+            out["functors"] = self.functors
+        return out
+
+
+def read_traces(path: str) -> list[dict[str, Any]]:
+    """The sessions of a JSON Lines traces file (``OSError`` if unreadable)."""
+    sessions = []
+    with FilePath(path).open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise TraceError(f"{path}:{number}: not valid JSON: {error.msg}") from None
+            if not isinstance(record, dict) or not isinstance(record.get("events"), list):
+                raise TraceError(f"{path}:{number}: a session is an object with an `events` list")
+            record.setdefault("session", _name(record, number))
+            sessions.append(record)
+    return sessions
+
+
+def _name(record: dict[str, Any], number: int) -> str:
+    parts = [str(record[k]) for k in ("suite", "user_task", "injection_task") if record.get(k)]
+    return "/".join(parts) or f"line {number}"
+
+
+def recorded(policy: Any, sessions: list[dict[str, Any]]) -> tuple[list[DecisionPoint], list[P.Problem]]:
+    """Every tool call of every recorded session, with the policy's verdict where it was made."""
+    from policyc.runtime.replay import replay_session
+    from policyc.runtime.session import Monitor
+
+    monitor = Monitor(policy)
+    points: list[DecisionPoint] = []
+    found: list[P.Problem] = []
+    for record in sessions:
+        name = str(record["session"])
+        replayed = replay_session(monitor, record, name)
+        calls = [
+            i for i, e in enumerate(record["events"]) if isinstance(e, dict) and e.get("kind") == "tool_call"
+        ]
+        for index, decision in zip(calls, replayed["decisions"], strict=True):
+            prefix = {k: v for k, v in record.items() if k in ("session", "principal", "roles", "facts")}
+            prefix["events"] = record["events"][: index + 1]
+            reasons = tuple(r["rule"] for r in decision["reasons"])
+            if decision["errored"]:
+                found.append(
+                    P.TRACE_PROBLEM(
+                        STEP,
+                        "the decision failed closed: "
+                        + "; ".join(str(r.get("message") or r["rule"]) for r in decision["reasons"]),
+                        f"{name}/{decision['event']}",
+                    )
+                )
+            points.append(
+                DecisionPoint(
+                    f"{name}/{decision['event']}",
+                    "recorded",
+                    prefix,
+                    decision["event"],
+                    decision["allowed"],
+                    decision["errored"],
+                    reasons,
+                )
+            )
+    return points, found
+
+
+def synthesized(plan: Any, scenarios: list[Scenario], uses_events: bool) -> list[DecisionPoint]:
+    """The policy's verdict on each scenario, from a monitor (or an evaluation) replaying it."""
+    from policyc.runtime.policy import Policy
+
+    shared: Any = None
+    points = []
+    for scenario in scenarios:
+        if scenario.functors:
+            policy = Policy(plan, _tables(plan, scenario.functors))
+        else:
+            shared = shared or Policy(plan, _tables(plan, {}))
+            policy = shared
+        decision = _decide(policy, scenario.record, scenario.action, uses_events)
+        points.append(
+            DecisionPoint(
+                str(scenario.record["session"]),
+                "synthesized",
+                scenario.record,
+                scenario.action,
+                decision.allowed,
+                decision.errored,
+                tuple(r.rule for r in decision.reasons),
+                scenario.path,
+                scenario.functors or None,
+            )
+        )
+    return points
+
+
+def _decide(policy: Any, record: dict[str, Any], action: Any, uses_events: bool) -> Any:
+    if not uses_events:
+        return policy.evaluate(record.get("facts") or {}).decide(action)
+    from policyc.runtime.session import Monitor
+
+    session = Monitor(policy).session(
+        str(record["session"]), record.get("principal"), record.get("roles") or ()
+    )
+    if record.get("facts"):
+        session.add_facts(record["facts"])
+    events = record["events"]
+    last = events[-1] if events else None
+    if last is not None and last.get("id") == str(action) and last.get("kind") == "tool_call":
+        for event in events[:-1]:
+            session.record(event)
+        return session.authorize(last)
+    for event in events:
+        session.record(event)
+    return session.decide(action)
+
+
+def _tables(plan: Any, tables: dict[str, list[list[Any]]]) -> dict[str, Any]:
+    """Implementations answering from the search's tables, for every functor the policy declares
+    that is neither a builtin nor answered by a session (no entry: no value)."""
+    from policyc.stdlib.builtins import BUILTINS
+    from policyc.stdlib.events import SESSION_FUNCTORS
+
+    found: dict[str, Any] = {}
+    for spec in plan.functors:
+        if spec.name in BUILTINS or spec.name in SESSION_FUNCTORS:
+            continue
+        rows = tables.get(spec.name, [])
+        if spec.returns == "bool":
+            truths = {tuple(row[:-1]) for row in rows}
+            found[spec.name] = lambda *args, truths=truths: tuple(args) in truths
+        else:
+            values = {tuple(row[:-1]): row[-1] for row in rows}
+            found[spec.name] = lambda *args, values=values: values.get(tuple(args))
+    return found
