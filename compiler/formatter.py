@@ -1,0 +1,514 @@
+"""The canonical layout of policy files (``policyc fmt``; docs/formatting.md describes it).
+
+The formatter prints the syntax tree again, so the layout of the input does not matter, and
+puts every comment back where it was: between the same statements, next to the same literal
+or argument. Its output parses to the same tree (spans aside) and is its own layout
+(``format_source(format_source(x)) == format_source(x)``); the tests check both on every
+example policy and on random programs.
+
+>>> print(format_source("Deny(a):-Send(a),!Ok(a). // why"), end="")
+Deny(a) :- Send(a), not Ok(a).  // why
+
+A rule that does not fit in :data:`WIDTH` columns puts each literal on a line of its own:
+
+>>> print(format_source("Deny(a) :- " + ", ".join(f"StepIsDone{i}(a)" for i in range(6)) + "."), end="")
+Deny(a) :-
+    StepIsDone0(a),
+    StepIsDone1(a),
+    StepIsDone2(a),
+    StepIsDone3(a),
+    StepIsDone4(a),
+    StepIsDone5(a).
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import ast
+from .diagnostics import Diagnostic, sort_diagnostics
+from .loader import decode
+from .parser import parse
+from .pretty import HARD, Doc, IfBroken, Line, Suffix, Text, Unit, group, nest, render_text
+from .source import SourceFile
+
+WIDTH = 100  # a rule longer than this breaks, one literal per line
+INDENT = 4
+
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
+_UNARY = 3
+_FLOAT = re.compile(r"([\s(\-]*)([0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)[\s)]*")
+_STRING = re.compile(r'[\s(]*("(?:[^"\\\n]|\\.)*")[\s)]*')
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+
+
+class FormatError(Exception):
+    """The text has syntax errors: it is not formatted. ``diagnostics`` says where."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        count = len(diagnostics)
+        super().__init__(f"{count} syntax error{'s' if count != 1 else ''}: the text is not formatted")
+        self.diagnostics = diagnostics
+
+
+def format_source(text: str, path: str = "<input>") -> str:
+    """The canonical text of a policy; :class:`FormatError` when it does not parse."""
+    module, diagnostics = parse(SourceFile(path, text))
+    errors = [d for d in diagnostics if d.is_error]
+    if errors:
+        raise FormatError(errors)
+    return format_module(module)
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One file through the formatter: its text, and its canonical text or why there is none."""
+
+    path: str
+    source: SourceFile | None  # None when the bytes are not a text policyc reads
+    formatted: str | None  # None when the file has errors
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.formatted is not None and self.source is not None and self.formatted != self.source.text
+
+    def diff(self) -> str:
+        """A unified diff from the file to its canonical text ('' when it is canonical)."""
+        if self.formatted is None or self.source is None:
+            return ""
+        return unified_diff(self.source.text, self.formatted, self.path)
+
+
+def format_bytes(data: bytes, path: str) -> FileResult:
+    """Decode and format a file's bytes the way ``policyc check`` reads them: an undecodable
+    file or a syntax error gives the same diagnostics as ``policyc check`` and no text."""
+    source = decode(path, data)
+    if isinstance(source, Diagnostic):
+        return FileResult(path, None, None, (source,))
+    module, diagnostics = parse(source)
+    errors = tuple(sort_diagnostics(d for d in diagnostics if d.is_error))
+    if errors:
+        return FileResult(path, source, None, errors)
+    return FileResult(path, source, format_module(module))
+
+
+def unified_diff(before: str, after: str, path: str) -> str:
+    """``diff -u`` of two texts of ``path`` (lines are ended by ``\\n`` only)."""
+    lines = difflib.unified_diff(_lines(before), _lines(after), fromfile=path, tofile=path)
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
+
+
+def _lines(text: str) -> list[str]:
+    return re.findall(r"[^\n]*\n|[^\n]+\Z", text)
+
+
+def format_module(module: ast.Module) -> str:
+    """The canonical text of a module parsed without errors (it needs its source)."""
+    if module.source is None:
+        raise ValueError("the module has no source text to take comments and spellings from")
+    printer = _Printer(module.source.text, module.comments)
+    doc = printer.module(module.statements)
+    if printer.next < len(printer.comments):  # every comment lies before the end of the text
+        raise AssertionError("the formatter lost a comment")
+    return render_text(doc, WIDTH)
+
+
+# ------------------------------------------------------------------------------ comments
+
+
+@dataclass(frozen=True)
+class _Comment:
+    text: str  # as printed: line comments without trailing blanks, line ends as `\n`
+    start: int
+    end: int
+    follows_code: bool  # code before it on its line, with no comment in between
+    newline_before: bool  # a line break between it and what comes before (code or comment)
+    newline_after: bool  # nothing but blanks after it on its line
+    blank_before: bool  # an empty line before it
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Comments next to each other on one line of the input, joined by one space."""
+
+    text: str
+    first_line: bool  # on the line of the code before it
+    ends_line: bool  # nothing but blanks after it on its line
+    blank_before: bool
+    final: bool  # ends with a line comment: nothing may follow it on its line
+
+
+def _comments(text: str, comments: Sequence[ast.Comment]) -> list[_Comment]:
+    found: list[_Comment] = []
+    previous_end = -1
+    for comment in comments:
+        start, end = comment.span.start, comment.span.end
+        body = comment.text.rstrip() if comment.text.startswith("//") else comment.text.replace("\r\n", "\n")
+        before = start
+        while before > 0 and text[before - 1].isspace():
+            before -= 1
+        after = end
+        while after < len(text) and text[after].isspace():
+            after += 1
+        newlines_before = text.count("\n", before, start)
+        found.append(
+            _Comment(
+                body,
+                start,
+                end,
+                follows_code=before > 0 and before != previous_end and newlines_before == 0,
+                newline_before=before == 0 or newlines_before > 0,
+                newline_after=after == len(text) or "\n" in text[end:after],
+                blank_before=before > 0 and newlines_before >= 2,
+            )
+        )
+        previous_end = end
+    return found
+
+
+def _runs(comments: list[_Comment]) -> list[_Run]:
+    if not comments:
+        return []
+    lines: list[list[_Comment]] = []
+    for comment in comments:
+        if not lines or comment.newline_before or comment.follows_code:
+            lines.append([comment])
+        else:
+            lines[-1].append(comment)
+    return [
+        _Run(
+            " ".join(c.text for c in line),
+            first_line=line[0].follows_code,
+            ends_line=line[-1].newline_after,
+            blank_before=line[0].blank_before,
+            final=line[-1].text.startswith("//"),
+        )
+        for line in lines
+    ]
+
+
+def _comment(text: str) -> Text:
+    return Text(text, comment=True)
+
+
+# ------------------------------------------------------------------------------- printer
+
+
+class _Printer:
+    """Builds the document of a module, taking the comments in the order of the text."""
+
+    def __init__(self, text: str, comments: Sequence[ast.Comment]) -> None:
+        self.text = text
+        self.comments = _comments(text, comments)
+        self.starts = [c.start for c in self.comments]
+        self.next = 0
+
+    def take(self, offset: int) -> list[_Comment]:
+        """The comments not printed yet that start before ``offset``."""
+        start = self.next
+        while self.next < len(self.comments) and self.comments[self.next].start < offset:
+            self.next += 1
+        return self.comments[start : self.next]
+
+    # gaps: the places between tokens where comments go
+
+    def gap(self, offset: int, line: Doc) -> list[Doc]:
+        """The comments before ``offset``, around the line break ``line`` before an element."""
+        before: list[Doc] = []
+        after: list[Doc] = []
+        for run in _runs(self.take(offset)):
+            if run.first_line and run.ends_line and not after and not (before and before[-1].final):
+                before.append(Suffix(run.text, final=run.final))
+            elif run.ends_line:
+                after += [_comment(run.text), HARD]
+            else:
+                after += [_comment(run.text), _comment(" ")]
+        return [*before, line, *after]
+
+    def close(self, offset: int, line: Doc | None, closer: str) -> list[Doc]:
+        """The comments before the closer at ``offset``, then the closer: ``line`` before it
+        (when there is one), a line break when a comment has its own line. Without ``line``
+        (the `.` of a rule), a comment on the line of the code before follows the `.`."""
+        inside: list[Doc] = []
+        own_line = False  # a comment on a line of its own: the closer goes on the next line
+        trailing = True  # comments can still trail the code before them
+        for run in _runs(self.take(offset)):
+            if run.first_line and line is None and trailing:
+                inside.append(Suffix(run.text, breaks=False, final=run.final))
+                trailing = not run.final
+            elif run.first_line and run.ends_line and trailing:
+                inside.append(Suffix(run.text, final=run.final))
+                trailing = not run.final
+            elif run.first_line and trailing:
+                inside.append(IfBroken(Suffix(run.text, breaks=False), [" ", _comment(run.text)]))
+            else:
+                inside += [HARD, _comment(run.text)]
+                own_line = True
+                trailing = False
+        ending: Doc = HARD if own_line else line if line is not None else ""
+        return [nest(INDENT, inside), ending, closer]
+
+    def closer_at(self, offset: int, char: str) -> int:
+        """The offset of ``char``, the first character after ``offset`` that is not blank or
+        in a comment."""
+        i = offset
+        following = bisect.bisect_left(self.starts, offset)
+        while i < len(self.text):
+            if following < len(self.comments) and i == self.comments[following].start:
+                i = self.comments[following].end
+                following += 1
+            elif self.text[i].isspace():
+                i += 1
+            else:
+                break
+        if self.text[i : i + 1] != char:
+            raise AssertionError(f"expected {char!r} at offset {i}")
+        return i
+
+    def listing(self, items: Sequence, print_item: Callable[[Any], Doc], first_line: Doc) -> list[Doc]:
+        """Items separated by commas, each after a gap; ``first_line`` before the first."""
+        parts: list[Doc] = []
+        for i, item in enumerate(items):
+            if i:
+                parts.append(",")
+            parts += self.gap(item.span.start, first_line if i == 0 else Line())
+            parts.append(print_item(item))  # after the gap: the comments come in order
+        return parts
+
+    def arguments(self, opening: str, items: Sequence, print_item: Callable[[Any], Doc], closing: int) -> Doc:
+        """``opening``, comma-separated items, ``)``: on one line unless comments break it."""
+        parts = self.listing(items, print_item, Line(""))
+        return group([opening, nest(INDENT, parts), *self.close(closing, Line(""), ")")])
+
+    # the module
+
+    def module(self, statements: Sequence[ast.Statement]) -> Doc:
+        parts: list[Doc] = []
+        started = False  # something is printed: what comes next starts a new line
+        for statement in [*statements, None]:
+            offset = len(self.text) if statement is None else statement.span.start
+            inline = False
+            for run in _runs(self.take(offset)):
+                if run.first_line and run.ends_line and started:
+                    parts.append(Suffix(run.text, final=run.final))
+                    continue
+                if started and not inline:
+                    parts.append(HARD)
+                    if run.blank_before:
+                        parts.append(HARD)
+                parts.append(_comment(run.text))
+                started = True
+                inline = not run.ends_line
+                if inline:
+                    parts.append(_comment(" "))
+            if statement is None:
+                break
+            if started and not inline:
+                parts.append(HARD)
+                if self._blank_before(offset):
+                    parts.append(HARD)
+            parts.append(Unit(self.statement(statement)))
+            # comments left inside the statement (between tokens that take none) follow it
+            parts += [
+                Suffix(r.text, breaks=False, final=r.final) for r in _runs(self.take(statement.span.end))
+            ]
+            started = True
+        return parts
+
+    def _blank_before(self, offset: int) -> bool:
+        """Whether an empty line comes before ``offset`` (after something)."""
+        start = offset
+        while start > 0 and self.text[start - 1].isspace():
+            start -= 1
+        return start > 0 and self.text.count("\n", start, offset) >= 2
+
+    # statements
+
+    def statement(self, statement: ast.Statement) -> Doc:
+        if isinstance(statement, ast.Rule):
+            return self.rule(statement)
+        if isinstance(statement, ast.Misplaced):
+            annotations = self.annotations(statement.annotations, statement.statement.span.start)
+            return [*annotations, self.directive(statement.statement)]
+        return self.directive(statement)
+
+    def annotations(self, annotations: Sequence[ast.Annotation], then: int) -> list[Doc]:
+        parts: list[Doc] = []
+        for i, annotation in enumerate(annotations):
+            if i:
+                parts += self.gap(annotation.span.start, HARD)
+            parts.append(self.annotation(annotation))
+        if annotations:
+            parts += self.gap(then, HARD)
+        return parts
+
+    def annotation(self, annotation: ast.Annotation) -> Doc:
+        return self.arguments(f"@{annotation.name}(", annotation.args, self.term, annotation.span.end - 1)
+
+    def rule(self, rule: ast.Rule) -> Doc:
+        parts = self.annotations(rule.annotations, rule.head.span.start)
+        head = self.atom(rule.head)
+        dot = rule.span.end - 1
+        if not rule.body:
+            parts.append(group([head, *self.close(dot, None, ".")]))
+            return parts
+        body = self.listing(rule.body, self.literal, Line())
+        parts.append(group([head, " :-", nest(INDENT, body), *self.close(dot, None, ".")], fit=True))
+        return parts
+
+    def directive(self, directive: ast.Directive) -> Doc:
+        if isinstance(directive, ast.Decl):
+            after = (
+                directive.attributes[-1].span.end
+                if directive.attributes
+                else self.closer_at(directive.name.span.end, "(") + 1
+            )
+            closing = self.closer_at(after, ")") if directive.inline else directive.span.end - 1
+            return [
+                self.arguments(
+                    f".decl {directive.name.name}(", directive.attributes, self.attribute, closing
+                ),
+                " inline" if directive.inline else "",
+            ]
+        if isinstance(directive, ast.Input | ast.Output):
+            keyword = ".input" if isinstance(directive, ast.Input) else ".output"
+            names = self.listing(directive.names, lambda name: name.name, Line())
+            return group([keyword, nest(INDENT, names)])
+        if isinstance(directive, ast.Include):
+            return f".include {self.string(directive.path)}"
+        if isinstance(directive, ast.Import):
+            return f".import {directive.module.name}"
+        if isinstance(directive, ast.Functor):
+            after = (
+                directive.params[-1].span.end
+                if directive.params
+                else self.closer_at(directive.name.span.end, "(") + 1
+            )
+            closing = self.closer_at(after, ")")
+            return [
+                self.arguments(f".functor {directive.name.name}(", directive.params, self.parameter, closing),
+                f": {directive.returns.name}",
+            ]
+        if isinstance(directive, ast.Default):
+            return f".default {directive.verdict.name}"
+        if isinstance(directive, ast.Role):
+            budget = self.number(directive.budget)
+            pool = f" pool {directive.pool.name}" if directive.pool is not None else ""
+            return f".role {directive.name.name} budget {budget}{pool}"
+        if isinstance(directive, ast.FieldMap):
+            path = self.spelling(directive.path_span.start, directive.path_span.end)
+            return f".field {path} : {directive.role.name}"
+        raise TypeError(f"no layout for {type(directive).__name__}")
+
+    def attribute(self, attribute: ast.Attribute) -> Doc:
+        return f"{attribute.name}: {attribute.type.name}"
+
+    def parameter(self, parameter: ast.Parameter) -> Doc:
+        if parameter.name is None:
+            return parameter.type.name
+        return f"{parameter.name}: {parameter.type.name}"
+
+    # literals
+
+    def literal(self, literal: ast.Literal) -> Doc:
+        if isinstance(literal, ast.Atom):
+            return self.atom(literal)
+        if isinstance(literal, ast.Negation):
+            return ["not ", self.atom(literal.atom)]
+        if isinstance(literal, ast.Comparison):
+            return [self.term(literal.left), f" {literal.op} ", self.term(literal.right)]
+        raise TypeError(f"no layout for {type(literal).__name__}")
+
+    def atom(self, atom: ast.Atom | ast.Call) -> Doc:
+        return self.arguments(f"{atom.name}(", atom.args, self.term, atom.span.end - 1)
+
+    # terms
+
+    def term(self, term: ast.Term, context: int = 0) -> Doc:
+        """A term inside an operator of precedence ``context`` (0: no operator)."""
+        if isinstance(term, ast.Var):
+            return term.name
+        if isinstance(term, ast.Wildcard):
+            return "_"
+        if isinstance(term, ast.String):
+            return self.string(term)
+        if isinstance(term, ast.Integer | ast.Float):
+            return self.number(term)
+        if isinstance(term, ast.Call):
+            return self.atom(term)
+        if isinstance(term, ast.Aggregate):
+            return self.aggregate(term)
+        if isinstance(term, ast.BinOp):
+            precedence = _PRECEDENCE[term.op]
+            doc: Doc = [
+                self.term(term.left, precedence),
+                f" {term.op} ",
+                self.term(term.right, precedence + 1),
+            ]
+            written = term.span.start < term.left.span.start  # the policy's own parentheses
+        elif isinstance(term, ast.Negate):
+            precedence = _UNARY
+            operand = term.operand
+            doc = ["-", self.term(operand, _UNARY + (1 if isinstance(operand, ast.Negate) else 0))]
+            written = self.text[term.span.start : term.span.start + 1] == "("
+        else:
+            raise TypeError(f"no layout for {type(term).__name__}")
+        if written or precedence < context:
+            return ["(", doc, ")"]
+        return doc
+
+    def aggregate(self, aggregate: ast.Aggregate) -> Doc:
+        target = [" ", self.term(aggregate.target)] if aggregate.target is not None else []
+        body = self.listing(aggregate.body, self.literal, Line())
+        return group(
+            [
+                aggregate.op,
+                *target,
+                " : {",
+                nest(INDENT, body),
+                *self.close(aggregate.span.end - 1, Line(), "}"),
+            ]
+        )
+
+    # constants, spelled as written
+
+    def code_text(self, start: int, end: int) -> str:
+        """The text between two offsets without the comments in it (none starts inside a
+        token, so a comment is either wholly inside the range or wholly outside)."""
+        pieces = []
+        i = bisect.bisect_left(self.starts, start)
+        while i < len(self.comments) and self.comments[i].start < end:
+            pieces.append(self.text[start : self.comments[i].start])
+            start = self.comments[i].end
+            i += 1
+        pieces.append(self.text[start:end])
+        return "".join(pieces)
+
+    def spelling(self, start: int, end: int) -> str:
+        return self.code_text(start, end).strip()
+
+    def string(self, string: ast.String) -> str:
+        written = _STRING.fullmatch(self.code_text(string.span.start, string.span.end))
+        if written:
+            return written.group(1)
+        return (
+            '"' + "".join(_ESCAPES.get(c, c if c >= " " else f"\\u{ord(c):04x}") for c in string.value) + '"'
+        )
+
+    def number(self, number: ast.Integer | ast.Float) -> str:
+        if isinstance(number, ast.Integer):
+            return str(number.value)
+        written = _FLOAT.fullmatch(self.code_text(number.span.start, number.span.end))
+        if written:
+            spelled = ("-" if written.group(1).count("-") % 2 else "") + written.group(2)
+            if float(spelled) == number.value:
+                return spelled
+        return repr(number.value)
