@@ -332,7 +332,13 @@ TIMEOUT = click.option("--timeout", type=float, help="Stop (and fail closed) aft
 @click.argument("path", metavar="FILE")
 @click.option("-o", "--output", required=True, metavar="OUT", help="Where to write the bundle.")
 @click.option("--sign-key", metavar="KEY", help="Sign the bundle with this Ed25519 private key (PEM).")
-def compile_command(path: str, output: str, sign_key: str | None) -> None:
+@click.option(
+    "--thresholds",
+    "thresholds_path",
+    metavar="THRESHOLDS",
+    help="Put thresholds calibrated by `policyc calibrate` in the bundle (the policy must import `risk`).",
+)
+def compile_command(path: str, output: str, sign_key: str | None, thresholds_path: str | None = None) -> None:
     """Compile a policy into a verified bundle (refused when it has errors)."""
     with _internal_errors():
         from .compiler.loader import SourceError, load_file
@@ -349,7 +355,8 @@ def compile_command(path: str, output: str, sign_key: str | None) -> None:
             _print_diagnostics(list(compilation.diagnostics))
         try:
             plan = plan_of(compilation)
-            data = build_bundle(compilation, plan, sign_key)
+            thresholds = _bundle_thresholds(thresholds_path, compilation, plan)
+            data = build_bundle(compilation, plan, sign_key, thresholds)
         except PolicyError as error:
             _fail(f"not compiled: {error}")
         try:
@@ -358,6 +365,8 @@ def compile_command(path: str, output: str, sign_key: str | None) -> None:
             _fail(f"cannot write `{output}`: {error.strerror or error}", 2)
         rules = len(plan.rules)
         signed = ", signed" if sign_key else ""
+        if thresholds is not None:
+            signed = f", thresholds for {len(thresholds.role_to_stratum)} roles" + signed
         click.echo(f"wrote {output}: {rules} rules, {len(plan.relations)} relations{signed}")
 
 
@@ -543,13 +552,28 @@ def new_command(name: str, parent: str) -> None:
 @FORMAT
 @FUNCTORS
 @VERIFY
-def replay_command(policy: str, trace: str, fmt: str, functors: str | None, verify_key: str | None) -> None:
+@click.option(
+    "--thresholds",
+    "thresholds_path",
+    metavar="THRESHOLDS",
+    help="Risk thresholds from `policyc calibrate` (instead of those the bundle carries).",
+)
+def replay_command(
+    policy: str,
+    trace: str,
+    fmt: str,
+    functors: str | None,
+    verify_key: str | None,
+    thresholds_path: str | None = None,
+) -> None:
     """Replay recorded sessions (one JSON object per line with an `events` list), deciding
     every tool call as it comes, and print each decision."""
     with _internal_errors():
         from .runtime.replay import TraceError, replay_file
 
         loaded = _load_policy(policy, functors, verify_key)
+        if thresholds_path is not None:
+            loaded.thresholds = _monitor_thresholds(thresholds_path, loaded)
         try:
             sessions = replay_file(loaded, trace)
         except TraceError as error:
@@ -679,13 +703,902 @@ def conditions_command(policy: str, query: str, bound: int, fmt: str) -> None:
 # ---------------------------------------------------------------------------- formatting
 
 
+@main.command("fmt")
+@click.argument("paths", nargs=-1, metavar="[FILE]...")
+@click.option("--check", is_flag=True, help="Write nothing; list the files that are not formatted (exit 1).")
+@click.option("--diff", is_flag=True, help="Write nothing; print the changes as a unified diff (exit 1).")
+@click.option("--write", is_flag=True, help="Rewrite the files that are not formatted.")
+@click.option("--stdin-filename", metavar="NAME", help="The file name to report for a policy read from `-`.")
+@FORMAT
+def fmt_command(
+    paths: tuple[str, ...], check: bool, diff: bool, write: bool, stdin_filename: str | None, fmt: str
+) -> None:
+    """Format policy files in the canonical layout (docs/formatting.md).
+
+    FILE may be a policy file, a folder (every `*.dl` file below it) or `-` for standard input
+    (the default). Without a mode, the formatted text is printed on standard output.
+    """
+    if check + diff + write > 1:
+        raise click.UsageError("choose one of --check, --diff and --write")
+    mode = "check" if check else "diff" if diff else "write" if write else "print"
+    with _internal_errors():
+        _fmt(paths or ("-",), mode, stdin_filename or "<stdin>", fmt)
+
+
+def _fmt(paths: tuple[str, ...], mode: str, stdin_name: str, fmt: str) -> None:
+    from .compiler.formatter import format_bytes
+
+    files, problems = _expand(paths)
+    results = []
+    for path in files:
+        if path == "-":
+            result = format_bytes(sys.stdin.buffer.read(), stdin_name)
+        else:
+            try:
+                data = Path(path).read_bytes()
+            except OSError as error:
+                reason = error.strerror or error
+                if isinstance(error, IsADirectoryError):
+                    reason = "it is a directory"
+                problems.append(f"cannot read `{path}`: {reason}")
+                continue
+            result = format_bytes(data, path)
+        if mode == "write" and result.changed and path != "-":
+            try:
+                _replace(path, result.formatted or "")
+            except OSError as error:
+                problems.append(f"cannot write `{path}`: {error.strerror or error}")
+                continue
+        results.append((path, result))
+
+    diagnostics = [d for _, result in results for d in result.diagnostics]
+    failed = sum(1 for _, result in results if result.formatted is None)
+    changed = [path for path, result in results if result.changed]
+    if fmt == "json":
+        _fmt_json(results, mode, diagnostics)
+    else:
+        _fmt_text(results, mode, diagnostics)
+        _fmt_summary(mode, len(changed), len(results) - len(changed) - failed, failed)
+    for problem in problems:
+        click.echo(f"policyc: error: {problem}", err=True)
+    if problems:
+        sys.exit(2)
+    if failed or (mode in ("check", "diff") and changed):
+        sys.exit(1)
+
+
+def _fmt_text(results: list, mode: str, diagnostics: list) -> None:
+    if diagnostics:
+        from rich.console import Console
+
+        from .compiler import render_text
+
+        sources = {result.path: result.source for _, result in results}
+        render_text.render(diagnostics, sources.get, Console(highlight=False, soft_wrap=True, stderr=True))
+    for path, result in results:
+        if result.formatted is None:
+            continue
+        if mode == "print" or (mode == "write" and path == "-"):
+            click.echo(result.formatted, nl=False)
+        elif mode == "check" and result.changed:
+            click.echo(f"would reformat: {result.path}")
+        elif mode == "diff" and result.changed:
+            click.echo(result.diff(), nl=False)
+
+
+def _fmt_summary(mode: str, changed: int, unchanged: int, failed: int) -> None:
+    def files(n: int) -> str:
+        return f"{n} file{'s' if n != 1 else ''}"
+
+    if mode == "print":
+        parts = []
+    elif mode == "write":
+        parts = [f"{files(changed)} reformatted", f"{files(unchanged)} left unchanged"]
+    else:
+        parts = [f"{files(changed)} would be reformatted", f"{files(unchanged)} already formatted"]
+    if failed:
+        parts.append(f"{files(failed)} with errors not formatted")
+    if parts and changed + unchanged + failed:
+        click.echo(", ".join(parts), err=True)
+
+
+def _fmt_json(results: list, mode: str, diagnostics: list) -> None:
+    from .compiler.render_json import to_json
+
+    files = []
+    for path, result in results:
+        entry: dict[str, Any] = {
+            "file": result.path,
+            "changed": result.changed,
+            "error": result.formatted is None,
+        }
+        if mode == "print" or (mode == "write" and path == "-"):
+            entry["text"] = result.formatted
+        elif mode == "diff":
+            entry["diff"] = result.diff()
+        files.append(entry)
+    click.echo(json.dumps({"files": files, **to_json(diagnostics)}, indent=2))
+
+
+def _replace(path: str, text: str) -> None:
+    """Rewrite a file through a temporary file beside it, keeping its permissions."""
+    import shutil
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".policyc-fmt-", suffix=".dl")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(text.encode("utf-8"))
+        shutil.copymode(path, temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
 # -------------------------------------------------------------------------------- editor
+
+
+@main.command("lsp")
+@click.option("--stdio", is_flag=True, help="Talk over standard input and output (the default and only way).")
+def lsp_command(stdio: bool) -> None:
+    """Run the language server for editors (LSP over standard input and output): diagnostics as
+    you type and deep checks on save, hover, go to definition, references, rename, outline,
+    completion, quick fixes and formatting. See docs/lsp.md."""
+    with _internal_errors():
+        from .lsp.server import serve
+
+        serve(debug=bool(os.environ.get("POLICYC_DEBUG")))
 
 
 # --------------------------------------------------------------------------- translation
 
 
+@main.command("translate")
+@click.argument("requirements", metavar="REQUIREMENTS.md")
+@click.option("-o", "--output", required=True, metavar="POLICY.dl", help="Where to write the policy.")
+@click.option(
+    "--vocab",
+    "vocabulary",
+    multiple=True,
+    metavar="POLICY_OR_MODULE",
+    help="What the rules may use: a policy file (its Deny and Allow rules left out) or a library "
+    "module such as `events` or `tools` (repeatable; default `events`).",
+)
+@click.option(
+    "--traces", metavar="TRACES.jsonl", help="Recorded sessions (as for `policyc replay`) to judge."
+)
+@click.option("--report", "report_path", metavar="REPORT.json", help="Also write the report as JSON here.")
+@FORMAT
+@click.option(
+    "--model", envvar="POLICYC_MODEL", metavar="MODEL", help="The model to ask [env: POLICYC_MODEL]."
+)
+@click.option(
+    "--base-url",
+    envvar="OPENAI_BASE_URL",
+    metavar="URL",
+    help="An OpenAI-compatible endpoint (default OpenAI's) [env: OPENAI_BASE_URL].",
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True, help="Seconds per request."
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(0, 10),
+    default=3,
+    show_default=True,
+    help="Further attempts after a request times out, is rate limited or meets a server error.",
+)
+@click.option(
+    "--repair-rounds",
+    type=click.IntRange(0, 10),
+    default=3,
+    show_default=True,
+    help="Rounds of feeding the checker's diagnostics back to the translator.",
+)
+@click.option(
+    "--bound",
+    type=click.IntRange(1, 8),
+    default=4,
+    show_default=True,
+    help="Fresh values per type for the synthesized decision points.",
+)
+@click.option(
+    "--search-timeout",
+    type=click.FloatRange(min=1.0),
+    default=120.0,
+    show_default=True,
+    help="Seconds the searches for synthesized decision points may take together.",
+)
+@click.option(
+    "--jobs", type=click.IntRange(1, 64), default=4, show_default=True, help="Requests in flight at once."
+)
+@FUNCTORS
+@click.option(
+    "--skip",
+    multiple=True,
+    type=click.Choice(("back-translation", "synthesis", "judge", "analysis")),
+    help="Leave a validation step out (repeatable); the report says so.",
+)
+@click.option(
+    "--no-json-mode", is_flag=True, help="Do not ask the endpoint for JSON mode (`response_format`)."
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress display on standard error.")
+def translate_command(
+    requirements: str,
+    output: str,
+    vocabulary: tuple[str, ...],
+    traces: str | None,
+    report_path: str | None,
+    fmt: str,
+    model: str | None,
+    base_url: str | None,
+    timeout: float,
+    retries: int,
+    repair_rounds: int,
+    bound: int,
+    search_timeout: float,
+    jobs: int,
+    functors: str | None,
+    skip: tuple[str, ...],
+    no_json_mode: bool,
+    quiet: bool,
+) -> None:
+    """Translate natural-language requirements into a checked policy, and report how far it can
+    be trusted: coverage both ways, source-blind back-translation, and agreement with a judge on
+    recorded and synthesized decision points.
+
+    The model is any OpenAI-compatible chat-completions endpoint; the API key comes from
+    OPENAI_API_KEY. Exit status 0 when the policy was written and nothing needs attention, 1 when
+    the report lists problems, 2 when the inputs, the output or the endpoint cannot be used.
+    """
+    with _internal_errors():
+        from .nl2policy.client import DEFAULT_BASE_URL, ConfigurationError, Settings
+        from .nl2policy.pipeline import InputError, Options, run
+        from .nl2policy.progress import Progress
+        from .nl2policy.vocabulary import VocabularyError
+
+        if not model:
+            _fail("no model: pass --model or set POLICYC_MODEL", 2)
+        key = os.environ.get("OPENAI_API_KEY") or None
+        if key is None and (base_url or DEFAULT_BASE_URL).rstrip("/") == DEFAULT_BASE_URL:
+            _fail("no API key: set OPENAI_API_KEY (or pass --base-url for a local server that needs none)", 2)
+        settings = Settings(model, base_url, key, timeout, retries, json_mode=not no_json_mode)
+        options = Options(
+            requirements,
+            output,
+            settings,
+            vocabulary,
+            traces,
+            functors,
+            repair_rounds,
+            bound,
+            search_timeout,
+            jobs=jobs,
+            skip=frozenset(skip),
+        )
+        try:
+            with Progress(quiet) as progress:
+                report = run(options, progress)
+        except InputError as error:
+            _fail(str(error), error.status)
+        except VocabularyError as error:
+            if error.diagnostics:
+                _print_diagnostics(list(error.diagnostics))
+            _fail(str(error), error.status)
+        except ConfigurationError as error:
+            _fail(str(error), 2)
+        data = report.to_json()
+        if report_path is not None:
+            try:
+                Path(report_path).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+            except OSError as error:
+                _fail(f"cannot write `{report_path}`: {error.strerror or error}", 2)
+        if fmt == "json":
+            click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        else:
+            click.echo(report.text())
+        if not report.ok:
+            sys.exit(1)
+
+
 # ------------------------------------------------------------------------ risk budgets
 
 
+def _risk_fail(error: Any) -> None:
+    """Report a :class:`~policyc.risk.errors.RiskError`: every located problem, then the summary
+    (status 2 for a file that could not be read, else 1)."""
+    if error.diagnostics:
+        _print_diagnostics(list(error.diagnostics))
+    problems = list(error.problems)
+    if len(problems) > 1:
+        for problem in problems:
+            click.echo(problem, err=True)
+    _fail(str(error), 2 if error.io else 1)
+
+
+def _bundle_thresholds(path: str | None, compilation: Any, plan: Any) -> Any:
+    """The thresholds `policyc compile --thresholds` puts in a bundle, checked against the policy
+    (status 1 when they do not fit it)."""
+    if path is None:
+        return None
+    from .risk.declarations import declarations_of
+    from .risk.enforce import RELATIONS
+    from .risk.errors import RiskError
+    from .risk.thresholds import read_thresholds
+
+    try:
+        thresholds = read_thresholds(path)
+    except RiskError as error:
+        _risk_fail(error)
+    if not set(RELATIONS) <= {r.name for r in plan.relations}:
+        _fail(f"not compiled: `{path}` gives thresholds, but the policy does not `.import risk`")
+    problems = thresholds.problems(declarations_of(compilation))
+    for problem in problems[1:]:
+        click.echo(f"{path}: {problem}", err=True)
+    if problems:
+        _fail(f"not compiled: {path}: {problems[0]}")
+    return thresholds
+
+
+def _monitor_thresholds(path: str, policy: Any) -> Any:
+    """Thresholds for the monitors of a loaded policy (`policyc replay --thresholds`)."""
+    from .risk.enforce import RELATIONS
+    from .risk.errors import RiskError
+    from .risk.thresholds import read_thresholds
+
+    if not set(RELATIONS) <= {r.name for r in policy.plan.relations if r.input}:
+        _fail(f"`{path}` gives thresholds, but the policy does not `.import risk`")
+    try:
+        return read_thresholds(path)
+    except RiskError as error:
+        _risk_fail(error)
+
+
+def _risk_policy(path: str) -> Any:
+    from .risk.declarations import read_declarations
+    from .risk.errors import RiskError
+
+    try:
+        declarations = read_declarations(path)
+    except RiskError as error:
+        _risk_fail(error)
+    if not declarations.roles:
+        _fail(f"`{path}` declares no roles (`.role NAME budget ALPHA`), so there is nothing to calibrate")
+    return declarations
+
+
+def _risk_records(path: str, declarations: Any, episode_level: bool = False) -> Any:
+    from .risk.errors import RiskError
+    from .risk.records import read_records
+
+    try:
+        return read_records(path, declarations, need_episodes=episode_level)
+    except RiskError as error:
+        _risk_fail(error)
+
+
+def _risk_output(
+    report: Any, fmt: str, plots: str | None, plot_format: str, calibration: Any, test: Any
+) -> None:
+    from .risk.errors import RiskError
+
+    written = []
+    if plots is not None:
+        from .risk.plots import write_plots
+
+        try:
+            written = write_plots(report.thresholds, calibration or [], test, plots, plot_format)
+        except RiskError as error:
+            _risk_fail(error)
+    if fmt == "json":
+        out = report.to_json()
+        out["plots"] = [str(p) for p in written]
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        click.echo(report.text())
+        for path in written:
+            click.echo(f"wrote {path}")
+
+
+PLOTS = click.option(
+    "--plots", metavar="DIR", help="Write a plot per role (violation and utility against the threshold)."
+)
+PLOT_FORMAT = click.option(
+    "--plot-format",
+    type=click.Choice(("png", "svg")),
+    default="png",
+    show_default=True,
+    help="The plots' format.",
+)
+
+
+@main.command("calibrate")
+@click.argument("policy", metavar="POLICY_OR_BUNDLE")
+@click.option(
+    "--data", "data", required=True, metavar="CALIB.jsonl", help="Calibration records, one per line."
+)
+@click.option("-o", "--output", required=True, metavar="THRESHOLDS", help="Where to write thresholds.json.")
+@click.option(
+    "--method",
+    type=click.Choice(("crc", "clopper-pearson")),
+    default="crc",
+    show_default=True,
+    help="crc: expected violation within budget per stratum (Eq. 5); clopper-pearson: every stratum "
+    "within budget at once with probability 1 - delta (Theorem 2).",
+)
+@click.option(
+    "--delta",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Failure probability of the clopper-pearson certificate, split over the strata; also the "
+    "level of the test violation bounds.",
+)
+@click.option(
+    "--episode-level", is_flag=True, help="Calibrate over episodes (the worst field of each), not fields."
+)
+@click.option(
+    "--default-pool",
+    default="high_risk",
+    show_default=True,
+    metavar="NAME",
+    help="The pool of rare roles that declare none.",
+)
+@click.option(
+    "--detector",
+    default="lexical-provenance",
+    show_default=True,
+    metavar="NAME",
+    help="The detector that produced the scores (the monitor must score with the same one).",
+)
+@click.option(
+    "--test", "test_path", metavar="TEST.jsonl", help="Held-out records to report the thresholds on."
+)
+@click.option(
+    "--test-split",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    metavar="FRACTION",
+    help="Hold out this fraction of the episodes of --data as test data.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="The random seed of --test-split.")
+@PLOTS
+@PLOT_FORMAT
+@FORMAT
+def calibrate_command(
+    policy: str,
+    data: str,
+    output: str,
+    method: str,
+    delta: float,
+    episode_level: bool,
+    default_pool: str,
+    detector: str,
+    test_path: str | None,
+    test_split: float | None,
+    seed: int,
+    plots: str | None,
+    plot_format: str,
+    fmt: str,
+) -> None:
+    """Calibrate a threshold per role of POLICY from labelled calibration records, write them to
+    THRESHOLDS, and report violation, floors and over-intervention per role.
+
+    A record is a JSON object per line: {"field": "send_money.recipient" or "role": "target",
+    "score": 0.42, "violated": false, "episode": "e17"}. Roles too rare for their budget
+    (1/(n+1) above it) are pooled. Exit status 0 when the thresholds were written.
+    """
+    if test_path is not None and test_split is not None:
+        raise click.UsageError("--test and --test-split cannot be combined")
+    with _internal_errors():
+        from .risk.calibrate import calibrate
+        from .risk.errors import RiskError
+        from .risk.records import split_records
+        from .risk.report import Report, evaluate
+
+        declarations = _risk_policy(policy)
+        records = _risk_records(data, declarations, episode_level)
+        test = None
+        split = None
+        try:
+            if test_split is not None:
+                records, test = split_records(records, test_split, seed)
+                split = f"{test_split:g} of the episodes of {data}, seed {seed}"
+            elif test_path is not None:
+                test = _risk_records(test_path, declarations, episode_level)
+                split = test_path
+            from .risk.detectors import detector_named
+
+            detector_named(detector)
+            thresholds = calibrate(
+                records,
+                declarations,
+                method=method,
+                delta=delta,
+                episode_level=episode_level,
+                default_pool=default_pool,
+                detector=detector,
+            )
+            thresholds.write(output)
+        except RiskError as error:
+            _risk_fail(error)
+        report = Report(
+            thresholds,
+            evaluate(records, thresholds),
+            None if test is None else evaluate(test, thresholds),
+            data,
+            split,
+            delta,
+        )
+        _risk_output(report, fmt, plots, plot_format, records, test)
+        if fmt == "text":
+            click.echo(f"wrote {output}")
+
+
+@main.command("risk-report")
+@click.argument("policy", metavar="POLICY_OR_BUNDLE")
+@click.option(
+    "--thresholds",
+    "thresholds_path",
+    metavar="THRESHOLDS",
+    help="Thresholds to judge (default: those the bundle carries).",
+)
+@click.option("--data", required=True, metavar="DATA.jsonl", help="Labelled records, one per line.")
+@click.option(
+    "--delta",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Level of the Clopper-Pearson bounds on each violation rate.",
+)
+@PLOTS
+@PLOT_FORMAT
+@FORMAT
+def risk_report_command(
+    policy: str,
+    thresholds_path: str | None,
+    data: str,
+    delta: float,
+    plots: str | None,
+    plot_format: str,
+    fmt: str,
+) -> None:
+    """Judge calibrated thresholds on new labelled records (frozen thresholds under shift, or a
+    recalibration check): violation per role against its budget, with its upper bound.
+
+    Exit status 0 when every role is within its budget on the data, 1 when one is not (or the
+    input has errors).
+    """
+    with _internal_errors():
+        from .risk.errors import RiskError
+        from .risk.report import Report, evaluate
+        from .risk.thresholds import read_thresholds
+
+        declarations = _risk_policy(policy)
+        try:
+            if thresholds_path is not None:
+                thresholds = read_thresholds(thresholds_path)
+            else:
+                from .risk.enforce import bundle_risk
+                from .runtime.bundle import is_bundle, read_bundle
+                from .runtime.policy import PolicyError
+
+                source = Path(policy).read_bytes()
+                if not is_bundle(source):
+                    _fail("give --thresholds, or a bundle compiled with `policyc compile --thresholds`", 2)
+                try:
+                    thresholds = bundle_risk(read_bundle(source, policy)[1], policy)[1]
+                except PolicyError as error:
+                    _fail(str(error))
+                if thresholds is None:
+                    _fail(f"`{policy}` carries no thresholds; give --thresholds")
+        except RiskError as error:
+            _risk_fail(error)
+        problems = thresholds.problems(declarations)
+        for problem in problems:
+            click.echo(f"policyc: error: {problem}", err=True)
+        if problems:
+            sys.exit(1)
+        records = _risk_records(data, declarations, thresholds.episode_level)
+        report = Report(thresholds, None, evaluate(records, thresholds), data, data, delta)
+        _risk_output(report, fmt, plots, plot_format, None, records)
+        if report.over_budget():
+            sys.exit(1)
+
+
 # ---------------------------------------------------------------------------- forecasting
+
+
+@main.group("forecast")
+def forecast_group() -> None:
+    """Forecast violations: learn a DTMC over policy predicates from recorded sessions (ProbGuard).
+
+    See docs/forecasting.md.
+    """
+
+
+def _forecast_fail(error: Exception) -> None:
+    """A forecasting error: an unreadable file is status 2, anything else wrong with the input 1."""
+    _fail(str(error), 2 if isinstance(error, OSError) else 1)
+
+
+def _forecast_model(path: str) -> Any:
+    from .forecast.errors import ForecastError
+    from .forecast.model import load
+
+    try:
+        return load(path)
+    except ForecastError as error:
+        _forecast_fail(error)
+    except OSError as error:
+        _fail(f"cannot read `{path}`: {error.strerror or error}", 2)
+
+
+@forecast_group.command("learn")
+@POLICY
+@click.argument("traces", nargs=-1, required=True, metavar="TRACES.jsonl...")
+@click.option(
+    "-p",
+    "--predicates",
+    "predicates",
+    multiple=True,
+    required=True,
+    metavar="P1,P2,...",
+    help='Policy predicates whose truth values make the states: `Rel`, `Rel(_, "x")`, `name=Rel(...)` '
+    "(repeatable).",
+)
+@click.option(
+    "--unsafe", required=True, metavar="PRED", help="The predicate that must never hold (e.g. `Deny`)."
+)
+@click.option(
+    "--invariant",
+    "invariants",
+    multiple=True,
+    metavar="FORMULA",
+    help="A formula over predicate names every state (or, with primes `P'`, every transition) satisfies "
+    "(repeatable).",
+)
+@click.option("-o", "--output", required=True, metavar="MODEL.json", help="Where to write the model.")
+@click.option(
+    "--estimator",
+    type=click.Choice(("laplace", "frequency")),
+    default="laplace",
+    show_default=True,
+    help="Laplace smoothing over valid transitions, or plain frequencies.",
+)
+@click.option(
+    "--alpha",
+    metavar="A",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Laplace's α.",
+)
+@click.option(
+    "--horizon",
+    "horizons",
+    metavar="K",
+    type=click.IntRange(min=1),
+    multiple=True,
+    default=(5, 10),
+    show_default=True,
+    help="Also cache P(unsafe within K steps) (repeatable).",
+)
+@click.option(
+    "--epsilon",
+    metavar="E",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="The PAC error bound ε.",
+)
+@click.option(
+    "--delta",
+    metavar="D",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="The PAC confidence parameter δ.",
+)
+@click.option(
+    "--require-pac", is_flag=True, help="Exit with status 1 when the sessions do not meet the PAC bound."
+)
+@FORMAT
+@FUNCTORS
+@VERIFY
+def forecast_learn_command(
+    policy: str,
+    traces: tuple[str, ...],
+    predicates: tuple[str, ...],
+    unsafe: str,
+    invariants: tuple[str, ...],
+    output: str,
+    estimator: str,
+    alpha: float,
+    horizons: tuple[int, ...],
+    epsilon: float,
+    delta: float,
+    require_pac: bool,
+    fmt: str,
+    functors: str | None,
+    verify_key: str | None,
+) -> None:
+    """Learn a forecast model from recorded sessions (TRACES: the JSON Lines `policyc replay` reads)."""
+    with _internal_errors():
+        from .forecast.build import Settings, learn_model
+        from .forecast.errors import ForecastError
+        from .forecast.patterns import parse_predicate, parse_predicates
+        from .forecast.report import learn_text
+        from .runtime.session import Monitor
+
+        loaded = _load_policy(policy, functors, verify_key)
+        try:
+            chosen = tuple(p for text in predicates for p in parse_predicates(text))
+            settings = Settings(
+                chosen, parse_predicate(unsafe), invariants, estimator, alpha, horizons, epsilon, delta
+            )
+            model, _ = learn_model(Monitor(loaded), list(traces), settings, policy)
+        except (ForecastError, OSError) as error:
+            _forecast_fail(error)
+        try:
+            Path(output).write_text(model.dumps(), "utf-8")
+        except OSError as error:
+            _fail(f"cannot write `{output}`: {error.strerror or error}", 2)
+        if fmt == "json":
+            data = model.to_json()
+            summary = {
+                key: data[key] for key in ("predicates", "unsafe", "invariants", "estimator", "data", "pac")
+            }
+            click.echo(json.dumps({"output": output, "states": len(model.states), **summary}, indent=2))
+        else:
+            click.echo(learn_text(model, output))
+        if require_pac and not model.pac.met:
+            sys.exit(1)
+
+
+@forecast_group.command("query")
+@click.argument("model", metavar="MODEL.json")
+@click.option(
+    "--state",
+    "spec",
+    metavar="STATE",
+    help="Only these states: a state id, or predicates that hold (`a,b`) and do not (`!c`).",
+)
+@FORMAT
+def forecast_query_command(model: str, spec: str | None, fmt: str) -> None:
+    """Print each state's probability of staying safe, of reaching the unsafe state (eventually
+    and within each horizon), and the PAC bound; the cached probabilities are checked against
+    the chain (status 1 if they disagree)."""
+    with _internal_errors():
+        from .forecast.build import verify
+        from .forecast.errors import ForecastError
+        from .forecast.report import pac_text, predicates_text, select, states_table
+
+        loaded = _forecast_model(model)
+        try:
+            states = select(loaded, spec)
+        except ForecastError as error:
+            _forecast_fail(error)
+        problems = verify(loaded)
+        if fmt == "json":
+            data = loaded.to_json()
+            wanted = {s.id for s in states}
+            data["states"] = [s for s in data["states"] if s["id"] in wanted]
+            data.pop("transitions")
+            data["consistent"] = not problems
+            click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        else:
+            if spec is None:
+                click.echo("\n".join([*predicates_text(loaded), *pac_text(loaded)]))
+            click.echo(states_table(loaded, states) if states else "no state of the model matches")
+        for problem in problems:
+            click.echo(f"policyc: error: {model}: {problem}", err=True)
+        if problems:
+            sys.exit(1)
+
+
+@forecast_group.command("show")
+@click.argument("model", metavar="MODEL.json")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("dot", "svg")),
+    default="dot",
+    show_default=True,
+    help="DOT text or SVG.",
+)
+@click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of standard output.")
+@click.option(
+    "--min-probability",
+    metavar="P",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Leave out transitions less likely than this.",
+)
+def forecast_show_command(model: str, fmt: str, output: str | None, min_probability: float) -> None:
+    """Draw the chain with each state's probability of reaching the unsafe state: Graphviz DOT
+    text, or an SVG drawn with matplotlib (no Graphviz needed)."""
+    with _internal_errors():
+        from .forecast.render import to_dot, to_svg
+
+        loaded = _forecast_model(model)
+        text = to_dot(loaded, min_probability) if fmt == "dot" else to_svg(loaded, min_probability)
+        if output is None:
+            click.echo(text, nl=False)
+            return
+        try:
+            Path(output).write_text(text, "utf-8")
+        except OSError as error:
+            _fail(f"cannot write `{output}`: {error.strerror or error}", 2)
+        click.echo(f"wrote {output}")
+
+
+@forecast_group.command("replay")
+@POLICY
+@click.argument("model", metavar="MODEL.json")
+@click.argument("traces", nargs=-1, required=True, metavar="TRACES.jsonl...")
+@click.option(
+    "--threshold",
+    metavar="T",
+    type=click.FloatRange(0, 1),
+    required=True,
+    help="Warn when the probability of staying safe is below this.",
+)
+@click.option(
+    "--horizon",
+    type=click.IntRange(min=1),
+    metavar="K",
+    help="Staying safe for this many steps (a learned horizon).",
+)
+@click.option(
+    "--unseen",
+    type=click.Choice(("worst", "max")),
+    default="worst",
+    show_default=True,
+    help="A state no recorded session was in: assume the worst, or take the model's worst state.",
+)
+@click.option("--summary", "summary_only", is_flag=True, help="Print only the summary.")
+@FORMAT
+@FUNCTORS
+@VERIFY
+def forecast_replay_command(
+    policy: str,
+    model: str,
+    traces: tuple[str, ...],
+    threshold: float,
+    horizon: int | None,
+    unseen: str,
+    summary_only: bool,
+    fmt: str,
+    functors: str | None,
+    verify_key: str | None,
+) -> None:
+    """Replay recorded sessions with the forecast at every step: the warnings, and how many
+    events ahead of the violation they came (the lead time)."""
+    with _internal_errors():
+        from .forecast.errors import ForecastError
+        from .forecast.monitor import Forecaster
+        from .forecast.replay import replay, summary, summary_text
+        from .forecast.report import session_text
+        from .runtime.session import Monitor
+
+        loaded = _load_policy(policy, functors, verify_key)
+        learned = _forecast_model(model)
+        try:
+            monitor = Monitor(loaded, forecast=Forecaster(learned, threshold, "warn", horizon, unseen))
+            reports = replay(monitor.forecaster, list(traces))
+        except (ForecastError, OSError) as error:
+            _forecast_fail(error)
+        found = summary(reports, threshold)
+        unsafe = learned.unsafe.name
+        if fmt == "json":
+            sessions = [] if summary_only else [r.to_json() for r in reports]
+            click.echo(json.dumps({"summary": found, "sessions": sessions}, indent=2))
+            return
+        if not summary_only:
+            for report in reports:
+                click.echo(session_text(report, threshold, unsafe))
+        click.echo(summary_text(found, unsafe))
