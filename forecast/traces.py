@@ -10,10 +10,8 @@ predicate is an error that names the file, the line and the event.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .abstraction import Abstraction
@@ -53,23 +51,14 @@ class Trace:
 
 def sessions(path: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
     """The sessions of a trace file: a name, the line, the record."""
+    from policyc.runtime.replay import TraceError, read_sessions
+
     try:
-        lines = Path(path).read_text("utf-8").splitlines()
+        yield from read_sessions(path)
     except OSError as error:
         raise OSError(f"cannot read `{path}`: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise ForecastError(f"{path}: not UTF-8 text") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ForecastError(f"{path}:{number}: not valid JSON: {error.msg}") from None
-        if not isinstance(record, dict) or not isinstance(record.get("events"), list):
-            raise ForecastError(f"{path}:{number}: a session is an object with an `events` list")
-        name = record.get("session") or f"line {number}"
-        yield str(name), number, record
+    except TraceError as error:
+        raise ForecastError(str(error)) from None
 
 
 @dataclass(frozen=True)

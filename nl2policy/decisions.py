@@ -9,19 +9,13 @@ come from :mod:`~policyc.nl2policy.scenarios`, decided by a monitor replaying th
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path as FilePath
 from typing import Any
 
 from . import problems as P
 from .scenarios import Path, Scenario
 
 STEP = "judge"
-
-
-class TraceError(ValueError):
-    """A traces file with a line that is not a session (the message names the line)."""
 
 
 @dataclass(frozen=True)
@@ -52,26 +46,14 @@ class DecisionPoint:
 
 
 def read_traces(path: str) -> list[dict[str, Any]]:
-    """The sessions of a JSON Lines traces file (``OSError`` if unreadable)."""
+    """The sessions of a JSON Lines traces file, each named (``OSError`` if unreadable)."""
+    from policyc.runtime.replay import read_sessions
+
     sessions = []
-    with FilePath(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise TraceError(f"{path}:{number}: not valid JSON: {error.msg}") from None
-            if not isinstance(record, dict) or not isinstance(record.get("events"), list):
-                raise TraceError(f"{path}:{number}: a session is an object with an `events` list")
-            record.setdefault("session", _name(record, number))
-            sessions.append(record)
+    for name, _, record in read_sessions(path):
+        record.setdefault("session", name)
+        sessions.append(record)
     return sessions
-
-
-def _name(record: dict[str, Any], number: int) -> str:
-    parts = [str(record[k]) for k in ("suite", "user_task", "injection_task") if record.get(k)]
-    return "/".join(parts) or f"line {number}"
 
 
 def recorded(policy: Any, sessions: list[dict[str, Any]]) -> tuple[list[DecisionPoint], list[P.Problem]]:

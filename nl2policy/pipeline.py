@@ -82,7 +82,9 @@ class Inputs:
 
 def prepare(options: Options) -> Inputs:
     """Read everything the pipeline needs before any request is made."""
-    from .decisions import TraceError, read_traces
+    from policyc.runtime.replay import TraceError
+
+    from .decisions import read_traces
 
     try:
         data = FilePath(options.requirements).read_bytes()

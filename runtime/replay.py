@@ -9,6 +9,7 @@ so recorded benchmark runs replay as they are.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,23 +44,31 @@ def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[
     return {"session": session.id, "decisions": decisions}
 
 
+def read_sessions(path: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """The sessions of a trace file: each one's name, line and record (:class:`TraceError`
+    for a line that is not a session or a file that is not UTF-8, ``OSError`` if unreadable)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise TraceError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    # JSON Lines: only `\n` ends a record (a string may hold U+2028 and the like)
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise TraceError(f"{path}:{number}: not valid JSON: {error.msg}") from None
+        if not isinstance(record, dict) or not isinstance(record.get("events"), list):
+            raise TraceError(f"{path}:{number}: a session is an object with an `events` list")
+        name = (
+            record.get("session")
+            or "/".join(str(record[k]) for k in ("suite", "user_task", "injection_task") if record.get(k))
+            or f"line {number}"
+        )
+        yield str(name), number, record
+
+
 def replay_file(policy: Any, path: str) -> list[dict[str, Any]]:
     monitor = Monitor(policy)
-    sessions = []
-    with Path(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise TraceError(f"{path}:{number}: not valid JSON: {error.msg}") from None
-            if not isinstance(record, dict) or not isinstance(record.get("events"), list):
-                raise TraceError(f"{path}:{number}: a session is an object with an `events` list")
-            name = (
-                record.get("session")
-                or "/".join(str(record[k]) for k in ("suite", "user_task", "injection_task") if record.get(k))
-                or f"line {number}"
-            )
-            sessions.append(replay_session(monitor, record, name))
-    return sessions
+    return [replay_session(monitor, record, name) for name, _, record in read_sessions(path)]
