@@ -20,7 +20,7 @@ import bisect
 from dataclasses import dataclass
 from functools import cached_property
 
-from policyc.compiler.source import Span
+from policyc.compiler.source import SourceFile, Span
 
 UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
 
@@ -43,13 +43,7 @@ class LineIndex:
 
     @cached_property
     def line_starts(self) -> tuple[int, ...]:
-        starts = [0]
-        find = self.text.find
-        at = find("\n")
-        while at != -1:
-            starts.append(at + 1)
-            at = find("\n", at + 1)
-        return tuple(starts)
+        return SourceFile("", self.text).line_starts
 
     def line_end(self, line: int) -> int:
         """The offset of the end of a 0-based line, before its ``\\r\\n`` or ``\\n``."""
