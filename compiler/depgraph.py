@@ -68,8 +68,11 @@ def build(program: Program, symbols: Symbols) -> DependencyGraph:
 
     graph = nx.DiGraph()
     order: dict[str, int] = {}
+    # modules in load order, not by path: the order must not depend on where the files are
+    rank = {module.path: i for i, module in enumerate(program.modules)}
     for name, _relation in sorted(
-        symbols.relations.items(), key=lambda kv: (kv[1].span.file, kv[1].span.start)
+        symbols.relations.items(),
+        key=lambda kv: (rank.get(kv[1].span.file, len(rank)), kv[1].span.start, kv[0]),
     ):
         graph.add_node(name)
         order[name] = len(order)

@@ -310,7 +310,7 @@ class _Resolver:
                     first_seen.setdefault(atom.name, (atom.name_span, len(atom.args)))
         relations: dict[str, Relation] = {}
         names = set(first_seen) | set(self.decls) | set(self.inputs) | set(self.outputs) | set(VERDICTS)
-        for name in names:
+        for name in sorted(names):  # one numbering of the relations, whatever the hash seed
             decl = self.decls.get(name)
             if decl is not None:
                 arity: int | None = len(decl.attributes)

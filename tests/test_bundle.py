@@ -11,7 +11,7 @@ import pytest
 import policyc
 from policyc.runtime.policy import PolicyError
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, ROOT
 
 TOXIC = EXAMPLES / "forge" / "toxic_flow.dl"
 FACTS = {
@@ -154,3 +154,16 @@ def test_signed_bundles(tmp_path, cli) -> None:
     _rewrite(signed, lambda d: d["manifest"].update(default="deny"))
     with pytest.raises(PolicyError, match="signature verification failed"):
         policyc.load(signed, verify_key=tmp_path / "team.pub")
+
+
+def test_a_bundle_is_the_same_whatever_the_hash_seed_and_the_path(tmp_path, cli) -> None:
+    """Compiling twice gives the same bundle: neither string hashing, which Python randomizes
+    per process, nor how the policy's path is written may decide the numbering of relations."""
+    policy = EXAMPLES / "copilot" / "copilot.dl"
+    outputs = []
+    for seed, path in (("1", str(policy)), ("2", str(policy)), ("3", str(policy.relative_to(ROOT)))):
+        out = tmp_path / f"copilot-{seed}.bundle"
+        run = cli("compile", path, "-o", str(out), env={"PYTHONHASHSEED": seed})
+        assert run.status == 0, run.stderr
+        outputs.append(json.loads(out.read_bytes())["plan"])
+    assert outputs[0] == outputs[1] == outputs[2]
