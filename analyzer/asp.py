@@ -150,6 +150,9 @@ class Translator:
             return [[*pre, text]]
         left = self.term(lit.left, env, pre)
         right = self.term(lit.right, env, pre)
+        if lit.op in ORDERINGS and not (_numeric(lit.left) and _numeric(lit.right)):
+            # clingo orders numbers before strings; the evaluator refuses to compare them
+            pre.append(f"@{SAME_KIND}({left},{right}) = 1")
         return [[*pre, f"{left}{lit.op}{right}"]]
 
     def expand(self, rule: ast.Rule, use: ast.Atom, env: dict[str, str]) -> list[list[str]]:
@@ -343,6 +346,15 @@ class Translator:
         return lines + self.extra
 
 
+ORDERINGS = ("<", "<=", ">", ">=")
+SAME_KIND = "policyc_same_kind"  # answered by the grounding context, never a policy's functor
+
+
+def _numeric(term: ast.Term) -> bool:
+    """Whether a term's value is a number whatever the database (a constant or arithmetic)."""
+    return isinstance(term, ast.Integer | ast.Float | ast.BinOp | ast.Negate)
+
+
 def _atom_vars(atom: ast.Atom) -> set[str]:
     """The variables an atom binds directly (its plain variable arguments)."""
     return {arg.name for arg in atom.args if isinstance(arg, ast.Var)}
@@ -377,6 +389,8 @@ class Context:
     def __getattr__(self, name: str) -> Callable[..., Any]:
         import clingo
 
+        if name == SAME_KIND:
+            return lambda a, b: clingo.Number(int(a.type == b.type))
         fn = self.functors.get(name)
         if fn is None:
             raise AttributeError(name)

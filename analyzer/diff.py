@@ -36,6 +36,7 @@ class Difference:
     action: Any
     facts: dict[str, list[tuple]]
     functors: dict[str, list[tuple]]
+    numbers: list[tuple] = field(default_factory=list)  # tool arguments that are JSON numbers
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +44,7 @@ class Difference:
             "action": self.action,
             "facts": {n: [list(r) for r in rows] for n, rows in sorted(self.facts.items())},
             "functors": {n: [list(r) for r in rows] for n, rows in sorted(self.functors.items())},
+            "numbers": [list(row) for row in self.numbers],
         }
 
 
@@ -62,7 +64,7 @@ class DiffResult:
         }
 
     def text(self) -> str:
-        from .witness import render, render_tables
+        from .witness import render, render_numbers, render_tables
 
         other = "difference" if self.verdict == "equivalent" else "other difference"
         strength = (
@@ -83,6 +85,7 @@ class DiffResult:
             for name, rows in sorted(w.facts.items()):
                 lines.extend(f"  {name}({', '.join(render(v) for v in row)})." for row in rows)
             lines.extend(render_tables(w.functors))
+            lines.extend(render_numbers(w.numbers))
         return "\n".join(lines)
 
 
@@ -203,7 +206,9 @@ def _search(old: Any, new: Any, direction: str, bound: int, timeout: float) -> D
     act = model.bindings.get("a")
     for compilation, problem, allows in ((old, p_old, first == "o_"), (new, p_new, first == "n_")):
         own = Model(
-            {n: r for n, r in model.facts.items() if n in compilation.symbols.relations}, model.tables
+            {n: r for n, r in model.facts.items() if n in compilation.symbols.relations},
+            model.tables,
+            numbers=model.numbers,
         )
         if "Candidate" in compilation.symbols.relations:
             own.facts["Candidate"] = [(act,)]
@@ -213,7 +218,7 @@ def _search(old: Any, new: Any, direction: str, bound: int, timeout: float) -> D
                 "internal error: the evaluator does not confirm the difference the search found; please report it"
             )
     sigs = {**new.symbols.functors, **old.symbols.functors}
-    return Difference(direction, act, model.facts, shown_tables(model.tables, sigs))
+    return Difference(direction, act, model.facts, shown_tables(model.tables, sigs), model.numbers)
 
 
 def _arity(a: Any, b: Any, name: str) -> int:

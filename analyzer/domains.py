@@ -11,7 +11,10 @@ that values can flow between classes, as event ids do). ``K`` is the bound a bou
 reports.
 
 Positions are ``("rel", name, i)`` for argument ``i`` of a relation, ``("arg", functor, i)``
-for a functor's parameter and ``("ret", functor)`` for its result.
+for a functor's parameter and ``("ret", functor)`` for its result. A functor that returns
+``any`` has a result position per constant it is called with last, ``("ret", functor, key)``:
+``tool_arg(a, "total") > 0`` and ``contains(tool_arg(a, "url"), "x")`` ask for values of
+different types (a number, a string), which one class could not give both.
 """
 
 from __future__ import annotations
@@ -97,6 +100,18 @@ class Domains:
             found.extend(n for n in self.fresh_numbers[: self.fresh(cls)] if n not in found)
         return found
 
+    def numbers(self, position: Node) -> list[int]:
+        """The numbers among the values of a position's class."""
+        return [v for v in self.values(position) if type(v) is int]
+
+    def results(self, functor: str) -> list[Node]:
+        """The result positions of a functor: ``("ret", functor)`` and, for one that returns
+        ``any``, ``("ret", functor, key)`` per constant it is called with last."""
+        return sorted(
+            (node for node in self.classes if node[0] == "ret" and node[1] == functor),
+            key=lambda node: (len(node), repr(node)),
+        )
+
     def predicate(self, position: Node) -> str:
         """The ASP predicate holding the domain of a position's class."""
         cls = self.of(position)
@@ -115,7 +130,8 @@ def compute(
     """The domains for a search with ``bound`` fresh values per type, over the policy's rules
     and ``extra`` rules (a query); ``links`` are more pairs of positions that share values
     (a functor answered from a relation); ``feeds`` pairs whose first position's constants the
-    second's class also gets (a result's tool must be a tool one can call)."""
+    second's class also gets (a result's tool must be a tool one can call); in a feed,
+    ``("ret", f)`` stands for every result position of ``f``."""
     uf = _UnionFind()
     for a, b in links:
         uf.union(a, b)
@@ -141,7 +157,7 @@ def compute(
                 for i, arg in enumerate(t.args):
                     place(arg, ("arg", t.name, i), var_node)
                 _link_builtin(t.name, len(t.args), uf)
-                return ("ret", t.name)
+                return result_position(t, functors)
             for child in ast.term_children(t):
                 term(child, var_node)
             if isinstance(t, ast.Aggregate):
@@ -206,6 +222,10 @@ def compute(
                             for v in ast.term_vars(t):
                                 exact.setdefault(var_node(v.name), set()).add(c.value)
                                 uf.find(var_node(v.name))
+                            # `n * 2 > 11`, `n - 3 = 9`: the values around the solution too
+                            solved = _solve(t, c.value)
+                            if solved is not None:
+                                exact[var_node(solved[0])].update(solved[1])
 
         visit(rule.head, var_node)
         for literal in rule.body:
@@ -215,8 +235,17 @@ def compute(
     by_class: dict[Node, set[Any]] = {}
     for node, values in constants.items():
         by_class.setdefault(uf.find(node), set()).update(values)
+
+    def every(node: Node) -> list[Node]:
+        """The positions a feed's end stands for (none when no rule uses it)."""
+        if node[0] == "ret" and len(node) == 2:
+            return [n for n in uf.parent if n[0] == "ret" and n[1] == node[1]]
+        return [node] if node in uf.parent else []
+
     for source, target in feeds:
-        by_class.setdefault(uf.find(target), set()).update(by_class.get(uf.find(source), ()))
+        for s in every(source):
+            for t in every(target):
+                by_class.setdefault(uf.find(t), set()).update(by_class.get(uf.find(s), ()))
     # builtins that compute values of another type: the search tries what they compute from
     # (or into) the values it has, `to_string(3)` = "3", `url_host("https://h/")` = "h"
     for source, target, convert in CONVERSIONS:
@@ -265,6 +294,41 @@ CONVERSIONS: list[tuple[Node, Node, Any]] = [
     (("ret", "to_number"), ("arg", "to_number", 0), lambda v: str(v) if type(v) is int else None),
     (("ret", "url_host"), ("arg", "url_host", 0), lambda v: f"https://{v}/" if isinstance(v, str) else None),
 ]
+
+
+def _solve(t: ast.Term, c: int) -> tuple[str, set[int]] | None:
+    """For ``t`` one variable and a constant under ``+``, ``-``, ``*`` or a negation: the
+    variable and the integers around the value that makes ``t`` equal ``c`` (so that ``t`` can
+    be made smaller than, equal to or greater than ``c``); else ``None``."""
+    if isinstance(t, ast.Negate) and isinstance(t.operand, ast.Var):
+        return t.operand.name, {-c - 1, -c, -c + 1}
+    if not isinstance(t, ast.BinOp):
+        return None
+    if isinstance(t.left, ast.Var) and isinstance(t.right, ast.Integer):
+        name, k, var_first = t.left.name, t.right.value, True
+    elif isinstance(t.left, ast.Integer) and isinstance(t.right, ast.Var):
+        name, k, var_first = t.right.name, t.left.value, False
+    else:
+        return None
+    if t.op == "+":
+        roots = {c - k}
+    elif t.op == "-":
+        roots = {c + k} if var_first else {k - c}
+    elif t.op == "*" and k != 0:
+        roots = {c // k, -(-c // k)}
+    else:
+        return None
+    return name, {n for r in roots for n in (r - 1, r, r + 1)}
+
+
+def result_position(call: ast.Call, functors: Any) -> Node:
+    """The position of a call's value: ``("ret", f, key)`` for a functor returning ``any``
+    called with a constant ``key`` last, else ``("ret", f)``."""
+    sig = functors.get(call.name)
+    last = call.args[-1] if call.args else None
+    if sig is not None and sig.returns == "any" and isinstance(last, ast.String | ast.Integer):
+        return ("ret", call.name, last.value)
+    return ("ret", call.name)
 
 
 def _link_builtin(name: str, arity: int, uf: _UnionFind) -> None:

@@ -3,7 +3,8 @@
 A witness is only shown once policyc's own evaluator, given the witness's facts, derives what
 the search claimed: the translation and the search are checked on every answer they give. The
 functors answer from the witness: a tabled functor from its table (no entry: no value), the
-event functors from the event facts, the builtins as always.
+event functors from the event facts (``tool_arg`` with each argument's JSON type: the number,
+for the arguments the witness makes numbers), the builtins as always.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def implementations(compilation: Any, model: Model, tabled: frozenset[str]) -> d
             found[name] = lambda *args, values=values: values.get(tuple(args))
     facts = model.facts
     calls = {a: t for a, t in facts.get("ToolCall", [])}
-    args: dict[tuple[Any, Any], Any] = {(a, k): v for a, k, v in facts.get("ToolArg", [])}
+    args = model.arguments()
     texts = {e: t for e, t in facts.get("Text", [])}
     if "is_tool" in functors:
         found.setdefault("is_tool", lambda a, name: calls.get(a) == name)

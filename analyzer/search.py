@@ -8,7 +8,10 @@ few facts as possible. Functors are handled as follows:
 * the builtins (``contains``, ``lower``, ...) are called: their meaning is known;
 * the event functors (``is_tool``, ``tool_name``, ``tool_arg``, ``text_of``) answer from the
   chosen facts of the event vocabulary (``ToolCall``, ``ToolArg``, ``Text``), as a monitor
-  session answers them from its events;
+  session answers them from its events. A tool argument is a JSON string or a JSON number:
+  ``ToolArg`` holds its text, and ``tool_arg`` gives the string, or the number (the search
+  chooses which, for arguments whose text is a number the policy's uses of ``tool_arg`` ask
+  for: ``tool_arg(a, "n") > 3`` tries 2, 3 and 4, as numbers and as strings);
 * every other functor is **uninterpreted**: the search also chooses its table (a value, or
   none, for each argument tuple of the domain; a predicate's truth). A finding that relies on
   this says so, and a witness lists the table entries it used.
@@ -42,7 +45,7 @@ EVENT_LINKS = {
     "tool_arg": [
         (("arg", "tool_arg", 0), ("rel", "ToolArg", 0)),
         (("arg", "tool_arg", 1), ("rel", "ToolArg", 1)),
-        (("ret", "tool_arg"), ("rel", "ToolArg", 2)),
+        (("rel", "ToolArg", 2), ("rel", "ToolArg", 2)),  # its value: see ARGUMENT_FEEDS
     ],
     "text_of": [(("arg", "text_of", 0), ("rel", "Text", 0)), (("ret", "text_of"), ("rel", "Text", 1))],
 }
@@ -84,9 +87,17 @@ def event_id_links(compilation: Any) -> list[tuple[Node, Node]]:
 
 def event_feeds(compilation: Any) -> list[tuple[Node, Node]]:
     """A result answers a call of its own tool: the tools results name are tools calls name
-    (their constants only; linking the positions would give results every tool)."""
+    (their constants only; linking the positions would give results every tool). And a tool
+    argument's strings are the same in ``ToolArg`` and from ``tool_arg``."""
     present = _vocabulary_positions(compilation, [("ToolResult", 2), ("ToolCall", 1)])
-    return [(present[0], present[1])] if len(present) == 2 else []
+    feeds = [(present[0], present[1])] if len(present) == 2 else []
+    return feeds + ARGUMENT_FEEDS
+
+
+# `tool_arg(a, k)` is not linked with `ToolArg(a, k, text)`: its value may be a number whose
+# text `ToolArg` holds. Their classes share their strings; the numbers are offered per key (each
+# use of `tool_arg` with a constant key has a class of its own), see `Problem._arguments`.
+ARGUMENT_FEEDS = [(("rel", "ToolArg", 2), ("ret", "tool_arg")), (("ret", "tool_arg"), ("rel", "ToolArg", 2))]
 
 
 EVENT_FUNCTORS = {
@@ -99,12 +110,22 @@ EVENT_FUNCTORS = {
 
 @dataclass
 class Model:
-    """What a search found: input facts, functor tables, and the goal's variable bindings."""
+    """What a search found: input facts, functor tables, and the goal's variable bindings;
+    ``numbers`` are the tool arguments that are JSON numbers, ``(call, key, number)`` rows
+    (their ``ToolArg`` fact holds the number's decimal text)."""
 
     facts: dict[str, list[tuple]]
     tables: dict[str, list[tuple]]  # functor -> (args..., value) rows; predicates: (args...) rows
     bindings: dict[str, Any] = field(default_factory=dict)
     cost: int = 0
+    numbers: list[tuple] = field(default_factory=list)
+
+    def arguments(self) -> dict[tuple[Any, Any], Any]:
+        """Each tool argument's value as a call carries it: ``(call, key) -> value``, a
+        number for the arguments in ``numbers``, else the text of its ``ToolArg`` fact."""
+        found: dict[tuple[Any, Any], Any] = {(a, k): v for a, k, v in self.facts.get("ToolArg", [])}
+        found.update({(a, k): n for a, k, n in self.numbers})
+        return found
 
 
 @dataclass
@@ -194,8 +215,9 @@ class Problem:
 
     def _vocabulary(self) -> list[str]:
         """What every recorded session satisfies, for the event relations the search chooses:
-        a tool call is an action with one tool, an event has one kind, text and position, a
-        result answers a call of its tool, nothing depends on itself."""
+        a tool call is an action with one tool, an event has one kind, text and position, an
+        argument has one value, a result answers a call of its tool, nothing depends on
+        itself."""
         relations = self.compilation.symbols.relations
         chosen = {n for n in self.inputs() if _from_events(self.compilation, relations[n].home)}
         lines = []
@@ -210,6 +232,8 @@ class Problem:
             lines.append(":- in_Event(E,K), in_Event(E,L), K != L.")
         if "Text" in chosen:
             lines.append(":- in_Text(E,T), in_Text(E,U), T != U.")
+        if "ToolArg" in chosen:  # a call's arguments are a JSON object: one value per key
+            lines.append(":- in_ToolArg(A,K,V), in_ToolArg(A,K,W), V != W.")
         if "Position" in chosen:
             lines.append(":- in_Position(E,N), in_Position(E,M), N != M.")
             lines.append(":- in_Position(E,N), in_Position(F,N), E != F.")
@@ -244,13 +268,31 @@ class Problem:
                 f"{{ {head} }}{body}.",
                 f"#minimize {{ 1,{asp.const(name)},{','.join(xs) or '0'} : {head} }}.",
             ]
-        result = d.predicate(("ret", name))
-        used.add(result)
         entry = f"{asp.table(name)}({','.join([*xs, 'Y'])})"
-        return [
-            f"{{ {entry} : {result}(Y) }} 1{body}.",
-            f"#minimize {{ 1,{asp.const(name)},{','.join([*xs, 'Y'])} : {entry} }}.",
-        ]
+        minimize = f"#minimize {{ 1,{asp.const(name)},{','.join([*xs, 'Y'])} : {entry} }}."
+        keyed = [node for node in d.results(name) if len(node) == 3]
+        if not keyed:
+            result = d.predicate(("ret", name))
+            used.add(result)
+            return [f"{{ {entry} : {result}(Y) }} 1{body}.", minimize]
+        # a result position per constant last argument: `f(k)`'s value is one of its own
+        # class's values (or of the other calls', which may ask for `k` too)
+        values = f"fr_{name}"
+        general = d.values(("ret", name)) if ("ret", name) in d.classes else []
+        lines = []
+        for node in keyed:
+            key = asp.const(node[2])
+            own = d.values(node)
+            lines.append(f"fk_{name}({key}).")
+            lines.extend(
+                f"{values}({key},{asp.const(v)})." for v in [*own, *(g for g in general if g not in own)]
+            )
+        if general:
+            result = d.predicate(("ret", name))
+            used.add(result)
+            keys = d.predicate(("arg", name, n - 1))
+            lines.append(f"{values}(K,Y) :- {keys}(K), not fk_{name}(K), {result}(Y).")
+        return [*lines, f"{{ {entry} : {values}(X{n - 1},Y) }} 1{body}.", minimize]
 
     def _event_functors(self) -> list[str]:
         p = self.prefix
@@ -260,13 +302,42 @@ class Problem:
         if "tool_name" in self.event_functors:
             lines.append(f"{asp.table('tool_name')}(A,N) :- {p}ToolCall(A,N).")
         if "tool_arg" in self.event_functors:
-            lines.append(f"{asp.table('tool_arg')}(A,K,V) :- {p}ToolArg(A,K,V).")
+            lines.extend(self._arguments())
         if "text_of" in self.event_functors:
             d = self.domains
             assert d is not None
             dom = d.predicate(("arg", "text_of", 0))
             lines.append(f"{asp.table('text_of')}(E,T) :- {p}Text(E,T).")
             lines.append(f'{asp.table("text_of")}(E,"") :- {dom}(E), not {p}Text(E,_).')
+        return lines
+
+    def _arguments(self) -> list[str]:
+        """``tool_arg`` from the ``ToolArg`` facts: the text, or for an argument the search
+        makes a JSON number (``policyc_number(A,K)``), the number whose decimal text it is.
+
+        The numbers are offered per key: those of the class of the key's uses of ``tool_arg``
+        (``policyc_numeral(K,T,N)``: argument ``K`` may be the number ``N``, of text ``T``);
+        their texts are values of ``ToolArg`` for that key only, so that the other relations
+        of its class do not grow."""
+        d = self.domains
+        assert d is not None
+        p, fv = self.prefix, asp.table("tool_arg")
+        numerals = []
+        for node in d.results("tool_arg"):
+            # a use with a constant key offers its numbers to that key, one without to every key
+            key = asp.const(node[2]) if len(node) == 3 else "K"
+            body = "" if len(node) == 3 else f" :- {d.predicate(('arg', 'tool_arg', 1))}(K)"
+            numerals.extend(f'policyc_numeral({key},"{n}",{n}){body}.' for n in d.numbers(node))
+        lines = [f"{fv}(A,K,V) :- {p}ToolArg(A,K,V), not policyc_number(A,K)."]
+        if numerals:
+            calls = d.predicate(("rel", "ToolArg", 0))
+            lines += [
+                *numerals,
+                f"{{ in_ToolArg(A,K,T) : policyc_numeral(K,T,_) }} :- {calls}(A).",
+                "{ policyc_number(A,K) } :- in_ToolArg(A,K,T), policyc_numeral(K,T,_).",
+                "#minimize { 1,policyc_number,A,K : policyc_number(A,K) }.",
+                f"{fv}(A,K,N) :- {p}ToolArg(A,K,T), policyc_number(A,K), policyc_numeral(K,T,N).",
+            ]
         return lines
 
     # --------------------------------------------------------------------- solving
@@ -338,6 +409,7 @@ class Problem:
         facts: dict[str, list[tuple]] = {}
         tables: dict[str, list[tuple]] = {}
         bindings: dict[str, Any] = {}
+        numbered: set[tuple] = set()
         inputs = self.read_inputs if self.read_inputs is not None else set(self.inputs())
         tabled = self.read_tables if self.read_tables is not None else self.tabled
         for atom in atoms:
@@ -349,12 +421,15 @@ class Problem:
                 tables.setdefault(name[3:], []).append(values)
             elif name.startswith("fp_") and name[3:] in tabled:
                 tables.setdefault(name[3:], []).append(values)
+            elif name == "policyc_number":
+                numbered.add(values)
             for key, (shown, variables) in show.items():
                 if name == shown and len(values) == len(variables):
                     bindings.setdefault(key, dict(zip(variables, values, strict=True)))
-        for rows in (*facts.values(), *tables.values()):
+        numbers = [(a, k, int(t)) for a, k, t in facts.get("ToolArg", []) if (a, k) in numbered]
+        for rows in (*facts.values(), *tables.values(), numbers):
             rows.sort(key=lambda row: tuple((isinstance(v, str), v) for v in row))
-        return Model(facts, tables, bindings.get("goal", {}), cost)
+        return Model(facts, tables, bindings.get("goal", {}), cost, numbers)
 
 
 def event_functors(compilation: Any) -> frozenset[str]:

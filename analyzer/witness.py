@@ -35,6 +35,7 @@ class Witness:
     bindings: dict[str, Any] = field(default_factory=dict)
     functors: dict[str, list[tuple]] = field(default_factory=dict)  # uninterpreted tables used
     reason: str = ""
+    numbers: list[tuple] = field(default_factory=list)  # tool arguments that are JSON numbers
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +47,7 @@ class Witness:
             "bindings": self.bindings,
             "functors": {name: [list(row) for row in rows] for name, rows in sorted(self.functors.items())},
             "reason": self.reason,
+            "numbers": [list(row) for row in self.numbers],
         }
 
     def text(self) -> str:
@@ -66,6 +68,7 @@ class Witness:
         if self.functors:
             lines.append("uninterpreted functors (their values chosen by the search):")
             lines.extend(render_tables(self.functors))
+        lines.extend(render_numbers(self.numbers))
         return "\n".join(lines)
 
 
@@ -76,6 +79,15 @@ def render_tables(tables: dict[str, list[tuple]]) -> list[str]:
         for row in rows:
             call = f"  {name}({', '.join(render(v) for v in row[:-1])})"
             lines.append(call if row[-1] is True else f"{call} = {render(row[-1])}")
+    return lines
+
+
+def render_numbers(numbers: list[tuple]) -> list[str]:
+    """The tool arguments that are JSON numbers, as lines (none: no lines)."""
+    if not numbers:
+        return []
+    lines = ["tool arguments that are JSON numbers (`tool_arg` gives the number, `ToolArg` its text):"]
+    lines.extend(f"  tool_arg({render(a)}, {render(k)}) = {n}" for a, k, n in numbers)
     return lines
 
 
@@ -113,7 +125,9 @@ def find_witness(loaded: Loaded, text: str, bound: int = 3, timeout: float = 60.
             f"(derived {sorted(derived)[:3]}, errors {[e.message for e in result.errors][:2]}); please report it"
         )
     used = shown_tables(model.tables, compilation.symbols.functors)
-    return Witness(text, "found", "bounded", bound, model.facts, dict(model.bindings), used)
+    return Witness(
+        text, "found", "bounded", bound, model.facts, dict(model.bindings), used, numbers=model.numbers
+    )
 
 
 def find_witnesses(
@@ -255,4 +269,6 @@ def _confirmed(
         )
     used = shown_tables(model.tables, compilation.symbols.functors)
     query = f"{name}({', '.join(variables)})" if variables else name
-    return Witness(query, "found", "bounded", bound, model.facts, dict(model.bindings), used)
+    return Witness(
+        query, "found", "bounded", bound, model.facts, dict(model.bindings), used, numbers=model.numbers
+    )

@@ -520,7 +520,9 @@ def synthesize(
                     result.paths[index] = path
                 variable = next(iter(witness.bindings), None)
                 action = witness.bindings.get(variable) if variable else None
-                record = to_session(witness.facts, action, f"scenario-{index + 1}", uses_events)
+                record = to_session(
+                    witness.facts, action, f"scenario-{index + 1}", uses_events, witness.numbers
+                )
                 result.outcomes[index] = "scenario"
                 tables = {k: [list(r) for r in v] for k, v in witness.functors.items()}
                 result.scenarios.append(Scenario(path, action, record, tables))

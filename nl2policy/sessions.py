@@ -37,9 +37,16 @@ MESSAGE_KINDS = {
 }
 
 
-def to_session(facts: dict[str, list[tuple]], action: Any, name: str, uses_events: bool) -> dict[str, Any]:
+def to_session(
+    facts: dict[str, list[tuple]],
+    action: Any,
+    name: str,
+    uses_events: bool,
+    numbers: list[tuple] | tuple = (),
+) -> dict[str, Any]:
     """A database of the event vocabulary as a session of events, the decided call last; other
-    relations become the session's domain facts."""
+    relations become the session's domain facts. ``numbers`` are the ``(call, key, number)``
+    tool arguments that are JSON numbers (their ``ToolArg`` fact holds the number's text)."""
     domain = {
         rel: [list(row) for row in rows]
         for rel, rows in sorted(facts.items())
@@ -85,9 +92,10 @@ def to_session(facts: dict[str, list[tuple]], action: Any, name: str, uses_event
         events[e]["agent"] = agent
     for e, label in rows["Label"]:
         events[e].setdefault("labels", []).append(label)
+    typed = {(a, key): n for a, key, n in numbers}
     for a, key, value in rows["ToolArg"]:
         if events[a]["kind"] == "tool_call":
-            events[a].setdefault("args", {})[key] = value
+            events[a].setdefault("args", {})[key] = typed.get((a, key), value)
     for event in events.values():
         if event["kind"] == "tool_call" and "tool" not in event:
             event["tool"] = "tool"
