@@ -143,6 +143,14 @@ def library_modules() -> list[str]:
     return sorted(names)
 
 
+def _is_prelude(path: str) -> bool:
+    """Whether a file is the installed builtins prelude."""
+    try:
+        return os.path.samefile(path, str(resources.files("policyc.stdlib").joinpath(f"{PRELUDE}.dl")))
+    except (OSError, TypeError):
+        return False
+
+
 @functools.cache
 def _library_module(name: str) -> tuple[ast.Module, tuple[Diagnostic, ...]] | None:
     resource = resources.files("policyc.stdlib").joinpath(*name.split(".")[:-1], name.split(".")[-1] + ".dl")
@@ -162,7 +170,8 @@ class _Loader:
         self.diagnostics: list[Diagnostic] = []
 
     def load_root(self, source: SourceFile | Diagnostic) -> tuple[Program, list[Diagnostic]]:
-        self._import(PRELUDE, None)
+        if not (isinstance(source, SourceFile) and _is_prelude(source.path)):
+            self._import(PRELUDE, None)  # (checking the prelude itself, it declares the builtins)
         if isinstance(source, Diagnostic):
             self.diagnostics.append(source)
             roots = frozenset({source.span.file})

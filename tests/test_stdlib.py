@@ -46,3 +46,11 @@ def test_documented_examples_check_clean(policyc, tmp_path: Path) -> None:
         path.write_text(example)
         run = policyc("check", "--fail-on", "warning", str(path))
         assert run.status == 0, (example, run.stdout)
+
+
+def test_every_library_file_checks_without_errors(policyc) -> None:
+    """Checking the library itself, the prelude included, finds no errors: the prelude is
+    not loaded a second time on top of itself."""
+    run = policyc("check", str(ROOT / "stdlib"))
+    assert run.status == 0, run.stdout
+    assert "error[" not in run.stdout
