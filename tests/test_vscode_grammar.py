@@ -77,9 +77,9 @@ def test_npm_test_passes(node_modules: Path) -> None:
     done = _npm("test", timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
-    grammar_tests = sorted((EXTENSION / "test" / "grammar").glob("*.dl"))
+    grammar_tests = sorted((EXTENSION / "test" / "grammar").glob("*.dltest"))
     assert len(grammar_tests) >= 9
-    passed = set(re.findall(r"✓ (test/grammar/[\w-]+\.dl) run successfuly\.", output))
+    passed = set(re.findall(r"✓ (test/grammar/[\w-]+\.dltest) run successfuly\.", output))
     assert passed == {f"test/grammar/{p.name}" for p in grammar_tests}, output
     assert "✖" not in output
     summary = dict(re.findall(r"^# (tests|pass|fail|cancelled|skipped|todo) (\d+)$", output, flags=re.M))

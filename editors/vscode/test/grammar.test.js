@@ -121,7 +121,7 @@ function grammarScopes() {
 test('every scope the grammar defines is asserted by a grammar test', () => {
   const asserted = new Set();
   const dir = path.join(ROOT, 'test', 'grammar');
-  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.dl'))) {
+  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.dltest'))) {
     for (const line of fs.readFileSync(path.join(dir, file), 'utf8').split('\n')) {
       const m = line.match(/^\/\/\s*(?:\^+|<~*-+)\s+(.*)$/);
       if (!m) continue;
