@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 
@@ -20,6 +21,7 @@ from .strata import stratify
 from .thresholds import METHODS, RoleResult, Stratum, Thresholds
 
 DEFAULT_POOL = "high_risk"
+POOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_DETECTOR = "lexical-provenance"
 
 
@@ -50,6 +52,10 @@ def calibrate(
         raise RiskError(f"unknown calibration method `{method}`; the methods are {', '.join(METHODS)}")
     if not 0 < delta < 1:
         raise RiskError(f"delta must be between 0 and 1, got {delta}")
+    if not POOL_NAME.fullmatch(default_pool):
+        raise RiskError(
+            f"the default pool must be a name like a role's (letters, digits, `_`), got {default_pool!r}"
+        )
     if episode_level:
         missing = [r for r in records if r.episode is None]
         if missing:

@@ -5,8 +5,9 @@ event its ``of`` names; without ``deps``, on every earlier event (docs/events.md
 
 * **trusted** — messages from the user or the system (``user_message``, ``system_message``, or
   ``role`` ``user``/``system``), and any event labelled ``"trusted"``;
-* **untrusted** — tool results and messages from other agents, and any event labelled
-  ``"untrusted"`` (which wins over ``"trusted"``);
+* **untrusted** — tool results, messages from other agents, events of any other kind (a
+  retrieval, a fetched page: whatever the agent did not produce came from outside), and any
+  event labelled ``"untrusted"`` (which wins over ``"trusted"``);
 * neither — the agent's own messages and calls: they only repeat what it read.
 
 >>> events = {
@@ -26,6 +27,7 @@ from typing import Any
 TRUSTED_ROLES = frozenset({"user", "system"})
 TRUSTED_KINDS = frozenset({"user_message", "system_message"})
 UNTRUSTED_KINDS = frozenset({"tool_result", "agent_message"})
+AGENT_KINDS = frozenset({"assistant_message", "tool_call"})
 
 
 def trust(event: Mapping[str, Any]) -> str | None:
@@ -41,7 +43,9 @@ def trust(event: Mapping[str, Any]) -> str | None:
         return "trusted"
     if kind in UNTRUSTED_KINDS or role == "agent":
         return "untrusted"
-    return None
+    if role == "assistant" or (role is None and kind in AGENT_KINDS):
+        return None
+    return "untrusted"  # a kind of event the agent does not produce came from outside
 
 
 def dependencies(

@@ -112,3 +112,24 @@ def detector_named(name: str) -> Detector:
     if not size.isdigit():
         raise RiskError(f"unknown detector `{name}`: the n-gram size after `:` must be a number")
     return BUILTIN[base](int(size))
+
+
+def calibration_detector(name: str) -> str | None:
+    """Check the detector name given to ``policyc calibrate``: a built-in must be spelled right
+    (:class:`RiskError`, with the close built-in name for a typo); any other name is a detector
+    the host gives the monitor as an object, and the returned note says so."""
+    import difflib
+
+    if not name.strip():
+        raise RiskError("the detector name is empty")
+    base = name.partition(":")[0]
+    if base in BUILTIN:
+        detector_named(name)
+        return None
+    close = difflib.get_close_matches(base, list(BUILTIN), n=1, cutoff=0.85)  # a typo, not a new name
+    if close:
+        raise RiskError(f"unknown detector `{name}`: did you mean the built-in `{close[0]}`?")
+    return (
+        f"`{name}` is not a built-in detector: give it to the monitor as an object "
+        f"(`Monitor(policy, detector=...)` whose `name` is `{name}`)"
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,7 +93,8 @@ def _score(
             score = detector.score(value, trusted, untrusted)
         except Exception as error:
             return None, f"detector `{_name(detector)}` failed: {type(error).__name__}: {error}"
-        if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        # any real number counts (numpy's float32 is no Python float); booleans do not
+        if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
             return None, f"detector `{_name(detector)}` returned {score!r}, not a finite number"
         best = max(best, float(score))
     return best, None
@@ -239,8 +241,24 @@ class Interventions:
         if not self.revertible:
             raise RiskError("the call was denied for other reasons than arguments with a trusted value")
         args = dict(call.get("args") or {})
-        args.update(self.reverts)
+        for name, text in self.reverts.items():
+            args[name] = _typed(text, args.get(name))
         return {**call, "id": new_id, "args": args}
+
+
+def _typed(text: str, original: Any) -> Any:
+    """A trusted value, given as text as ``ToolArg`` holds it, with the type of the argument it
+    replaces: a list or a number is parsed back when the text is exactly its ``ToolArg`` form
+    (so the revised call's argument is the trusted value again); otherwise the text."""
+    from policyc.stdlib.events import value_text
+
+    if original is None or isinstance(original, str):
+        return text
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text
+    return parsed if not isinstance(parsed, str) and value_text(parsed) == text else text
 
 
 def interventions(decision: Any) -> Interventions:

@@ -160,7 +160,7 @@ class Report:
                     entry["test"] = {
                         **counts.to_json(),
                         "upper": self.upper(counts),
-                        "within_budget": counts.rate(t.episode_level) <= budget,
+                        "within_budget": _within(counts, t.episode_level, budget),
                     }
             roles[name] = entry
         strata = {}
@@ -180,7 +180,7 @@ class Report:
                 entry["test"] = {
                     **counts.to_json(),
                     "upper": self.upper(counts),
-                    "within_budget": counts.rate(t.episode_level) <= stratum.budget,
+                    "within_budget": _within(counts, t.episode_level, stratum.budget),
                 }
             strata[name] = entry
         out: dict[str, Any] = {
@@ -328,6 +328,11 @@ class Report:
             f"over-intervention {_p(test.overall.over_intervention)}"
         )
         return lines
+
+
+def _within(counts: Counts, episode_level: bool, budget: float) -> bool | None:
+    """Whether the rate is within the budget; None (unknown) when there is no unit to judge."""
+    return counts.rate(episode_level) <= budget if counts.units(episode_level)[1] else None
 
 
 def _why_blocked(stratum: Stratum) -> str:

@@ -199,8 +199,13 @@ def test_calibrate_usage_and_io_errors(policyc, tmp_path) -> None:
     assert run.status == 2
     run = policyc("calibrate", policy, "--data", data, "-o", str(tmp_path / "no" / "such" / "t.json"))
     assert run.status == 2 and "cannot write" in run.stderr
-    run = policyc("calibrate", policy, "--data", data, "-o", out, "--detector", "bert")
-    assert run.status == 1 and "unknown detector `bert`" in run.stderr
+    run = policyc("calibrate", policy, "--data", data, "-o", out, "--detector", "lexical-provenence")
+    assert run.status == 1 and "did you mean the built-in `lexical-provenance`?" in run.stderr
+    run = policyc("calibrate", policy, "--data", data, "-o", out, "--detector", "lexical-provenance:x")
+    assert run.status == 1 and "the n-gram size after `:` must be a number" in run.stderr
+    for pool in ("", "high risk"):
+        run = policyc("calibrate", policy, "--data", data, "-o", out, "--default-pool", pool)
+        assert run.status == 1 and "the default pool must be a name" in run.stderr
     broken = write(tmp_path, "broken.dl", ".role target budget 0\n")
     run = policyc("calibrate", broken, "--data", data, "-o", out)
     assert run.status == 1 and "error[" in run.stderr and "outside (0, 1]" in run.stderr
@@ -328,6 +333,12 @@ def test_risk_report_judges_frozen_thresholds(policyc, tmp_path, calibrated) -> 
             for i in range(100)
         ),
     )
+    run = policyc("risk-report", policy, "--thresholds", thresholds, "--data", shifted, "--format", "json")
+    judged = run.json()
+    assert judged["roles"]["target"]["test"]["within_budget"] is False
+    # no credential field in the data: nothing to judge, shown as unknown (text: `-`), not as within
+    assert judged["roles"]["credential"]["test"]["fields"] == 0
+    assert judged["roles"]["credential"]["test"]["within_budget"] is None
     run = policyc("risk-report", policy, "--thresholds", thresholds, "--data", shifted)
     assert run.status == 1
     row = next(line.split() for line in run.stdout.splitlines() if line.startswith("target"))
@@ -338,3 +349,28 @@ def test_risk_report_judges_frozen_thresholds(policyc, tmp_path, calibrated) -> 
     assert policyc("risk-report", bundle, "--data", shifted).stdout == run.stdout
     run = policyc("risk-report", policy, "--data", shifted)
     assert run.status == 2 and "give --thresholds" in run.stderr
+
+
+def test_thresholds_for_a_custom_detector(policyc, tmp_path) -> None:
+    """Scores of the host's own detector calibrate like any others; the thresholds name it, and
+    the monitor given that detector uses them (a monitor scoring with another one fails closed)."""
+    import policyc as library
+
+    policy, data = setup(tmp_path)
+    out = str(tmp_path / "t.json")
+    run = policyc("calibrate", policy, "--data", data, "-o", out, "--detector", "bert-provenance")
+    assert run.status == 0, run.stderr
+    assert "`bert-provenance` is not a built-in detector" in run.stderr
+    assert read_thresholds(out).detector == "bert-provenance"
+
+    class Bert:
+        name = "bert-provenance"
+
+        def score(self, value, trusted, untrusted):
+            return 0.0
+
+    call = {"id": "p", "kind": "tool_call", "tool": "send_money", "args": {"recipient": "x"}}
+    loaded = library.load(policy)
+    assert library.Monitor(loaded, thresholds=out, detector=Bert()).session("s").authorize(call).allowed
+    refused = library.Monitor(loaded, thresholds=out).session("s").authorize(call)
+    assert [r.rule for r in refused.reasons] == ["risk-unscored"]

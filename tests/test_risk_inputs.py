@@ -307,6 +307,10 @@ def test_trust_of_events() -> None:
     assert trust({"kind": "tool_result", "labels": ["trusted", "untrusted"]}) == "untrusted"
     assert trust({"kind": "assistant_message"}) is None
     assert trust({"kind": "tool_call"}) is None
+    assert trust({"kind": "message", "role": "assistant"}) is None
+    # a kind the agent does not produce came from outside, unless labelled trusted
+    assert trust({"kind": "retrieval"}) == "untrusted"
+    assert trust({"kind": "web_page", "labels": ["trusted"]}) == "trusted"
 
 
 def test_context_follows_dependencies() -> None:

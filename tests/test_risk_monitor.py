@@ -316,3 +316,64 @@ def test_a_flagged_argument_holding_a_trusted_value_is_not_suspect() -> None:
     decision = pay(s, "p1", ATTACKER)
     assert ("p1", "recipient", "target") in facts(s, "FieldFlagged")
     assert not facts(s, "FieldSuspect") and decision.allowed
+
+
+def test_a_detector_returning_a_numpy_float_is_used() -> None:
+    """Detectors built on numpy or a model often return numpy floats (float32 is no Python
+    float): such a finite score is a score, not a failure."""
+    import numpy as np
+
+    class Model:
+        name = "lexical-provenance"
+
+        def score(self, value, trusted, untrusted):
+            return np.float32(0.25)
+
+    s = session(thresholds(), detector=Model())
+    decision = pay(s, "p1", ATTACKER)
+    assert decision.allowed and not facts(s, "FieldUnscored")
+    assert [score for a, _, _, score in facts(s, "FieldScore") if a == "p1"] == [pytest.approx(0.25)] * 3
+
+
+LIST_POLICY = """
+.import risk
+.role target budget 0.05
+.field send_email.recipients : target
+.field send_email.priority : target
+Revert(a, f, v) :- FieldSuspect(a, f, "target"), ToolCall(a, t), TrustedValue(t, f, v).
+"""
+
+
+def test_a_reverted_list_or_number_keeps_its_type_and_is_then_allowed() -> None:
+    """TrustedValue holds an argument as ToolArg does (a list as JSON text); the revised call
+    gives the tool the value with its own type, and is not suspect any more."""
+    data = {
+        "method": "crc",
+        "strata": {"target": {"threshold": 0.7, "n": 400, "budget": 0.05, "members": ["target"]}},
+        "role_to_stratum": {"target": "target"},
+    }
+    s = session(
+        data,
+        policy=LIST_POLICY,
+        facts={
+            "TrustedValue": [
+                ["send_email", "recipients", f'["{PAYEE}"]'],
+                ["send_email", "priority", "3"],
+            ]
+        },
+    )
+    s.record({"id": "r2", "kind": "tool_result", "text": "priority 9"})
+    call = {
+        "id": "m1",
+        "kind": "tool_call",
+        "tool": "send_email",
+        "args": {"recipients": [ATTACKER], "priority": 9, "subject": "hi"},
+    }
+    found = interventions(s.authorize(call))
+    assert found.reverts == {"recipients": f'["{PAYEE}"]', "priority": "3"} and found.revertible
+    revised = found.revised(call, "m1-revised")
+    assert revised["args"] == {"recipients": [PAYEE], "priority": 3, "subject": "hi"}
+    assert s.authorize(revised).allowed
+    # an argument given as text gets the trusted value as text
+    text = {**call, "id": "m2", "args": {"recipients": ATTACKER}}
+    assert interventions(s.authorize(text)).revised(text, "m2r")["args"] == {"recipients": f'["{PAYEE}"]'}
