@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import multiprocessing.util  # registers its exit handler before the server's
 import os
 import signal
 from collections.abc import Callable
@@ -55,8 +56,11 @@ class Job:
     def __init__(self, text: str, path: str, files: dict[str, bytes], bound: int, timeout: float) -> None:
         context = _context()
         self.receive, send = context.Pipe(duplex=False)
+        # Not a daemon: the analyzer runs each bounded search in a child of its own, which a
+        # daemonic process may not start. At exit the server stops every job (its exit handler,
+        # registered after multiprocessing's, runs first), so exiting never waits for one.
         self.process = context.Process(
-            target=_analyse, args=(send, text, path, files, bound, timeout), daemon=True
+            target=_analyse, args=(send, text, path, files, bound, timeout), daemon=False
         )
         self.deadline = 2 * timeout + GRACE
         self.stopped = False

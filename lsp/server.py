@@ -25,6 +25,7 @@ import logging
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -65,7 +66,8 @@ class PolicyServer(LanguageServer):
         return str(getattr(found, "value", found) or "utf-16")
 
     def is_open(self, uri: str) -> bool:
-        return uri in self.workspace.text_documents
+        # pygls keeps documents by their URI with its escapes decoded (`%20`, `%3A`, ...)
+        return unquote(uri) in self.workspace.text_documents
 
     def current(self, uri: str) -> Snapshot:
         """The snapshot of the document's current text (compiled now if it is not yet)."""
@@ -88,7 +90,8 @@ class PolicyServer(LanguageServer):
     def overlays(self) -> dict[str, bytes]:
         """What the open documents hold, by file: what an ``.include`` of them reads."""
         found = {}
-        for uri, document in list(self.workspace.text_documents.items()):
+        for document in list(self.workspace.text_documents.values()):
+            uri = document.uri  # as the editor wrote it (the workspace's keys are decoded)
             found[key(path_of(uri))] = self.undecodable.get(uri) or document.source.encode("utf-8")
         return found
 

@@ -436,6 +436,18 @@ def test_write(policyc, tmp_path) -> None:
     assert policyc("fmt", "--check", str(tmp_path)).status == 0
 
 
+def test_write_through_a_symbolic_link(policyc, tmp_path) -> None:
+    # The file a link points to is formatted; the link stays a link (as ruff and gofmt do).
+    target = write(tmp_path, "policy.dl", UGLY)
+    link = tmp_path / "link.dl"
+    link.symlink_to(target.name)
+    run = policyc("fmt", "--write", str(link))
+    assert run.status == 0, run.stderr
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert target.read_text("utf-8") == PRETTY
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.dl", "policy.dl"]
+
+
 def test_syntax_errors_are_reported_like_check_and_nothing_is_written(policyc, tmp_path) -> None:
     text = "Deny(a) :- Send(a\nOk(x) :- .\n"
     bad = write(tmp_path, "bad.dl", text)

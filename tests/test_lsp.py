@@ -303,6 +303,32 @@ async def test_several_errors_then_an_edit_that_fixes_one(client: LanguageClient
 
 
 @lsp
+async def test_a_file_whose_uri_has_escapes(client: LanguageClient, tmp_path: Path) -> None:
+    # A space or a non-ASCII letter in the path is percent-escaped in the URI (as is the drive
+    # colon of every Windows path in VS Code): the document is still checked, also after changes,
+    # and an unsaved change to a file it includes still counts.
+    folder = tmp_path / "my policies" / "é"
+    folder.mkdir(parents=True)
+    main, rules = folder / "main.dl", folder / "rules.dl"
+    rules.write_text(".decl Send(a: symbol)\n.input Send\n", "utf-8")
+    text = '.include "rules.dl"\nDeny(a) :- Send(a), Taint(a).\n'
+    main.write_text(text, "utf-8")
+    assert "%20" in main.as_uri() and "%C3%A9" in main.as_uri()
+    got = await open_document(client, main)
+    assert shown(got) == expected(main, text)
+    assert [d.code for d in got] == ["PC101"]
+    fixed = text.replace(", Taint(a)", "")
+    assert await change(client, main, fixed, 2) == []
+    await open_document(client, rules)
+    mark = len(client.published)  # type: ignore[attr-defined]
+    await change(client, rules, ".decl Sent(a: symbol)\n.input Sent\n", 2)
+    rechecked = await published(client, main.as_uri(), 2, mark)
+    assert [d.code for d in rechecked.diagnostics] == ["PC101"]  # `Send` is gone from rules.dl
+    close(client, rules)
+    close(client, main)
+
+
+@lsp
 async def test_non_ascii_text_before_a_diagnostic_counts_utf16_units(
     client: LanguageClient, tmp_path: Path
 ) -> None:
@@ -417,6 +443,27 @@ async def test_deep_checks_run_on_save_and_are_dropped_on_change(
     assert strengths and all(("proved" in s) or ("bounded" in s) for s in strengths)
     edited = await change(client, path, text + "\n", 2)
     assert not any(d.code.startswith("PC3") for d in edited)
+    close(client, path)
+
+
+@lsp
+async def test_deep_checks_whose_searches_run_in_processes_of_their_own(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    # Redundant rules are found by bounded searches that the analyzer runs in a child process
+    # of its own (stopped at its time limit): the server's deep-check process must allow that.
+    path = tmp_path / "redundant.dl"
+    path.write_text('.decl Send(a: symbol)\n.input Send\nDeny(a) :- Send(a).\nDeny(a) :- Send(a), a = "x".\n')
+    text = path.read_text("utf-8")
+    want = expected(path, text, "--deep")
+    assert any(w[0] == "PC303" for w in want)
+    await open_document(client, path)
+    mark = len(client.published)
+    client.text_document_did_save(types.DidSaveTextDocumentParams(doc(path)))
+    deep = await published(
+        client, path.as_uri(), 1, mark, want=lambda p: any(d.code.startswith("PC3") for d in p.diagnostics)
+    )
+    assert sorted(shown(deep.diagnostics)) == sorted(want)
     close(client, path)
 
 
