@@ -37,6 +37,8 @@ from typing import Any
 
 from .errors import ForecastError
 from .learn import label
+from .patterns import parse_formula, parse_predicate
+from .validity import Validity
 
 FORMAT = "policyc-forecast"
 VERSION = 1
@@ -253,9 +255,14 @@ class _Reader:
         return value
 
     def predicate(self, obj: Any, where: str) -> PredicateInfo:
+        pattern = self.string(obj, "pattern", where)
+        try:
+            parse_predicate(pattern)
+        except ForecastError as error:
+            raise self.fail(f"{where}.pattern", str(error)) from None
         return PredicateInfo(
             self.string(obj, "name", where),
-            self.string(obj, "pattern", where),
+            pattern,
             self.boolean(obj, "monotone", where),
             self.string(obj, "why", where),
         )
@@ -286,7 +293,7 @@ def parse(data: Any, name: str = "model.json") -> Model:
         raise r.fail("the file", "a forecast model is a JSON object")
     if data.get("format") != FORMAT:
         raise r.fail("format", f'not a forecast model (expected "{FORMAT}")')
-    if data.get("version") != VERSION:
+    if data.get("version") != VERSION or isinstance(data.get("version"), bool):
         raise r.fail("version", f"unsupported version {data.get('version')!r} (this policyc reads {VERSION})")
     policy = r.get(data, "policy", "")
     fingerprint = r.string(policy, "fingerprint", "policy")
@@ -311,6 +318,12 @@ def parse(data: Any, name: str = "model.json") -> Model:
     for i, text in enumerate(r.items(data, "invariants", "")):
         if not isinstance(text, str):
             raise r.fail(f"invariants[{i}]", f"expected a string, got {_kind(text)}")
+        try:
+            unknown = sorted(parse_formula(text).names() - set(names))
+        except ForecastError as error:
+            raise r.fail(f"invariants[{i}]", str(error)) from None
+        if unknown:
+            raise r.fail(f"invariants[{i}]", f"`{unknown[0]}` is not a predicate of the model")
         invariants.append(text)
     estimator = r.string(data, "estimator", "")
     if estimator not in ("laplace", "frequency"):
@@ -320,6 +333,8 @@ def parse(data: Any, name: str = "model.json") -> Model:
     for i, k in enumerate(r.items(data, "horizons", "")):
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise r.fail(f"horizons[{i}]", f"expected a positive integer, got {_kind(k)}")
+        if k in horizons:
+            raise r.fail(f"horizons[{i}]", f"horizon {k} is given twice")
         horizons.append(k)
     stats = r.get(data, "data", "")
     traces = r.count(stats, "traces", "data")
@@ -379,16 +394,19 @@ def parse(data: Any, name: str = "model.json") -> Model:
                 "transitions", f"the probabilities out of `{s.id}` sum to {totals.get(s.id, 0.0):.9g}, not 1"
             )
     by_id = {s.id: s for s in states}
+    validity = Validity.build(tuple(names), tuple(p.monotone for p in predicates), invariants)
+    for i, state in enumerate(states):
+        problem = validity.state_problem(state.values)
+        if problem:
+            raise r.fail(f"states[{i}]", f"`{state.id}` is not a valid state: {problem}")
     for i, t in enumerate(transitions):
         if t.probability > 0 and t.source in by_id and t.target in by_id:
-            before, after = by_id[t.source].values, by_id[t.target].values
-            for p, x, y in zip(predicates, before, after, strict=True):
-                if p.monotone and x and not y:
-                    raise r.fail(
-                        f"transitions[{i}]",
-                        f"gives probability to `{t.source}` -> `{t.target}`, where the monotone predicate "
-                        f"`{p.name}` turns false",
-                    )
+            problem = validity.problem(by_id[t.source].values, by_id[t.target].values)
+            if problem:
+                raise r.fail(
+                    f"transitions[{i}]",
+                    f"gives probability to `{t.source}` -> `{t.target}`, which is impossible: {problem}",
+                )
     pac_data = r.get(data, "pac", "")
     required_raw = r.get(pac_data, "required", "pac")
     if not isinstance(required_raw, dict):

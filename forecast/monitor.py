@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from policyc.runtime.verdict import Decision, Reason
+
 from .abstraction import Abstraction, fingerprint
 from .errors import ForecastError
 from .model import Model, load
@@ -141,6 +143,8 @@ class BoundForecaster:
             )
         if config.threshold is not None and not 0 <= config.threshold <= 1:
             raise ForecastError(f"the threshold is a probability, not {config.threshold}")
+        if config.intervention == "stop" and config.threshold is None:
+            raise ForecastError("the intervention `stop` needs a threshold: `Forecaster(..., threshold=θ)`")
         model = config.model if isinstance(config.model, Model) else load(config.model)
         if config.horizon is not None and config.horizon not in model.horizons:
             learned = ", ".join(str(k) for k in model.horizons) or "none"
@@ -257,8 +261,6 @@ class BoundForecaster:
             if not forecast.below:
                 return decision
             self._stopped[session] = forecast  # the session stays stopped
-        from policyc.runtime.verdict import Decision, Reason
-
         message = (
             f"the probability of staying safe dropped to {forecast.safe:.2f}, below {config.threshold:.2f}, "
             f"at step {forecast.step}: the session is stopped before it reaches {self.model.unsafe.name}"
@@ -270,9 +272,32 @@ class BoundForecaster:
             "high",
             forecast.facts,
         )
-        return Decision(
-            decision.action, False, (reason, *decision.reasons), decision.errored, decision.evaluation
+        return Stopped(
+            decision.action,
+            False,
+            (reason, *decision.reasons),
+            decision.errored,
+            decision.evaluation,
+            decision,
         )
+
+
+@dataclass(frozen=True)
+class Stopped(Decision):
+    """A denial by the forecast's ``stop``: ``policy`` is the decision of the policy alone."""
+
+    policy: Decision | None = field(default=None, compare=False, repr=False)
+
+    def explain(self) -> Any:
+        """The forecast's reason, then why the policy alone decided as it did."""
+        from policyc.runtime.explain import Explanation
+
+        inner = self.policy.explain() if self.policy is not None else None
+        summary = f"denied: the forecast stopped the session ({self.reasons[0].message})"
+        if inner is None:
+            return Explanation(self.action, False, summary)
+        summary += f"; the policy alone: {inner.summary}"
+        return Explanation(self.action, False, summary, inner.derivations, inner.why_not, inner.errors)
 
 
 def _rule(model: Model) -> str:

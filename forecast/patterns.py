@@ -51,11 +51,11 @@ arg: "_" -> wildcard
     | FALSE -> false
     | "(" formula ")"
 
-OR.2: "or"
-AND.2: "and"
-NOT.2: "not"
-TRUE.2: "true"
-FALSE.2: "false"
+OR.2: /or\b/
+AND.2: /and\b/
+NOT.2: /not\b/
+TRUE.2: /true\b/
+FALSE.2: /false\b/
 PRIME: "'"
 NAME: /[A-Za-z_][A-Za-z0-9_]*/
 
@@ -66,6 +66,7 @@ NAME: /[A-Za-z_][A-Za-z0-9_]*/
 """
 
 WILDCARD = None  # a pattern argument matching any value
+KEYWORDS = frozenset({"not", "and", "or", "true", "false"})  # cannot name a predicate
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,13 @@ def _predicate(node: Any) -> Predicate:
     if args_nodes:
         args = tuple(_arg(a) for a in args_nodes[0].children if a is not None)
     predicate = Predicate("", relation, args)
-    return Predicate(str(tokens[0]) if len(tokens) == 2 else predicate.default_name, relation, args)
+    name = str(tokens[0]) if len(tokens) == 2 else predicate.default_name
+    if name in KEYWORDS:
+        raise ForecastError(
+            f"predicate `{name}`: `{name}` is a word of the invariant language; give the predicate "
+            f"another name (`{name}_={predicate.pattern}`)"
+        )
+    return Predicate(name, relation, args)
 
 
 def _arg(node: Any) -> str | int | float | None:

@@ -27,6 +27,7 @@ class StepForecast:
     warned: bool
     denied: bool | None
     rules: tuple[str, ...]
+    error: str | None = None  # the session failed: its predicates are unknown
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -38,6 +39,7 @@ class StepForecast:
             "warned": self.warned,
             "denied": self.denied,
             "rules": list(self.rules),
+            "error": self.error,
         }
 
 
@@ -91,6 +93,7 @@ def replay(forecaster: BoundForecaster, paths: list[str]) -> list[SessionForecas
                         forecast.below,
                         played.denied,
                         played.rules,
+                        forecast.error,
                     )
                 )
             found.append(SessionForecast(name, tuple(steps)))
@@ -120,7 +123,8 @@ def summary(reports: list[SessionForecast], threshold: float) -> dict[str, Any]:
 
 def summary_text(found: dict[str, Any], unsafe: str) -> str:
     lead = found["lead"]
-    parts = [f"{found['sessions']} sessions, threshold {found['threshold']:.2f}"]
+    count = found["sessions"]
+    parts = [f"{count} session{'s' * (count != 1)}, threshold {found['threshold']:.2f}"]
     if found["violations"]:
         ahead = f"{found['warned_ahead']} of {found['violations']} reaching `{unsafe}` warned ahead"
         if found["warned_ahead"]:

@@ -6,6 +6,7 @@ import math
 
 from .errors import ForecastError
 from .model import END, UNSAFE, Model, StateInfo
+from .patterns import parse_predicate
 from .replay import SessionForecast
 
 
@@ -100,36 +101,68 @@ def select(model: Model, spec: str | None) -> list[StateInfo]:
     if spec in model.by_id:
         return [model.by_id[spec]]
     wanted: dict[str, bool] = {}
-    for part in (p.strip() for p in spec.split(",")):
+    for part in (p.strip() for p in _split(spec)):
         if not part:
             continue
         value = not part.startswith(("!", "not "))
         name = part.lstrip("!").removeprefix("not ").strip() if not value else part
+        if name not in model.names and "(" in name:
+            try:  # a pattern, written with other spacing
+                name = parse_predicate(name).default_name
+            except ForecastError:
+                pass
         if name not in model.names:
             known = ", ".join(f"`{n}`" for n in model.names)
             raise ForecastError(
                 f"`{name}` is not a predicate or a state of the model (the predicates: {known})"
             )
+        if wanted.get(name, value) != value:
+            raise ForecastError(f"`{spec}` asks for `{name}` to hold and not to hold")
         wanted[name] = value
     position = {n: i for i, n in enumerate(model.names)}
     return [s for s in model.states if all(s.values[position[n]] == v for n, v in wanted.items())]
 
 
+def _split(spec: str) -> list[str]:
+    """``spec`` split at its commas, except those inside parentheses or a string (a pattern's)."""
+    parts, current, depth, quoted, escaped = [], [], 0, False, False
+    for char in spec:
+        if quoted:
+            quoted = escaped or char != '"'
+            escaped = not escaped and char == "\\"
+        elif char == '"':
+            quoted = True
+        elif char in "()":
+            depth += 1 if char == "(" else -1
+        elif char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current))
+    return parts
+
+
 def session_text(report: SessionForecast, threshold: float, unsafe: str) -> str:
     lines = [f"session {report.name}"]
-    width = max((len(s.event or "(start)") + len(s.tool or "") + 1 for s in report.steps), default=8)
+    names = [s.event or ("(start)" if i == 0 else f"(event {i})") for i, s in enumerate(report.steps)]
+    width = max((len(n) + len(s.tool or "") + 1 for n, s in zip(names, report.steps, strict=True)), default=8)
+    failed = next(((i, s.error) for i, s in enumerate(report.steps) if s.error is not None), None)
     for i, step in enumerate(report.steps):
-        what = (step.event or "(start)") + (f" {step.tool}" if step.tool else "")
+        what = names[i] + (f" {step.tool}" if step.tool else "")
         if step.unsafe_now:
             state = f"`{unsafe}` holds"
         else:
-            state = f"P(safe) {step.safe:.2f}" + ("" if step.known else " (unseen state)")
+            unknown = " (predicates unknown)" if step.error is not None else " (unseen state)"
+            state = f"P(safe) {step.safe:.2f}" + ("" if step.known else unknown)
             if step.warned and (report.violation is None or i < report.violation):
                 state += "  WARNING"
         verdict = ""
         if step.denied:
             verdict = f"  DENIED [{', '.join(step.rules)}]" if step.rules else "  DENIED"
         lines.append(f"  {i:>3} {what:<{width}}  {state}{verdict}".rstrip())
+    if failed is not None:
+        lines.append(f"  at step {failed[0]}: {failed[1]}")
     if report.violation is not None:
         if report.lead is not None:
             lines.append(f"  warned {report.lead} event{'s' * (report.lead != 1)} before `{unsafe}`")

@@ -402,6 +402,20 @@ def test_predicate_and_invariant_syntax() -> None:
             parse_predicates(bad)
     with pytest.raises(ForecastError, match="invalid invariant"):
         parse_formula("a -> -> b")
+    # a name that starts with a keyword is a name, not the keyword
+    for text, names in [
+        ("notes -> Edit", {"notes", "Edit"}),
+        ("nothing", {"nothing"}),
+        ("trueish & falsey", {"trueish", "falsey"}),
+        ("android | order", {"android", "order"}),
+    ]:
+        assert parse_formula(text).names() == names
+    assert parse_formula("nothing").holds({"nothing": True})
+    assert parse_formula("not(a) and b").holds({"a": False, "b": True})
+    # and a keyword cannot name a predicate: an invariant could not read it
+    for keyword in ("true", "false", "not", "and", "or"):
+        with pytest.raises(ForecastError, match=f"`{keyword}` is a word of the invariant language"):
+            parse_predicates(f"{keyword}=Edit")
 
 
 def test_predicates_are_checked_against_the_policy() -> None:
@@ -500,7 +514,21 @@ def test_a_model_is_validated_when_loaded(example_model, tmp_path) -> None:
         first = next(t for t in d["transitions"] if t["from"] == source and t["probability"] > 0.1)
         first["probability"] -= 0.1
 
-    assert "where the monotone predicate `Edit` turns false" in broken(revive)
+    assert "which is impossible: `Edit` is monotone and cannot turn false" in broken(revive)
+    # the invariants and patterns a model names are checked too
+    assert "version: unsupported version True" in broken(lambda d: d.update(version=True))
+    assert "horizons[1]: horizon 5 is given twice" in broken(lambda d: d.update(horizons=[5, 5]))
+    assert "predicates[0].pattern: invalid predicate list `Edit(`" in broken(
+        lambda d: d["predicates"][0].update(pattern="Edit(")
+    )
+    assert "invariants[0]: invalid invariant `Edit ->`" in broken(lambda d: d.update(invariants=["Edit ->"]))
+    assert "invariants[0]: `Nope` is not a predicate" in broken(lambda d: d.update(invariants=["Nope"]))
+    assert "is not a valid state: the invariant `!Edit` does not hold" in broken(
+        lambda d: d.update(invariants=["!Edit"])
+    )
+    assert "which is impossible: the transition invariant `Tested -> !Tested'` does not hold" in broken(
+        lambda d: d.update(invariants=["Tested -> !Tested'"])
+    )
     (tmp_path / "bad.json").write_text("{", "utf-8")
     with pytest.raises(ForecastError, match=r"bad.json:1:2: not valid JSON"):
         load_model(tmp_path / "bad.json")
@@ -596,6 +624,12 @@ def test_warn_leaves_decisions_and_stop_halts_the_session(example_model) -> None
     assert "dropped to 0.13, below 0.40, at step 5" in stopped.reasons[0].message
     assert 'Committed("c3")' in stopped.reasons[0].facts
     assert not after.allowed and after.reasons == stopped.reasons  # it stays stopped
+    # the explanation names the forecast, then what the policy alone says (it allows the commit)
+    explained = stopped.explain()
+    assert not explained.allowed
+    assert explained.summary.startswith("denied: the forecast stopped the session (the probability")
+    assert explained.summary.endswith("; the policy alone: allowed by the default: no rule denies it")
+    assert explained.why_not is not None and explained.why_not.fact == 'Deny("c3")'
 
 
 def test_forecast_errors(example_model, tmp_path) -> None:
@@ -610,6 +644,8 @@ def test_forecast_errors(example_model, tmp_path) -> None:
         policyc.Monitor(policy, forecast=Forecaster(model, horizon=7))
     with pytest.raises(ForecastError, match="unknown intervention `block`"):
         policyc.Monitor(policy, forecast=Forecaster(model, intervention="block"))
+    with pytest.raises(ForecastError, match="the intervention `stop` needs a threshold"):
+        policyc.Monitor(policy, forecast=Forecaster(model, intervention="stop"))
     # a model file by path, and a horizon the model has
     path = tmp_path / "model.json"
     path.write_text(model.dumps(), "utf-8")

@@ -203,6 +203,8 @@ def test_query_selects_states_and_checks_the_cached_probabilities(policyc, tmp_p
     assert policyc("forecast", "query", MODEL, "--state", "s3").stdout.count("\ns3 ") == 1
     bad = policyc("forecast", "query", MODEL, "--state", "Pushed")
     assert bad.status == 1 and "`Pushed` is not a predicate or a state of the model" in bad.stderr
+    both = policyc("forecast", "query", MODEL, "--state", "Committed,!Committed")
+    assert both.status == 1 and "asks for `Committed` to hold and not to hold" in both.stderr
     data = json.loads(Path(MODEL).read_text("utf-8"))
     data["states"][2]["within"][0] = 0.5
     run = policyc("forecast", "query", write(tmp_path, "m.json", json.dumps(data)))
@@ -267,3 +269,44 @@ def test_replay_json_reports_every_step(policyc) -> None:
     assert first["denied"] is True and first["rules"] == ["push-needs-scan"] and first["unsafe_now"]
     # within 10 steps the risk is lower than eventually, so the warning comes later than at θ on P(F unsafe)
     assert hasty["first_warning"] is None or hasty["first_warning"] >= 10
+
+
+def test_replay_shows_a_failed_session_as_failed(policyc, tmp_path) -> None:
+    events = [
+        {"id": "c1", "kind": "tool_call", "tool": "create_file", "args": {}},
+        5,
+        {"kind": "user_message"},
+    ]
+    trace = write(tmp_path, "t.jsonl", json.dumps({"session": "broken", "events": events}))
+    run = policyc("forecast", "replay", POLICY, MODEL, trace, "--threshold", "0.4")
+    assert run.status == 0, run.stderr
+    lines = run.stdout.splitlines()
+    # the events without an id are named by their place; their predicates are unknown, not an unseen state
+    assert re.match(r"\s+2 \(event 2\)\s+P\(safe\) 0\.00 \(predicates unknown\)  WARNING$", lines[3])
+    assert re.match(r"\s+3 \(event 3\)\s+P\(safe\) 0\.00 \(predicates unknown\)  WARNING$", lines[4])
+    assert "unseen state" not in run.stdout
+    assert "  at step 2: the session failed, so its predicates are unknown: malformed event" in run.stdout
+    assert lines[-1].startswith("1 session, threshold 0.40;")
+    data = policyc(
+        "forecast", "replay", POLICY, MODEL, trace, "--threshold", "0.4", "--format", "json"
+    ).json()
+    steps = data["sessions"][0]["steps"]
+    assert [s["error"] is not None for s in steps] == [False, False, True, True]
+
+
+def test_query_selects_a_predicate_named_by_its_pattern(policyc, tmp_path) -> None:
+    model = str(tmp_path / "m.json")
+    learned = policyc(
+        "forecast", "learn", POLICY, str(FOLDER / "scenario.jsonl"), "-p", 'Edit,Uncovered(_, _, "sast_scan")',
+        "--unsafe", "UncoveredLines(2000)", "-o", model,
+    )  # fmt: skip
+    assert learned.status == 0, learned.stderr
+    data = json.loads(Path(model).read_text("utf-8"))
+    holding = [s["id"] for s in data["states"] if s["values"][1]]
+    assert holding  # the hasty session pushes unscanned edits
+    for spec in ('Uncovered(_, _, "sast_scan")', 'Edit,Uncovered(_,_,"sast_scan")'):
+        run = policyc("forecast", "query", model, "--state", spec, "--format", "json")
+        assert run.status == 0, run.stderr
+        assert [s["id"] for s in run.json()["states"]] == holding
+    run = policyc("forecast", "query", model, "--state", '!Uncovered(_,_,"sast_scan")', "--format", "json")
+    assert [s["id"] for s in run.json()["states"]] == [s["id"] for s in data["states"] if not s["values"][1]]
