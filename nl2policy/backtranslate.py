@@ -4,8 +4,9 @@ For each translated ``Deny`` or ``Allow`` rule, a model that never sees the requ
 describes what the rule does. It gets the vocabulary, the rule with its id and the ids of the
 requirements it cites, and the translated helper rules it uses; not the ``@message`` or
 ``@suggest`` texts, which the translator wrote from the requirement and would give its intent
-away. A second request then compares the description with the cited requirements and says
-whether they impose the same conditions. A difference is a ``back-translation-discrepancy``.
+away, nor the comments in the rules' text. A second request then compares the description with
+the cited requirements and says whether they impose the same conditions. A difference is a
+``back-translation-discrepancy``.
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ class BackTranslation:
 
 
 def blind_text(rule: Rule) -> str:
-    """The rule's text without the annotations that would tell its intent."""
+    """The rule's text without what would tell its intent: the annotations the translator wrote
+    from the requirement, and its comments (which may quote the requirement)."""
     source = SourceFile("rule.dl", rule.text)
     module, _ = parse(source)
-    cuts = []
+    cuts = [(c.span.start, c.span.end) for c in module.comments]
     for statement in module.statements:
         if isinstance(statement, ast.Rule):
             cuts.extend((a.span.start, a.span.end) for a in statement.annotations if a.name in HIDDEN)

@@ -105,6 +105,9 @@ class Chat:
                     self.usage.retries += 1
             try:
                 response = self._create(messages)
+            except (ValueError, TypeError, openai.APIResponseValidationError) as error:
+                self.reached = True  # an HTTP 2xx answer whose body is not a chat completion
+                return Reply(None, _not_a_completion(step, subject, error), tuple(notes))
             except openai.APITimeoutError:
                 failure = P.MODEL_TIMEOUT(
                     step, f"no answer within {self.settings.timeout:g} s ({_tries(attempt)})", subject
@@ -146,7 +149,10 @@ class Chat:
                 wait = wait if asked is None else asked
             else:
                 self.reached = True
-                reply = self._read(step, subject, response)
+                try:
+                    reply = self._read(step, subject, response)
+                except (TypeError, ValueError, AttributeError, LookupError) as error:
+                    return Reply(None, _not_a_completion(step, subject, error), tuple(notes))
                 if attempt > 1 and failure is not None:
                     notes.append(
                         P.RETRIED(
@@ -184,8 +190,8 @@ class Chat:
         usage = getattr(response, "usage", None)
         if usage is not None:
             with self.usage.lock:
-                self.usage.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
-                self.usage.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+                self.usage.prompt_tokens += _tokens(getattr(usage, "prompt_tokens", 0))
+                self.usage.completion_tokens += _tokens(getattr(usage, "completion_tokens", 0))
         choice = choices[0]
         message = getattr(choice, "message", None)
         refusal = getattr(message, "refusal", None)
@@ -211,6 +217,20 @@ class Chat:
                 ),
             )
         return Reply(content)
+
+
+def _not_a_completion(step: str, subject: str | None, error: Exception) -> P.Problem:
+    return P.MALFORMED_ANSWER(
+        step,
+        f"the endpoint's response is not a chat completion ({type(error).__name__}: {_short(str(error))}); "
+        "is the base URL the `/v1` URL of an OpenAI-compatible server?",
+        subject,
+    )
+
+
+def _tokens(value: Any) -> int:
+    """A token count as the server reported it (0 when it is not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _backoff(attempt: int) -> float:

@@ -378,7 +378,7 @@ def _requirement_issues(draft: Draft, index: int, rule: ast.Rule) -> list[Issue]
 def _compiler_issues(draft: Draft, sources: dict[str, SourceFile]) -> list[Issue]:
     """Errors of the vocabulary and the rules compiled together, in the rules' coordinates."""
     offset = len(draft.vocabulary.text + SEPARATOR)
-    text = draft.vocabulary.text + SEPARATOR + draft.text
+    text = draft.vocabulary.text + SEPARATOR + _without_includes(draft)
     compilation = _compile(text, draft.output)
     found = []
     for diagnostic in compilation.diagnostics:
@@ -394,6 +394,18 @@ def _compiler_issues(draft: Draft, sources: dict[str, SourceFile]) -> list[Issue
         rendered = _rendered(moved, {**draft.vocabulary.sources_text, **sources})
         found.append(Issue(kind(STEP, message, subject), rendered, index))
     return found
+
+
+def _without_includes(draft: Draft) -> str:
+    """The draft's text with its `.include` directives blanked out (lines and offsets kept): an
+    answer must not make policyc read a file of this machine, let alone send its text back to the
+    model in a repair round. The directive is reported as a `vocabulary-change` all the same."""
+    text = draft.text
+    for statement in draft.statements:
+        if isinstance(statement, ast.Include):
+            start, end = statement.span.start, statement.span.end
+            text = text[:start] + "".join(c if c == "\n" else " " for c in text[start:end]) + text[end:]
+    return text
 
 
 def _moved(diagnostic: Diagnostic, output: str, offset: int, source: SourceFile) -> Diagnostic:

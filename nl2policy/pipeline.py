@@ -28,6 +28,7 @@ vocabulary (which must check clean) and the traces are read first.
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from collections.abc import Callable
@@ -71,6 +72,7 @@ class Options:
     deep_timeout: float = 6.0
     jobs: int = 4  # requests in flight at once
     skip: frozenset[str] = frozenset()
+    report: str | None = None  # where the JSON report goes, checked before any request
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,13 @@ def prepare(options: Options) -> Inputs:
         raise InputError(f"cannot write `{options.output}`: the folder `{folder}` does not exist")
     if not os.access(folder, os.W_OK) or os.path.isdir(options.output):
         raise InputError(f"cannot write `{options.output}`")
+    _check_report(options)
+    inputs = [options.requirements, *options.vocabulary, *([options.traces] if options.traces else [])]
+    _not_an_input(options.output, inputs)
     vocabulary = load_vocabulary(list(options.vocabulary), options.output)
+    # the files the vocabulary includes (its own text is compiled under the output's name)
+    included = [path for path in vocabulary.sources_text if path != options.output]
+    _not_an_input(options.output, included)
     sessions = None
     if options.traces is not None:
         try:
@@ -111,6 +119,40 @@ def prepare(options: Options) -> Inputs:
         except TraceError as error:
             raise InputError(str(error), 1) from None
     return Inputs(Document(options.requirements, text), vocabulary, sessions)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _not_an_input(output: str, inputs: list[str]) -> None:
+    """Writing the policy must not overwrite the requirements, the vocabulary or the traces."""
+    for path in inputs:
+        if os.path.isfile(path) and _same_file(output, path):
+            raise InputError(f"cannot write the policy to `{output}`: it is an input (`{path}`)")
+
+
+def _check_report(options: Options) -> None:
+    """The report's path is checked before any request is made, so that a run is not lost."""
+    report = options.report
+    if report is None:
+        return
+    folder = os.path.dirname(os.path.abspath(report))
+    if not os.path.isdir(folder):
+        raise InputError(f"cannot write `{report}`: the folder `{folder}` does not exist")
+    if (
+        not os.access(folder, os.W_OK)
+        or os.path.isdir(report)
+        or (os.path.exists(report) and not os.access(report, os.W_OK))
+    ):
+        raise InputError(f"cannot write `{report}`")
+    inputs = [options.requirements, *options.vocabulary, *([options.traces] if options.traces else [])]
+    for path in [options.output, *inputs]:
+        if _same_file(report, path):
+            raise InputError(f"cannot write the report to `{report}`: it is also `{path}`")
 
 
 def run(options: Options, progress: Progress | None = None) -> Report:
@@ -248,8 +290,9 @@ def _write(
     from policyc.compiler.loader import load_source
     from policyc.compiler.pipeline import compile_program
 
+    name = json.dumps(os.path.basename(document.path), ensure_ascii=False)[1:-1]  # no line breaks
     header = [
-        f"// Translated by `policyc translate` from `{os.path.basename(document.path)}`. Each translated rule",
+        f"// Translated by `policyc translate` from `{name}`. Each translated rule",
         "// names in `@req` the requirements it encodes:",
         "//",
     ]

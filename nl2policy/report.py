@@ -213,17 +213,19 @@ class Report:
                     add(f"  {b.rule} ({', '.join(b.requirements)}): {b.difference}")
                     add(f"    described as: {_short(b.description or '', 200)}")
         add("")
-        add(
-            _rate_line(
-                f"Recorded decisions ({self.traces})" if self.traces else "Recorded decisions",
-                self.agreement(self.recorded),
-                self.traces is not None,
-            )
-        )
+        recorded = f"Recorded decisions ({self.traces})" if self.traces else "Recorded decisions"
+        if self.traces is not None and self.steps.get("judge") == "skipped":
+            add(f"{recorded}: skipped")
+        elif self.traces is not None and "judge" not in self.steps:
+            add(f"{recorded}: not judged (no policy)")
+        else:
+            add(_rate_line(recorded, self.agreement(self.recorded), self.traces is not None))
         scenarios = sum(outcome == "scenario" for _, outcome in self.paths)
         judged = self.agreement(self.synthesized)
         if self.steps.get("synthesize") == "skipped":
             add("Synthesized decisions: skipped")
+        elif "synthesize" not in self.steps:
+            add("Synthesized decisions: not searched (no policy)")
         else:
             add(
                 f"Synthesized decisions: {len(self.paths)} paths, {scenarios} with a scenario (bound {self.bound}), "

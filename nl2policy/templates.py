@@ -14,6 +14,7 @@ is written ``<\\/document>``.
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
 
 STEPS = ("normalize", "translate", "repair", "backtranslate", "compare", "judge")
@@ -28,7 +29,9 @@ def prompt(step: str) -> str:
 
 
 def block(tag: str, text: str) -> str:
-    inner = text.replace(f"</{tag}>", f"<\\/{tag}>")
+    """``text`` between ``<tag>`` and ``</tag>``; a closing tag inside it, however spelt
+    (``</Document >``), is escaped."""
+    inner = re.sub(rf"<(\s*/\s*{tag}\s*)>", r"<\\\1>", text, flags=re.IGNORECASE)
     return f"<{tag}>\n{inner}\n</{tag}>"
 
 

@@ -821,11 +821,13 @@ def _fmt_json(results: list, mode: str, diagnostics: list) -> None:
 
 
 def _replace(path: str, text: str) -> None:
-    """Rewrite a file through a temporary file beside it, keeping its permissions."""
+    """Rewrite a file through a temporary file beside it, keeping its permissions (through a
+    symbolic link, the file it points to: the link stays)."""
     import shutil
     import tempfile
 
-    folder = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".policyc-fmt-", suffix=".dl")
     try:
         with os.fdopen(handle, "wb") as out:
@@ -856,6 +858,12 @@ def lsp_command(stdio: bool) -> None:
 # --------------------------------------------------------------------------- translation
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if value != value:  # NaN passes FloatRange's comparisons
+        raise click.BadParameter("not a number", ctx, param)
+    return value
+
+
 @main.command("translate")
 @click.argument("requirements", metavar="REQUIREMENTS.md")
 @click.option("-o", "--output", required=True, metavar="POLICY.dl", help="Where to write the policy.")
@@ -882,7 +890,12 @@ def lsp_command(stdio: bool) -> None:
     help="An OpenAI-compatible endpoint (default OpenAI's) [env: OPENAI_BASE_URL].",
 )
 @click.option(
-    "--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True, help="Seconds per request."
+    "--timeout",
+    type=click.FloatRange(0.1, 86400),
+    default=120.0,
+    callback=_finite,
+    show_default=True,
+    help="Seconds per request.",
 )
 @click.option(
     "--retries",
@@ -907,8 +920,9 @@ def lsp_command(stdio: bool) -> None:
 )
 @click.option(
     "--search-timeout",
-    type=click.FloatRange(min=1.0),
+    type=click.FloatRange(1.0, 86400),
     default=120.0,
+    callback=_finite,
     show_default=True,
     help="Seconds the searches for synthesized decision points may take together.",
 )
@@ -978,6 +992,7 @@ def translate_command(
             search_timeout,
             jobs=jobs,
             skip=frozenset(skip),
+            report=report_path,
         )
         try:
             with Progress(quiet) as progress:
@@ -1209,9 +1224,10 @@ def calibrate_command(
             elif test_path is not None:
                 test = _risk_records(test_path, declarations, episode_level)
                 split = test_path
-            from .risk.detectors import detector_named
+            from .risk.detectors import calibration_detector
 
-            detector_named(detector)
+            if (note := calibration_detector(detector)) is not None:
+                click.echo(f"policyc: note: {note}", err=True)
             thresholds = calibrate(
                 records,
                 declarations,

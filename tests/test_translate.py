@@ -217,6 +217,8 @@ def test_back_translation_is_source_blind(task43) -> None:
         assert not any(text in request.user for text in requirement_texts)
         assert "@message" not in request.user and "@suggest" not in request.user
         assert "<vocabulary>" in request.user
+        # nor the translator's comments, which may say what the rule is for
+        assert "//" not in blocks(request.user)["rule"] and "covers the user's reason" not in request.user
     needs_reason = next(r for r in asked if "id: cancel-needs-reason" in r.user)
     assert "Eligible(a, res) :- Insured(a, res)." not in needs_reason.user  # it uses no helper
     ineligible = next(r for r in asked if "id: cancel-ineligible" in r.user)
@@ -644,6 +646,109 @@ def test_prompt_injection_in_the_requirements(tmp_path) -> None:
 # ------------------------------------------------------------------ inputs and endpoint
 
 
+def test_include_in_an_answer_is_not_followed(tmp_path) -> None:
+    """An answer that includes a file of this machine is reported, and the file is never read:
+    its text reaches neither the repair round (the model) nor the report nor the policy."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text('Deny(a) :- ToolCall(a, "token-4711").\nhunter2 password\n')
+    answer = fixture("task43", "translation_fixed.dl") + f'\n.include "{secret}"\n'
+    script, _ = task43_script(translate=lambda r: translation(answer), repair=lambda r: translation(answer))
+    with ChatServer(script) as server:
+        run = translate(
+            server,
+            *task43_args(tmp_path, "--repair-rounds", "1", "--skip", "synthesis", "--skip", "judge"),
+        )
+    no_traceback(run)
+    assert run.status == 1
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [p["name"] for p in report["problems"] if p["severity"] == "error"] == ["vocabulary-change"]
+    everything = run.stdout + run.stderr + json.dumps(report) + (tmp_path / "policy.dl").read_text()
+    everything += "".join(json.dumps(r.body) for r in server.requests)
+    assert "hunter2" not in everything and "token-4711" not in everything and "password" not in everything
+    assert {r["id"] for r in report["rules"]} >= {
+        "cancel-unconfirmed",
+        "cancel-unchecked",
+        "cancel-ineligible",
+    }
+    assert re.search(r"^Recorded decisions \(.*traces.jsonl\): skipped$", run.stdout, re.M)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html><body>Welcome to the dashboard</body></html>", b'{"choices": 5}', b"[1, 2]"],
+)
+def test_a_response_that_is_not_a_completion(tmp_path, body) -> None:
+    """An endpoint that answers HTTP 200 with something else than a chat completion (a web page
+    at a wrong base URL) is a reported problem, not a crash."""
+    with ChatServer(lambda r: Reply(raw=body)) as server:
+        run = translate(
+            server,
+            str(TASK43 / "requirements.md"),
+            "-o",
+            str(tmp_path / "p.dl"),
+            "--format",
+            "json",
+        )
+    no_traceback(run)
+    assert run.status == 1
+    problems = [p for p in run.json()["problems"] if p["severity"] == "error"]
+    assert [p["name"] for p in problems] in (["malformed-answer"], ["empty-answer"])
+    assert run.json()["steps"]["normalize"] == "failed" and not (tmp_path / "p.dl").exists()
+
+
+def test_outputs_never_overwrite_inputs_and_are_checked_first(tmp_path) -> None:
+    """Every output is checked before the first request: a policy written over the requirements,
+    the vocabulary or the traces, a report over the policy, a report nowhere."""
+    for name in ("requirements.md", "vocabulary.dl", "traces.jsonl"):
+        (tmp_path / name).write_bytes((TASK43 / name).read_bytes())
+    requirements, vocabulary, traces = (
+        str(tmp_path / n) for n in ("requirements.md", "vocabulary.dl", "traces.jsonl")
+    )
+    common = [requirements, "--vocab", vocabulary, "--traces", traces]
+    script, _ = task43_script()
+    with ChatServer(script) as server:
+        runs = [
+            translate(server, *common, "-o", requirements),
+            translate(server, *common, "-o", vocabulary),
+            translate(server, *common, "-o", traces),
+            translate(server, *common, "-o", str(tmp_path / "p.dl"), "--report", str(tmp_path / "p.dl")),
+            translate(server, *common, "-o", str(tmp_path / "p.dl"), "--report", requirements),
+            translate(
+                server, *common, "-o", str(tmp_path / "p.dl"), "--report", str(tmp_path / "no" / "r.json")
+            ),
+        ]
+        assert server.requests == []  # nothing was asked
+    for run in runs:
+        no_traceback(run)
+        assert run.status == 2, run.stderr
+    assert "it is an input" in runs[0].stderr and "it is also" in runs[3].stderr
+    assert "does not exist" in runs[5].stderr
+    for name in ("requirements.md", "vocabulary.dl", "traces.jsonl"):
+        assert (tmp_path / name).read_bytes() == (TASK43 / name).read_bytes()
+    assert not (tmp_path / "p.dl").exists()
+
+
+def test_unusual_file_name_and_timeouts(tmp_path) -> None:
+    """A requirements file whose name has a line break still gives a policy that checks clean, and
+    a second run writes it again; a timeout that is not a number is a usage error."""
+    document = tmp_path / "rules\nDeny(a) :- Action(a).md"
+    document.write_bytes((TASK43 / "requirements.md").read_bytes())
+    script, _ = task43_script("translation_fixed.dl")
+    args = [str(document), "--vocab", str(TASK43 / "vocabulary.dl"), "-o", str(tmp_path / "p.dl")]
+    with ChatServer(script) as server:
+        run = translate(server, *args, "--skip", "synthesis", "--skip", "judge")
+        # a policy written before is simply written again (it is no input, though it is the output)
+        again = translate(server, *args, "--skip", "synthesis", "--skip", "judge")
+    no_traceback(run)
+    assert run.status == 0, run.stdout + run.stderr
+    assert again.status == 0, again.stdout + again.stderr
+    assert run_policyc("check", str(tmp_path / "p.dl")).status == 0
+    for option in ("--timeout", "--search-timeout"):
+        bad = translate(None, str(document), "-o", str(tmp_path / "q.dl"), option, "nan")
+        no_traceback(bad)
+        assert bad.status == 2 and "not a number" in bad.stderr
+
+
 def test_usage_and_configuration_errors(tmp_path) -> None:
     requirements = str(TASK43 / "requirements.md")
     out = str(tmp_path / "policy.dl")
@@ -733,6 +838,7 @@ def test_refused_normalization_writes_no_policy(tmp_path) -> None:
     assert report["output"] is None and not report["complete"] and report["steps"]["normalize"] == "failed"
     assert [p["name"] for p in report["problems"] if p["severity"] == "error"] == ["refusal"]
     assert "no policy was written" in run.stdout
+    assert "Synthesized decisions: not searched (no policy)" in run.stdout
     assert not (tmp_path / "p.dl").exists()
 
 
@@ -872,6 +978,31 @@ def test_scenarios_become_sessions_with_the_same_facts(depends, calls, texts, ac
     for e, text in facts["Text"]:
         if e in events:
             assert events[e]["text"] == text
+
+
+TAGS = st.sampled_from(["document", "policy", "session", "rule"])
+SPACE = st.sampled_from(["", " ", "\t", "\n"])
+
+
+@st.composite
+def closing_tags(draw) -> str:
+    """A closing tag as a document could spell it: any case, spaces around the slash."""
+    tag = draw(st.sampled_from(["document", "policy", "session", "rule"]))
+    spelt = "".join(c.upper() if draw(st.booleans()) else c for c in tag)
+    return f"<{draw(SPACE)}/{draw(SPACE)}{spelt}{draw(SPACE)}>"
+
+
+@given(TAGS, st.lists(closing_tags() | st.sampled_from(["a", " ", "\n", "<", ">", "/", "\\"])).map("".join))
+@settings(max_examples=300, deadline=None)
+def test_data_cannot_close_its_tag(tag, text) -> None:
+    """However a closing tag is spelt inside the data (`</Document >`), the only one a model
+    reads in a block is the block's own, at its end."""
+    from policyc.nl2policy.templates import block
+
+    framed = block(tag, text)
+    closings = list(re.finditer(rf"<\s*/\s*{tag}\s*>", framed, re.IGNORECASE))
+    assert len(closings) == 1 and closings[0].end() == len(framed)
+    assert framed.startswith(f"<{tag}>\n")
 
 
 # ------------------------------------------------------------------ a real model, by hand
