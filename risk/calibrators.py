@@ -38,11 +38,6 @@ def budget_fraction(budget: float) -> Fraction:
     return Fraction(budget).limit_denominator(10**9)
 
 
-def floor(n: int) -> float:
-    """The certifiability floor ``1/(n+1)``: the smallest budget CRC can certify with n units."""
-    return 1 / (n + 1)
-
-
 def certifiable(n: int, budget: float) -> bool:
     """Whether ``1/(n+1) <= budget``, exactly (Algorithm 1 pools a role when it is not)."""
     return Fraction(1, n + 1) <= budget_fraction(budget)

@@ -55,9 +55,8 @@ def dependencies(
     before it)."""
     if call.get("deps") is None:
         return list(order)
-    position = {e: i for i, e in enumerate(order)}
     reached: set[str] = set()
-    everything_before = -1  # every event before this position is reached (an event without deps)
+    whole: set[str] = set()  # reached events without deps: each depends on every event before it
     pending = [d for d in (*call["deps"], call.get("of")) if d is not None]
     while pending:
         e = pending.pop()
@@ -66,12 +65,14 @@ def dependencies(
         reached.add(e)
         event = events[e]
         if event.get("deps") is None:
-            everything_before = max(everything_before, position.get(e, -1))
+            whole.add(e)
         else:
             pending.extend(event["deps"])
         if event.get("of") is not None:
             pending.append(event["of"])
-    return [e for i, e in enumerate(order) if e in reached or i < everything_before]
+    # every event before the latest of those is reached: only the rest is looked at one by one
+    start = next((i for i in range(len(order) - 1, -1, -1) if order[i] in whole), 0) if whole else 0
+    return [*order[:start], *(e for e in order[start:] if e in reached)]
 
 
 def call_context(

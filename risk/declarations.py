@@ -9,6 +9,7 @@ tool argument (``.role`` and ``.field``).
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,15 @@ class Declarations:
 
     def fields_of(self, tool: str) -> dict[str, str]:
         """The arguments of ``tool`` that have a role, with their roles."""
-        return {a: role for (t, a), role in self.fields.items() if t == tool}
+        return dict(self._by_tool.get(tool, {}))
+
+    @functools.cached_property
+    def _by_tool(self) -> dict[str, dict[str, str]]:
+        """The field roles per tool (looked up for every recorded call)."""
+        by_tool: dict[str, dict[str, str]] = {}
+        for (tool, argument), role in self.fields.items():
+            by_tool.setdefault(tool, {})[argument] = role
+        return by_tool
 
     def to_manifest(self) -> dict[str, Any]:
         return {

@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyc.stdlib.events import value_text
+
 from .context import call_context
 from .declarations import Declarations
 from .detectors import Detector, LexicalProvenance, detector_named
@@ -41,13 +43,7 @@ def field_values(value: Any) -> list[str]:
         return []
     if isinstance(value, list):
         return [text for item in value for text in field_values(item)]
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, bool):
-        return ["true" if value else "false"]
-    if isinstance(value, int | float):
-        return [repr(value) if isinstance(value, float) else str(value)]
-    return [json.dumps(value, sort_keys=True, ensure_ascii=False)]
+    return [value_text(value)]
 
 
 @dataclass(frozen=True)
@@ -169,6 +165,8 @@ class Enforcement:
                 FieldScore(str(call.get("id")), tool, name, role, None, reason)
                 for name, role in sorted(self.declarations.fields_of(tool).items())
             ]
+        if not scored:  # a call without arguments that have a role
+            return {}
         out: dict[str, list[list[Any]]] = {name: [] for name in FACTS}
         for s in scored:
             if s.score is not None:
@@ -203,12 +201,16 @@ def bundle_risk(manifest: Mapping[str, Any], origin: str) -> tuple[Declarations,
         raise PolicyError(str(error)) from None
 
 
+def imports_risk(plan: Any) -> bool:
+    """Whether a plan reads the facts of the `risk` library (its input relations)."""
+    return set(RELATIONS) <= {spec.name for spec in plan.relations if spec.input}
+
+
 def enforcement(policy: Any, thresholds: Any = None, detector: Detector | None = None) -> Enforcement | None:
     """The enforcement a monitor of ``policy`` needs: None when the policy does not import
     ``risk`` (:class:`RiskError` if thresholds or a detector were given for such a policy, or
     the thresholds cannot be read)."""
-    names = {spec.name for spec in policy.plan.relations if spec.input}
-    if not set(RELATIONS) <= names:
+    if not imports_risk(policy.plan):
         if thresholds is not None or detector is not None:
             raise RiskError(
                 "thresholds or a detector were given, but the policy does not `.import risk`: "
@@ -250,8 +252,6 @@ def _typed(text: str, original: Any) -> Any:
     """A trusted value, given as text as ``ToolArg`` holds it, with the type of the argument it
     replaces: a list or a number is parsed back when the text is exactly its ``ToolArg`` form
     (so the revised call's argument is the trusted value again); otherwise the text."""
-    from policyc.stdlib.events import value_text
-
     if original is None or isinstance(original, str):
         return text
     try:

@@ -13,23 +13,34 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .session import Monitor
+from .session import Monitor, Session
 
 
 class TraceError(ValueError):
     """A trace line that is not a session; the message gives the line."""
 
 
-def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[str, Any]:
-    session = monitor.session(
-        str(record.get("session", name)), record.get("principal"), record.get("roles") or ()
-    )
+def steps(monitor: Monitor, record: dict[str, Any], session_id: str) -> Iterator[tuple[Session, Any, Any]]:
+    """A recorded session replayed through a fresh monitor session, step by step: the session
+    as it starts (no event), then after each event, with the decision of each tool call,
+    made where it was made."""
+    session = monitor.session(session_id, record.get("principal"), record.get("roles") or ())
     if record.get("facts"):
         session.add_facts(record["facts"])
-    decisions = []
+    yield session, None, None
     for event in record["events"]:
         if isinstance(event, dict) and event.get("kind") == "tool_call":
-            decision = session.authorize(event)
+            yield session, event, session.authorize(event)
+        else:
+            session.record(event)
+            yield session, event, None
+
+
+def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[str, Any]:
+    decisions = []
+    session_id = str(record.get("session", name))
+    for _, event, decision in steps(monitor, record, session_id):
+        if decision is not None:
             decisions.append(
                 {
                     "event": event.get("id"),
@@ -39,9 +50,7 @@ def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[
                     "reasons": [r.to_json() for r in decision.reasons],
                 }
             )
-        else:
-            session.record(event)
-    return {"session": session.id, "decisions": decisions}
+    return {"session": session_id, "decisions": decisions}
 
 
 def read_sessions(path: str) -> Iterator[tuple[str, int, dict[str, Any]]]:

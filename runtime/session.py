@@ -338,16 +338,20 @@ class Session:
         e = checked["id"]
         self.events[e] = checked
         order = self.order
+        # a call is scored against the events before it: before it joins the order (no copy)
+        scored = (
+            self.risk.facts(checked, self.events, order)
+            if self.risk is not None and checked["kind"] == "tool_call"
+            else None
+        )
         facts = event_facts(checked, len(order), order, self.prepared.wanted)
         order.append(e)
         if facts:
             if self.seeds:
                 self._seed(facts)
             self._insert_indexed(facts)
-        if self.risk is not None and checked["kind"] == "tool_call":
-            scored = self.risk.facts(checked, self.events, order[:-1])
-            if scored:
-                self.add_facts(scored)
+        if scored:
+            self.add_facts(scored)
 
     def add_facts(self, facts: FactsInput) -> None:
         """Add domain facts (rows per input relation), checked like evaluation facts."""
@@ -488,15 +492,19 @@ class Session:
         self.memo.clear()
         state.forget()
         if prepared.recompute and (self.dirty or candidate in prepared.materialized):
-            seeds = self.seeds
             for r in prepared.materialized:
                 if r != candidate:
-                    arity = relations[r].arity
-                    given = seeds.get(r, ())
-                    relations[r] = Relation(arity, (f[0] for f in given) if arity == 1 else given)
+                    relations[r] = self.seeded(r)
             for stratum, base, deltas in prepared.recompute:
                 state._stratum(stratum, base, deltas, None)
         self.dirty = False
+
+    def seeded(self, relation: int) -> Relation:
+        """A fresh relation holding the facts given for a relation recomputed per decision
+        (where computing it starts)."""
+        arity = self.plan.relations[relation].arity
+        given = self.seeds.get(relation, ())
+        return Relation(arity, (f[0] for f in given) if arity == 1 else given)
 
     def _demand(self, relation: int) -> Callable[..., Any]:
         def holds(*values: Any) -> Any:

@@ -330,6 +330,48 @@ def test_context_follows_dependencies() -> None:
     assert call_context(events, order, {"id": "x"}) == (["hello", "rules"], ["page one", "page two"])
 
 
+@st.composite
+def _sessions(draw: st.DrawFn) -> tuple[list[dict], dict]:
+    """Events with random `deps` (or none: every earlier event) and `of`, and a call after them."""
+    events: list[dict] = []
+    for i in range(draw(st.integers(0, 12)) + 1):
+        earlier = [e["id"] for e in events]
+        event: dict = {"id": f"e{i}", "kind": "tool_result"}
+        if earlier and draw(st.booleans()):
+            event["of"] = draw(st.sampled_from(earlier))
+        if draw(st.booleans()):
+            event["deps"] = draw(st.lists(st.sampled_from(earlier), unique=True)) if earlier else []
+        events.append(event)
+    ids = [e["id"] for e in events]
+    call = {"id": "call", "kind": "tool_call", "tool": "t", "deps": draw(st.lists(st.sampled_from(ids)))}
+    if draw(st.booleans()):
+        call["of"] = draw(st.sampled_from(ids))
+    return events, call
+
+
+@settings(max_examples=200, deadline=None)
+@given(_sessions())
+def test_dependencies_are_what_depends_on_reaches(session: tuple[list[dict], dict]) -> None:
+    """The events a call depends on are those the session's `DependsOn` facts reach from it."""
+    from policyc.stdlib.events import event_facts
+
+    events, call = session
+    order = [e["id"] for e in events]
+    edges: dict[str, set[str]] = {}
+    for position, event in enumerate([*events, call]):
+        for e, d in event_facts(event, position, order[:position])["DependsOn"]:
+            edges.setdefault(e, set()).add(d)
+    reached: set[str] = set()
+    pending = list(edges.get("call", ()))
+    while pending:
+        e = pending.pop()
+        if e not in reached:
+            reached.add(e)
+            pending.extend(edges.get(e, ()))
+    by_id = {e["id"]: e for e in events}
+    assert dependencies(by_id, order, call) == [e for e in order if e in reached]
+
+
 def test_declarations_of_a_compilation() -> None:
     from policyc.compiler.pipeline import compile_source
 
