@@ -29,14 +29,13 @@ from typing import Any
 
 from policyc.compiler import plan as p
 from policyc.runtime.evaluator import Evaluation
+from policyc.runtime.facts import FactsError, convert
 from policyc.runtime.relations import Relation
 from policyc.runtime.verdict import render_fact
 
 from .errors import ForecastError
-from .monotone import CANDIDATE, derive
+from .monotone import CANDIDATE, derive, reads, rules_of
 from .patterns import WILDCARD, Predicate
-
-TYPES = {"symbol": (str,), "number": (int,), "float": (int, float)}
 
 
 @dataclass(frozen=True)
@@ -115,16 +114,13 @@ class Abstraction:
                     f"the pattern gives {len(predicate.args)}"
                 )
             for position, (value, kind) in enumerate(zip(predicate.args, spec.types, strict=True), 1):
-                if value is WILDCARD or kind is None:
-                    continue
-                if not isinstance(value, TYPES.get(kind, (str, int, float))) or isinstance(value, bool):
-                    raise ForecastError(
-                        f"predicate `{predicate}`: argument {position} of `{name}` is a {kind}, "
-                        f"not {json_type(value)}"
-                    )
-        prepared = self.monitor.prepared
-        maintained = r in prepared.incremental and (not spec.input or r in prepared.stored)
-        if spec.input and not maintained and r not in prepared.seeded and name != CANDIDATE:
+                if value is not WILDCARD:
+                    try:
+                        convert(value, kind, f"predicate `{predicate}`: argument {position} of `{name}`")
+                    except FactsError as error:
+                        raise ForecastError(str(error)) from None
+        maintained = self._maintained(r)
+        if spec.input and not maintained and r not in self.monitor.prepared.seeded and name != CANDIDATE:
             raise ForecastError(
                 f"predicate `{predicate}`: no rule of the policy reads the input relation `{name}`, so a "
                 "session does not keep its facts; derive a relation from it in the policy and use that"
@@ -135,28 +131,24 @@ class Abstraction:
     def _closure(self, targets: set[int]) -> set[int]:
         """The relations to compute for the targets: everything they read that the session does
         not maintain."""
-        plan = self.plan
-        prepared = self.monitor.prepared
-        reads: dict[int, set[int]] = {r: set() for r in range(len(plan.relations))}
-        for stratum in plan.strata:
-            for rule in stratum.rules:
-                reads[rule.head].update(_reads(rule.steps))
-        for r, rules in enumerate(plan.bound_rules):
-            if plan.relations[r].inline:
-                for bound in rules:
-                    reads[r].update(_reads(bound.steps))
+        read_by = {
+            r: {read for _, steps in rules for read, _ in reads(steps)}
+            for r, rules in rules_of(self.plan).items()
+        }
         needed: set[int] = set()
         todo = list(targets)
         while todo:
             r = todo.pop()
-            if r in needed:
-                continue
-            spec = plan.relations[r]
-            if r in prepared.incremental and (not spec.input or r in prepared.stored):
+            if r in needed or self._maintained(r):
                 continue
             needed.add(r)
-            todo.extend(reads[r])
+            todo.extend(read_by[r])
         return needed
+
+    def _maintained(self, r: int) -> bool:
+        """Whether the session keeps relation ``r`` up to date as events arrive."""
+        prepared = self.monitor.prepared
+        return r in prepared.incremental and (not self.plan.relations[r].input or r in prepared.stored)
 
     # ------------------------------------------------------------------------ evaluating
 
@@ -192,9 +184,7 @@ class Abstraction:
         scratch = Evaluation(prepared.compiled, session.functors, limits)
         facts = list(relations)
         for r in self.needed:
-            arity = self.plan.relations[r].arity
-            given = session.seeds.get(r, ())
-            facts[r] = Relation(arity, (f[0] for f in given) if arity == 1 else given)
+            facts[r] = session.seeded(r)
         if self.candidate is not None and self.candidate in self.needed:
             action = current_action(session)
             facts[self.candidate] = Relation(1, () if action is None else (action,))
@@ -217,24 +207,6 @@ def current_action(session: Any) -> Any:
         return None
     last = session.order[-1]
     return last if session.events[last].get("kind") == "tool_call" else None
-
-
-def json_type(value: Any) -> str:
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    return "a float"
-
-
-def _reads(steps: tuple[p.Step, ...]) -> Iterator[int]:
-    for step in steps:
-        if isinstance(step, p.Scan | p.NotExists | p.InlineTest):
-            yield step.relation
-        elif isinstance(step, p.Aggregate):
-            yield from _reads(step.body)
 
 
 def _holds(relation: Relation, predicate: Predicate) -> bool:

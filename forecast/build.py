@@ -9,13 +9,12 @@ of reaching the unsafe state — eventually and within each horizon — is compu
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from .abstraction import Abstraction, fingerprint
 from .errors import ForecastError
-from .learn import ESTIMATORS, Chain, learn
+from .learn import Chain, check_estimator, learn
 from .model import END, UNSAFE, Model, PacInfo, PredicateInfo, StateInfo, Transition
 from .patterns import Predicate
 from .traces import Trace, read
@@ -34,10 +33,7 @@ class Settings:
     delta: float = 0.05
 
     def check(self) -> None:
-        if self.estimator not in ESTIMATORS:
-            raise ForecastError(f"unknown estimator `{self.estimator}`; use {' or '.join(ESTIMATORS)}")
-        if not (self.alpha > 0 and math.isfinite(self.alpha)):
-            raise ForecastError(f"the smoothing constant α must be a positive number, not {self.alpha}")
+        check_estimator(self.estimator, self.alpha)
         for name, value in (("ε", self.epsilon), ("δ", self.delta)):
             if not 0 < value < 1:
                 raise ForecastError(f"{name} must lie strictly between 0 and 1, not {value}")

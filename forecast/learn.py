@@ -19,6 +19,7 @@ both estimators give distributions.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -72,10 +73,7 @@ class Chain:
 def learn(traces: list[Trace], validity: Validity, estimator: str = "laplace", alpha: float = 1.0) -> Chain:
     """The chain the traces give (:class:`ForecastError` for a step or transition the policy or
     an invariant rules out, naming the trace and the event)."""
-    if estimator not in ESTIMATORS:
-        raise ForecastError(f"unknown estimator `{estimator}`; use one of {', '.join(ESTIMATORS)}")
-    if not alpha > 0:
-        raise ForecastError(f"the smoothing constant must be positive, not {alpha}")
+    check_estimator(estimator, alpha)
     if not traces:
         raise ForecastError("no recorded sessions to learn from")
     paths = []
@@ -150,6 +148,15 @@ def learn(traces: list[Trace], validity: Validity, estimator: str = "laplace", a
         tuple(through),
         tuple(unsafe_through),
     )
+
+
+def check_estimator(estimator: str, alpha: float) -> None:
+    """:class:`ForecastError` for an unknown estimator or a smoothing constant that is not a
+    positive number."""
+    if estimator not in ESTIMATORS:
+        raise ForecastError(f"unknown estimator `{estimator}`; use {' or '.join(ESTIMATORS)}")
+    if not (alpha > 0 and math.isfinite(alpha)):
+        raise ForecastError(f"the smoothing constant α must be a positive number, not {alpha}")
 
 
 def label(names: tuple[str, ...], values: tuple[bool, ...]) -> str:

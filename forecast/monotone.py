@@ -52,13 +52,7 @@ class Derivation:
 def derive(plan: p.Plan) -> dict[str, Derivation]:
     """The derivation for every relation of the plan, by name."""
     relations = plan.relations
-    rules: dict[int, list[tuple[int, tuple[p.Step, ...]]]] = {r: [] for r in range(len(relations))}
-    for stratum in plan.strata:
-        for rule in stratum.rules:
-            rules[rule.head].append((rule.rule, rule.steps))
-    for r, spec in enumerate(relations):
-        if spec.inline:
-            rules[r] = [(b.rule, b.steps) for b in plan.bound_rules[r]]
+    rules = rules_of(plan)
 
     found: dict[int, Derivation] = {}
     for stratum in plan.strata:
@@ -68,9 +62,7 @@ def derive(plan: p.Plan) -> dict[str, Derivation]:
         fixed = all(
             not relations[r].input
             and relations[r].name != CANDIDATE
-            and all(
-                read in members or found[read].fixed for _, steps in rules[r] for read, _ in _reads(steps)
-            )
+            and all(read in members or found[read].fixed for _, steps in rules[r] for read, _ in reads(steps))
             for r in stratum.relations
         )
         if fixed:
@@ -99,7 +91,7 @@ def derive(plan: p.Plan) -> dict[str, Derivation]:
                     {
                         relations[read].name
                         for _, steps in rules[r]
-                        for read, how in _reads(steps)
+                        for read, how in reads(steps)
                         if how == "scan"
                     }
                 )
@@ -114,11 +106,19 @@ def derive(plan: p.Plan) -> dict[str, Derivation]:
     return {d.relation: d for d in found.values()}
 
 
+def rules_of(plan: p.Plan) -> dict[int, list[tuple[int, tuple[p.Step, ...]]]]:
+    """Every rule of every relation (inline ones included), by head: its index and its body.
+
+    Read from the rules planned with the head given, which hold every rule once; a recursive
+    stratum's ``rules`` hold only its base rules (the others are planned as delta variants)."""
+    return {r: [(b.rule, b.steps) for b in bound] for r, bound in enumerate(plan.bound_rules)}
+
+
 def _list(names: list[str], leave_out: str) -> str:
     return ", ".join(f"`{n}`" for n in names if n != leave_out) or "itself"
 
 
-def _reads(steps: tuple[p.Step, ...], inside: bool = False) -> Iterator[tuple[int, str]]:
+def reads(steps: tuple[p.Step, ...], inside: bool = False) -> Iterator[tuple[int, str]]:
     """The relations a rule body reads and how: scan, negation, aggregate, inline, inline-negated."""
     for step in steps:
         if isinstance(step, p.Scan):
@@ -128,7 +128,7 @@ def _reads(steps: tuple[p.Step, ...], inside: bool = False) -> Iterator[tuple[in
         elif isinstance(step, p.InlineTest):
             yield step.relation, "aggregate" if inside else ("inline-negated" if step.negated else "inline")
         elif isinstance(step, p.Aggregate):
-            yield from _reads(step.body, inside=True)
+            yield from reads(step.body, inside=True)
 
 
 def _problem(
@@ -138,7 +138,7 @@ def _problem(
     relations = plan.relations
     for rule, steps in rules:
         where = _rule_name(plan, rule)
-        for read, how in _reads(steps):
+        for read, how in reads(steps):
             if read in members:
                 if how in ("scan", "inline"):
                     continue

@@ -32,7 +32,7 @@ stopping rule of Algorithm 1: every state of ``S?`` has been visited ``N(s)`` ti
 the recorded ones visit each state: ``max_s ⌈N(s) · T / n(s)⌉`` for ``T`` sessions.
 
 >>> required_visits(k=3, sources=4, delta=0.05, accuracy=0.1, alpha=1.0, laplace=False)
-253
+254
 """
 
 from __future__ import annotations

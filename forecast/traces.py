@@ -80,20 +80,19 @@ def play(monitor: Any, record: dict[str, Any], name: str, where: str) -> Iterato
     principal = record.get("principal")
     if not isinstance(roles, list | tuple) or (principal is not None and not isinstance(principal, str)):
         raise ForecastError(f"{where}: `principal` is a string and `roles` a list of strings")
-    session = monitor.session(name, principal, roles)
-    if record.get("facts"):
-        session.add_facts(record["facts"])
-    yield session, Played(None, None, None, (), f"{where}: at the start")
-    for position, event in enumerate(record["events"]):
+    from policyc.runtime.replay import steps
+
+    for step, (session, event, decision) in enumerate(steps(monitor, record, name)):
+        if step == 0:
+            yield session, Played(None, None, None, (), f"{where}: at the start")
+            continue
         identifier = event.get("id") if isinstance(event, dict) else None
-        at = f"{where}: event {position + 1}" + (f" (`{identifier}`)" if isinstance(identifier, str) else "")
-        if isinstance(event, dict) and event.get("kind") == "tool_call":
-            decision = session.authorize(event)
+        at = f"{where}: event {step}" + (f" (`{identifier}`)" if isinstance(identifier, str) else "")
+        if decision is None:
+            yield session, Played(identifier, None, None, (), at)
+        else:
             rules = tuple(dict.fromkeys(r.rule for r in decision.reasons))
             yield session, Played(identifier, event.get("tool"), not decision.allowed, rules, at)
-        else:
-            session.record(event)
-            yield session, Played(identifier, None, None, (), at)
 
 
 def replay(abstraction: Abstraction, record: dict[str, Any], name: str, where: str) -> Trace:

@@ -343,6 +343,35 @@ def test_derivation_of_monotone_and_volatile_relations() -> None:
     assert "reads `Pending`, which can lose facts" in found["Later"].why
 
 
+RECURSIVE = """
+.input U, D, S, W
+V(e) :- S(e), not W(e).
+T(e) :- U(e).
+T(e) :- D(e, f), T(f), V(e).
+R(e) :- U(e).
+R(e) :- D(e, f), R(f), not W(e).
+"""
+
+
+def test_the_recursive_rules_of_a_recursive_relation_count() -> None:
+    """A recursive stratum plans its recursive rules apart from its base rules; what they read
+    decides monotonicity, and what a predicate needs computed, as much as the base rules do."""
+    found = derive(plan_of(RECURSIVE))
+    assert not found["T"].monotone and "reads `V`, which can lose facts" in found["T"].why
+    assert not found["R"].monotone and "negates `W`, which can grow" in found["R"].why
+    policy = policyc.load(RECURSIVE)
+    monitor = Monitor(policy)
+    abstraction = Abstraction(monitor, parse_predicates('T("b"), R("b")'), parse_predicate("W"))
+    session = monitor.session("s")
+    facts = {"U": [["a"]], "D": [["b", "a"]], "S": [["b"]]}
+    session.add_facts(facts)
+    evaluated = policy.evaluate(facts)
+    assert ("b",) in evaluated.relation("T") and ("b",) in evaluated.relation("R")
+    assert abstraction.observe(session).values == (True, True)
+    session.add_facts({"W": [["b"]]})  # V("b") and R("b") lose their facts
+    assert abstraction.observe(session).values == (False, False)
+
+
 def test_monotone_relations_never_lose_a_fact_in_recorded_sessions() -> None:
     """The derivation against the evaluator: each relation derived monotone keeps every fact
     from one step of a recorded session to the next (evaluated from scratch at each step), and
@@ -424,6 +453,7 @@ def test_predicates_are_checked_against_the_policy() -> None:
     for text, message in [
         ("Unscaned", "no relation `Unscaned`; did you mean `Unscanned`?"),
         ("Uncovered(_, _)", "`Uncovered` has 3 arguments, the pattern gives 2"),
+        ("Uncovered(_, _, 3)", "argument 3 of `Uncovered`: expected a string, got 3"),
         ("Anchored", "inline relation"),
         ("Event", "no rule of the policy reads the input relation `Event`"),
         ("Edit, Edit", "given twice"),

@@ -143,6 +143,19 @@ deny = ["s1"]
     assert run.status == 0 and "1 tests, 1 passed, 0 failed" in run.stdout, run.stdout
 
 
+def test_traces_are_read_as_replay_reads_them(policyc, tmp_path: Path) -> None:
+    """Only `\\n` ends a session (a U+2028 inside a string does not), blank lines are skipped,
+    and a line that is not a session is named by its line in the file, as `policyc replay` does."""
+    session = {"events": [{"id": "c1", "kind": "tool_call", "tool": "note", "args": {"t": "a\u2028b"}}]}
+    (tmp_path / "trace.jsonl").write_text("\n" + json.dumps(session, ensure_ascii=False) + "\n", "utf-8")
+    test = 'policy = "mail.dl"\n[[test]]\nname = "t"\ntrace = "trace.jsonl"\nallow = ["c1"]\n'
+    run = policyc("test", str(project(tmp_path, test)))
+    assert run.status == 0 and "1 tests, 1 passed, 0 failed" in run.stdout, run.stdout
+    (tmp_path / "trace.jsonl").write_text("\n" + json.dumps(session) + "\n\nnot json\n", "utf-8")
+    run = policyc("test", str(tmp_path / "mail_test.toml"))
+    assert run.status == 1 and "trace.jsonl:4: not valid JSON" in run.stdout, run.stdout
+
+
 def test_event_functors_need_events(policyc, tmp_path: Path) -> None:
     """Without events there is no session to answer `is_tool`: the case fails, and says why."""
     facts = 'policy = "mail.dl"\n[[test]]\nname = "facts"\nfacts = { Label = [["x", "untrusted"]] }\ndeny = ["x"]\n'

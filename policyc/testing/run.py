@@ -158,17 +158,16 @@ def _run_case(policy: Any, case: Case, fired: set[int] | None) -> CaseResult:
 
 
 def _session(policy: Any, case: Case, facts: Any) -> tuple[dict[Any, Any], Any]:
+    from policyc.runtime.replay import steps
     from policyc.runtime.session import Monitor
 
-    session = Monitor(policy).session(case.name, case.principal, case.roles)
-    if facts:
-        session.add_facts(facts)
+    record = {"principal": case.principal, "roles": case.roles, "facts": facts, "events": case.events or []}
     decisions: dict[Any, Any] = {}
-    for event in case.events or ():
-        if event.get("kind") == "tool_call":
-            decisions[event.get("id")] = session.authorize(event)
-        else:
-            session.record(event)
+    played = steps(Monitor(policy), record, case.name)
+    session, _, _ = next(played)  # as it starts
+    for _, event, decision in played:
+        if decision is not None:
+            decisions[event.get("id")] = decision
     final = session.explanation()
     final.errors = list(final.errors) + list(session.sticky)
     return decisions, final

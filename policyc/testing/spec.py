@@ -26,7 +26,6 @@ as one evaluation, and ``deny``/``allow`` name the actions decided on it.
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -221,24 +220,17 @@ def _case(path: Path, item: Any, i: int, line: int, fail: Any) -> Case:
 
 
 def _trace(path: Path, trace: Any, session: Any, where: str, line: int, fail: Any) -> dict[str, Any]:
+    from policyc.runtime.replay import TraceError, read_sessions
+
     if not isinstance(trace, str):
         raise fail(f"{where}: `trace` is the path of a JSON Lines file", line)
     file = path.parent / trace
     try:
-        lines = [text for text in file.read_text("utf-8").splitlines() if text.strip()]
-    except (OSError, UnicodeDecodeError) as error:
-        raise fail(
-            f"{where}: cannot read the trace `{file}`: {getattr(error, 'strerror', None) or error}", line
-        ) from None
-    records = []
-    for number, text in enumerate(lines, 1):
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise fail(f"{where}: `{file}` line {number} is not valid JSON: {error.msg}", line) from None
-        if not isinstance(record, dict) or not isinstance(record.get("events"), list):
-            raise fail(f"{where}: `{file}` line {number} is not a session (an object with `events`)", line)
-        records.append(record)
+        records = [record for _, _, record in read_sessions(str(file))]
+    except TraceError as error:
+        raise fail(f"{where}: {error}", line) from None
+    except OSError as error:
+        raise fail(f"{where}: cannot read the trace `{file}`: {error.strerror or error}", line) from None
     if not records:
         raise fail(f"{where}: the trace `{file}` holds no session", line)
     if session is None:
