@@ -44,6 +44,14 @@ class Fix:
     safe: bool = True
 
 
+def replace_name(span: Span, name: str, close: str | None) -> Fix | None:
+    """The fix of a "did you mean" diagnostic: the close name in place of the unknown one (a
+    guess at what was meant, so not safe)."""
+    if close is None:
+        return None
+    return Fix(f"replace `{name}` with `{close}`", (Edit(span, close),), safe=False)
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     code: str

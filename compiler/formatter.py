@@ -88,14 +88,19 @@ class FileResult:
 def format_bytes(data: bytes, path: str) -> FileResult:
     """Decode and format a file's bytes the way ``policyc check`` reads them: an undecodable
     file or a syntax error gives the same diagnostics as ``policyc check`` and no text."""
-    source = decode(path, data)
+    return format_read(decode(path, data))
+
+
+def format_read(source: SourceFile | Diagnostic) -> FileResult:
+    """Format a file as the loader read it (:func:`~policyc.compiler.loader.read_file`): its
+    text, or the diagnostic of why it is not text."""
     if isinstance(source, Diagnostic):
-        return FileResult(path, None, None, (source,))
+        return FileResult(source.span.file, None, None, (source,))
     module, diagnostics = parse(source)
     errors = tuple(sort_diagnostics(d for d in diagnostics if d.is_error))
     if errors:
-        return FileResult(path, source, None, errors)
-    return FileResult(path, source, format_module(module))
+        return FileResult(source.path, source, None, errors)
+    return FileResult(source.path, source, format_module(module))
 
 
 def unified_diff(before: str, after: str, path: str) -> str:

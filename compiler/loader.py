@@ -17,12 +17,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import ast, codes, syntax_errors
-from .diagnostics import Diagnostic, Edit, Fix
+from .diagnostics import Diagnostic, replace_name
 from .parser import parse
 from .source import SourceFile
 from .summary import RuleSummary, summarize
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 PRELUDE = "builtins"
 LIBRARY_PREFIX = "<stdlib>/"
@@ -151,12 +155,32 @@ def _is_prelude(path: str) -> bool:
         return False
 
 
+def library_path(name: str) -> str:
+    """The path spans give library module ``name`` (stable wherever policyc is installed)."""
+    return f"{LIBRARY_PREFIX}{name.replace('.', '/')}.dl"
+
+
+def library_file(path: str) -> Traversable:
+    """The installed file of a library module's path (see :func:`library_path`)."""
+    return resources.files("policyc.stdlib").joinpath(*path[len(LIBRARY_PREFIX) :].split("/"))
+
+
+def include_target(module: ast.Module, include: ast.Include) -> str:
+    """The file an ``.include`` names: its path relative to the including file's folder."""
+    return os.path.normpath(os.path.join(os.path.dirname(module.path), include.path.value))
+
+
+def file_key(path: str) -> str:
+    """How the loader tells files apart: normalised absolute paths."""
+    return os.path.normcase(os.path.abspath(path))
+
+
 @functools.cache
 def _library_module(name: str) -> tuple[ast.Module, tuple[Diagnostic, ...]] | None:
-    resource = resources.files("policyc.stdlib").joinpath(*name.split(".")[:-1], name.split(".")[-1] + ".dl")
+    path = library_path(name)
+    resource = library_file(path)
     if not resource.is_file():
         return None
-    path = f"{LIBRARY_PREFIX}{name.replace('.', '/')}.dl"  # stable wherever policyc is installed
     module, diagnostics = parse(SourceFile(path, resource.read_text("utf-8")))
     return module, tuple(diagnostics)
 
@@ -182,7 +206,7 @@ class _Loader:
         return program, self.diagnostics
 
     def _load(self, source: SourceFile, stack: tuple[str, ...]) -> None:
-        key = _key(source.path)
+        key = file_key(source.path)
         self.loaded.add(key)
         module, diagnostics = parse(source)
         self.diagnostics.extend(diagnostics)
@@ -194,8 +218,8 @@ class _Loader:
         self.modules.append(module)
 
     def _include(self, module: ast.Module, include: ast.Include, stack: tuple[str, ...]) -> None:
-        target = os.path.normpath(os.path.join(os.path.dirname(module.path), include.path.value))
-        key = _key(target)
+        target = include_target(module, include)
+        key = file_key(target)
         if key in stack:
             chain = [*stack[stack.index(key) :], key]
             self.diagnostics.append(
@@ -237,17 +261,13 @@ class _Loader:
             assert directive is not None, "the prelude ships with policyc"
             close = syntax_errors.did_you_mean(name, library_modules())
             available = ", ".join(f"`{m}`" for m in library_modules()) or "none"
-            fix = None
-            if close:
-                edit = Edit(directive.module.span, close)
-                fix = Fix(f"replace `{name}` with `{close}`", (edit,), safe=False)
             self.diagnostics.append(
                 codes.INVALID_DIRECTIVE(
                     directive.module.span,
                     f"unknown library module `{name}`",
                     help=(f"did you mean `{close}`? " if close else "")
                     + f"the library modules are: {available}",
-                    fix=fix,
+                    fix=replace_name(directive.module.span, name, close),
                 )
             )
             return
@@ -261,7 +281,3 @@ class _Loader:
             if isinstance(statement, ast.Import):
                 self._import(statement.module.name, statement)
         self.modules.append(module)
-
-
-def _key(path: str) -> str:
-    return os.path.normcase(os.path.abspath(path))

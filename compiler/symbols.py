@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import ast, codes
-from .diagnostics import Diagnostic, Edit, Fix, Related
+from .diagnostics import Diagnostic, Related, replace_name
 from .loader import Program
 from .source import Span
 from .syntax_errors import did_you_mean
@@ -82,14 +82,6 @@ class Symbols:
 
 def resolve(program: Program) -> tuple[Symbols, list[Diagnostic]]:
     return _Resolver(program).run()
-
-
-def replace_name(span: Span, name: str, close: str | None) -> Fix | None:
-    """The fix of a "did you mean" diagnostic: the close name in place of the unknown one (a
-    guess at what was meant, so not safe)."""
-    if close is None:
-        return None
-    return Fix(f"replace `{name}` with `{close}`", (Edit(span, close),), safe=False)
 
 
 class _Resolver:

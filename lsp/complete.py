@@ -20,10 +20,10 @@ from lsprotocol import types
 
 from policyc.compiler.loader import library_modules
 from policyc.compiler.symbols import FUNCTOR_PARAMS, FUNCTOR_RESULTS, TYPES
-from policyc.compiler.syntax_errors import DIRECTIVES
+from policyc.compiler.syntax_errors import DIRECTIVES, RESERVED
 
 from .document import Snapshot
-from .index import _NAME
+from .index import NAME
 
 ANNOTATIONS = {
     "id": "a stable identifier of the rule",
@@ -43,7 +43,7 @@ DIRECTIVE_HELP = {
     ".role": "declare a role with a risk budget",
     ".field": "give a tool argument a role",
 }
-KEYWORDS = ("not", "count", "sum", "min", "max", "mean")
+KEYWORDS = tuple(RESERVED.values())  # `not` and the aggregates
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*[\s\S]*?(?:\*/|$)')
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*['\u2019]*$")
 Kind = types.CompletionItemKind
@@ -140,7 +140,7 @@ def _variables(snapshot: Snapshot, offset: int) -> list[str]:
     cursor = offset - start
     typing = _WORD.search(gap[:cursor])
     names: dict[str, None] = {}
-    for match in _NAME.finditer(gap):
+    for match in NAME.finditer(gap):
         name = match.group()
         after = gap[match.end() :].lstrip()
         if typing is not None and match.start() == typing.start():

@@ -110,7 +110,9 @@ def _analyse(send: Any, text: str, path: str, files: dict[str, bytes], bound: in
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # a group of its own: stopping it stops the searches it forks
     try:
-        send.send(analyse(text, path, _reader(files), bound, timeout))
+        from .document import reader
+
+        send.send(analyse(text, path, reader(files), bound, timeout))
     except Exception as error:  # the analysis failed: say so rather than crash silently
         send.send(Outcome((), 0, f"the deep checks failed: {type(error).__name__}: {error}"))
     finally:
@@ -128,15 +130,3 @@ def analyse(text: str, path: str, read: Callable[[str], bytes], bound: int, time
         return Outcome((), 0)
     result = deep(compilation, bound, timeout)
     return Outcome(tuple(result.findings), result.unanswered)
-
-
-def _reader(files: dict[str, bytes]) -> Callable[[str], bytes]:
-    from pathlib import Path
-
-    from .document import key
-
-    def read(path: str) -> bytes:
-        found = files.get(key(path))
-        return found if found is not None else Path(path).read_bytes()
-
-    return read

@@ -18,13 +18,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 
 from pygls import uris
 
 from policyc.compiler import ast
-from policyc.compiler.loader import LIBRARY_PREFIX, load_data, load_source
+from policyc.compiler.loader import LIBRARY_PREFIX, include_target, library_file, load_data, load_source
+from policyc.compiler.loader import file_key as key
 from policyc.compiler.pipeline import Compilation, compile_program
 from policyc.compiler.source import Span
 
@@ -32,15 +32,21 @@ from .index import Index
 from .positions import UTF16, LineIndex
 
 
-def key(path: str) -> str:
-    """How the loader tells files apart: normalised absolute paths."""
-    return os.path.normcase(os.path.abspath(path))
+def reader(files: dict[str, bytes]) -> Callable[[str], bytes]:
+    """How to read an included file: from ``files`` (the editor's buffers, by :func:`key`) when
+    it is there, else from disk."""
+
+    def read(path: str) -> bytes:
+        found = files.get(key(path))
+        return found if found is not None else Path(path).read_bytes()
+
+    return read
 
 
 def real_path(path: str) -> str:
     """The file a span's path names: a library module's is inside the installed package."""
     if path.startswith(LIBRARY_PREFIX):
-        return str(resources.files("policyc.stdlib").joinpath(*path[len(LIBRARY_PREFIX) :].split("/")))
+        return str(library_file(path))
     return path
 
 
@@ -56,11 +62,6 @@ def path_of(uri: str) -> str:
     if path is None:
         path = uris.urlparse(uri)[2] or uri
     return path
-
-
-def include_target(module: ast.Module, include: ast.Include) -> str:
-    """The file an ``.include`` names, as the loader resolves it (relative to the module)."""
-    return os.path.normpath(os.path.join(os.path.dirname(module.path), include.path.value))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from policyc.compiler import ast
-from policyc.compiler.loader import LIBRARY_PREFIX
+from policyc.compiler.loader import LIBRARY_PREFIX, library_path
 from policyc.compiler.symbols import VERDICTS
 
 from .document import Snapshot, real_path
@@ -122,8 +122,7 @@ def functor(snapshot: Snapshot, name: str) -> str:
 
 
 def module(snapshot: Snapshot, name: str) -> str:
-    path = f"{LIBRARY_PREFIX}{name.replace('.', '/')}.dl"
-    source = snapshot.model.program.source(path)
+    source = snapshot.model.program.source(library_path(name))
     parts = [f"library module `{name}`"]
     if source is not None:
         lines = []

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.loader import file_key, include_target
 from policyc.compiler.source import Span
 
 RELATION, FUNCTOR, VARIABLE, MODULE, FILE, ROLE = "relation", "functor", "variable", "module", "file", "role"
 DECLARATION, DEFINITION, DIRECTIVE, USE = "declaration", "definition", "directive", "use"
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}\n]*)\}")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*['\u2019]*")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*['\u2019]*")
 
 
 @dataclass(frozen=True)
@@ -133,9 +134,7 @@ class _Walker:
         elif isinstance(statement, ast.Import):
             self.add(MODULE, statement.module.name, statement.module.span, DIRECTIVE)
         elif isinstance(statement, ast.Include):
-            from .document import include_target, key
-
-            self.add(FILE, key(include_target(self.module, statement)), statement.path.span, DIRECTIVE)
+            self.add(FILE, file_key(include_target(self.module, statement)), statement.path.span, DIRECTIVE)
         elif isinstance(statement, ast.Role):
             self.add(ROLE, statement.name.name, statement.name.span, DECLARATION)
         elif isinstance(statement, ast.FieldMap):
@@ -188,7 +187,7 @@ class _Walker:
                 inner = match.group(1)
                 if inner is None:
                     continue
-                name = _NAME.fullmatch(inner.strip())
+                name = NAME.fullmatch(inner.strip())
                 if name is None:
                     continue
                 start = arg.span.start + match.start(1) + (len(inner) - len(inner.lstrip()))

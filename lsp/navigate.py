@@ -14,11 +14,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from policyc.compiler import ast
+from policyc.compiler.loader import library_path
 from policyc.compiler.symbols import VERDICTS
+from policyc.compiler.syntax_errors import RESERVED
 
 from .document import Snapshot, real_path
 from .index import (
@@ -28,14 +29,14 @@ from .index import (
     FILE,
     FUNCTOR,
     MODULE,
+    NAME,
     RELATION,
     ROLE,
     VARIABLE,
     Occurrence,
 )
 
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*['\u2019]*")
-KEYWORDS = frozenset({"not", "count", "sum", "min", "max", "mean"})
+KEYWORDS = frozenset(RESERVED.values())  # `not` and the aggregates
 
 
 class RenameError(Exception):
@@ -55,7 +56,7 @@ def definition(snapshot: Snapshot, occurrence: Occurrence) -> list[Target]:
     occurrences = snapshot.index.of(symbol)
     if symbol.kind in (MODULE, FILE):
         if symbol.kind == MODULE:
-            path = real_path(f"<stdlib>/{symbol.name.replace('.', '/')}.dl")
+            path = real_path(library_path(symbol.name))
         else:
             path = symbol.name
         return [Target(path, None)]

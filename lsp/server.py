@@ -38,7 +38,7 @@ from policyc.compiler.loader import decode
 from . import actions, complete, hover, navigate, outline
 from .deep import Job, warm_up
 from .diagnostics import lsp_range, to_lsp
-from .document import Snapshot, build, key, path_of
+from .document import Snapshot, build, key, path_of, reader
 from .index import Occurrence
 from .settings import Settings, update
 
@@ -80,11 +80,8 @@ class PolicyServer(LanguageServer):
         return snapshot
 
     def compile(self, uri: str, text: str, version: int | None, overlays: dict[str, bytes]) -> Snapshot:
-        def read(path: str) -> bytes:
-            found = overlays.get(key(path))
-            return found if found is not None else Path(path).read_bytes()
-
         with self.lock:
+            read = reader(overlays)
             return build(text, path_of(uri), version, read, self.undecodable.get(uri), self.encoding, uri)
 
     def overlays(self) -> dict[str, bytes]:

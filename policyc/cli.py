@@ -263,13 +263,15 @@ def _load_policy(path: str, functors: str | None, verify_key: str | None, limits
         _fail(str(error))
 
 
-def _print_diagnostics(diagnostics: list) -> None:
+def _print_diagnostics(diagnostics: list, sources: Any = None) -> None:
+    """Print diagnostics on standard error, their snippets from ``sources`` (a path to its
+    source file) or else read from disk."""
     from rich.console import Console
 
     from .compiler import render_text
 
     console = Console(highlight=False, soft_wrap=True, stderr=True)
-    render_text.render(diagnostics, lambda path: _source_of(path), console)
+    render_text.render(diagnostics, sources or _source_of, console)
 
 
 def _source_of(path: str) -> Any:
@@ -726,7 +728,8 @@ def fmt_command(
 
 
 def _fmt(paths: tuple[str, ...], mode: str, stdin_name: str, fmt: str) -> None:
-    from .compiler.formatter import format_bytes
+    from .compiler.formatter import format_bytes, format_read
+    from .compiler.loader import SourceError, read_file
 
     files, problems = _expand(paths)
     results = []
@@ -735,14 +738,10 @@ def _fmt(paths: tuple[str, ...], mode: str, stdin_name: str, fmt: str) -> None:
             result = format_bytes(sys.stdin.buffer.read(), stdin_name)
         else:
             try:
-                data = Path(path).read_bytes()
-            except OSError as error:
-                reason = error.strerror or error
-                if isinstance(error, IsADirectoryError):
-                    reason = "it is a directory"
-                problems.append(f"cannot read `{path}`: {reason}")
+                result = format_read(read_file(path))
+            except SourceError as error:
+                problems.append(str(error))
                 continue
-            result = format_bytes(data, path)
         if mode == "write" and result.changed and path != "-":
             try:
                 _replace(path, result.formatted or "")
@@ -769,12 +768,7 @@ def _fmt(paths: tuple[str, ...], mode: str, stdin_name: str, fmt: str) -> None:
 
 def _fmt_text(results: list, mode: str, diagnostics: list) -> None:
     if diagnostics:
-        from rich.console import Console
-
-        from .compiler import render_text
-
-        sources = {result.path: result.source for _, result in results}
-        render_text.render(diagnostics, sources.get, Console(highlight=False, soft_wrap=True, stderr=True))
+        _print_diagnostics(diagnostics, {result.path: result.source for _, result in results}.get)
     for path, result in results:
         if result.formatted is None:
             continue
@@ -1040,7 +1034,7 @@ def _bundle_thresholds(path: str | None, compilation: Any, plan: Any) -> Any:
     if path is None:
         return None
     from .risk.declarations import declarations_of
-    from .risk.enforce import RELATIONS
+    from .risk.enforce import imports_risk
     from .risk.errors import RiskError
     from .risk.thresholds import read_thresholds
 
@@ -1048,7 +1042,7 @@ def _bundle_thresholds(path: str | None, compilation: Any, plan: Any) -> Any:
         thresholds = read_thresholds(path)
     except RiskError as error:
         _risk_fail(error)
-    if not set(RELATIONS) <= {r.name for r in plan.relations}:
+    if not imports_risk(plan):
         _fail(f"not compiled: `{path}` gives thresholds, but the policy does not `.import risk`")
     problems = thresholds.problems(declarations_of(compilation))
     for problem in problems[1:]:
@@ -1060,11 +1054,11 @@ def _bundle_thresholds(path: str | None, compilation: Any, plan: Any) -> Any:
 
 def _monitor_thresholds(path: str, policy: Any) -> Any:
     """Thresholds for the monitors of a loaded policy (`policyc replay --thresholds`)."""
-    from .risk.enforce import RELATIONS
+    from .risk.enforce import imports_risk
     from .risk.errors import RiskError
     from .risk.thresholds import read_thresholds
 
-    if not set(RELATIONS) <= {r.name for r in policy.plan.relations if r.input}:
+    if not imports_risk(policy.plan):
         _fail(f"`{path}` gives thresholds, but the policy does not `.import risk`")
     try:
         return read_thresholds(path)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from .. import ast, codes
-from ..diagnostics import Diagnostic, Edit, Fix, Related
+from ..diagnostics import Diagnostic, Edit, Fix, Related, replace_name
 from ..source import Span
 from ..syntax_errors import did_you_mean
 from . import Context
@@ -174,6 +174,4 @@ def _replace_in(context: Context, span: Span, old: str, new: str | None) -> Fix 
     if new is None or source is None:
         return None
     at = source.text.find(old, span.start, span.end)
-    if at < 0:
-        return None
-    return Fix(f"replace `{old}` with `{new}`", (Edit(source.span(at, at + len(old)), new),), safe=False)
+    return replace_name(source.span(at, at + len(old)), old, new) if at >= 0 else None

@@ -13,9 +13,9 @@ with the closest known name as a suggestion.
 from __future__ import annotations
 
 from .. import ast, codes
-from ..diagnostics import Diagnostic, Edit, Fix
+from ..diagnostics import Diagnostic, Edit, Fix, replace_name
 from ..source import Span
-from ..symbols import VERDICTS, replace_name
+from ..symbols import VERDICTS
 from ..syntax_errors import did_you_mean
 from . import Context
 
