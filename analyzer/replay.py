@@ -10,7 +10,7 @@ for the arguments the witness makes numbers), the builtins as always.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .search import Model
@@ -21,14 +21,7 @@ def implementations(compilation: Any, model: Model, tabled: frozenset[str]) -> d
     found: dict[str, Callable[..., Any]] = {}
     functors = compilation.symbols.functors
     for name in tabled:
-        sig = functors[name]
-        rows = model.tables.get(name, [])
-        if sig.is_predicate:
-            truths = {tuple(row) for row in rows}
-            found[name] = lambda *args, truths=truths: tuple(args) in truths
-        else:
-            values = {tuple(row[:-1]): row[-1] for row in rows}
-            found[name] = lambda *args, values=values: values.get(tuple(args))
+        found[name] = table_function(model.tables.get(name, []), functors[name].is_predicate)
     facts = model.facts
     calls = {a: t for a, t in facts.get("ToolCall", [])}
     args = model.arguments()
@@ -42,6 +35,16 @@ def implementations(compilation: Any, model: Model, tabled: frozenset[str]) -> d
     if "text_of" in functors:
         found.setdefault("text_of", lambda e: texts.get(e, ""))
     return found
+
+
+def table_function(rows: Iterable[Sequence[Any]], predicate: bool) -> Callable[..., Any]:
+    """A functor answering from its table: a predicate's rows are the argument tuples it holds
+    for; a function's, ``(args..., value)`` (no row: no value)."""
+    if predicate:
+        truths = {tuple(row) for row in rows}
+        return lambda *args: tuple(args) in truths
+    values = {tuple(row[:-1]): row[-1] for row in rows}
+    return lambda *args: values.get(tuple(args))
 
 
 def evaluate(compilation: Any, model: Model, tabled: frozenset[str]) -> Any:

@@ -116,18 +116,10 @@ def find_witness(loaded: Loaded, text: str, bound: int = 3, timeout: float = 60.
         raise AnalysisError(str(error)) from None
     if model is None:
         return Witness(text, "none", "bounded", bound)
-    result = evaluate(compilation, model, problem.tabled)
-    derived = result.relation(QUERY)
-    wanted = tuple(model.bindings.get(v) for v in query.variables)
-    if result.errored or wanted not in derived:
-        raise AnalysisError(
-            "internal error: the evaluator does not confirm the search's witness "
-            f"(derived {sorted(derived)[:3]}, errors {[e.message for e in result.errors][:2]}); please report it"
-        )
-    used = shown_tables(model.tables, compilation.symbols.functors)
-    return Witness(
-        text, "found", "bounded", bound, model.facts, dict(model.bindings), used, numbers=model.numbers
-    )
+    found = _confirmed(compilation, problem, QUERY, query.variables, model, bound, text)
+    if isinstance(found, AnalysisError):
+        raise found
+    return found
 
 
 def find_witnesses(
@@ -258,17 +250,27 @@ def _search_each(
 
 
 def _confirmed(
-    compilation: Any, problem: Problem, name: str, variables: tuple[str, ...], model: Any, bound: int
+    compilation: Any,
+    problem: Problem,
+    name: str,
+    variables: Sequence[str],
+    model: Any,
+    bound: int,
+    query: str | None = None,
 ) -> Witness | AnalysisError:
+    """The witness of ``name`` a model is, once the evaluator derives it from the model's facts
+    (an :class:`AnalysisError` when it does not: the search and the evaluator disagree)."""
     result = evaluate(compilation, model, problem.tabled)
+    derived = result.relation(name)
     wanted = tuple(model.bindings.get(v) for v in variables)
-    if result.errored or wanted not in result.relation(name):
-        errors = [e.message for e in result.errors][:2]
+    if result.errored or wanted not in derived:
         return AnalysisError(
-            f"the evaluator does not confirm the search's witness of `{name}` (errors {errors})"
+            "internal error: the evaluator does not confirm the search's witness "
+            f"(derived {sorted(derived, key=repr)[:3]}, errors {[e.message for e in result.errors][:2]}); please report it"
         )
     used = shown_tables(model.tables, compilation.symbols.functors)
-    query = f"{name}({', '.join(variables)})" if variables else name
+    if query is None:
+        query = f"{name}({', '.join(variables)})" if variables else name
     return Witness(
         query, "found", "bounded", bound, model.facts, dict(model.bindings), used, numbers=model.numbers
     )

@@ -72,7 +72,7 @@ def ask_json(
     if error is None:
         return value, found
     if not reply.text.lstrip().startswith("{") and "{" not in reply.text and REFUSAL.search(reply.text):
-        return None, [*found, P.REFUSAL(step, f"the model refused: {_short(reply.text)}", subject)]
+        return None, [*found, P.REFUSAL(step, f"the model refused: {P.shorten(reply.text, 160)}", subject)]
     again = [
         *messages,
         {"role": "assistant", "content": reply.text},
@@ -92,7 +92,7 @@ def ask_json(
         found.append(P.ASKED_AGAIN(step, f"the first answer could not be used ({error})", subject))
         return value, found
     if "{" not in second.text and REFUSAL.search(second.text):
-        return None, [*found, P.REFUSAL(step, f"the model refused: {_short(second.text)}", subject)]
+        return None, [*found, P.REFUSAL(step, f"the model refused: {P.shorten(second.text, 160)}", subject)]
     return None, [*found, P.MALFORMED_ANSWER(step, f"{second_error} (asked twice)", subject)]
 
 
@@ -135,8 +135,3 @@ def _kinds(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     names = {str: "a string", list: "a list", dict: "an object", int: "a number", bool: "true or false"}
     return " or ".join(names.get(k, k.__name__) for k in _kinds(kind))
-
-
-def _short(text: str, limit: int = 160) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"

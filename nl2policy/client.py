@@ -198,7 +198,7 @@ class Chat:
         finish = getattr(choice, "finish_reason", None)
         content = getattr(message, "content", None)
         if refusal:
-            return Reply(None, P.REFUSAL(step, f"the model refused: {_short(str(refusal))}", subject))
+            return Reply(None, P.REFUSAL(step, f"the model refused: {P.shorten(str(refusal), 200)}", subject))
         if finish == "content_filter":
             return Reply(
                 None, P.REFUSAL(step, "the answer was withheld by the endpoint's content filter", subject)
@@ -213,7 +213,7 @@ class Chat:
             return Reply(
                 None,
                 P.TRUNCATED_ANSWER(
-                    step, f"the answer was cut off at the length limit: {_short(content)}", subject
+                    step, f"the answer was cut off at the length limit: {P.shorten(content, 200)}", subject
                 ),
             )
         return Reply(content)
@@ -222,7 +222,7 @@ class Chat:
 def _not_a_completion(step: str, subject: str | None, error: Exception) -> P.Problem:
     return P.MALFORMED_ANSWER(
         step,
-        f"the endpoint's response is not a chat completion ({type(error).__name__}: {_short(str(error))}); "
+        f"the endpoint's response is not a chat completion ({type(error).__name__}: {P.shorten(str(error), 200)}); "
         "is the base URL the `/v1` URL of an OpenAI-compatible server?",
         subject,
     )
@@ -268,18 +268,13 @@ def _message(error: Any) -> str:
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return _short(inner["message"])
+            return P.shorten(inner["message"], 200)
         if isinstance(inner, str):
-            return _short(inner)
-    return _short(str(getattr(error, "message", None) or error))
+            return P.shorten(inner, 200)
+    return P.shorten(str(getattr(error, "message", None) or error), 200)
 
 
 def _cause(error: BaseException) -> str:
     cause = error.__cause__ or error.__context__
     text = str(cause) if cause is not None and str(cause) else str(error)
-    return _short(text)
-
-
-def _short(text: str, limit: int = 200) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"
+    return P.shorten(text, 200)

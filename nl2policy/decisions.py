@@ -150,6 +150,7 @@ def _decide(policy: Any, record: dict[str, Any], action: Any, uses_events: bool)
 def _tables(plan: Any, tables: dict[str, list[list[Any]]]) -> dict[str, Any]:
     """Implementations answering from the search's tables, for every functor the policy declares
     that is neither a builtin nor answered by a session (no entry: no value)."""
+    from policyc.analyzer.replay import table_function
     from policyc.stdlib.builtins import BUILTINS
     from policyc.stdlib.events import SESSION_FUNCTORS
 
@@ -158,10 +159,6 @@ def _tables(plan: Any, tables: dict[str, list[list[Any]]]) -> dict[str, Any]:
         if spec.name in BUILTINS or spec.name in SESSION_FUNCTORS:
             continue
         rows = tables.get(spec.name, [])
-        if spec.returns == "bool":
-            truths = {tuple(row[:-1]) for row in rows}
-            found[spec.name] = lambda *args, truths=truths: tuple(args) in truths
-        else:
-            values = {tuple(row[:-1]): row[-1] for row in rows}
-            found[spec.name] = lambda *args, values=values: values.get(tuple(args))
+        predicate = spec.returns == "bool"  # its rows as shown end in `True`
+        found[spec.name] = table_function([row[:-1] for row in rows] if predicate else rows, predicate)
     return found

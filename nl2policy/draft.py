@@ -22,6 +22,7 @@ from policyc.compiler.loader import load_source
 from policyc.compiler.parser import parse
 from policyc.compiler.pipeline import Compilation, compile_program
 from policyc.compiler.source import SourceFile
+from policyc.compiler.summary import summarize
 
 from . import problems as P
 from .requirements import Requirement
@@ -124,9 +125,9 @@ class Draft:
         unexpressed = {u.requirement for u in self.unexpressed}
         return [r for r in self.requirements if r.id not in covered and r.id not in unexpressed]
 
-    def final(self) -> tuple[list[Rule], list[P.Problem], Compilation]:
-        """The rules that can be kept (the policy they make checks clean), the problems of
-        what was left out, and the compilation of the policy."""
+    def final(self) -> tuple[list[Rule], list[P.Problem]]:
+        """The rules that can be kept (the policy they make checks clean), and the problems of
+        what was left out."""
         dropped: set[int] = set()
         found: list[P.Problem] = []
         for issue in self.issues:
@@ -139,7 +140,7 @@ class Draft:
             compilation = _compile(text, self.output)
             errors = [d for d in compilation.diagnostics if d.is_error]
             if not errors:
-                return [rule for _, rule in rules], found, compilation
+                return [rule for _, rule in rules], found
             offset = len(self.vocabulary.text + SEPARATOR)
             starts = _rule_offsets(offset, [rule for _, rule in rules])
             blamed = False
@@ -199,22 +200,8 @@ def _deciding(rules: list[tuple[int, Rule]]) -> list[tuple[int, Rule]]:
 
 
 def body_relations(rule: ast.Rule) -> set[str]:
-    names: set[str] = set()
-
-    def visit(literal: ast.Literal) -> None:
-        if isinstance(literal, ast.Atom):
-            names.add(literal.name)
-        elif isinstance(literal, ast.Negation):
-            names.add(literal.atom.name)
-        for term in ast.literal_terms(literal):
-            for inner in ast.walk_term(term):
-                if isinstance(inner, ast.Aggregate):
-                    for lit in inner.body:
-                        visit(lit)
-
-    for literal in rule.body:
-        visit(literal)
-    return names
+    """The relations a rule's body uses, negated or inside an aggregate included."""
+    return {atom.name for atom, _, _ in summarize(rule).atoms}
 
 
 def policy_text(vocabulary: Vocabulary, rules: list[Rule]) -> str:

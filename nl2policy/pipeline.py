@@ -267,8 +267,9 @@ def _run(options: Options, inputs: Inputs, chat: Chat, report: Report, progress:
 
 def _coverage(report: Report) -> None:
     report.steps["coverage"] = "done"
+    uncovered = report.uncovered
     for requirement in report.requirements:
-        if requirement.id not in report.uncovered:
+        if requirement.id not in uncovered:
             continue
         why = report.unexpressed.get(requirement.id)
         message = (

@@ -114,3 +114,9 @@ KINDS = tuple(value for value in dict(globals()).values() if isinstance(value, K
 
 def counts(problems: list[Problem]) -> dict[str, int]:
     return {severity: sum(p.severity == severity for p in problems) for severity in (ERROR, WARNING, NOTE)}
+
+
+def shorten(text: str, limit: int) -> str:
+    """Text quoted in a message: on one line, cut to ``limit`` characters."""
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"

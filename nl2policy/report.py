@@ -115,6 +115,7 @@ class Report:
         from policyc.compiler.render_json import diagnostic_json
 
         coverage = self.coverage()
+        uncovered = self.uncovered
         return {
             "format": FORMAT_VERSION,
             "status": "ok" if self.ok else "problems",
@@ -131,7 +132,7 @@ class Report:
                 {
                     **r.to_json(),
                     "rules": coverage.get(r.id, []),
-                    "covered": r.id not in self.uncovered,
+                    "covered": r.id not in uncovered,
                     "not_expressible": self.unexpressed.get(r.id),
                 }
                 for r in self.requirements
@@ -140,7 +141,7 @@ class Report:
             "rules": [rule.to_json() for rule in self.rules],
             "uncovered": [
                 {"requirement": r, "reason": self.unexpressed.get(r) or "no rule encodes it"}
-                for r in self.uncovered
+                for r in uncovered
             ],
             "unjustified": [
                 p.to_json() for p in self.problems if p.name in ("missing-requirement", "unknown-requirement")
@@ -181,7 +182,7 @@ class Report:
                 state = f"UNCOVERED ({'not expressible: ' + why if why else 'no rule encodes it'})"
             else:
                 state = "covered by " + ", ".join(coverage[r.id])
-            add(f"  {r.id:<4} {where:<12} {_short(r.text, 90)}")
+            add(f"  {r.id:<4} {where:<12} {P.shorten(r.text, 90)}")
             add(f"       {state}")
         decisions = [r for r in self.rules if r.kind != "helper"]
         add("")
@@ -211,7 +212,7 @@ class Report:
                 )
                 for b in different:
                     add(f"  {b.rule} ({', '.join(b.requirements)}): {b.difference}")
-                    add(f"    described as: {_short(b.description or '', 200)}")
+                    add(f"    described as: {P.shorten(b.description or '', 200)}")
         add("")
         recorded = f"Recorded decisions ({self.traces})" if self.traces else "Recorded decisions"
         if self.traces is not None and self.steps.get("judge") == "skipped":
@@ -282,7 +283,7 @@ def _disagreement(j: Judgment) -> str:
         else "DENIED" + (f" by {', '.join(point.reasons)}" if point.reasons else "")
     )
     lines = [f"  {point.origin} {point.id}" + (f": {point.path.description}" if point.path else "")]
-    lines.append(f"    policy: {policy}; judge: {j.verdict} ({_short(j.reason, 200)})")
+    lines.append(f"    policy: {policy}; judge: {j.verdict} ({P.shorten(j.reason, 200)})")
     session, call = render_session(point)
     lines.append("    session:")
     lines.extend(f"      {line}" for line in session.splitlines())
@@ -308,8 +309,3 @@ def line_ranges(lines: tuple[int, ...]) -> str:
         else:
             parts.append((n, n))
     return "lines " + ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in parts)
-
-
-def _short(text: str, limit: int) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"

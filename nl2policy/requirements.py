@@ -111,7 +111,7 @@ def suspicious_lines(document: Document) -> list[P.Problem]:
                     P.SUSPICIOUS_INSTRUCTIONS(
                         STEP,
                         f"line {n} reads like instructions to a model, not a requirement: "
-                        f"{_short(line.strip())!r}; it was given to every model as data only",
+                        f"{P.shorten(line.strip(), 120)!r}; it was given to every model as data only",
                         f"line {n}",
                     )
                 )
@@ -133,7 +133,7 @@ def normalize(chat: Chat, document: Document) -> Normalized:
             problems.append(
                 P.UNSUPPORTED_REQUIREMENT(
                     STEP,
-                    f"left out: it cites no line of the document ({_lines(cited) or 'none'}): {_short(text)!r}",
+                    f"left out: it cites no line of the document ({_lines(cited) or 'none'}): {P.shorten(text, 120)!r}",
                 )
             )
             continue
@@ -146,7 +146,7 @@ def normalize(chat: Chat, document: Document) -> Normalized:
         problems.append(
             P.UNACCOUNTED_TEXT(
                 STEP,
-                f"{where} became neither a requirement nor context: {_short(document.quote((start,)))!r}",
+                f"{where} became neither a requirement nor context: {P.shorten(document.quote((start,)), 120)!r}",
                 where,
             )
         )
@@ -212,8 +212,3 @@ def _ranges(numbers: list[int]) -> list[tuple[int, int]]:
 
 def _lines(numbers: list[int]) -> str:
     return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in _ranges(numbers))
-
-
-def _short(text: str, limit: int = 120) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= limit else one[: limit - 1] + "…"

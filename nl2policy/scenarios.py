@@ -37,6 +37,7 @@ from policyc.compiler.pipeline import Compilation, compile_program
 from . import problems as P
 from .draft import Rule
 from .sessions import to_session
+from .vocabulary import one_line
 
 STEP = "synthesize"
 KIND_LITERALS = ("ToolCall", "Action", "Candidate", "is_tool")
@@ -195,10 +196,6 @@ class _Builder:
             self.fires[id(rule)] = name
         return self.fires[id(rule)]
 
-    def decided(self, rule: ast.Rule) -> str:
-        """The variable of the relation :meth:`fires_rule` makes for ``rule``."""
-        return _head_var(rule) or "policyc_action"
-
     def alternatives(self, name: str) -> list[tuple[str, str]]:
         """Copies of the rules of a derived relation under fresh names (one per rule), with a
         description of each; none for an input, a functor or a relation with one rule."""
@@ -212,7 +209,7 @@ class _Builder:
                 head = alias + self.slice(rule.head)[len(rule.head.name) :]
                 body = ", ".join(self.literal_texts(rule))
                 self.lines.append(f"{head} :- {body}." if body else f"{head}.")
-                copies.append((alias, f"its rule {n} of {len(rules)} (`{_one_line(self.slice(rule))}`)"))
+                copies.append((alias, f"its rule {n} of {len(rules)} (`{one_line(self.slice(rule))}`)"))
         self.copies[name] = copies
         return copies
 
@@ -382,10 +379,6 @@ def _rule_id(rule: ast.Rule, translated: set[str]) -> str | None:
         return None
     value = annotation.args[0].value
     return value if value in translated else None
-
-
-def _one_line(text: str) -> str:
-    return " ".join(line.strip() for line in text.splitlines() if not line.strip().startswith("@"))
 
 
 def _sliced(compilation: Compilation, text: str, lines: list[str]) -> str:

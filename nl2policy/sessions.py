@@ -13,28 +13,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-EVENT_RELATIONS = (
-    "Event",
-    "Position",
-    "DependsOn",
-    "Text",
-    "Agent",
-    "Label",
-    "Message",
-    "Action",
-    "ToolCall",
-    "ToolArg",
-    "ToolResult",
-    "Candidate",
-    "Principal",
-    "HasRole",
-)
-MESSAGE_KINDS = {
-    "user": "user_message",
-    "assistant": "assistant_message",
-    "system": "system_message",
-    "agent": "agent_message",
-}
+from policyc.stdlib import events as vocabulary
+
+# the relations a monitor session fills from its events, its action and its principal
+EVENT_RELATIONS = (*vocabulary.RELATIONS, "Candidate", "Principal", "HasRole")
+MESSAGE_KINDS = {role: kind for kind, role in vocabulary.MESSAGE_KINDS.items()}  # role -> event kind
 
 
 def to_session(

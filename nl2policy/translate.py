@@ -33,7 +33,6 @@ class Translation:
     unexpressed: tuple[Unexpressed, ...]
     problems: tuple[P.Problem, ...]
     rounds: int  # repair rounds used
-    compilation: Any  # of the written policy
     draft: Draft | None
 
 
@@ -58,8 +57,8 @@ def translate(
     problems = list(found)
     if answer is None:
         draft = check(vocabulary, requirements, "", (), output)
-        rules, left_out, compilation = draft.final()
-        return Translation(tuple(rules), (), (*problems, *left_out), 0, compilation, None)
+        rules, left_out = draft.final()
+        return Translation(tuple(rules), (), (*problems, *left_out), 0, None)
     draft = check(vocabulary, requirements, answer[0], answer[1], output)
     used = 0
     while draft.needs_repair() and used < rounds:
@@ -86,8 +85,8 @@ def translate(
         if answer is None:
             break
         draft = check(vocabulary, requirements, answer[0], answer[1], output)
-    rules, left_out, compilation = draft.final()
-    return Translation(tuple(rules), draft.unexpressed, (*problems, *left_out), used, compilation, draft)
+    rules, left_out = draft.final()
+    return Translation(tuple(rules), draft.unexpressed, (*problems, *left_out), used, draft)
 
 
 def _shape(value: Any) -> tuple[str, tuple[Unexpressed, ...]]:

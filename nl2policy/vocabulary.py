@@ -237,5 +237,9 @@ def _rule_text(program: Program, rule: ast.Rule) -> str:
     source = program.source(rule.span.file)
     if source is None:
         return ""
-    text = source.text[rule.span.start : rule.span.end]
+    return one_line(source.text[rule.span.start : rule.span.end])
+
+
+def one_line(text: str) -> str:
+    """A rule's text on one line, without its annotations."""
     return " ".join(line.strip() for line in text.splitlines() if not line.strip().startswith("@"))
