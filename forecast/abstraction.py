@@ -12,8 +12,10 @@ How a relation is read:
   read where the session keeps it, with an index lookup for a pattern with constants: the cost
   does not depend on the length of the session;
 * any other relation (one using negation or aggregates over facts that still grow, or
-  ``Candidate``) is **computed** for the step from the maintained relations: the strata of the
-  relations it needs run on a scratch copy, as a decision that needs them in full would run them.
+  ``Candidate``) is **kept** for the session from the step's changes, facts added and removed
+  (:mod:`policyc.runtime.volatile`): a step costs what it changed, not the length of the session.
+
+The facts behind a predicate that holds (the evidence of a warning) are the latest to come.
 
 Whether a predicate is *monotone* (can never turn false again) is a separate question, answered
 from the policy by :mod:`.monotone`.
@@ -22,7 +24,7 @@ from the policy by :mod:`.monotone`.
 from __future__ import annotations
 
 import difflib
-import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +34,7 @@ from policyc.runtime.evaluator import Evaluation
 from policyc.runtime.facts import FactsError, convert
 from policyc.runtime.relations import Relation
 from policyc.runtime.verdict import render_fact
+from policyc.runtime.volatile import Keeper, Tracker
 
 from .errors import ForecastError
 from .monotone import CANDIDATE, derive, reads, rules_of
@@ -75,12 +78,8 @@ class Abstraction:
         self.unsafe = self._resolve(unsafe)
         computed = {r.relation for r in (*self.predicates, self.unsafe) if not r.maintained}
         self.needed = self._closure(computed)
-        compiled = prepared.compiled
-        self.strata = [
-            entry for entry in compiled.strata if any(r in self.needed for r in entry[0].relations)
-        ]
-        index = self.plan.relation_index()
-        self.candidate = index.get(CANDIDATE)
+        self.keeper = Keeper(prepared, self.needed)
+        self._trackers: weakref.WeakKeyDictionary[Any, Tracker] = weakref.WeakKeyDictionary()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -161,44 +160,56 @@ class Abstraction:
         values = tuple(_holds(facts[r.relation], r.predicate) for r in self.predicates)
         return Observation(values, _holds(facts[self.unsafe.relation], self.unsafe.predicate))
 
-    def witnesses(self, facts: list[Relation], limit: int = 3) -> dict[str, list[str]]:
-        """For each predicate that holds in ``facts``, up to ``limit`` facts that make it hold."""
+    def witnesses(self, session: Any, limit: int = 3) -> dict[str, list[str]]:
+        """For each predicate that holds at the session's step (as :meth:`facts` last found it),
+        the latest ``limit`` facts that make it hold, in the order they came."""
+        tracker = self._trackers[session]
         found: dict[str, list[str]] = {}
         for resolved in self.predicates:
-            rows = list(_matching(facts[resolved.relation], resolved.predicate, limit))
+            rows = list(_matching(tracker.latest(resolved.relation), resolved.predicate, limit))[::-1]
             if rows:
                 name = self.plan.relations[resolved.relation].name
                 found[resolved.predicate.name] = [render_fact(name, row) for row in rows]
         return found
 
     def facts(self, session: Any) -> list[Relation]:
-        """The session's relations, with the ones the predicates need computed for this step."""
-        if session.sticky:
-            causes = "; ".join(dict.fromkeys(e.message for e in session.sticky))
-            raise ForecastError(f"the session failed, so its predicates are unknown: {causes}")
-        relations = session.state.relations
-        if not self.strata:
-            return relations
-        prepared = self.monitor.prepared
-        limits = session.monitor.limits
-        scratch = Evaluation(prepared.compiled, session.functors, limits)
-        facts = list(relations)
-        for r in self.needed:
-            facts[r] = session.seeded(r)
-        if self.candidate is not None and self.candidate in self.needed:
-            action = current_action(session)
-            facts[self.candidate] = Relation(1, () if action is None else (action,))
-        scratch.relations = facts
-        deadline = None if limits.max_seconds is None else time.monotonic() + limits.max_seconds
+        """The session's relations, with the ones the predicates need brought up to date for
+        this step (by what the step changed: :mod:`policyc.runtime.volatile`)."""
+        _check(session)
+        tracker = self._trackers.get(session)
+        if tracker is None:
+            shown = {r.relation for r in self.predicates}
+            tracker = self._trackers[session] = self.keeper.track(session, shown)
         try:
-            for stratum, base, deltas in self.strata:
-                scratch._stratum(stratum, base, deltas, deadline)
+            facts = tracker.step(current_action(session))
+        except Exception as error:  # a limit
+            tracker.reset()
+            raise ForecastError(f"computing the predicates failed: {error}") from None
+        if tracker.errors:
+            causes = "; ".join(dict.fromkeys(e.message for e in tracker.errors))
+            tracker.reset()
+            raise ForecastError(f"computing the predicates failed: {causes}")
+        return facts
+
+    def computed(self, session: Any) -> list[Relation]:
+        """The same relations computed whole from the session's maintained ones (what
+        :meth:`facts` keeps up to date step by step; the test suite compares the two)."""
+        _check(session)
+        scratch = Evaluation(self.monitor.prepared.compiled, session.functors, session.monitor.limits)
+        try:
+            facts = self.keeper.compute(session, current_action(session), scratch)
         except Exception as error:  # a limit
             raise ForecastError(f"computing the predicates failed: {error}") from None
         if scratch.errors:
             causes = "; ".join(dict.fromkeys(e.message for e in scratch.errors))
             raise ForecastError(f"computing the predicates failed: {causes}")
         return facts
+
+
+def _check(session: Any) -> None:
+    if session.sticky:
+        causes = "; ".join(dict.fromkeys(e.message for e in session.sticky))
+        raise ForecastError(f"the session failed, so its predicates are unknown: {causes}")
 
 
 def current_action(session: Any) -> Any:
@@ -219,23 +230,12 @@ def _holds(relation: Relation, predicate: Predicate) -> bool:
     if len(positions) == len(args):
         return relation.contains(args)
     key = args[positions[0]] if len(positions) == 1 else tuple(args[i] for i in positions)
-    return any(predicate.matches(row) for row in _rows(relation, positions, key, args))
+    return any(predicate.matches(row) for row in relation.select(positions, key))
 
 
-def _rows(relation: Relation, positions: tuple[int, ...], key: Any, args: tuple) -> Iterator[tuple]:
-    """The facts with the pattern's constants at ``positions`` (through the relation's index)."""
-    rest = [i for i in range(len(args)) if i not in positions]
-    for entry in relation.index(positions).get(key, ()):
-        values = entry if len(rest) != 1 else (entry,)
-        row = list(args)
-        for i, v in zip(rest, values, strict=True):
-            row[i] = v
-        yield tuple(row)
-
-
-def _matching(relation: Relation, predicate: Predicate, limit: int) -> Iterator[tuple]:
+def _matching(rows: Iterator[tuple], predicate: Predicate, limit: int) -> Iterator[tuple]:
     found = 0
-    for row in sorted(relation.as_tuples(), key=lambda t: [(type(v).__name__ != "str", v) for v in t]):
+    for row in rows:
         if predicate.matches(row):
             yield row
             found += 1

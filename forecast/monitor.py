@@ -201,7 +201,7 @@ class BoundForecaster:
         values = tuple(zip(self.names, observed.values, strict=True))
         if observed.unsafe:
             return self._judge(
-                Forecast(step, None, values, True, True, 1.0, dict.fromkeys(horizons, 1.0), 0.0), facts
+                Forecast(step, None, values, True, True, 1.0, dict.fromkeys(horizons, 1.0), 0.0), session
             )
         state = model.lookup(observed.values)
         if state is None:
@@ -210,23 +210,24 @@ class BoundForecaster:
             else:
                 unsafe, within = self.worst, dict(self.worst_within)
             safe = 1.0 - (unsafe if self.position is None else within[horizons[self.position]])
-            return self._judge(Forecast(step, None, values, False, False, unsafe, within, safe), facts)
+            return self._judge(Forecast(step, None, values, False, False, unsafe, within, safe), session)
         within = dict(zip(horizons, state.within, strict=True))
         risk = state.unsafe if self.position is None else state.within[self.position]
         return self._judge(
-            Forecast(step, state.id, values, True, False, state.unsafe, within, 1.0 - risk), facts
+            Forecast(step, state.id, values, True, False, state.unsafe, within, 1.0 - risk), session
         )
 
-    def _judge(self, forecast: Forecast, facts: Any) -> Forecast:
-        """The forecast with the threshold, and the intervention with its evidence when below it."""
+    def _judge(self, forecast: Forecast, session: Any) -> Forecast:
+        """The forecast with the threshold, and the intervention with its evidence when below it
+        (``session``: None when its predicates are unknown)."""
         config = self.config
         forecast = replace(forecast, threshold=config.threshold, rule=self.rule)
         if not forecast.below:
             return forecast
         evidence: list[str] = []
         shown: list[str] = []
-        if facts is not None and forecast.values:
-            for rows in self.abstraction.witnesses(facts).values():
+        if session is not None and forecast.values:
+            for rows in self.abstraction.witnesses(session).values():
                 shown.extend(rows)
             if shown:
                 evidence.append(", ".join(shown))

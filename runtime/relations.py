@@ -16,6 +16,8 @@ so a recursive stratum's lookups see every round's new facts.
 {('c', 2)}
 >>> sorted(r.index((1,))[2])
 ['b', 'c']
+>>> r.discard_all({("b", 2)}); sorted(r.index((1,))[2]), sorted(r.select((1,), 2))
+(['c'], [('c', 2)])
 >>> u = Relation(1)
 >>> u.add_all({"x"}); u.contains(("x",)), sorted(u.as_tuples())
 {'x'}
@@ -38,7 +40,8 @@ class Relation:
         self.arity = arity
         self.tuples: set[Any] = set(items)  # values for a unary relation, tuples otherwise
         self.indexes: dict[tuple[int, ...], defaultdict] = {}
-        self.fillers: list[Callable[[Iterable[Any]], None]] = []  # one per index: adds facts to it
+        # called with the facts each addition adds: one per index, and any watcher (see watch)
+        self.fillers: list[Callable[[Iterable[Any]], None]] = []
 
     @classmethod
     def owning(cls, arity: int, items: set[Any]) -> Relation:
@@ -89,6 +92,51 @@ class Relation:
             for fill in self.fillers:
                 fill(fresh)
         return fresh
+
+    def discard_all(self, gone: Iterable[Any]) -> None:
+        """Remove facts (in this relation's representation; each must be there) from the
+        relation and its indexes. An index entry is found in its key's list: removing costs what
+        the lists of the removed facts' keys hold, not the size of the relation."""
+        gone = gone if isinstance(gone, set) else set(gone)
+        self.tuples -= gone
+        for positions, index in self.indexes.items():
+            if self.arity == 1:
+                for v in gone:
+                    index.pop(v, None)
+                continue
+            key, rest = _getters(self.arity, positions)
+            for t in gone:
+                k = key(t)
+                entries = index[k]
+                entries.remove(rest(t))
+                if not entries:
+                    del index[k]
+
+    def select(self, positions: tuple[int, ...], key: Any) -> Iterable[tuple]:
+        """The facts, as tuples, with ``key`` at ``positions`` (one value for one position, a
+        tuple for several), through the relation's index."""
+        if not positions:
+            yield from self.as_tuples()
+            return
+        if self.arity == 1:
+            if key in self.tuples:
+                yield (key,)
+            return
+        rest = projection(self.arity, positions)
+        keys = (key,) if len(positions) == 1 else key
+        for entry in self.index(positions).get(key, ()):
+            values = (entry,) if len(rest) == 1 else entry
+            row = [None] * self.arity
+            for i, v in zip(positions, keys, strict=True):
+                row[i] = v
+            for i, v in zip(rest, values, strict=True):
+                row[i] = v
+            yield tuple(row)
+
+    def watch(self, callback: Callable[[Iterable[Any]], None]) -> None:
+        """Call ``callback`` with the facts (in this relation's representation) each later
+        addition adds, however they are added."""
+        self.fillers.append(callback)
 
 
 def projection(arity: int, positions: tuple[int, ...]) -> tuple[int, ...]:
