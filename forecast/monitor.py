@@ -4,8 +4,9 @@
 binds a model to a monitor; then ``session.forecast()`` abstracts the session's current step
 into the model's predicates and looks the state up: a dictionary lookup in the probabilities
 the model cached when it was learned, whatever the length of the session or the size of the
-chain. (Abstracting the step costs what reading the predicates costs: a lookup for a relation
-the session maintains, the relation's strata for one it does not.)
+chain. Abstracting the step costs a lookup for a predicate over a relation the session
+maintains, and what the step changed for one over a relation kept step by step
+(:mod:`policyc.runtime.volatile`).
 
 * The **probability of staying safe** is ``1 - P(F unsafe)`` from the current state, or
   ``1 - P(F<=k unsafe)`` with ``horizon=k``.

@@ -4,7 +4,9 @@ the warnings, and how far ahead of the violation they came.
 A session **reaches the violation** at the first step where the model's unsafe predicate holds.
 A **warning** is a step, before that, where the probability of staying safe is below the
 threshold; the **lead time** is the number of events from the first warning to the violation.
-A warning in a session that never reaches the violation is a **false alarm**.
+A warning in a session that never reaches the violation is a **false alarm**. A session that
+fails (a malformed event, a failing functor) has unknown predicates from then on: it is counted
+apart, neither safe nor violating.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import ForecastError
 from .monitor import BoundForecaster
 from .traces import play, sessions
 
@@ -49,6 +52,10 @@ class SessionForecast:
     steps: tuple[StepForecast, ...]
 
     @property
+    def failed(self) -> bool:
+        return any(s.error is not None for s in self.steps)
+
+    @property
     def violation(self) -> int | None:
         return next((i for i, s in enumerate(self.steps) if s.unsafe_now), None)
 
@@ -75,7 +82,8 @@ class SessionForecast:
 
 
 def replay(forecaster: BoundForecaster, paths: list[str]) -> list[SessionForecast]:
-    """Every session of the trace files with its forecasts (the decisions are the policy's own)."""
+    """Every session of the trace files with its forecasts (the decisions are the policy's own;
+    :class:`ForecastError` when the files hold no session)."""
     monitor = forecaster.abstraction.monitor
     found = []
     for path in paths:
@@ -97,13 +105,15 @@ def replay(forecaster: BoundForecaster, paths: list[str]) -> list[SessionForecas
                     )
                 )
             found.append(SessionForecast(name, tuple(steps)))
+    if not found:
+        raise ForecastError("no recorded sessions to replay")
     return found
 
 
 def summary(reports: list[SessionForecast], threshold: float) -> dict[str, Any]:
     violating = [r for r in reports if r.violation is not None]
     leads = [r.lead for r in violating if r.lead is not None]
-    safe = [r for r in reports if r.violation is None]
+    safe = [r for r in reports if r.violation is None and not r.failed]
     return {
         "threshold": threshold,
         "sessions": len(reports),
@@ -118,6 +128,7 @@ def summary(reports: list[SessionForecast], threshold: float) -> dict[str, Any]:
         },
         "safe_sessions": len(safe),
         "false_alarms": sum(1 for r in safe if r.first_warning is not None),
+        "failed": sum(1 for r in reports if r.failed and r.violation is None),
     }
 
 
@@ -138,4 +149,6 @@ def summary_text(found: dict[str, Any], unsafe: str) -> str:
     parts.append(
         f"{found['false_alarms']} false alarm{'s' * (found['false_alarms'] != 1)} in {found['safe_sessions']} safe"
     )
+    if found["failed"]:
+        parts.append(f"{found['failed']} failed before reaching `{unsafe}` (their predicates are unknown)")
     return "; ".join(parts)

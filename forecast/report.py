@@ -43,12 +43,14 @@ def pac_text(model: Model) -> list[str]:
         f"about {_number(pac.traces_needed)} sessions at the rate of these",
     ]
     if pac.met:
-        lines.append(f"  the {model.traces} sessions meet it: every P(F unsafe) is within {pac.epsilon:g}")
+        verb = "meets" if model.traces == 1 else "meet"
+        lines.append(f"  the {_sessions(model.traces)} {verb} it: every P(F unsafe) is within {pac.epsilon:g}")
     else:
         error = pac.achieved_epsilon
         bound = f"{_number(error)}, which says nothing" if error >= 1 else f"{error:.3f}"
         lines.append(
-            f"  the {model.traces} sessions do not meet it; with confidence {1 - pac.delta:g} they bound "
+            f"  the {_sessions(model.traces)} {'does' if model.traces == 1 else 'do'} not meet it; "
+            f"with confidence {1 - pac.delta:g} {'it bounds' if model.traces == 1 else 'they bound'} "
             f"the error of every P(F unsafe) by {bound}"
         )
     return lines
@@ -61,7 +63,7 @@ def learn_text(model: Model, output: str) -> str:
     lines = [
         f"wrote {output}: {len(model.states)} states, {observed} observed transitions"
         + (f" and {smoothed} from smoothing" if smoothed else "")
-        + f" ({model.estimator}{alpha}), learned from {model.traces} sessions "
+        + f" ({model.estimator}{alpha}), learned from {_sessions(model.traces)} "
         f"({model.unsafe_traces} reached `{model.unsafe.name}`) and {model.steps:,} steps",
         *predicates_text(model),
         *pac_text(model),
@@ -105,7 +107,11 @@ def select(model: Model, spec: str | None) -> list[StateInfo]:
         if not part:
             continue
         value = not part.startswith(("!", "not "))
-        name = part.lstrip("!").removeprefix("not ").strip() if not value else part
+        name = part.removeprefix("!").removeprefix("not ").strip() if not value else part
+        if not value and name.startswith(("!", "not ")):
+            raise ForecastError(
+                f"`{part}`: negate a predicate once (`!{name.lstrip('!').removeprefix('not ').strip()}`)"
+            )
         if name not in model.names and "(" in name:
             try:  # a pattern, written with other spacing
                 name = parse_predicate(name).default_name
@@ -171,3 +177,7 @@ def session_text(report: SessionForecast, threshold: float, unsafe: str) -> str:
     elif report.first_warning is not None:
         lines.append("  warned, and never reached the violation (a false alarm)")
     return "\n".join(lines)
+
+
+def _sessions(count: int) -> str:
+    return f"{count:,} session{'s' * (count != 1)}"

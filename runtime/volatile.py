@@ -400,11 +400,14 @@ def _occurrence(plan: p.Plan, rule: p.RulePlan, position: int) -> Occurrence:
 
 def starting_from(rule: p.RulePlan, position: int) -> p.RulePlan:
     """The rule run from the changed facts of the atom at ``position`` (read from the delta,
-    a negated atom's as if it were positive), then the rest of its body in its order: the same
-    derivations as the rule, restricted to those using one of those facts. Each binding meets
-    every step that it meets in the rule, so functors are called on no value they would not be
-    called on there. Checks that need no functor and whose values the first atom binds are
-    moved right after it."""
+    a negated atom's as if it were positive): the same derivations as the rule, restricted to
+    those using one of those facts.
+
+    The rest of the body is ordered again for what the atom binds: checks that call no functor
+    go as soon as their values are known, then a step that calls functors (a test, a computed
+    value, an aggregate) once every step before it in the rule has gone, otherwise the scan with
+    the most values known. A step calling functors thus meets only bindings it meets in the rule,
+    so functors are called on no value they would not be called on there."""
     atom = rule.steps[position]
     assert isinstance(atom, p.Scan | p.NotExists)
     slots = rule.slots
@@ -423,36 +426,72 @@ def starting_from(rule: p.RulePlan, position: int) -> p.RulePlan:
             first.append(p.Bind(slots))
             checks.append(p.Filter("=", p.Slot(slots), arg.expr))
             slots += 1
-    rest: list[p.Step] = []
-    for i, step in enumerate(rule.steps):
-        if i == position:
-            rest.extend(checks)
-            continue
+    pending: list[tuple[int, p.Step]] = [(i, step) for i, step in enumerate(rule.steps) if i != position] + [
+        (position, check) for check in checks
+    ]
+    pending.sort(key=lambda item: item[0])
+    steps: list[p.Step] = [p.Scan(atom.relation, tuple(first), "delta")]
+    while pending:
+        earliest = pending[0][0]
+        chosen = next(
+            (item for item in pending if _pure_check(item[1]) and _needs(item[1]) <= bound), None
+        ) or next((item for item in pending if item[0] == earliest and not isinstance(item[1], p.Scan)), None)
+        if chosen is None:
+            scans = [
+                item
+                for item in pending
+                if isinstance(item[1], p.Scan) and (item[0] == earliest or _free_scan(item[1]))
+            ]
+            chosen = max(scans, key=lambda item: (_known(item[1], bound), -item[0]))
+        pending.remove(chosen)
+        step = chosen[1]
         if isinstance(step, p.Scan):
             args: list[p.Pattern] = []
             for arg in step.args:
-                if isinstance(arg, p.Bind) and arg.slot in bound:
-                    args.append(p.Match(p.Slot(arg.slot)))
-                else:
-                    if isinstance(arg, p.Bind):
-                        bound.add(arg.slot)
+                slot = _slot_of(arg)
+                if slot is None:
                     args.append(arg)
-            rest.append(p.Scan(step.relation, tuple(args), "full"))
+                elif slot in bound:
+                    args.append(p.Match(p.Slot(slot)))
+                else:  # a value bound by this scan now (in the rule, perhaps by an earlier step)
+                    args.append(p.Bind(slot))
+                    bound.add(slot)
+            steps.append(p.Scan(step.relation, tuple(args), "full"))
         elif isinstance(step, p.Assign) and step.slot in bound:
-            rest.append(p.Filter("=", p.Slot(step.slot), step.expr))
+            steps.append(p.Filter("=", p.Slot(step.slot), step.expr))
         elif isinstance(step, p.Aggregate) and step.slot in bound:
-            rest.append(p.Aggregate(slots, step.op, step.target, step.body, step.keys))
-            rest.append(p.Filter("=", p.Slot(step.slot), p.Slot(slots)))
+            steps.append(p.Aggregate(slots, step.op, step.target, step.body, step.keys))
+            steps.append(p.Filter("=", p.Slot(step.slot), p.Slot(slots)))
             slots += 1
         else:
             if isinstance(step, p.Assign | p.Aggregate):
                 bound.add(step.slot)
-            rest.append(step)
-    known = {a.slot for a in first if isinstance(a, p.Bind)}
-    early = [s for s in rest if _pure_check(s) and _needs(s) <= known]
-    late = [s for s in rest if not any(s is e for e in early)]
-    steps = (p.Scan(atom.relation, tuple(first), "delta"), *early, *late)
-    return p.RulePlan(rule.rule, rule.head, rule.head_args, steps, slots)
+            steps.append(step)
+    return p.RulePlan(rule.rule, rule.head, rule.head_args, tuple(steps), slots)
+
+
+def _slot_of(arg: p.Pattern) -> int | None:
+    """The slot an atom's argument binds or is matched with (None: a constant, ``_`` or a
+    computed value)."""
+    if isinstance(arg, p.Bind):
+        return arg.slot
+    if isinstance(arg, p.Match) and isinstance(arg.expr, p.Slot):
+        return arg.expr.index
+    return None
+
+
+def _free_scan(step: p.Scan) -> bool:
+    """A scan that calls no functor: it can run whenever (a variable not known yet, it binds)."""
+    return all(not isinstance(a, p.Match) or isinstance(a.expr, p.Const | p.Slot) for a in step.args)
+
+
+def _known(step: p.Scan, bound: set[int]) -> int:
+    """How many of a scan's arguments are known before it runs."""
+    return sum(
+        1
+        for a in step.args
+        if (isinstance(a, p.Match) and not isinstance(a.expr, p.Slot)) or _slot_of(a) in bound
+    )
 
 
 def _pure_check(step: p.Step) -> bool:

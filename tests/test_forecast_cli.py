@@ -203,6 +203,8 @@ def test_query_selects_states_and_checks_the_cached_probabilities(policyc, tmp_p
     assert policyc("forecast", "query", MODEL, "--state", "s3").stdout.count("\ns3 ") == 1
     bad = policyc("forecast", "query", MODEL, "--state", "Pushed")
     assert bad.status == 1 and "`Pushed` is not a predicate or a state of the model" in bad.stderr
+    twice = policyc("forecast", "query", MODEL, "--state", "!!Committed")
+    assert twice.status == 1 and "`!!Committed`: negate a predicate once (`!Committed`)" in twice.stderr
     both = policyc("forecast", "query", MODEL, "--state", "Committed,!Committed")
     assert both.status == 1 and "asks for `Committed` to hold and not to hold" in both.stderr
     data = json.loads(Path(MODEL).read_text("utf-8"))
@@ -287,6 +289,10 @@ def test_replay_shows_a_failed_session_as_failed(policyc, tmp_path) -> None:
     assert "unseen state" not in run.stdout
     assert "  at step 2: the session failed, so its predicates are unknown: malformed event" in run.stdout
     assert lines[-1].startswith("1 session, threshold 0.40;")
+    # a failed session is neither safe nor violating: its warnings are no false alarms
+    assert lines[-1].endswith(
+        "0 false alarms in 0 safe; 1 failed before reaching `Deny` (their predicates are unknown)"
+    )
     data = policyc(
         "forecast", "replay", POLICY, MODEL, trace, "--threshold", "0.4", "--format", "json"
     ).json()
@@ -310,3 +316,32 @@ def test_query_selects_a_predicate_named_by_its_pattern(policyc, tmp_path) -> No
         assert [s["id"] for s in run.json()["states"]] == holding
     run = policyc("forecast", "query", model, "--state", '!Uncovered(_,_,"sast_scan")', "--format", "json")
     assert [s["id"] for s in run.json()["states"]] == [s["id"] for s in data["states"] if not s["values"][1]]
+
+
+def test_replay_and_learn_refuse_a_trace_without_sessions(policyc, tmp_path) -> None:
+    empty = write(tmp_path, "empty.jsonl", "\n")
+    run = policyc("forecast", "replay", POLICY, MODEL, empty, "--threshold", "0.4")
+    assert run.status == 1 and "no recorded sessions to replay" in run.stderr
+    run = policyc(
+        "forecast", "learn", POLICY, empty, "-p", "Edit", "--unsafe", "Deny", "-o", str(tmp_path / "m.json")
+    )
+    assert run.status == 1 and "no recorded sessions to learn from" in run.stderr
+
+
+def test_learn_counts_one_session_in_the_singular(policyc, tmp_path) -> None:
+    one = write(tmp_path, "one.jsonl", (FOLDER / "scenario.jsonl").read_text().splitlines()[0])
+    run = policyc(
+        "forecast",
+        "learn",
+        POLICY,
+        one,
+        "-p",
+        "Edit,Unscanned",
+        "--unsafe",
+        "Deny",
+        "-o",
+        str(tmp_path / "m.json"),
+    )
+    assert run.status == 0, run.stderr
+    assert "learned from 1 session (1 reached `Deny`)" in run.stdout
+    assert "sessions" not in run.stdout.split("PAC")[1].split("at the rate")[1]

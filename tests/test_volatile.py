@@ -205,3 +205,27 @@ def test_a_rule_started_from_an_atom_derives_what_the_rule_derives_with_that_ato
                 assert out == whole, (plan.rules[rule.rule].text, position)
                 variants += 1
     assert variants >= 6
+
+
+def test_the_evidence_is_the_latest_facts_in_the_order_they_came() -> None:
+    folder = EXAMPLES / "forecast"
+    abstraction = Abstraction(
+        policyc.Monitor(policyc.load(str(folder / "copilot_forecast.dl"))),
+        [parse_predicate("Edit"), parse_predicate("Unscanned")],
+        parse_predicate("Deny"),
+    )
+    session = abstraction.monitor.session("s", "dev")
+    abstraction.facts(session)  # the forecast looks at every step
+    for i in (5, 1, 4, 2, 3):  # ids out of their sorted order
+        session.authorize({"id": f"c{i}", "kind": "tool_call", "tool": "create_file", "args": {}})
+        abstraction.facts(session)
+        session.record({"id": f"r{i}", "kind": "tool_result", "of": f"c{i}", "text": "Edited"})
+        abstraction.facts(session)
+    shown = abstraction.witnesses(session)
+    assert shown["Edit"] == ['Edit("c4")', 'Edit("c2")', 'Edit("c3")']
+    assert shown["Unscanned"] == ['Unscanned("c4")', 'Unscanned("c2")', 'Unscanned("c3")']
+    # a passing scan of everything so far: nothing is unscanned any more
+    session.authorize({"id": "c9", "kind": "tool_call", "tool": "sast_scan", "args": {}})
+    session.record({"id": "r9", "kind": "tool_result", "of": "c9", "text": "PASS"})
+    abstraction.facts(session)
+    assert "Unscanned" not in abstraction.witnesses(session)
