@@ -44,7 +44,9 @@ def pac_text(model: Model) -> list[str]:
     ]
     if pac.met:
         verb = "meets" if model.traces == 1 else "meet"
-        lines.append(f"  the {_sessions(model.traces)} {verb} it: every P(F unsafe) is within {pac.epsilon:g}")
+        lines.append(
+            f"  the {_sessions(model.traces)} {verb} it: every P(F unsafe) is within {pac.epsilon:g}"
+        )
     else:
         error = pac.achieved_epsilon
         bound = f"{_number(error)}, which says nothing" if error >= 1 else f"{error:.3f}"
