@@ -38,6 +38,7 @@ Stale(e) :- Open(e), not Label(e, "fresh").
 Cleared(e) :- Edited(e), not Open(e).
 Pair(a, b) :- Open(a), Open(b), a != b, DependsOn(a, b).
 Renamed(e) :- Edited(e), not Label(cat(e, "'"), "pass").
+Echoed(e) :- Open(e), ToolCall(c, _), Label(cat(c, "'"), "pass").
 Named(e, n) :- Open(e), n = cat(e, "!"), not Label(e, n).
 Now(a) :- Candidate(a), Open(d), DependsOn(a, d).
 Quiet(a) :- Candidate(a), not Label(a, "loud").
@@ -59,7 +60,7 @@ Deny(a) :- Now(a).
 """
 
 KEPT = (
-    "Flag Edited Scanned Open OpenSast Stale Cleared Pair Renamed Named Now Quiet Count PerTool "
+    "Flag Edited Scanned Open OpenSast Stale Cleared Pair Renamed Echoed Named Now Quiet Count PerTool "
     "Total Worst High Level Chain Close Hot"
 ).split()
 
