@@ -176,7 +176,7 @@ def session_text(report: SessionForecast, threshold: float, unsafe: str) -> str:
             lines.append(f"  warned {report.lead} event{'s' * (report.lead != 1)} before `{unsafe}`")
         else:
             lines.append(f"  reached `{unsafe}` without a warning")
-    elif report.first_warning is not None:
+    elif report.first_warning is not None and not report.failed:
         lines.append("  warned, and never reached the violation (a false alarm)")
     return "\n".join(lines)
 

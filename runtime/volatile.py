@@ -156,6 +156,7 @@ class Tracker:
         self.action: Any = _NOTHING
         relations = session.state.relations
         self.arrived: dict[int, dict[Any, None]] = {r: {} for r in shown}
+        self.positions: dict[str, int] = {}  # each event's place in the session
         self.added: dict[int, set] = {}
         for r in sorted(keeper.reads | (self.arrived.keys() - keeper.kept)):
             if r != keeper.candidate and r not in keeper.prepared.seeded:
@@ -209,8 +210,18 @@ class Tracker:
                 added, removed = changes[r]
                 for value in removed:
                     del arrived[value]
-                arrived.update(dict.fromkeys(sorted(added, key=_order)))
+                arrived.update(dict.fromkeys(sorted(added, key=self._arrival)))
         return facts
+
+    def _arrival(self, value: Any) -> tuple:
+        """Where a fact that came with others goes among them: after the facts about earlier
+        events (by the latest event it names), then in a fixed order."""
+        positions = self.positions
+        for e in self.session.order[len(positions) :]:
+            positions[e] = len(positions)
+        row = value if isinstance(value, tuple) else (value,)
+        latest = max((positions.get(v, -1) for v in row if type(v) is str), default=-1)
+        return (latest, _order(value))
 
     def latest(self, relation: int) -> Iterator[tuple]:
         """The facts of a shown relation, as tuples, the latest to come first."""
@@ -230,7 +241,7 @@ class Tracker:
         facts = self.keeper.compute(self.session, action, self.scratch)
         self.facts = facts
         for r in self.arrived:
-            self.arrived[r] = dict.fromkeys(sorted(facts[r].tuples, key=_order))
+            self.arrived[r] = dict.fromkeys(sorted(facts[r].tuples, key=self._arrival))
         self.outputs = {}
         for unit in self.keeper.units:
             for rules in unit.rerun.values():
@@ -426,6 +437,8 @@ def starting_from(rule: p.RulePlan, position: int) -> p.RulePlan:
             first.append(p.Bind(slots))
             checks.append(p.Filter("=", p.Slot(slots), arg.expr))
             slots += 1
+    if isinstance(atom, p.NotExists):  # another fact may still match it (`_`, computed values)
+        checks.append(atom)
     pending: list[tuple[int, p.Step]] = [(i, step) for i, step in enumerate(rule.steps) if i != position] + [
         (position, check) for check in checks
     ]

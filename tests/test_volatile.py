@@ -4,6 +4,7 @@ of rule that can lose facts, and the recorded sessions of the forecasting exampl
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +40,9 @@ Cleared(e) :- Edited(e), not Open(e).
 Pair(a, b) :- Open(a), Open(b), a != b, DependsOn(a, b).
 Renamed(e) :- Edited(e), not Label(cat(e, "'"), "pass").
 Echoed(e) :- Open(e), ToolCall(c, _), Label(cat(c, "'"), "pass").
+Lonely(a) :- Edited(a), not Pair(a, _).
+Unrun(e, t) :- Edited(e), ToolCall(_, t), not Scanned(e, t).
+Clean(e) :- Edited(e), not Unrun(e, _).
 Named(e, n) :- Open(e), n = cat(e, "!"), not Label(e, n).
 Now(a) :- Candidate(a), Open(d), DependsOn(a, d).
 Quiet(a) :- Candidate(a), not Label(a, "loud").
@@ -60,7 +64,7 @@ Deny(a) :- Now(a).
 """
 
 KEPT = (
-    "Flag Edited Scanned Open OpenSast Stale Cleared Pair Renamed Echoed Named Now Quiet Count PerTool "
+    "Flag Edited Scanned Open OpenSast Stale Cleared Pair Renamed Echoed Lonely Unrun Clean Named Now Quiet Count PerTool "
     "Total Worst High Level Chain Close Hot"
 ).split()
 
@@ -208,7 +212,10 @@ def test_a_rule_started_from_an_atom_derives_what_the_rule_derives_with_that_ato
     assert variants >= 6
 
 
-def test_the_evidence_is_the_latest_facts_in_the_order_they_came() -> None:
+@pytest.mark.parametrize("every_step", [True, False])
+def test_the_evidence_is_the_latest_facts_in_the_order_they_came(every_step) -> None:
+    """Whether the session was forecast at every step or only now: the facts about later events
+    come later."""
     folder = EXAMPLES / "forecast"
     abstraction = Abstraction(
         policyc.Monitor(policyc.load(str(folder / "copilot_forecast.dl"))),
@@ -216,12 +223,15 @@ def test_the_evidence_is_the_latest_facts_in_the_order_they_came() -> None:
         parse_predicate("Deny"),
     )
     session = abstraction.monitor.session("s", "dev")
-    abstraction.facts(session)  # the forecast looks at every step
+    abstraction.facts(session)
     for i in (5, 1, 4, 2, 3):  # ids out of their sorted order
         session.authorize({"id": f"c{i}", "kind": "tool_call", "tool": "create_file", "args": {}})
-        abstraction.facts(session)
+        if every_step:
+            abstraction.facts(session)
         session.record({"id": f"r{i}", "kind": "tool_result", "of": f"c{i}", "text": "Edited"})
-        abstraction.facts(session)
+        if every_step:
+            abstraction.facts(session)
+    abstraction.facts(session)
     shown = abstraction.witnesses(session)
     assert shown["Edit"] == ['Edit("c4")', 'Edit("c2")', 'Edit("c3")']
     assert shown["Unscanned"] == ['Unscanned("c4")', 'Unscanned("c2")', 'Unscanned("c3")']
