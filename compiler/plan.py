@@ -24,6 +24,7 @@ Steps of a rule body, executed in order for each binding of the slots so far:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,6 +245,20 @@ class Plan:
 
     def relation_index(self) -> dict[str, int]:
         return {r.name: i for i, r in enumerate(self.relations)}
+
+
+def reads(steps: tuple[Step, ...], inside: bool = False) -> Iterator[tuple[int, str]]:
+    """The relations a rule body reads and how: scan, negation, aggregate (anything inside an
+    aggregate's body), inline, inline-negated."""
+    for step in steps:
+        if isinstance(step, Scan):
+            yield step.relation, "aggregate" if inside else "scan"
+        elif isinstance(step, NotExists):
+            yield step.relation, "aggregate" if inside else "negation"
+        elif isinstance(step, InlineTest):
+            yield step.relation, "aggregate" if inside else ("inline-negated" if step.negated else "inline")
+        elif isinstance(step, Aggregate):
+            yield from reads(step.body, inside=True)
 
 
 # ------------------------------------------------------------------------------ to and from data

@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyc.compiler import plan as p
-from policyc.runtime.evaluator import Evaluation
+from policyc.runtime.evaluator import Evaluation, causes
 from policyc.runtime.facts import FactsError, convert
 from policyc.runtime.relations import Relation
 from policyc.runtime.verdict import render_fact
 from policyc.runtime.volatile import Keeper, Tracker
 
 from .errors import ForecastError
-from .monotone import CANDIDATE, derive, reads, rules_of
+from .monotone import CANDIDATE, derive, rules_of
 from .patterns import WILDCARD, Predicate
 
 
@@ -131,7 +131,7 @@ class Abstraction:
         """The relations to compute for the targets: everything they read that the session does
         not maintain."""
         read_by = {
-            r: {read for _, steps in rules for read, _ in reads(steps)}
+            r: {read for _, steps in rules for read, _ in p.reads(steps)}
             for r, rules in rules_of(self.plan).items()
         }
         needed: set[int] = set()
@@ -182,13 +182,13 @@ class Abstraction:
             tracker = self._trackers[session] = self.keeper.track(session, shown)
         try:
             facts = tracker.step(current_action(session))
-        except Exception as error:  # a limit
+        except Exception as error:  # a limit, or a rule's code raising while checking a fact
             tracker.reset()
             raise ForecastError(f"computing the predicates failed: {error}") from None
         if tracker.errors:
-            causes = "; ".join(dict.fromkeys(e.message for e in tracker.errors))
+            message = causes(tracker.errors)
             tracker.reset()
-            raise ForecastError(f"computing the predicates failed: {causes}")
+            raise ForecastError(f"computing the predicates failed: {message}")
         return facts
 
     def computed(self, session: Any) -> list[Relation]:
@@ -201,15 +201,13 @@ class Abstraction:
         except Exception as error:  # a limit
             raise ForecastError(f"computing the predicates failed: {error}") from None
         if scratch.errors:
-            causes = "; ".join(dict.fromkeys(e.message for e in scratch.errors))
-            raise ForecastError(f"computing the predicates failed: {causes}")
+            raise ForecastError(f"computing the predicates failed: {causes(scratch.errors)}")
         return facts
 
 
 def _check(session: Any) -> None:
     if session.sticky:
-        causes = "; ".join(dict.fromkeys(e.message for e in session.sticky))
-        raise ForecastError(f"the session failed, so its predicates are unknown: {causes}")
+        raise ForecastError(f"the session failed, so its predicates are unknown: {causes(session.sticky)}")
 
 
 def current_action(session: Any) -> Any:

@@ -31,7 +31,6 @@ DTMC learned over predicates gives no probability to a transition that turns it 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from policyc.compiler import plan as p
@@ -62,7 +61,9 @@ def derive(plan: p.Plan) -> dict[str, Derivation]:
         fixed = all(
             not relations[r].input
             and relations[r].name != CANDIDATE
-            and all(read in members or found[read].fixed for _, steps in rules[r] for read, _ in reads(steps))
+            and all(
+                read in members or found[read].fixed for _, steps in rules[r] for read, _ in p.reads(steps)
+            )
             for r in stratum.relations
         )
         if fixed:
@@ -91,7 +92,7 @@ def derive(plan: p.Plan) -> dict[str, Derivation]:
                     {
                         relations[read].name
                         for _, steps in rules[r]
-                        for read, how in reads(steps)
+                        for read, how in p.reads(steps)
                         if how == "scan"
                     }
                 )
@@ -118,19 +119,6 @@ def _list(names: list[str], leave_out: str) -> str:
     return ", ".join(f"`{n}`" for n in names if n != leave_out) or "itself"
 
 
-def reads(steps: tuple[p.Step, ...], inside: bool = False) -> Iterator[tuple[int, str]]:
-    """The relations a rule body reads and how: scan, negation, aggregate, inline, inline-negated."""
-    for step in steps:
-        if isinstance(step, p.Scan):
-            yield step.relation, "aggregate" if inside else "scan"
-        elif isinstance(step, p.NotExists):
-            yield step.relation, "aggregate" if inside else "negation"
-        elif isinstance(step, p.InlineTest):
-            yield step.relation, "aggregate" if inside else ("inline-negated" if step.negated else "inline")
-        elif isinstance(step, p.Aggregate):
-            yield from reads(step.body, inside=True)
-
-
 def _problem(
     plan: p.Plan, rules: list[tuple[int, tuple[p.Step, ...]]], members: set[int], found: dict[int, Derivation]
 ) -> str | None:
@@ -138,7 +126,7 @@ def _problem(
     relations = plan.relations
     for rule, steps in rules:
         where = _rule_name(plan, rule)
-        for read, how in reads(steps):
+        for read, how in p.reads(steps):
             if read in members:
                 if how in ("scan", "inline"):
                     continue

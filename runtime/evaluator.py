@@ -15,7 +15,7 @@ errored, so every decision on it is a denial.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +33,21 @@ class EvalError:
     message: str
 
 
+def causes(errors: Iterable[EvalError]) -> str:
+    """What went wrong, each message once, in order."""
+    return "; ".join(dict.fromkeys(e.message for e in errors))
+
+
 @dataclass(frozen=True)
 class Limits:
     """Bounds on one evaluation; exceeding one makes the result errored."""
 
     max_facts: int = 10_000_000
     max_seconds: float | None = 60.0
+
+    def deadline(self) -> float | None:
+        """When an evaluation starting now must stop (``time.monotonic``), if ever."""
+        return None if self.max_seconds is None else time.monotonic() + self.max_seconds
 
 
 class _LimitExceeded(Exception):
@@ -165,7 +174,7 @@ class Evaluation:
         """Evaluate every stratum (ranks: the round each recursive fact appeared in)."""
         if track_ranks:
             self.ranks = {}
-        deadline = None if self.limits.max_seconds is None else time.monotonic() + self.limits.max_seconds
+        deadline = self.limits.deadline()
         try:
             for stratum, base, deltas in self.compiled.strata:
                 self._stratum(stratum, base, deltas, deadline)

@@ -206,20 +206,12 @@ def _monotone(rule: p.RulePlan, allowed: set[int]) -> bool:
 def _read_relations(plan: p.Plan) -> set[int]:
     """Every relation some rule reads."""
     read: set[int] = set()
-
-    def walk(steps: tuple[p.Step, ...]) -> None:
-        for step in steps:
-            if isinstance(step, p.Scan | p.NotExists | p.InlineTest):
-                read.add(step.relation)
-            elif isinstance(step, p.Aggregate):
-                walk(step.body)
-
     for stratum in plan.strata:
         for rule in (*stratum.rules, *stratum.delta_rules, *stratum.insert_rules):
-            walk(rule.steps)
+            read.update(r for r, _ in p.reads(rule.steps))
     for rules in plan.bound_rules:
         for bound in rules:
-            walk(bound.steps)
+            read.update(r for r, _ in p.reads(bound.steps))
     return read
 
 

@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .evaluator import causes
+
 if TYPE_CHECKING:
     from .evaluator import Evaluation
 
@@ -130,10 +132,9 @@ def decide(facts: Facts, action: Any) -> Decision:
     plan = facts.plan
     index = facts.index
     if facts.errors:
-        causes = "; ".join(dict.fromkeys(e.message for e in facts.errors))
         reason = Reason(
             ERROR_RULE,
-            f"the policy could not be evaluated, so the action is denied: {causes}",
+            f"the policy could not be evaluated, so the action is denied: {causes(facts.errors)}",
             "Retry later, or ask an operator to check the policy's functors and facts.",
             "high",
         )

@@ -29,7 +29,6 @@ Errors are the evaluator's: a failing functor is recorded in the scratch evaluat
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,8 +38,6 @@ from policyc.compiler import plan as p
 from . import codegen
 from .evaluator import EvalError, Evaluation
 from .relations import Relation
-
-_NOTHING = object()
 
 
 @dataclass(frozen=True)
@@ -117,6 +114,7 @@ class Keeper:
                         occurrences.setdefault(step.relation, []).append(_occurrence(plan, rule, position))
             self.units.append(Unit(stratum, base, deltas, whole, frozenset(reads), occurrences, rerun))
         self.kept = {r for unit in self.units for r in unit.stratum.relations}
+        self.seeded = sorted(self.kept & prepared.seeded)  # kept input relations with given facts
         self.reads = set().union(*(unit.reads for unit in self.units)) - self.kept
         if self.candidate in kept:  # read as it is (the action under decision)
             self.reads.add(self.candidate)
@@ -135,8 +133,7 @@ class Keeper:
             facts[self.candidate] = Relation(1, () if action is None else (action,))
         scratch.relations = facts
         scratch.forget()
-        limits = session.monitor.limits
-        deadline = None if limits.max_seconds is None else time.monotonic() + limits.max_seconds
+        deadline = session.monitor.limits.deadline()
         for unit in self.units:
             scratch._stratum(unit.stratum, unit.base, unit.deltas, deadline)
         return facts
@@ -153,7 +150,7 @@ class Tracker:
         self.facts: list[Relation] | None = None  # None: computed whole at the next step
         self.outputs: dict[int, set] = {}  # what each rule run whole derived last (by rule index)
         self.seeds: dict[int, int] = {}
-        self.action: Any = _NOTHING
+        self.action: Any = None  # set by the first step
         relations = session.state.relations
         self.arrived: dict[int, dict[Any, None]] = {r: {} for r in shown}
         self.positions: dict[str, int] = {}  # each event's place in the session
@@ -233,7 +230,7 @@ class Tracker:
 
     def _seed_sizes(self) -> dict[int, int]:
         seeds = self.session.seeds
-        return {r: len(seeds[r]) for unit in self.keeper.units for r in unit.stratum.relations if r in seeds}
+        return {r: len(seeds[r]) for r in self.keeper.seeded}
 
     def _start(self, action: Any) -> list[Relation]:
         self.action = action
@@ -250,9 +247,9 @@ class Tracker:
                         self.outputs[rule.rule] = self._run(rule, fn)
         return facts
 
-    def _run(self, rule: p.RulePlan, fn: Callable, deltas: Any = None) -> set:
+    def _run(self, rule: p.RulePlan, fn: Callable) -> set:
         out: set = set()
-        self.scratch._call(rule, fn, deltas, out)
+        self.scratch._call(rule, fn, None, out)
         return out
 
     def _recompute(self, unit: Unit, changes: dict[int, tuple[set, set]]) -> None:
@@ -261,10 +258,8 @@ class Tracker:
         old = {r: facts[r].tuples for r in unit.stratum.relations}
         for r in unit.stratum.relations:
             facts[r] = self.session.seeded(r)
-        limits = self.session.monitor.limits
-        deadline = None if limits.max_seconds is None else time.monotonic() + limits.max_seconds
-        self.scratch.facts = 0
-        self.scratch._stratum(unit.stratum, unit.base, unit.deltas, deadline)
+        self.scratch.facts = 0  # the limit on facts counts this stratum's
+        self.scratch._stratum(unit.stratum, unit.base, unit.deltas, self.session.monitor.limits.deadline())
         for r, before in old.items():
             now = facts[r].tuples
             if now != before:
@@ -298,8 +293,7 @@ class Tracker:
                 gains[rule.head] |= out
                 arity_head = relations[rule.head].arity
                 doubts[rule.head].update((v,) if arity_head == 1 else v for v in before - out)
-        bound = self.keeper.prepared.compiled.bound
-        scratch = self.scratch
+        scratch = self.scratch  # its relations are ``facts``
         for r in unit.stratum.relations:
             relation = facts[r]
             unary = relation.arity == 1
@@ -309,11 +303,7 @@ class Tracker:
                 value = row[0] if unary else row
                 if value in gains[r] or value not in relation.tuples or value in gone:
                     continue
-                if not any(
-                    True
-                    for _, match in bound[r]
-                    for _ in match(facts, scratch.F, scratch.I, scratch.E, None, *row)
-                ):
+                if next(scratch.matches(r, row), None) is None:
                     gone.add(value)
             if gone:
                 relation.discard_all(gone)
@@ -340,7 +330,7 @@ def _inline_reads(plan: p.Plan) -> dict[int, set[int]]:
         if spec.inline:
             found: set[int] = set()
             for bound in plan.bound_rules[r]:
-                found |= set(_relations(bound.steps))
+                found.update(read for read, _ in p.reads(bound.steps))
             direct[r] = found
     closed: dict[int, set[int]] = {}
     for r in direct:
@@ -356,27 +346,16 @@ def _inline_reads(plan: p.Plan) -> dict[int, set[int]]:
     return closed
 
 
-def _relations(steps: tuple[p.Step, ...]) -> Iterator[int]:
-    for step in steps:
-        if isinstance(step, p.Scan | p.NotExists | p.InlineTest):
-            yield step.relation
-        elif isinstance(step, p.Aggregate):
-            yield from _relations(step.body)
-
-
 def _reads(steps: tuple[p.Step, ...], inline_reads: dict[int, set[int]]) -> tuple[set[int], set[int]]:
     """The relations a rule's atoms read, and those it reads inside aggregates or through
     inline relations."""
     direct: set[int] = set()
     hidden: set[int] = set()
-    for step in steps:
-        if isinstance(step, p.Scan | p.NotExists):
-            direct.add(step.relation)
-        elif isinstance(step, p.InlineTest):
-            hidden |= inline_reads.get(step.relation, set())
-        elif isinstance(step, p.Aggregate):
-            for r in _relations(step.body):
-                hidden |= inline_reads.get(r, {r})
+    for r, how in p.reads(steps):
+        if how in ("scan", "negation"):
+            direct.add(r)
+        else:
+            hidden |= inline_reads.get(r, {r})
     return direct, hidden
 
 

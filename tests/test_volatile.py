@@ -107,8 +107,9 @@ def sessions(draw):
     return happenings
 
 
-def abstraction_of(source: str, kept: list[str], unsafe: str = "Deny") -> Abstraction:
-    monitor = policyc.Monitor(policyc.load(source))
+def abstraction_of(policy: str, kept: list[str], unsafe: str = "Deny") -> Abstraction:
+    """``policy``: source text or a file."""
+    monitor = policyc.Monitor(policyc.load(policy))
     return Abstraction(monitor, [parse_predicate(name) for name in kept], parse_predicate(unsafe))
 
 
@@ -155,11 +156,7 @@ def test_every_kind_of_rule_is_kept_without_computing_it_whole() -> None:
 def test_recorded_sessions_of_the_forecasting_example() -> None:
     folder = EXAMPLES / "forecast"
     predicates = ["Edit", "Unscanned", "Unchecked", "Tested", "Committed", "OpenFinding"]
-    abstraction = Abstraction(
-        policyc.Monitor(policyc.load(str(folder / "copilot_forecast.dl"))),
-        [parse_predicate(p) for p in predicates],
-        parse_predicate("Deny"),
-    )
+    abstraction = abstraction_of(str(folder / "copilot_forecast.dl"), predicates)
     checked = 0
     for name, _, record in read_sessions(str(folder / "test.jsonl")):
         for session, _, _ in steps(abstraction.monitor, record, name):
@@ -217,11 +214,7 @@ def test_the_evidence_is_the_latest_facts_in_the_order_they_came(every_step) -> 
     """Whether the session was forecast at every step or only now: the facts about later events
     come later."""
     folder = EXAMPLES / "forecast"
-    abstraction = Abstraction(
-        policyc.Monitor(policyc.load(str(folder / "copilot_forecast.dl"))),
-        [parse_predicate("Edit"), parse_predicate("Unscanned")],
-        parse_predicate("Deny"),
-    )
+    abstraction = abstraction_of(str(folder / "copilot_forecast.dl"), ["Edit", "Unscanned"])
     session = abstraction.monitor.session("s", "dev")
     abstraction.facts(session)
     for i in (5, 1, 4, 2, 3):  # ids out of their sorted order
