@@ -217,6 +217,12 @@ class _internal_errors:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             sys.exit(0)
+        from .extras import MissingExtra, extra_of
+
+        if isinstance(error, ModuleNotFoundError) and (extra := extra_of(error.name or "")):
+            error = MissingExtra(extra, "this command")
+        if isinstance(error, MissingExtra):
+            _fail(str(error), 2)
         if os.environ.get("POLICYC_DEBUG"):
             return False
         click.echo(f"policyc: internal error: {kind.__name__}: {error}", err=True)
@@ -234,6 +240,16 @@ class _internal_errors:
 def _fail(message: str, status: int = 1) -> None:
     click.echo(f"policyc: error: {message}", err=True)
     sys.exit(status)
+
+
+def _require(extra: str, what: str) -> None:
+    """Stop with a one-line message when ``what`` needs an extra that is not installed."""
+    from .extras import MissingExtra, require
+
+    try:
+        require(extra, what)
+    except MissingExtra as error:
+        _fail(str(error), 2)
 
 
 def _load_functors(spec: str | None) -> Any:
@@ -844,6 +860,7 @@ def lsp_command(stdio: bool) -> None:
     you type and deep checks on save, hover, go to definition, references, rename, outline,
     completion, quick fixes and formatting. See docs/lsp.md."""
     with _internal_errors():
+        _require("lsp", "`policyc lsp`")
         from .lsp.server import serve
 
         serve(debug=bool(os.environ.get("POLICYC_DEBUG")))
@@ -963,6 +980,7 @@ def translate_command(
     the report lists problems, 2 when the inputs, the output or the endpoint cannot be used.
     """
     with _internal_errors():
+        _require("translate", "`policyc translate`")
         from .nl2policy.client import DEFAULT_BASE_URL, ConfigurationError, Settings
         from .nl2policy.pipeline import InputError, Options, run
         from .nl2policy.progress import Progress
@@ -1201,6 +1219,8 @@ def calibrate_command(
     """
     if test_path is not None and test_split is not None:
         raise click.UsageError("--test and --test-split cannot be combined")
+    if plots is not None:
+        _require("plots", "`--plots`")
     with _internal_errors():
         from .risk.calibrate import calibrate
         from .risk.errors import RiskError
@@ -1281,6 +1301,8 @@ def risk_report_command(
     Exit status 0 when every role is within its budget on the data, 1 when one is not (or the
     input has errors).
     """
+    if plots is not None:
+        _require("plots", "`--plots`")
     with _internal_errors():
         from .risk.errors import RiskError
         from .risk.report import Report, evaluate
@@ -1534,6 +1556,8 @@ def forecast_show_command(model: str, fmt: str, output: str | None, min_probabil
     with _internal_errors():
         from .forecast.render import to_dot, to_svg
 
+        if fmt != "dot":
+            _require("plots", "`policyc forecast show --format svg`")
         loaded = _forecast_model(model)
         text = to_dot(loaded, min_probability) if fmt == "dot" else to_svg(loaded, min_probability)
         if output is None:

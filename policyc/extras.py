@@ -1,0 +1,47 @@
+"""The optional parts of policyc and the extra that installs each.
+
+A runtime deployment installs the compiler, the analyzer and the monitor only; translation, plots
+and the language server come with extras (``pip install 'policyc[translate]'``, ``[plots]``,
+``[lsp]``, or ``[all]``). A command that needs a missing one says which in one line.
+
+>>> extra_of("matplotlib.pyplot")
+'plots'
+>>> extra_of("json") is None
+True
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+# extra -> the top-level modules it installs
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "translate": ("openai",),
+    "plots": ("matplotlib",),
+    "lsp": ("pygls", "lsprotocol"),
+}
+
+
+class MissingExtra(Exception):
+    """A command needs an extra that is not installed."""
+
+    def __init__(self, extra: str, what: str) -> None:
+        self.extra = extra
+        super().__init__(f"{what} needs the `{extra}` extra: pip install 'policyc[{extra}]'")
+
+
+def extra_of(module: str) -> str | None:
+    """The extra that installs ``module`` (a dotted name), if it is one of them."""
+    top = module.split(".", 1)[0]
+    return next((extra for extra, modules in EXTRAS.items() if top in modules), None)
+
+
+def require(extra: str, what: str) -> None:
+    """Raise :class:`MissingExtra` unless every module of ``extra`` can be imported."""
+    for module in EXTRAS[extra]:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise MissingExtra(extra, what)
