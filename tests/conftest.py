@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import importlib.metadata
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-SHARED = ROOT.parent / "shared"
 
 
 @dataclass(frozen=True)
@@ -53,21 +58,76 @@ def policyc():
     return run_policyc
 
 
-def pytest_addoption(parser) -> None:
-    parser.addoption(
-        "--runslow",
-        action="store_true",
-        default=False,
-        help="run the long versions of the property tests (thousands of random programs)",
+def examples(short: int, long: int) -> pytest.MarkDecorator:
+    """Run a property test with ``short`` random examples, and with ``long`` in the slow suite
+    (`pytest -m slow`)."""
+    return pytest.mark.parametrize(
+        "examples", [pytest.param(short, id="short"), pytest.param(long, id="long", marks=pytest.mark.slow)]
     )
-
-
-@pytest.fixture
-def runslow(request) -> bool:
-    return bool(request.config.getoption("--runslow"))
 
 
 @pytest.fixture
 def cli():
     """The `policyc` command (for tests that also import the `policyc` module)."""
     return run_policyc
+
+
+@pytest.fixture(scope="session")
+def agentdojo_traces(request, tmp_path_factory) -> Path:
+    """A folder with the AgentDojo traces (`benign.jsonl`, every suite without attack, and
+    `attacked.jsonl`, the banking and slack suites attacked), exported from the installed
+    `agentdojo` package by `examples/agentdojo/export.py` as its README says.
+
+    Exported once and kept in pytest's cache, under the exporter's hash and the package's
+    version; test workers share it (a lock, and a folder that appears whole)."""
+    exporter = EXAMPLES / "agentdojo" / "export.py"
+    version = importlib.metadata.version("agentdojo")
+    key = hashlib.sha256(exporter.read_bytes() + version.encode()).hexdigest()[:16]
+    cache = getattr(request.config, "cache", None)
+    home = cache.mkdir("agentdojo") if cache is not None else tmp_path_factory.getbasetemp() / "agentdojo"
+    home.mkdir(parents=True, exist_ok=True)
+    folder = home / key
+    with open(home / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "attacked.jsonl").exists():
+            staging = Path(tempfile.mkdtemp(dir=home))
+            done = subprocess.run(
+                [sys.executable, str(exporter), str(staging), "--attacked", "banking,slack"],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, PYTHONHASHSEED="0"),
+                timeout=600,
+            )
+            if done.returncode != 0:
+                shutil.rmtree(staging, ignore_errors=True)
+                pytest.fail(f"exporting the AgentDojo traces failed:\n{done.stderr}")
+            shutil.rmtree(folder, ignore_errors=True)
+            staging.rename(folder)
+    return folder
+
+
+def json_difference(found: Any, expected: Any, where: str = "$", rel: float = 1e-9) -> str | None:
+    """Where two JSON values differ (None if they agree), numbers compared within ``rel``: a
+    learned artefact's last digits depend on the numeric libraries' versions."""
+    if isinstance(expected, float) or isinstance(found, float):
+        if isinstance(found, int | float) and isinstance(expected, int | float):
+            if math.isclose(found, expected, rel_tol=rel, abs_tol=rel * 1e-3):
+                return None
+        return f"{where}: {found!r} != {expected!r}"
+    if isinstance(expected, dict) and isinstance(found, dict):
+        if found.keys() != expected.keys():
+            return f"{where}: keys {sorted(found)} != {sorted(expected)}"
+        for key in expected:
+            if (problem := json_difference(found[key], expected[key], f"{where}.{key}", rel)) is not None:
+                return problem
+        return None
+    if isinstance(expected, list) and isinstance(found, list):
+        if len(found) != len(expected):
+            return f"{where}: {len(found)} items != {len(expected)}"
+        for i, (a, b) in enumerate(zip(found, expected, strict=True)):
+            if (problem := json_difference(a, b, f"{where}[{i}]", rel)) is not None:
+                return problem
+        return None
+    return (
+        None if found == expected and type(found) is type(expected) else f"{where}: {found!r} != {expected!r}"
+    )

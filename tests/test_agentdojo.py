@@ -1,5 +1,6 @@
-"""The AgentDojo acceptance run: the provenance policy scored on the shared ground-truth traces,
-its functors, and the README's account of every benign call it denies."""
+"""The AgentDojo acceptance run: the provenance policy scored on the ground-truth traces exported
+from the `agentdojo` package, its functors, and the README's account of every benign call it
+denies."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ import sys
 
 import pytest
 
-from .conftest import EXAMPLES, ROOT, SHARED
+from .conftest import EXAMPLES, ROOT
 
-TRACES = SHARED / "workloads" / "agentdojo"
 FOLDER = EXAMPLES / "agentdojo"
 
 
@@ -26,10 +26,8 @@ def _functors():
 
 
 @pytest.fixture(scope="module")
-def scores() -> dict:
-    files = [TRACES / "benign.jsonl", TRACES / "attacked_banking_slack.jsonl"]
-    missing = [str(f) for f in files if not f.exists()]
-    assert not missing, f"the shared AgentDojo traces are missing: {missing}"
+def scores(agentdojo_traces) -> dict:
+    files = [agentdojo_traces / "benign.jsonl", agentdojo_traces / "attacked.jsonl"]
     done = subprocess.run(
         [sys.executable, str(FOLDER / "score.py"), *map(str, files), "--json"],
         capture_output=True,

@@ -29,7 +29,7 @@ from policyc.compiler.formatter import WIDTH, FormatError, format_source
 from policyc.compiler.parser import parse
 from policyc.compiler.source import SourceFile
 
-from .conftest import EXAMPLES, ROOT, run_policyc
+from .conftest import EXAMPLES, ROOT, examples, run_policyc
 from .programs import oracle_programs
 
 GOLDEN = ROOT / "tests" / "golden" / "fmt"
@@ -284,28 +284,32 @@ def check_laid_out_anyhow(text: str, seed: int) -> None:
 
 
 @pytest.mark.parametrize("path", POLICIES)
-def test_policies_of_the_repository_laid_out_anyhow(path: str, runslow: bool) -> None:
+@examples(8, 100)
+def test_policies_of_the_repository_laid_out_anyhow(path: str, examples: int) -> None:
     text = (ROOT / path).read_text("utf-8")
-    prove(lambda seed: check_laid_out_anyhow(text, seed), 100 if runslow else 8, seed=st.integers(0, 2**32))
+    prove(lambda seed: check_laid_out_anyhow(text, seed), examples, seed=st.integers(0, 2**32))
 
 
-def test_random_policies(runslow: bool) -> None:
+@examples(200, 5000)
+def test_random_policies(examples: int) -> None:
     def check(text: str, seed: int) -> None:
         assert_canonical(text)
         check_laid_out_anyhow(text, seed)
 
-    prove(check, 5000 if runslow else 200, text=policies(), seed=st.integers(0, 2**32))
+    prove(check, examples, text=policies(), seed=st.integers(0, 2**32))
 
 
-def test_random_stratified_programs(runslow: bool) -> None:
+@examples(40, 1000)
+def test_random_stratified_programs(examples: int) -> None:
     def check(case, seed: int) -> None:
         assert_canonical(case.text)
         check_laid_out_anyhow(case.text, seed)
 
-    prove(check, 1000 if runslow else 40, case=oracle_programs(), seed=st.integers(0, 2**32))
+    prove(check, examples, case=oracle_programs(), seed=st.integers(0, 2**32))
 
 
-def test_rules_fit_or_break_one_literal_per_line(runslow: bool) -> None:
+@examples(100, 1000)
+def test_rules_fit_or_break_one_literal_per_line(examples: int) -> None:
     """A rule printed on one line fits in the width; a broken rule has its head and `:-` on
     the first line and one literal per line after it, indented (without comments, nothing
     else breaks)."""
@@ -330,7 +334,7 @@ def test_rules_fit_or_break_one_literal_per_line(runslow: bool) -> None:
                 )
             assert len(flat(formatted[statement.span.start : statement.span.end])) > WIDTH
 
-    prove(check, 1000 if runslow else 100, text=policies())
+    prove(check, examples, text=policies())
 
 
 # ------------------------------------------------------------------------ the library

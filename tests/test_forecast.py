@@ -30,7 +30,7 @@ from policyc.forecast.traces import Step, Trace
 from policyc.forecast.validity import Validity
 from policyc.runtime.session import Monitor
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, json_difference
 
 FOLDER = EXAMPLES / "forecast"
 POLICY = FOLDER / "copilot_forecast.dl"
@@ -501,7 +501,8 @@ def example_model():
 
 def test_the_committed_example_model_is_what_learning_gives(example_model) -> None:
     model, traces = example_model
-    assert model.dumps() == (FOLDER / "model.json").read_text("utf-8")
+    committed = json.loads((FOLDER / "model.json").read_text("utf-8"))
+    assert json_difference(json.loads(model.dumps()), committed) is None
     assert parse(json.loads(model.dumps())) == model
     assert verify(model) == []
     # the counts are the traces': every session starts in the initial state, and each state's

@@ -1,7 +1,7 @@
 """The evaluator against clingo (through the analyzer's translation, policyc.analyzer.asp): on random stratified programs with random facts, every
 relation policyc derives equals the one in clingo's unique answer set.
 
-300 programs run by default; `pytest --runslow` runs 2,500.
+300 programs run by default; the slow suite (`pytest -m slow`) runs 2,500.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import policyc
 from policyc.analyzer.asp import solve_unique, to_clingo
 from policyc.compiler.pipeline import compile_source
 
+from .conftest import examples
 from .programs import FUNCTORS, OracleCase, oracle_programs
 
 
@@ -28,8 +29,8 @@ def check_against_clingo(case: OracleCase) -> None:
             assert mine[relation.name] == expected[relation.name], (relation.name, case.text, case.facts)
 
 
-def test_random_programs_agree_with_clingo(runslow: bool) -> None:
-    examples = 2500 if runslow else 300
+@examples(300, 2500)
+def test_random_programs_agree_with_clingo(examples: int) -> None:
     run = settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))(
         given(oracle_programs())(check_against_clingo)
     )

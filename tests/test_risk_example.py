@@ -1,4 +1,4 @@
-"""examples/risk_budgets on the shared AgentDojo traces: the README's commands print what the
+"""examples/risk_budgets on the AgentDojo traces: the README's commands print what the
 README shows, the committed thresholds are the ones they write, and the records follow the
 traces (the attacker's arguments violated, the user's not)."""
 
@@ -15,11 +15,10 @@ import pytest
 
 from policyc.risk.thresholds import read_thresholds
 
-from .conftest import ROOT, SHARED, run_policyc
+from .conftest import ROOT, run_policyc
 
 FOLDER = ROOT / "examples" / "risk_budgets"
 README = (FOLDER / "README.md").read_text("utf-8")
-TRACES = SHARED / "workloads" / "agentdojo"
 
 
 def shown(prefix: str) -> tuple[list[str], str]:
@@ -32,12 +31,13 @@ def shown(prefix: str) -> tuple[list[str], str]:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    """A folder laid out like the checkout, where the README's commands run: they write
-    calib.jsonl and examples/risk_budgets/thresholds.json there, not in the repository."""
+def workdir(tmp_path_factory, agentdojo_traces):
+    """A folder laid out like the checkout with the exported traces in `traces/`, where the
+    README's commands run."""
     folder = tmp_path_factory.mktemp("risk_budgets")
     (folder / "examples" / "risk_budgets").mkdir(parents=True)
     shutil.copy(FOLDER / "policy.dl", folder / "examples" / "risk_budgets" / "policy.dl")
+    (folder / "traces").symlink_to(agentdojo_traces, target_is_directory=True)
     command, output = shown("python examples/risk_budgets/derive.py")
     run = subprocess.run(
         [sys.executable, str(ROOT / command[1]), *command[2:]],
@@ -55,15 +55,15 @@ def records(workdir) -> list[dict]:
     return [json.loads(line) for line in (workdir / "calib.jsonl").read_text().splitlines()]
 
 
-def test_records_follow_the_traces(workdir) -> None:
+def test_records_follow_the_traces(workdir, agentdojo_traces) -> None:
     """One record per argument with a role of each expected call: the attacker's violated, the
     user's not; each run is one episode."""
     from policyc.risk.declarations import read_declarations
 
     declarations = read_declarations(FOLDER / "policy.dl")
     expected: dict[tuple[str, bool], int] = {}
-    for name in ("benign.jsonl", "attacked_banking_slack.jsonl"):
-        for line in (TRACES / name).read_text().splitlines():
+    for name in ("benign.jsonl", "attacked.jsonl"):
+        for line in (agentdojo_traces / name).read_text().splitlines():
             run = json.loads(line)
             episode = f"{run['suite']}/{run['user_task']}/{run.get('injection_task') or 'benign'}"
             for key, violated in (("expect_allow", False), ("expect_deny", True)):
@@ -86,8 +86,7 @@ def test_calibration_prints_what_the_readme_shows_and_writes_the_committed_thres
     run = run_policyc(*command[1:], cwd=workdir)
     assert run.status == 0, run.stderr
     assert run.stdout == output
-    written = workdir / "examples" / "risk_budgets" / "thresholds.json"
-    assert read_thresholds(written) == read_thresholds(FOLDER / "thresholds.json")
+    assert read_thresholds(workdir / "thresholds.json") == read_thresholds(FOLDER / "thresholds.json")
     # the guarantee's own arithmetic on the calibration data: CRC's (k + 1) / (n + 1) <= α
     report = run_policyc(*command[1:], "--format", "json", cwd=workdir).json()
     for name, stratum in report["strata"].items():

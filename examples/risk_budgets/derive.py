@@ -10,7 +10,8 @@ Each run is an episode (`suite/user_task/injection_task`). Usage::
 
     python examples/risk_budgets/derive.py -o calib.jsonl [--traces DIR] [--policy policy.dl]
 
-DIR defaults to the workloads shared next to the checkout (`../shared/workloads/agentdojo`).
+DIR defaults to ``traces``, where the AgentDojo exporter writes ``benign.jsonl`` and
+``attacked.jsonl`` (``python examples/agentdojo/export.py traces``; see examples/agentdojo/README.md).
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from policyc.risk.detectors import LexicalProvenance
 from policyc.risk.enforce import score_call
 
 HERE = Path(__file__).resolve().parent
-TRACES = HERE.parents[2] / "shared" / "workloads" / "agentdojo"
-FILES = ("benign.jsonl", "attacked_banking_slack.jsonl")
+FILES = ("benign.jsonl", "attacked.jsonl")
 
 
 def episode_of(run: dict[str, Any]) -> str:
@@ -78,7 +78,7 @@ def records_of(run: dict[str, Any], declarations: Any, detector: Any) -> list[di
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-o", "--output", required=True, help="where to write the records (JSONL)")
-    parser.add_argument("--traces", default=str(TRACES), help="folder of the AgentDojo traces")
+    parser.add_argument("--traces", default="traces", help="folder of the exported AgentDojo traces")
     parser.add_argument("--policy", default=str(HERE / "policy.dl"), help="the policy giving the field roles")
     args = parser.parse_args(argv)
     declarations = read_declarations(args.policy)
@@ -87,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in FILES:
         path = Path(args.traces) / name
         if not path.exists():
-            print(f"derive.py: {path} not found (give --traces)", file=sys.stderr)
+            print(
+                f"derive.py: {path} not found: export the AgentDojo traces first "
+                "(python examples/agentdojo/export.py traces) or give --traces",
+                file=sys.stderr,
+            )
             return 2
         with path.open(encoding="utf-8") as lines:
             for line in lines:
