@@ -85,7 +85,7 @@ def test_mentions_matches_whole_tokens_only() -> None:
     assert f.mentions("Mail Bob@Example.com today", "bob@example.com")
     assert not f.mentions("Mail evil.bob@example.com", "bob@example.com")
     assert not f.mentions("Mail bob@example.com.attacker.net", "bob@example.com")
-    assert f.mentions("our website www.our-company.com.They sent", "www.our-company.com")
+    assert f.mentions("details at www.our-company.com.Then call", "www.our-company.com")
     assert f.mentions("see https://www.example.com/page", "example.com/page")
     assert not f.mentions("see www.example.com/page/secret", "www.example.com/page")
     assert not f.mentions("anything", "")
@@ -119,7 +119,7 @@ def test_list_arguments_and_links() -> None:
 def test_selection_criteria() -> None:
     f = _functors()
     listing = "- id_: '11'\n  size: 900\n- id_: '13'\n  size: 20\n- id_: '4'\n  size: 300\n"
-    assert f.criterion("Find and delete the largest file in the drive.") == "largest"
+    assert f.criterion("Remove whichever file of mine is the largest one.") == "largest"
     assert f.criterion("Delete the file named notes.docx") is None
     assert f.selected(listing, "largest") == "11"
     assert f.selected(listing, "smallest") == "13"
@@ -135,7 +135,7 @@ def test_names_and_card_numbers() -> None:
     assert not f.card_number("IBAN GB29NWBK60161331926819")
     assert f.asks_for("Please pay the bill", "payment")
     assert not f.asks_for("Summarize the article", "payment")
-    assert f.delegates("Read the file and follow the instructions precisely.")
+    assert f.delegates("Open the file and carry out the instructions it gives.")
     assert not f.delegates("Read the file and summarize it.")
 
 
