@@ -31,6 +31,7 @@ __all__ = [
     "instrument_httpx",
     "instrument_requests",
     "load",
+    "load_source",
     "tool_messages",
     "use_session",
 ]
@@ -50,16 +51,27 @@ def check_source(text: str, path: str = "<input>") -> list[Diagnostic]:
     return run(text, path)
 
 
-def load(policy: Any, functors: Any = None, **options: Any) -> Policy:
+def load(policy: Any = None, functors: Any = None, **options: Any) -> Policy:
     """A :class:`~policyc.runtime.policy.Policy` from a source file, a bundle or source text.
 
-    ``functors`` binds the functors the policy declares: a mapping ``{"name": callable}``,
-    functions marked with :func:`functor`, or a module holding them. Options: ``verify_key``
-    (a bundle must carry a valid signature by this Ed25519 public key) and ``limits``.
+    ``policy`` is a path (a ``Path``, or a string naming an existing file or ending in
+    ``.dl``, ``.bundle`` or ``.json``) or else source text; ``source=TEXT`` (or
+    :func:`load_source`) gives text explicitly. ``functors`` binds the functors the policy
+    declares: a mapping ``{"name": callable}``, functions marked with :func:`functor`, or a
+    module holding them. Options: ``verify_key`` (a bundle must carry a valid signature by
+    this Ed25519 public key; refused with source text) and ``limits``.
     """
     from .runtime.policy import load as run
 
     return run(policy, functors, **options)
+
+
+def load_source(text: str, functors: Any = None, **options: Any) -> Policy:
+    """A :class:`~policyc.runtime.policy.Policy` from source text, never looked up as a file
+    (options: ``limits``, and ``name``, the file name its diagnostics give)."""
+    from .runtime.policy import load_source as run
+
+    return run(text, functors, **options)
 
 
 def functor(name: str | None = None) -> Any:

@@ -134,46 +134,88 @@ class Result:
         return why_not(self.evaluation, name, tuple(values))
 
 
-def looks_like_source(text: str) -> bool:
-    stripped = text.strip()
-    return "\n" in stripped or ":-" in stripped or stripped.startswith((".", "@")) or stripped.endswith(".")
+PATH_SUFFIXES = (".dl", ".bundle", ".json")
+
+
+def is_path(policy: str | os.PathLike[str]) -> bool:
+    """Whether :func:`load` reads ``policy`` as a path rather than source text: a
+    ``PathLike`` always is one; a string is one when it names an existing file, or when it is
+    one line ending in ``.dl``, ``.bundle`` or ``.json`` (a missing file is then "cannot
+    read", never compiled as text)."""
+    if isinstance(policy, os.PathLike):
+        return True
+    if os.path.exists(policy):
+        return True
+    return "\n" not in policy and policy.strip().endswith(PATH_SUFFIXES)
 
 
 def load(
-    policy: str | os.PathLike[str],
+    policy: str | os.PathLike[str] | None = None,
     functors: Functors = None,
     *,
+    source: str | None = None,
     verify_key: str | os.PathLike[str] | bytes | None = None,
     limits: Limits | None = None,
 ) -> Policy:
     """A policy from a source file, a bundle file or source text (:class:`PolicyError` if it
-    has errors or cannot be read; ``MissingFunctors`` if a functor has no implementation)."""
-    from .bundle import is_bundle, read_bundle
+    has errors or cannot be read; ``MissingFunctors`` if a functor has no implementation).
 
-    if isinstance(policy, os.PathLike) or not looks_like_source(str(policy)):
-        path = Path(policy)
-        try:
-            data = path.read_bytes()
-        except OSError as error:
-            raise PolicyError(f"cannot read `{path}`: {error.strerror or error}") from None
-        if is_bundle(data):
-            plan, manifest = read_bundle(data, str(path), verify_key)
-            from policyc.risk.enforce import bundle_risk
+    ``policy`` is a path when :func:`is_path` says so, else source text; ``source=`` gives
+    source text explicitly (never looked up as a file). Source text carries no signature, so
+    a ``verify_key`` with it is refused."""
+    if (policy is None) == (source is None):
+        raise TypeError("policyc.load takes a policy path or text, or source=TEXT (exactly one)")
+    if source is None:
+        assert policy is not None
+        if not isinstance(policy, str | os.PathLike):
+            raise TypeError(f"policyc.load takes a path or source text, not {type(policy).__name__}")
+        if is_path(policy):
+            return _load_file(Path(policy), functors, verify_key, limits)
+        source = policy
+    elif not isinstance(source, str):
+        raise TypeError(f"source= takes policy text (a str), not {type(source).__name__}")
+    if verify_key is not None:
+        raise PolicyError(
+            "a verification key was given, but the policy is source text, which carries no signature "
+            "to verify (load a signed bundle by its path)"
+        )
+    return load_source(source, functors, limits=limits)
 
-            return Policy(plan, functors, limits, manifest, *bundle_risk(manifest, str(path)))
-        if verify_key is not None:
-            raise PolicyError(f"`{path}` is not a bundle, so it carries no signature to verify")
-        from policyc.compiler.loader import load_data
-        from policyc.compiler.pipeline import compile_program
 
-        program, found = load_data(data, str(path))
-        compilation = compile_program(program, found)
-    else:
-        from policyc.compiler.pipeline import compile_source
-
-        compilation = compile_source(str(policy), "<source>")
+def load_source(
+    text: str, functors: Functors = None, *, limits: Limits | None = None, name: str = "<source>"
+) -> Policy:
+    """A policy from source text (reported as ``name``; includes are relative to the current
+    folder)."""
+    from policyc.compiler.pipeline import compile_source
     from policyc.risk.declarations import declarations_of
 
+    compilation = compile_source(text, name)
+    return Policy(plan_of(compilation), functors, limits, risk=declarations_of(compilation))
+
+
+def _load_file(path: Path, functors: Functors, verify_key: Any, limits: Limits | None) -> Policy:
+    from policyc.compiler.files import read_bytes
+
+    from .bundle import is_bundle, read_bundle
+
+    try:
+        data = read_bytes(path)  # a policy or a bundle
+    except OSError as error:
+        raise PolicyError(f"cannot read `{path}`: {error.strerror or error}") from None
+    if is_bundle(data):
+        plan, manifest = read_bundle(data, str(path), verify_key)
+        from policyc.risk.enforce import bundle_risk
+
+        return Policy(plan, functors, limits, manifest, *bundle_risk(manifest, str(path)))
+    if verify_key is not None:
+        raise PolicyError(f"`{path}` is not a bundle, so it carries no signature to verify")
+    from policyc.compiler.loader import load_data
+    from policyc.compiler.pipeline import compile_program
+    from policyc.risk.declarations import declarations_of
+
+    program, found = load_data(data, str(path))
+    compilation = compile_program(program, found)
     return Policy(plan_of(compilation), functors, limits, risk=declarations_of(compilation))
 
 

@@ -167,3 +167,43 @@ def test_a_bundle_is_the_same_whatever_the_hash_seed_and_the_path(tmp_path, cli)
         assert run.status == 0, run.stderr
         outputs.append(json.loads(out.read_bytes())["plan"])
     assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_a_verification_key_with_source_text_is_refused(tmp_path, cli) -> None:
+    """Source text carries no signature: a key given with it is refused, never ignored."""
+    assert cli("keygen", str(tmp_path / "team")).status == 0
+    with pytest.raises(PolicyError, match="carries no signature"):
+        policyc.load(".input S\nDeny(a) :- S(a).", verify_key=tmp_path / "team.pub")
+    with pytest.raises(PolicyError, match="carries no signature"):
+        policyc.load(source=".input S\nDeny(a) :- S(a).", verify_key=tmp_path / "team.pub")
+
+
+def test_paths_are_told_from_text_without_guessing(tmp_path, monkeypatch) -> None:
+    """`./policy.dl` and `../x.bundle` are paths (a missing one cannot be read, it is not
+    compiled as text); a `Path` is always a path; text is explicit with `source=`."""
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    (tmp_path / "sub" / "policy.dl").write_text(".input S\nDeny(a) :- S(a).\n", "utf-8")
+    assert policyc.load("./policy.dl").evaluate({"S": [["x"]]}).relation("Deny") == {("x",)}
+    for missing in ("./nope.dl", "../x.bundle", "facts.json", "sub dir/p.dl"):
+        with pytest.raises(PolicyError, match="cannot read"):
+            policyc.load(missing)
+    # an existing file is a path, whatever its name
+    (tmp_path / "sub" / "rules").write_text(".input S\nDeny(a) :- S(a).\n", "utf-8")
+    assert policyc.load("rules").evaluate({"S": [["y"]]}).relation("Deny") == {("y",)}
+    # a Path never is text, even when it reads like a policy
+    with pytest.raises(PolicyError, match="cannot read"):
+        policyc.load(Path("Deny(a) :- S(a)."))
+    # text, given as such: the same text is never looked up as a file
+    text = ".input S\nDeny(a) :- S(a)."
+    assert policyc.load(source=text).evaluate({"S": [["z"]]}).relation("Deny") == {("z",)}
+    assert policyc.load_source(text).evaluate({"S": [["z"]]}).relation("Deny") == {("z",)}
+    (tmp_path / "sub" / "policy.dl").write_text(".input T\nDeny(a) :- T(a).\n", "utf-8")
+    for explicit in (lambda: policyc.load(source="policy.dl"), lambda: policyc.load_source("policy.dl")):
+        with pytest.raises(PolicyError, match="<source>:1:"):
+            explicit()  # compiled as text (and so wrong), not read from the file of that name
+    with pytest.raises(TypeError):
+        policyc.load("policy.dl", source=text)
+    # text given positionally, as the docs show, still works
+    assert policyc.load(".input S\nDeny(a) :- S(a).").evaluate({"S": [["w"]]}).relation("Deny") == {("w",)}
+    assert policyc.load("Deny(1).").evaluate({}).relation("Deny") == {(1,)}

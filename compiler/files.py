@@ -1,0 +1,70 @@
+"""Reading an input file: a regular file only, and at most so many bytes.
+
+Every file policyc reads as input (policies, bundles, facts, traces, models, records, keys)
+goes through :func:`read_bytes`, so that a FIFO, a device such as ``/dev/zero``, a directory
+or a file larger than the cap is refused with a one-line reason instead of blocking or
+filling memory. A refusal is an :class:`OSError` (whose ``strerror`` is the reason), so it is
+reported where every other unreadable file is: ``cannot read `x`: not a regular file (a
+FIFO)``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+MiB = 1024 * 1024
+POLICY_LIMIT = 16 * MiB  # a policy source file (and each file it includes)
+DATA_LIMIT = 256 * MiB  # a JSON or JSON Lines file: facts, traces, bundles, models, records
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
+
+
+def _size(limit: int) -> str:
+    return f"{limit // MiB} MiB" if limit % MiB == 0 else f"{limit:,} bytes"
+
+
+def read_bytes(path: str | os.PathLike[str], limit: int = DATA_LIMIT) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (``OSError`` otherwise: a
+    directory is ``IsADirectoryError``; a FIFO, a device or a socket, or a larger file, an
+    ``OSError`` whose ``strerror`` says so). Opening never blocks, even on a FIFO."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "it is a directory", os.fspath(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({_kind(mode)})", os.fspath(path))
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        chunks = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(limit + 1 - size, 16 * MiB))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise OSError(errno.EFBIG, f"larger than {_size(limit)}, the most policyc reads", os.fspath(path))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | os.PathLike[str], limit: int = DATA_LIMIT) -> str:
+    """The UTF-8 text of a regular file (``OSError`` as for :func:`read_bytes`;
+    ``UnicodeDecodeError`` if it is not UTF-8)."""
+    return read_bytes(path, limit).decode("utf-8")
