@@ -495,15 +495,26 @@ def _parse_fact(text: str) -> tuple[str, tuple]:
 
 @main.command("keygen")
 @click.argument("prefix")
-def keygen_command(prefix: str) -> None:
-    """Create an Ed25519 key pair for signing bundles: PREFIX.key and PREFIX.pub."""
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace an existing key pair (bundles signed with the old key no longer verify with the new one).",
+)
+def keygen_command(prefix: str, force: bool) -> None:
+    """Create an Ed25519 key pair for signing bundles: PREFIX.key (owner-only) and PREFIX.pub.
+
+    An existing PREFIX.key or PREFIX.pub is never overwritten without --force, nor written
+    through a symbolic link."""
     with _internal_errors():
-        from .runtime.bundle import generate_keys
+        from .runtime.bundle import KeyExists, generate_keys
 
         try:
-            private, public = generate_keys(prefix)
+            private, public = generate_keys(prefix, force=force)
+        except KeyExists as error:
+            _fail(str(error))
         except OSError as error:
-            _fail(f"cannot write the keys: {error.strerror or error}", 2)
+            where = f" `{error.filename}`" if error.filename else ""
+            _fail(f"cannot write the keys{where}: {error.strerror or error}", 2)
         click.echo(f"wrote {private} (keep it secret) and {public}")
 
 

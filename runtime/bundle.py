@@ -209,23 +209,82 @@ def _public_key(key: Any, refuse: Any) -> Any:
     return public
 
 
-def generate_keys(prefix: str) -> tuple[Path, Path]:
-    """Write a new Ed25519 key pair: ``PREFIX.key`` (private, owner-only) and ``PREFIX.pub``."""
+class KeyExists(FileExistsError):
+    """A key file is already there (``policyc keygen`` replaces it only with ``--force``)."""
+
+
+def generate_keys(prefix: str, *, force: bool = False) -> tuple[Path, Path]:
+    """Write a new Ed25519 key pair: ``PREFIX.key`` (private, mode 0600) and ``PREFIX.pub``.
+
+    Files are created exclusively and never through a symbolic link: an existing file (or
+    link) at either path is :class:`KeyExists`, unless ``force``, which writes each key to a
+    new file in the same folder and renames it over the old one (a link is replaced, its
+    target untouched)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    key = Ed25519PrivateKey.generate()
     private = Path(f"{prefix}.key")
     public = Path(f"{prefix}.pub")
+    if not force:
+        for path in (private, public):
+            if os.path.lexists(path):
+                raise KeyExists(
+                    f"`{path}` exists; pass --force to replace the key pair (bundles signed with the "
+                    "old key will no longer verify with the new one)"
+                )
+    key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    fd = os.open(private, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(pem)
-    public.write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+    pub = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+    if force:
+        _replace_file(private, pem, 0o600)
+        _replace_file(public, pub, 0o644)
+        return private, public
+    _create_file(private, pem, 0o600)
+    try:
+        _create_file(public, pub, 0o644)
+    except BaseException:
+        private.unlink()
+        raise
     return private, public
+
+
+def _create_file(path: Path, data: bytes, mode: int) -> None:
+    """Create ``path`` (never an existing file, never through a link) holding ``data``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, mode)
+    except FileExistsError:
+        raise KeyExists(f"`{path}` exists; pass --force to replace the key pair") from None
+    try:
+        os.fchmod(fd, mode)  # whatever the umask
+        with os.fdopen(fd, "wb") as out:
+            fd = -1
+            out.write(data)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        path.unlink()
+        raise
+
+
+def _replace_file(path: Path, data: bytes, mode: int) -> None:
+    """Replace ``path`` by a new file holding ``data``: written beside it, then renamed over it
+    (a symbolic link at ``path`` is replaced, not followed)."""
+    import tempfile
+
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise

@@ -207,3 +207,45 @@ def test_paths_are_told_from_text_without_guessing(tmp_path, monkeypatch) -> Non
     # text given positionally, as the docs show, still works
     assert policyc.load(".input S\nDeny(a) :- S(a).").evaluate({"S": [["w"]]}).relation("Deny") == {("w",)}
     assert policyc.load("Deny(1).").evaluate({}).relation("Deny") == {(1,)}
+
+
+def test_keygen_never_overwrites_a_key(tmp_path, cli) -> None:
+    """A second keygen to the same prefix is refused and leaves the key pair as it was (every
+    bundle signed with it still verifies); `--force` replaces it with a new owner-only key."""
+    prefix = str(tmp_path / "team")
+    assert cli("keygen", prefix).status == 0
+    private, public = (tmp_path / "team.key").read_bytes(), (tmp_path / "team.pub").read_bytes()
+    run = cli("keygen", prefix)
+    assert run.status == 1 and "exists" in run.stderr and "--force" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+    assert (tmp_path / "team.key").read_bytes() == private and (tmp_path / "team.pub").read_bytes() == public
+    (tmp_path / "team.key").chmod(0o644)
+    run = cli("keygen", "--force", prefix)
+    assert run.status == 0, run.stderr
+    assert (tmp_path / "team.key").read_bytes() != private and (tmp_path / "team.pub").read_bytes() != public
+    assert (tmp_path / "team.key").stat().st_mode & 0o777 == 0o600
+    # only the public key there: still refused, and nothing is written
+    (tmp_path / "solo.pub").write_text("mine", "utf-8")
+    run = cli("keygen", str(tmp_path / "solo"))
+    assert run.status == 1 and "solo.pub" in run.stderr
+    assert not (tmp_path / "solo.key").exists() and (tmp_path / "solo.pub").read_text("utf-8") == "mine"
+
+
+def test_keygen_does_not_follow_symlinks(tmp_path, cli) -> None:
+    """A symbolic link at PREFIX.key is not written through (the private key would land in the
+    target, with its loose permissions); with --force the link itself is replaced."""
+    target = tmp_path / "shared.txt"
+    target.write_text("world readable\n", "utf-8")
+    target.chmod(0o644)
+    (tmp_path / "team.key").symlink_to(target)
+    (tmp_path / "dangling.key").symlink_to(tmp_path / "nowhere")
+    for prefix in ("team", "dangling"):
+        run = cli("keygen", str(tmp_path / prefix))
+        assert run.status == 1 and "exists" in run.stderr, run.stderr
+    assert target.read_text("utf-8") == "world readable\n" and not (tmp_path / "nowhere").exists()
+    run = cli("keygen", "--force", str(tmp_path / "team"))
+    assert run.status == 0, run.stderr
+    key = tmp_path / "team.key"
+    assert not key.is_symlink() and key.stat().st_mode & 0o777 == 0o600
+    assert b"PRIVATE KEY" in key.read_bytes()
+    assert target.read_text("utf-8") == "world readable\n" and target.stat().st_mode & 0o777 == 0o644
