@@ -11,6 +11,7 @@ number). A problem is a :class:`FactsError` naming the relation, the row and the
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from pathlib import Path
@@ -45,9 +46,11 @@ def convert(value: Any, type_: str | None, where: str) -> str | int | float:
     if type_ == "float":
         if not isinstance(value, int | float):
             raise FactsError(f"{where}: expected a number, got {_describe(value)}")
-        return float(value)
-    if not isinstance(value, str | int | float):
+        value = float(value)
+    elif not isinstance(value, str | int | float):
         raise FactsError(f"{where}: {_describe(value)} is not a string or a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise FactsError(f"{where}: {value!r} is not a finite number")
     return value
 
 
@@ -101,8 +104,12 @@ def _fast(rows: Iterable[Any], types: tuple[str | None, ...]) -> set[tuple] | No
     if rows and set(map(len, rows)) != {len(types)}:
         return None
     for i, type_ in enumerate(types):
-        if not set(map(type, map(itemgetter(i), rows))) <= _ALLOWED[type_]:
+        column = list(map(itemgetter(i), rows))
+        kinds = set(map(type, column))
+        if not kinds <= _ALLOWED[type_]:
             return None
+        if float in kinds and not all(map(math.isfinite, (v for v in column if type(v) is float))):
+            return None  # NaN and infinities: the row-by-row check says where
     return set(map(tuple, rows))
 
 
@@ -152,7 +159,10 @@ def _parse_field(text: str, type_: str | None, where: str) -> str | int | float:
         if type_ == "number":
             return int(text)
         if type_ == "float":
-            return float(text)
+            number = float(text)
+            if not math.isfinite(number):
+                raise ValueError(text)
+            return number
     except ValueError:
         raise FactsError(f"{where}: `{text}` is not a {type_}") from None
     return text

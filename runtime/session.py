@@ -50,9 +50,16 @@ from .evaluator import CompiledPlan, EvalError, Evaluation, Limits
 from .facts import FactsError, FactsInput, validate
 from .functors import is_session_placeholder, wrap
 from .relations import Relation
-from .verdict import Decision, decide
+from .verdict import Decision, Reason, decide
 
 _NOTHING = object()
+
+UNKNOWN_ACTION = Reason(
+    "policyc:unknown-action",
+    "the action was never recorded in this session, so it cannot be decided and is refused",
+    "Record the call (`session.authorize(event)`) before deciding it.",
+    "high",
+)
 
 
 class SessionPlan:
@@ -292,6 +299,7 @@ class Session:
         self.V: dict[int, Callable[..., Any]] = {r: self._demand(r) for r in prepared.demanded}
         self.memo: dict[tuple[int, tuple], Any] = {}
         self.given: list[tuple[int, set[tuple]]] = []  # facts given other than by events, in order
+        self.named: set[Any] = set()  # the values given facts hold (actions that can be decided)
         self.seeds: dict[int, set[tuple]] = {r: set() for r in prepared.seeded}  # see SessionPlan
         self.candidate: Any = _NOTHING  # the action decided last
         self.dirty = True  # facts arrived since the volatile relations were last recomputed
@@ -320,43 +328,72 @@ class Session:
     # -------------------------------------------------------------------------- recording
 
     def record(self, event: Mapping[str, Any]) -> None:
-        """Add an event to the session (a malformed one poisons it: later decisions deny)."""
+        """Add an event to the session. A malformed one, or any failure while recording it,
+        poisons the session: every later decision denies, saying why."""
         try:
             copy = dict(event) if type(event) is dict or isinstance(event, Mapping) else event
             checked = check_event(copy, self.events)
         except EventError as error:
             self.sticky.append(EvalError("event", f"malformed event: {error}"))
             return
+        except Exception as error:  # a mapping that fails to copy, a key that fails to hash, ...
+            self.sticky.append(EvalError("event", f"malformed event: {type(error).__name__}: {error}"))
+            return
         e = checked["id"]
-        self.events[e] = checked
         order = self.order
-        # a call is scored against the events before it: before it joins the order (no copy)
-        scored = (
-            self.risk.facts(checked, self.events, order)
-            if self.risk is not None and checked["kind"] == "tool_call"
-            else None
-        )
-        facts = event_facts(checked, len(order), order, self.prepared.wanted)
+        self.events[e] = checked
+        try:
+            # a call is scored against the events before it: before it joins the order (no copy)
+            scored = (
+                self.risk.facts(checked, self.events, order)
+                if self.risk is not None and checked["kind"] == "tool_call"
+                else None
+            )
+            facts = event_facts(checked, len(order), order, self.prepared.wanted)
+        except Exception as error:  # nothing of the event is kept
+            del self.events[e]
+            self.sticky.append(
+                EvalError("event", f"recording event {e!r} failed: {type(error).__name__}: {error}")
+            )
+            return
         order.append(e)
-        if facts:
-            if self.seeds:
-                self._seed(facts)
-            self._insert_indexed(facts)
-        if scored:
-            self.add_facts(scored)
+        try:
+            if facts:
+                if self.seeds:
+                    self._seed(facts)
+                self._insert_indexed(facts)
+            if scored:
+                self.add_facts(scored)
+        except Exception as error:  # the maintained facts may be incomplete
+            self.sticky.append(
+                EvalError("event", f"recording event {e!r} failed: {type(error).__name__}: {error}")
+            )
 
     def add_facts(self, facts: FactsInput) -> None:
-        """Add domain facts (rows per input relation), checked like evaluation facts."""
+        """Add domain facts (rows per input relation), checked like evaluation facts. Malformed
+        facts poison the session."""
         try:
             checked = validate(self.plan, facts, f"session {self.id}")
         except FactsError as error:
             self.sticky.append(EvalError("facts", str(error)))
             return
-        self._give(checked)
+        except Exception as error:  # rows that fail to iterate or to hash
+            self.sticky.append(
+                EvalError("facts", f"session {self.id}: malformed facts: {type(error).__name__}: {error}")
+            )
+            return
+        try:
+            self._give(checked)
+        except Exception as error:
+            self.sticky.append(EvalError("facts", f"adding facts failed: {type(error).__name__}: {error}"))
 
     def decide(self, action: Any) -> Decision:
-        """The verdict on an action, given everything recorded so far."""
+        """The verdict on an action, given everything recorded so far. An action that was
+        never recorded (no event has its id and no given fact names it) is denied: deciding it
+        is a mistake of the host, which must not fail open."""
         started = time.monotonic()
+        if not self._known(action) and not self.sticky:  # a poisoned session says why it is
+            return self._timed(action, Decision(action, False, (UNKNOWN_ACTION,), True, self), started)
         verdict = self._verdict
         if verdict is None or self.sticky:
             return self._decide(action, started, prepare=True)
@@ -379,6 +416,13 @@ class Session:
         return self.decide(action)
 
     # ------------------------------------------------------------------------- internals
+
+    def _known(self, action: Any) -> bool:
+        """Whether the action is a recorded event or a value some given fact names."""
+        try:
+            return action is not None and (action in self.events or action in self.named)
+        except TypeError:  # unhashable: no event or fact can name it
+            return False
 
     def _decide(self, action: Any, started: float, prepare: bool) -> Decision:
         self.errors = list(self.sticky)
@@ -436,8 +480,11 @@ class Session:
     def _give(self, facts: dict[int, set[tuple]]) -> None:
         """Facts given other than by events: kept for explanations, and maintained."""
         stored = self.prepared.stored
+        named = self.named
         for r, rows in facts.items():
             self.given.append((r, set(rows)))
+            for row in rows:
+                named.update(row)
         if self.seeds:
             self._seed(facts)
         self._insert_indexed({r: set(rows) for r, rows in facts.items() if r in stored})

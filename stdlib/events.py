@@ -14,6 +14,8 @@ history), and a tool result also on its call (``of``).
 from __future__ import annotations
 
 import json
+import math
+import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +26,11 @@ MESSAGE_KINDS = {
     "agent_message": "agent",
 }
 FIELDS = {"id", "kind", "text", "tool", "args", "of", "deps", "agent", "labels", "role"}
+# an argument's value is a JSON value: strings, finite numbers, booleans, null, and lists and
+# objects (with string keys) of them, nested at most this deep; integers as long as JSON readers
+# accept (Python's limit on converting integers to text)
+MAX_DEPTH = 64
+_INT_LIMIT = 10 ** (getattr(sys.int_info, "default_max_str_digits", 4300) or 4300)
 
 
 class EventError(ValueError):
@@ -90,6 +97,17 @@ def check_event(event: Any, known: Mapping[str, Any]) -> dict[str, Any]:
         elif field == "args":
             if type(value) is not dict:
                 return _check(event, known)
+            for v in value.values():
+                t = type(v)
+                if t is str or t is bool:
+                    continue
+                if t is int:
+                    if -_INT_LIMIT < v < _INT_LIMIT:
+                        continue
+                elif t is float:
+                    if math.isfinite(v):
+                        continue
+                return _check(event, known)
         elif type(value) is not str:
             return _check(event, known)
     if kind == "tool_call" and not event.get("tool"):
@@ -133,8 +151,16 @@ def _check(event: Any, known: Mapping[str, Any]) -> dict[str, Any]:
             raise EventError(f"{where}: `{field}` must be a string")
     if kind == "tool_call" and not event.get("tool"):
         raise EventError(f"{where} is a tool call without a `tool`")
-    if "args" in event and event["args"] is not None and not isinstance(event["args"], dict):
-        raise EventError(f"{where}: `args` must be an object")
+    args = event.get("args")
+    if args is not None:
+        if not isinstance(args, dict):
+            raise EventError(f"{where}: `args` must be an object")
+        for name, value in args.items():
+            problem = value_problem(value)
+            if not isinstance(name, str):
+                problem = f"the argument name {name!r} is not a string"
+            if problem is not None:
+                raise EventError(f"{where}: argument `{name}`: {problem}")
     if event.get("of") is not None and event["of"] not in known:
         raise EventError(f"{where}: `of` names `{event['of']}`, which was not recorded")
     deps = event.get("deps")
@@ -148,6 +174,44 @@ def _check(event: Any, known: Mapping[str, Any]) -> dict[str, Any]:
     if labels is not None and (not isinstance(labels, list) or not all(isinstance(x, str) for x in labels)):
         raise EventError(f"{where}: `labels` must be a list of strings")
     return _complete(event, known)
+
+
+def value_problem(value: Any) -> str | None:
+    """What keeps a value from being an argument's value (None: it is a JSON value).
+
+    >>> value_problem({"to": ["a@b.c"], "n": 2.5}) is None
+    True
+    >>> value_problem([1, float("nan")])
+    '[1]: not a finite number (nan)'
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        at = f"{path}: " if path else ""
+        t = type(item)
+        if item is None or t is str or t is bool:
+            continue
+        if t is int:
+            if not -_INT_LIMIT < item < _INT_LIMIT:
+                return f"{at}an integer of more than {len(str(_INT_LIMIT)) - 1:,} digits"
+            continue
+        if t is float:
+            if not math.isfinite(item):
+                return f"{at}not a finite number ({item!r})"
+            continue
+        if t is list or t is dict:
+            if depth >= MAX_DEPTH:
+                return f"{at}nested more than {MAX_DEPTH} levels deep"
+            if t is list:
+                stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(item))
+            else:
+                for k, v in item.items():
+                    if type(k) is not str:
+                        return f"{at}the key {k!r} is not a string"
+                    stack.append((v, f"{path}.{k}" if path else k, depth + 1))
+            continue
+        return f"{at}a {t.__name__} is not a JSON value (strings, numbers, booleans, null, lists, objects)"
+    return None
 
 
 RELATIONS = (
