@@ -61,18 +61,20 @@ def load(path: str) -> Loaded:
 
 def _from_bundle(data: bytes, path: str) -> Loaded:
     """The program of a bundle, from the sources it carries (written to a temporary folder so
-    that includes resolve as they did)."""
-    import json
-
-    from policyc.runtime.bundle import read_bundle
+    that includes resolve as they did), refused unless they compile to the bundle's plan: the
+    runtime runs the plan, so only then does an analysis of the sources say what runs."""
+    from policyc.runtime.bundle import bundle_sources, check_sources
     from policyc.runtime.policy import PolicyError
 
     try:
-        read_bundle(data, path, None)  # integrity checks
+        sources, manifest, plan_data = bundle_sources(data, path)  # integrity checks
     except PolicyError as error:
         raise AnalysisError(str(error)) from None
-    sources: dict[str, str] = json.loads(data)["sources"]
     own = {name: text for name, text in sources.items() if not name.startswith("<")}
+    for name in own:
+        parts = Path(name).parts
+        if not parts or os.path.isabs(name) or ".." in parts:
+            raise AnalysisError(f"`{path}`: the bundle names a source `{name}` outside its own folder")
     included: set[str] = set()
     for name, text in own.items():
         module, _ = parse(SourceFile(name, text))
@@ -88,6 +90,10 @@ def _from_bundle(data: bytes, path: str) -> Loaded:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
         program, found = load_data(Path(folder, roots[0]).read_bytes(), os.path.join(folder, roots[0]))
+    try:
+        check_sources(compile_program(program, list(found)), manifest, plan_data, path)
+    except PolicyError as error:
+        raise AnalysisError(str(error)) from None
     return Loaded(program, tuple(found), path)
 
 

@@ -121,7 +121,12 @@ def read_file(path: str) -> SourceFile | Diagnostic:
 
 
 def load_file(path: str) -> tuple[Program, list[Diagnostic]]:
-    return _Loader().load_root(read_file(path))
+    return load_root(read_file(path))
+
+
+def load_root(source: SourceFile | Diagnostic) -> tuple[Program, list[Diagnostic]]:
+    """Load a policy from a root file already read by :func:`read_file`."""
+    return _Loader().load_root(source)
 
 
 def load_source(

@@ -102,8 +102,9 @@ def _check(
     deep: tuple[int, float] | None = None,  # the bound and the time of --deep
 ) -> None:
     from .compiler.diagnostics import Severity, sort_diagnostics
-    from .compiler.loader import SourceError, load_data, load_file
+    from .compiler.loader import SourceError, load_data, load_root, read_file
     from .compiler.pipeline import compile_program
+    from .compiler.source import SourceFile
 
     files, problems = _expand(paths)
     compilations = {}
@@ -113,7 +114,15 @@ def _check(
                 name = stdin_filename or "<stdin>"
                 program, found = load_data(sys.stdin.buffer.read(), name)
             else:
-                program, found = load_file(path)
+                source = read_file(path)
+                if isinstance(source, SourceFile) and source.text.lstrip().startswith("{"):
+                    problems.append(
+                        f"`{path}` is a bundle, not a policy source file: check the policy's sources "
+                        "(witness, conditions and diff analyse a bundle once its plan is checked to be "
+                        "its sources' plan)"
+                    )
+                    continue
+                program, found = load_root(source)
         except SourceError as error:
             problems.append(str(error))
             continue

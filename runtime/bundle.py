@@ -55,7 +55,6 @@ def build_bundle(
     """The bytes of a bundle for a compiled policy and its plan (with the calibrated
     ``thresholds``, a :class:`~policyc.risk.thresholds.Thresholds`, when given)."""
     program = compilation.program
-    symbols = compilation.symbols
     root_dir = min((os.path.dirname(r) for r in program.roots), default="")
     sources = {}
     for module in program.modules:
@@ -67,17 +66,7 @@ def build_bundle(
     warnings = sum(1 for d in compilation.diagnostics if not d.is_error)
     manifest = {
         "policyc_version": __version__,
-        "default": plan.default,
-        "entrypoints": sorted(r.name for r in plan.relations if r.output),
-        "inputs": [{"name": r.name, "types": list(r.types)} for r in plan.relations if r.input],
-        "functors": [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors],
-        "roles": [
-            {"name": r.name, "budget": r.budget, "pool": r.pool}
-            for r in sorted(symbols.roles.values(), key=_name)
-        ],
-        "fields": [
-            {"tool": t, "argument": a, "role": role} for (t, a), role in sorted(symbols.fields.items())
-        ],
+        **describe(compilation, plan),
         "thresholds": None if thresholds is None else thresholds.to_json(),
         "checks": {"check": "passed", "errors": 0, "warnings": warnings},
         "sources": [
@@ -103,6 +92,25 @@ def build_bundle(
     return json.dumps(bundle, indent=1, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
+def describe(compilation: Any, plan: Plan) -> dict[str, Any]:
+    """The parts of a manifest that follow from the policy: what the runtime reads from a
+    bundle besides its plan (the default, entry points, inputs, functors, roles, field roles)."""
+    symbols = compilation.symbols
+    return {
+        "default": plan.default,
+        "entrypoints": sorted(r.name for r in plan.relations if r.output),
+        "inputs": [{"name": r.name, "types": list(r.types)} for r in plan.relations if r.input],
+        "functors": [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors],
+        "roles": [
+            {"name": r.name, "budget": r.budget, "pool": r.pool}
+            for r in sorted(symbols.roles.values(), key=_name)
+        ],
+        "fields": [
+            {"tool": t, "argument": a, "role": role} for (t, a), role in sorted(symbols.fields.items())
+        ],
+    }
+
+
 def _name(role: Any) -> str:
     return role.name
 
@@ -111,6 +119,44 @@ def read_bundle(
     data: bytes, origin: str, verify_key: str | os.PathLike[str] | bytes | None = None
 ) -> tuple[Plan, dict[str, Any]]:
     """The plan and manifest of a bundle, verified; ``PolicyError`` with the reason if not."""
+    plan, manifest, _ = _read(data, origin, verify_key)
+    return plan, manifest
+
+
+def bundle_sources(data: bytes, origin: str) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+    """The sources, manifest and plan data of a bundle, verified as :func:`read_bundle` does."""
+    _, manifest, bundle = _read(data, origin, None)
+    return bundle["sources"], manifest, bundle["plan"]
+
+
+def check_sources(compilation: Any, manifest: dict[str, Any], plan_data: dict[str, Any], origin: str) -> None:
+    """Refuse (``PolicyError``) a bundle whose plan or manifest is not what its sources compile
+    to: an analysis reads the sources while the runtime runs the plan, so an analysis of such a
+    bundle would prove nothing about what runs. ``compilation`` is the sources compiled again."""
+    from .policy import PolicyError, plan_of
+
+    what = "the analysis reads its sources but the runtime runs its plan, so it would prove nothing"
+    try:
+        plan = plan_of(compilation)
+    except PolicyError as error:
+        raise PolicyError(f"{origin}: the bundle's sources do not compile ({error}): {what}") from None
+    if canonical(to_data(plan)) != canonical(plan_data):
+        raise PolicyError(
+            f"{origin}: the bundle's plan is not the plan of its sources (the bundle was modified, "
+            f"or compiled by another policyc): {what}"
+        )
+    described = describe(compilation, plan)
+    for key, value in described.items():
+        if manifest.get(key) != value:
+            raise PolicyError(
+                f"{origin}: the bundle's manifest `{key}` is not what its sources declare (the bundle "
+                f"was modified): {what}"
+            )
+
+
+def _read(
+    data: bytes, origin: str, verify_key: str | os.PathLike[str] | bytes | None
+) -> tuple[Plan, dict[str, Any], dict[str, Any]]:
     from .policy import PolicyError
 
     def refuse(reason: str) -> PolicyError:
@@ -136,7 +182,11 @@ def read_bundle(
     if manifest.get("plan_sha256") != sha256(canonical(plan_data)):
         raise refuse("integrity check failed: the plan does not match its hash (the bundle was modified)")
     listed = manifest.get("sources")
-    if not isinstance(listed, list) or {s.get("path") for s in listed if isinstance(s, dict)} != set(sources):
+    if (
+        not isinstance(listed, list)
+        or not all(isinstance(entry, dict) for entry in listed)
+        or {entry.get("path") for entry in listed} != set(sources)
+    ):
         raise refuse("integrity check failed: the sources do not match the manifest")
     for entry in listed:
         text = sources.get(entry.get("path"))
@@ -151,7 +201,7 @@ def read_bundle(
     expected = [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors]
     if manifest.get("functors") != expected or manifest.get("default") != plan.default:
         raise refuse("integrity check failed: the manifest does not describe the plan")
-    return plan, manifest
+    return plan, manifest, bundle
 
 
 def _verify(signature: Any, manifest: dict, key: Any, refuse: Any) -> None:

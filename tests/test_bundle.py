@@ -249,3 +249,66 @@ def test_keygen_does_not_follow_symlinks(tmp_path, cli) -> None:
     assert not key.is_symlink() and key.stat().st_mode & 0o777 == 0o600
     assert b"PRIVATE KEY" in key.read_bytes()
     assert target.read_text("utf-8") == "world readable\n" and target.stat().st_mode & 0o777 == 0o644
+
+
+def _without_deny_rule(data: dict) -> None:
+    """Drop the Deny rule from the plan and recompute its hash: the integrity check passes,
+    the sources still say `Deny(a) :- ...`, but the runtime never denies."""
+    from policyc.runtime.bundle import canonical, sha256
+
+    deny = {i for i, rule in enumerate(data["plan"]["rules"]) if rule["head"] == "Deny"}
+    for stratum in data["plan"]["strata"]:
+        for part in ("rules", "delta_rules", "insert_rules"):
+            stratum[part] = [r for r in stratum[part] if r["rule"] not in deny]
+    data["manifest"]["plan_sha256"] = sha256(canonical(data["plan"]))
+
+
+def test_analysis_refuses_a_bundle_whose_plan_is_not_its_sources(bundle: Path, tmp_path, cli) -> None:
+    """The analyses read a bundle's sources, the runtime runs its plan: an unsigned bundle
+    whose plan was changed (and its hash recomputed) must not be analysed as if its sources
+    said what runs."""
+    pristine = tmp_path / "pristine.bundle"
+    pristine.write_bytes(bundle.read_bytes())
+    _rewrite(bundle, _without_deny_rule)
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(FACTS), "utf-8")
+    ran = cli("eval", str(bundle), "--facts", str(facts), "--query", "Deny", "--format", "json")
+    assert ran.status == 0 and ran.json()["relations"]["Deny"] == []  # what the runtime does
+    for command in (
+        ("witness", str(bundle), "Deny(a)"),
+        ("conditions", str(bundle), "Deny(a)"),
+        ("diff", str(pristine), str(bundle)),
+        ("diff", str(bundle), str(TOXIC)),
+        ("check", "--deep", str(bundle)),
+    ):
+        run = cli(*command)
+        assert run.status in (1, 2), (command, run.stdout, run.stderr)
+        assert "plan" in run.stderr and "sources" in run.stderr, (command, run.stderr)
+        assert "Traceback" not in run.stderr and "internal error" not in run.stderr
+        assert run.stdout == "", (command, run.stdout)
+    # an untouched bundle is still analysed
+    run = cli("witness", str(pristine), "Deny(a)")
+    assert run.status == 0, run.stderr
+
+
+def test_analysis_writes_no_source_outside_its_folder(bundle: Path, tmp_path, cli) -> None:
+    """A bundle's source names are the attacker's to choose: `../x` or an absolute path is
+    refused before anything is written."""
+    from policyc.runtime.bundle import sha256
+
+    for name in (f"../../{tmp_path.name}/escaped.dl", str(tmp_path / "absolute.dl")):
+
+        def add(data: dict, name: str = name) -> None:
+            data["sources"][name] = "// written\n"
+            data["sources"]["toxic_flow.dl"] += f'.include "{name}"\n'
+            data["manifest"]["sources"] = [
+                {"path": path, "sha256": sha256(text.encode())}
+                for path, text in sorted(data["sources"].items())
+            ]
+
+        copy = tmp_path / "evil.bundle"
+        copy.write_bytes(bundle.read_bytes())
+        _rewrite(copy, add)
+        run = cli("witness", str(copy), "Deny(a)")
+        assert run.status == 1 and "outside its own folder" in run.stderr, run.stderr
+    assert not (tmp_path / "escaped.dl").exists() and not (tmp_path / "absolute.dl").exists()
