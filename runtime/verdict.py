@@ -6,13 +6,24 @@ policy's default is ``allow``, and no ``Deny(action)`` is derived. A denied acti
 ``@suggest`` with ``{var}`` filled in, and the ground facts its body matched. A result that
 errored (a failing functor, a limit, malformed facts) gives a denial whose reason names the
 cause: the monitor fails closed.
+
+**Feedback** (:attr:`Decision.feedback`) is the text the agent's model reads, so it holds no
+value verbatim: every ``{var}`` of a message or suggestion is shown quoted (a string as a JSON
+string, with every character that is not printable escaped; a number as a number), cut to
+:data:`FEEDBACK_VALUE_LIMIT` characters with ``…`` after the closing quote; identical lines are
+shown once and at most :data:`FEEDBACK_REASONS_LIMIT` reasons are shown. An errored decision's
+feedback says only that the decision failed, with a short stable code (:data:`ERROR_CODES`); the
+cause stays in ``Reason.message`` for the host. ``Reason.message`` and ``Reason.suggestion``
+keep the values as they are (for logs, replays and explanations), and ``Reason.bindings``
+holds them whole.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,6 +36,20 @@ ERROR_RULE = "policyc:error"
 DEFAULT_RULE = "policyc:default-deny"
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
+FEEDBACK_VALUE_LIMIT = 100  # characters of one interpolated value the feedback shows
+FEEDBACK_REASONS_LIMIT = 20  # reasons the feedback shows (the rest are counted)
+# what failed, by the kind of evaluation error: the code an errored decision's feedback shows
+ERROR_CODES = {
+    "event": "malformed-event",
+    "facts": "malformed-facts",
+    "functor": "functor-failed",
+    "arithmetic": "arithmetic-failed",
+    "rule": "rule-failed",
+    "limit": "limit-exceeded",
+}
+ERROR_FEEDBACK = "the policy could not decide this action, so it was refused"
+ERROR_SUGGESTION = "Retry later, or ask an operator to check the policy's functors and facts."
+
 
 @dataclass(frozen=True)
 class Reason:
@@ -34,6 +59,19 @@ class Reason:
     severity: str | None = None
     facts: tuple[str, ...] = ()  # the ground facts the rule's body matched, as `Rel("a", 1)`
     bindings: dict[str, Any] = field(default_factory=dict, compare=False)
+    # the rule's @message and @suggest before interpolation (the feedback fills them in quoted)
+    templates: tuple[str | None, str | None] | None = field(default=None, compare=False, repr=False)
+    code: str | None = None  # for an errored decision: what failed (see ERROR_CODES)
+
+    def shown(self) -> tuple[str, str | None]:
+        """The message and suggestion as the agent's model reads them (see the module)."""
+        if self.rule == ERROR_RULE:
+            return f"{ERROR_FEEDBACK} ({self.code or 'evaluation-failed'})", ERROR_SUGGESTION
+        message, suggestion = self.message, self.suggestion
+        if self.templates is not None:
+            message = interpolate(self.templates[0], self.bindings, quote_value)
+            suggestion = interpolate(self.templates[1], self.bindings, quote_value)
+        return message or f"denied by rule {self.rule}", suggestion
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,12 +97,14 @@ class Decision:
         """Text for the agent: what was blocked, why, and what it can do instead."""
         if self.allowed:
             return ""
+        shown = list(dict.fromkeys(reason.shown() for reason in self.reasons))
         lines = ["Authorization issues encountered:"]
-        for reason in self.reasons:
-            text = reason.message or f"denied by rule {reason.rule}"
+        for text, suggestion in shown[:FEEDBACK_REASONS_LIMIT]:
             lines.append(f"- Blocked: {text}")
-            if reason.suggestion:
-                lines.append(f"  Suggestion: {reason.suggestion}")
+            if suggestion:
+                lines.append(f"  Suggestion: {suggestion}")
+        if len(shown) > FEEDBACK_REASONS_LIMIT:
+            lines.append(f"- … and {len(shown) - FEEDBACK_REASONS_LIMIT} more reasons")
         return "\n".join(lines)
 
     def explain(self) -> Any:
@@ -95,8 +135,47 @@ def render_fact(name: str, values: tuple) -> str:
     return f"{name}({', '.join([render_value(v) for v in values])})"
 
 
-def interpolate(template: str | None, bindings: dict[str, Any]) -> str | None:
-    """``{var}`` replaced by the variable's value (strings as they are); ``{{ }}`` escape."""
+def quote_value(value: Any) -> str:
+    """A value as the feedback shows it: a number as a number, anything else as a JSON string
+    with every character that is not printable escaped; cut to :data:`FEEDBACK_VALUE_LIMIT`
+    characters, with ``…`` after the closing quote when cut."""
+    limit = FEEDBACK_VALUE_LIMIT
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        text = _number(value)
+        return text if len(text) <= limit else text[:limit] + "…"
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    cut = len(text) > limit
+    quoted = "".join(
+        [c if c.isprintable() else _escape(c) for c in json.dumps(text[:limit], ensure_ascii=False)]
+    )
+    return quoted + "…" if cut else quoted
+
+
+def _number(value: int | float) -> str:
+    try:
+        return repr(value)
+    except ValueError:  # an integer with more digits than Python prints: its leading digits
+        digits = int(math.log10(abs(value)))
+        leading = abs(value) // 10 ** max(digits - FEEDBACK_VALUE_LIMIT, 0)
+        return ("-" if value < 0 else "") + str(leading) + "…"
+
+
+def _escape(character: str) -> str:
+    code = ord(character)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a JSON escape is a UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def interpolate(
+    template: str | None, bindings: dict[str, Any], render: Callable[[Any], str] | None = None
+) -> str | None:
+    """``{var}`` replaced by the variable's value (by default strings as they are, other values
+    by ``repr``; else by ``render``); ``{{ }}`` escape."""
     if template is None:
         return None
 
@@ -109,6 +188,8 @@ def interpolate(template: str | None, bindings: dict[str, Any]) -> str | None:
         value = bindings.get(match.group(1).strip())
         if value is None:
             return token
+        if render is not None:
+            return render(value)
         return value if isinstance(value, str) else repr(value)
 
     return _PLACEHOLDER.sub(replace, template)
@@ -135,8 +216,9 @@ def decide(facts: Facts, action: Any) -> Decision:
         reason = Reason(
             ERROR_RULE,
             f"the policy could not be evaluated, so the action is denied: {causes(facts.errors)}",
-            "Retry later, or ask an operator to check the policy's functors and facts.",
+            ERROR_SUGGESTION,
             "high",
+            code=error_code(facts.errors),
         )
         return Decision(action, False, (reason,), True, facts)
     denied = facts.holds(index["Deny"], (action,))
@@ -157,6 +239,12 @@ def decide(facts: Facts, action: Any) -> Decision:
         "Only actions an Allow rule of the policy permits can run.",
     )
     return Decision(action, False, (reason,), False, facts)
+
+
+def error_code(errors: Iterable[Any]) -> str:
+    """The codes of what failed (:data:`ERROR_CODES`), each once, joined by commas."""
+    kinds = dict.fromkeys(ERROR_CODES.get(getattr(e, "kind", None), "evaluation-failed") for e in errors)
+    return ",".join(kinds) or "evaluation-failed"
 
 
 def deny_reasons(facts: Facts, action: Any) -> list[Reason]:
@@ -187,6 +275,7 @@ def deny_reasons(facts: Facts, action: Any) -> list[Reason]:
                 info.severity,
                 rendered,
                 bindings,
+                (info.message, info.suggest),
             )
         )
     return [reason for _, reason in sorted(zip(order, reasons, strict=True), key=lambda pair: pair[0])]
