@@ -95,6 +95,20 @@ class Evaluation:
         }
         self.ranks: dict[int, dict[tuple, int]] | None = None
         self.facts = 0
+        self.kept: dict[int, Callable[[], Relation]] = {}  # relations held otherwise than as sets
+
+    def keep(self, relation: int, make: Callable[[], Relation]) -> None:
+        """Hold ``relation`` in what ``make`` returns (a session's implicit ``DependsOn``),
+        here and in every :meth:`fresh` copy."""
+        self.kept[relation] = make
+        self.relations[relation] = make()
+
+    def fresh(self) -> Evaluation:
+        """A new evaluation of the same plan, functors, limits and kept relations."""
+        again = Evaluation(self.compiled, self.functors, self.limits)
+        for relation, make in self.kept.items():
+            again.keep(relation, make)
+        return again
 
     def E(self, op: str) -> Any:
         self.errors.append(EvalError("arithmetic", "division by zero" if op == "/" else "modulo by zero"))
@@ -164,7 +178,12 @@ class Evaluation:
         derived = self.compiled.derived
         for r, tuples in facts.items():
             relation = self.relations[r]
-            if relation.arity != 1 and r not in derived and not relation.tuples:
+            if (
+                type(relation) is Relation
+                and relation.arity != 1
+                and r not in derived
+                and not relation.tuples
+            ):
                 relation.tuples = tuples  # only read from now on: shared with `inputs`, not copied
             else:
                 relation.add_all(relation.store(tuples))

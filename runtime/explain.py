@@ -151,9 +151,7 @@ def why(evaluation: Evaluation, name: str, values: tuple) -> Derivation | None:
 
 def _ranked(evaluation: Evaluation) -> Evaluation:
     """The same evaluation, recording the round each recursive fact first appeared in."""
-    from .evaluator import Evaluation as Fresh
-
-    again = Fresh(evaluation.compiled, evaluation.functors, evaluation.limits)
+    again = evaluation.fresh()
     again.inputs = evaluation.inputs
     again.load(evaluation.inputs)
     again.run(track_ranks=True)

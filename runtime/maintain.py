@@ -35,6 +35,7 @@ from typing import Any
 from policyc.compiler import plan as p
 
 from . import codegen
+from .prefix import mentions, open_variant
 from .relations import Relation
 
 Maintain = Callable[[dict[int, set[tuple]], int], int]
@@ -54,15 +55,23 @@ def delta_relation(rule: p.RulePlan) -> int:
 
 
 def compile_pass(
-    plan: p.Plan, strata: Iterable[p.Stratum], inputs: Collection[int], name: str = "maintain"
+    plan: p.Plan,
+    strata: Iterable[p.Stratum],
+    inputs: Collection[int],
+    name: str = "maintain",
+    prefix: int | None = None,
 ) -> tuple[str, Bind]:
     """The source of ``bind`` and the function, for the given strata (in order, every one
-    incremental) fed by the given input relations."""
+    incremental) fed by the given input relations. With ``prefix`` (``DependsOn``, kept by a
+    :class:`~policyc.runtime.prefix.Prefix`), ``N["open"]`` lists the new open events, whose
+    ``DependsOn`` facts the variants reading that relation take from the order."""
     strata = list(strata)
     hoisted = _Hoisted()
     w = codegen.Writer()
     w.depth = 2
     w.line("added = 0")
+    if prefix is not None:
+        w.line('new_open = N.get("open")')
     for r in sorted(inputs):
         w.line(f"new_{r} = N.get({r})")
         w.open(f"if new_{r}:")
@@ -76,7 +85,7 @@ def compile_pass(
     read = {delta_relation(rule) for s in strata for rule in s.insert_rules} - set(inputs)
     defined = set(inputs)
     for stratum in strata:
-        _stratum(plan, w, hoisted, stratum, defined, set(inputs), read)
+        _stratum(plan, w, hoisted, stratum, defined, set(inputs), read, prefix)
     w.line("return added")
     lines = [
         "def bind(R, F, I, E, fail):",
@@ -100,11 +109,13 @@ def _stratum(
     defined: set[int],
     inputs: set[int],
     read: set[int],
+    prefix: int | None,
 ) -> None:
     members = stratum.relations
     variants = [(rule, delta_relation(rule)) for rule in stratum.insert_rules]
     outside = [(rule, d) for rule, d in variants if d not in members]
     inside = [(rule, d) for rule, d in variants if d in members]
+    opening = [rule for rule, d in outside if d == prefix]  # they read new open events too
     for _, d in outside:
         if d not in defined:
             raise p.PlanError(f"an insertion variant reads relation {d} before it is maintained")
@@ -117,9 +128,14 @@ def _stratum(
     triggers = sorted({d for _, d in outside} | set(given))
     if not variants or not triggers:
         return
-    w.open(f"if {' or '.join(f'new_{d}' for d in triggers)}:")
+    names = [f"new_{d}" for d in triggers] + (["new_open"] if opening else [])
+    w.open(f"if {' or '.join(names)}:")
     # a variant runs when its relation has new facts (no test needed when it is the only trigger)
-    _variants(plan, w, hoisted, outside, "new_", lambda d: triggers != [d])
+    _variants(plan, w, hoisted, outside, "new_", lambda d: names != [f"new_{d}"])
+    for rule in opening:
+        w.open("if new_open:")
+        _open_variant(plan, w, hoisted, rule, prefix)  # type: ignore[arg-type]
+        w.depth -= 1
     for r in members:
         if not (stratum.recursive or r in kept or r in given):
             _drain(w, hoisted, r)
@@ -225,6 +241,61 @@ def _variant(plan: p.Plan, w: codegen.Writer, hoisted: _Hoisted, rule: p.RulePla
     w.open("except Exception as error:")
     w.line(f"fail({rule.rule}, error)")
     w.depth -= 1
+
+
+def _open_variant(
+    plan: p.Plan, w: codegen.Writer, hoisted: _Hoisted, rule: p.RulePlan, relation: int
+) -> None:
+    """An insertion variant reading the new facts of ``DependsOn``, for new open events (see
+    :func:`~policyc.runtime.prefix.open_variant`): a loop over them instead of over every event
+    before each; the steps that only decide whether the head holds stop at their first match."""
+    variant = open_variant(rule, relation)
+    body = codegen.Writer()
+    body.depth = w.depth + 1
+    body.counter = w.counter
+    body.constants = w.constants
+    compiler = _VariantCompiler(plan, body, hoisted, "EMPTY")
+    bound: set[int] = set()
+    compiler.steps(variant.before, bound)
+    body.open(f"for v{variant.event} in new_open:")
+    bound.add(variant.event)
+    compiler.steps(variant.steps[: variant.tail], bound)
+    tail = variant.steps[variant.tail :]
+    if tail:
+        test, params = _exists(plan, hoisted, tail, bound, body)
+        body.open(f"if {test}({', '.join(f'v{s}' for s in params)}):")
+    head = [compiler.expr(e) for e in rule.head_args]
+    body.line(f"{hoisted.buffer(rule.head)[1]}({compiler.stored(rule.head, head)})")
+    w.counter = body.counter
+    w.open("try:")
+    for line in compiler.prologue:
+        w.line(line)
+    w.lines.extend(body.lines)
+    w.depth -= 1
+    w.open("except Exception as error:")
+    w.line(f"fail({rule.rule}, error)")
+    w.depth -= 1
+
+
+def _exists(
+    plan: p.Plan, hoisted: _Hoisted, steps: tuple[p.Step, ...], bound: set[int], outer: codegen.Writer
+) -> tuple[str, list[int]]:
+    """A function, bound once per session, telling whether the steps have a binding given the
+    values of the slots they read that are ``bound`` before them (its parameters)."""
+    params = sorted(set().union(*(mentions(s) for s in steps)) & bound)
+    w = codegen.Writer()
+    w.counter = outer.counter
+    w.constants = outer.constants
+    compiler = _VariantCompiler(plan, w, hoisted, "EMPTY")
+    compiler.steps(steps, set(params))
+    w.line("return True")
+    outer.counter = w.counter
+    name = f"P_{len(hoisted.lines)}"
+    hoisted.lines.append(f"def {name}({', '.join(f'v{s}' for s in params)}):")
+    hoisted.lines.extend(f"    {line}" for line in compiler.prologue)
+    hoisted.lines.extend(w.lines)
+    hoisted.lines.append("    return False")
+    return name, params
 
 
 class _Hoisted:

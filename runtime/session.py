@@ -49,6 +49,7 @@ from . import codegen, maintain
 from .evaluator import CompiledPlan, EvalError, Evaluation, Limits
 from .facts import FactsError, FactsInput, validate
 from .functors import is_session_placeholder, wrap
+from .prefix import Prefix
 from .relations import Relation
 from .verdict import Decision, Reason, decide
 
@@ -173,7 +174,20 @@ class SessionPlan:
             if spec.input and r in incremental and (r in read or spec.name in ("Deny", "Allow"))
         )
         maintained = [stratum for stratum in plan.strata if any(r in incremental for r in stratum.relations)]
-        self.maintain_source, self.bind = maintain.compile_pass(plan, maintained, self.stored)
+        # `DependsOn` of the events vocabulary, stored and read only: an event without `deps`
+        # depends on every earlier one, which the order says (runtime/prefix.py)
+        depends = index.get("DependsOn")
+        self.prefix = (
+            depends
+            if depends is not None
+            and depends in self.stored
+            and relations[depends].arity == 2
+            and depends not in compiled.derived
+            else None
+        )
+        self.maintain_source, self.bind = maintain.compile_pass(
+            plan, maintained, self.stored, prefix=self.prefix
+        )
         demand_set = frozenset(self.demanded)
         self.demand_rules: dict[int, list[tuple[p.BoundRule, Callable]]] = {
             r: [
@@ -305,6 +319,10 @@ class Session:
         self.dirty = True  # facts arrived since the volatile relations were last recomputed
         self.index = self.plan.relation_index()
         state = self.state
+        self.position: dict[str, int] = {}  # each event's place in the order
+        self.depends = None if prepared.prefix is None else Prefix(self.order, self.position)
+        if self.depends is not None:
+            state.relations[prepared.prefix] = self.depends
         self._maintain = prepared.bind(state.relations, state.F, state.I, state.E, self._rule_failed)
         relations = state.relations
         self._verdict = (
@@ -349,15 +367,19 @@ class Session:
                 if self.risk is not None and checked["kind"] == "tool_call"
                 else None
             )
-            facts = event_facts(checked, len(order), order, self.prepared.wanted)
+            facts = event_facts(checked, len(order), order, self.prepared.wanted, self.depends is not None)
         except Exception as error:  # nothing of the event is kept
             del self.events[e]
             self.sticky.append(
                 EvalError("event", f"recording event {e!r} failed: {type(error).__name__}: {error}")
             )
             return
+        self.position[e] = len(order)
         order.append(e)
         try:
+            if self.depends is not None and checked.get("deps") is None:
+                self.depends.open_events((e,))
+                facts["open"] = [e]
             if facts:
                 if self.seeds:
                     self._seed(facts)
@@ -595,11 +617,22 @@ class Session:
             facts.setdefault(r, set()).update(rows)
         inputs = {spec.name: r for r, spec in enumerate(self.plan.relations) if spec.input}
         order = self.order[:events]
+        implicit = self.depends is not None
         for position, e in enumerate(order):
             event = self.events[e]
-            earlier = order[:position] if event.get("deps") is None else ()
-            for r, rows in event_facts(event, position, earlier, inputs).items():
+            earlier = order[:position] if event.get("deps") is None and not implicit else ()
+            for r, rows in event_facts(event, position, earlier, inputs, implicit).items():
                 facts.setdefault(r, set()).update(rows)
+        if implicit:
+            events = self.events
+            position = self.position
+
+            def depends() -> Prefix:
+                made = Prefix(order, position)
+                made.open_events(e for e in order if events[e].get("deps") is None)
+                return made
+
+            evaluation.keep(self.prepared.prefix, depends)
         candidate = self.prepared.candidate
         if action is _NOTHING:
             action = self.candidate

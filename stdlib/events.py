@@ -231,13 +231,21 @@ _EVERY = {name: name for name in RELATIONS}
 
 
 def event_facts(
-    event: dict[str, Any], position: int, earlier: Sequence[str], wanted: Mapping[str, Hashable] | None = None
+    event: dict[str, Any],
+    position: int,
+    earlier: Sequence[str],
+    wanted: Mapping[str, Hashable] | None = None,
+    implicit: bool = False,
 ) -> dict[Hashable, set[tuple]]:
     """The facts one (checked) event adds to its session, per relation name. With ``wanted``
-    (names to keys), only the facts of the relations it names, under their keys.
+    (names to keys), only the facts of the relations it names, under their keys. With
+    ``implicit``, an event without ``deps`` gives no ``DependsOn`` facts: the session keeps that
+    it depends on every earlier event (``earlier``) in its order (:mod:`policyc.runtime.prefix`).
 
     >>> event_facts({"id": "c1", "kind": "tool_call", "tool": "t", "deps": ["u1"]}, 1, ["u1"], {"DependsOn": 3})
     {3: {('c1', 'u1')}}
+    >>> event_facts({"id": "c1", "kind": "tool_call", "tool": "t"}, 1, ["u1"], {"DependsOn": 3}, implicit=True)
+    {3: set()}
     """
     key = (_EVERY if wanted is None else wanted).get
     e = event["id"]
@@ -250,12 +258,13 @@ def event_facts(
     if (to := key("DependsOn")) is not None:
         deps = event.get("deps")
         rows = set()
-        for d in earlier if deps is None else deps:
-            rows.add((e, d))
-        of = event.get("of")
-        if of is not None:
-            rows.add((e, of))
-        rows.discard((e, e))
+        if deps is not None or not implicit:
+            for d in earlier if deps is None else deps:
+                rows.add((e, d))
+            of = event.get("of")
+            if of is not None:
+                rows.add((e, of))  # (an earlier event: implied when the dependency is implicit)
+            rows.discard((e, e))
         facts[to] = rows
     role = event.get("role")
     if (role or kind in MESSAGE_KINDS) and (to := key("Message")) is not None:

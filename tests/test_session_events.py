@@ -38,6 +38,21 @@ POLICIES = {
     + 'Message(e, "flagged") :- ToolResult(e, _, _), !Label(e, "reviewed").\n'
     + '@id("after-user") Deny(a) :- ToolCall(a, "send"), DependsOn(a, m), Message(m, "user").\n'
     + '@id("after-flagged") Deny(a) :- ToolCall(a, "read"), DependsOn(a, m), Message(m, "flagged").\n',
+    # the ways a rule reads `DependsOn` (kept implicitly for events without `deps`): one hop,
+    # either argument known, `_`, a constant, both arguments the same, the other direction,
+    # negated, counted, joined twice
+    "dependency shapes": TOXIC
+    + '@id("hop") Deny(a) :- ToolCall(a, "read"), DependsOn(a, d), Label(d, "untrusted"), Label(a, "ok").\n'
+    + 'Fed(d) :- DependsOn(e, d), ToolCall(e, "send").\n'
+    + '@id("fed") Deny(a) :- Action(a), DependsOn(a, r), Fed(r), Label(a, "reviewed").\n'
+    + "Busy(e) :- DependsOn(e, _).\n"
+    + '@id("fresh") Deny(a) :- ToolCall(a, "send"), !Busy(a), Label(a, "ok").\n'
+    + '@id("after-first") Deny(a) :- Action(a), DependsOn(a, "e0"), Label(a, "external").\n'
+    + '@id("self") Deny(a) :- Action(a), DependsOn(a, a).\n'
+    + '@id("long") Deny(a) :- ToolCall(a, "read"), n = count : { DependsOn(a, _) }, n > 6.\n'
+    + '@id("two-hops") Deny(a) :- ToolCall(a, "send"), DependsOn(a, b), DependsOn(b, c), Label(c, "sensitive"),'
+    + ' Label(a, "reviewed").\n'
+    + '@id("unrelated") Deny(a) :- ToolCall(a, "read"), Label(a, "external"), Action(b), b != a, !DependsOn(a, b).\n',
 }
 
 LABELS = ["untrusted", "sensitive", "external", "ok", "reviewed"]
