@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, ROOT
 
 FOLDERS = sorted(p.parent for p in EXAMPLES.glob("*/*_test.toml"))
 READMES = sorted(EXAMPLES.glob("*/README.md"))
@@ -33,9 +33,14 @@ def test_every_example_is_tested_with_every_deny_rule_exercised(policyc) -> None
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
 def test_each_example_folder_has_its_parts(folder) -> None:
+    """A README that replays recorded sessions of the folder (`scenario.jsonl` for a case study,
+    `trace.jsonl` for the quickstart files)."""
     readme = folder / "README.md"
-    assert readme.exists() and (folder / "scenario.jsonl").exists()
-    assert replays(readme), f"{readme} shows no `policyc replay` of its scenario"
+    assert readme.exists(), f"{folder} has no README.md"
+    traces = [ROOT / shlex.split(block.split("\n", 1)[0])[3] for block in replays(readme)]
+    assert any(trace.parent == folder and trace.is_file() for trace in traces), (
+        f"{readme} shows no `policyc replay` of sessions recorded in its folder"
+    )
 
 
 @pytest.mark.parametrize("readme", [r for r in READMES if replays(r)], ids=lambda p: p.parent.name)
