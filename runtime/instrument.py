@@ -25,6 +25,7 @@ import functools
 import inspect
 import itertools
 import json
+import os
 import threading
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -190,24 +191,48 @@ def call_arguments(
 ) -> tuple[dict[str, Any], str | None]:
     """The arguments of a call as recorded: each parameter by name (defaults applied), a
     ``*args`` parameter under its own name as a list, and the keys of a ``**kwargs`` parameter
-    among the others. The second value is a key given both ways (``None`` if none)."""
+    among the others; a method's ``self`` or ``cls`` is not an argument. Values Python gives
+    that JSON spells otherwise become JSON values: a path its text, bytes their UTF-8 text, a
+    tuple or a set a list (a set in a fixed order); anything else that is no JSON value makes
+    the event malformed, which the session refuses. The second value is a key given both ways
+    (``None`` if none)."""
     bound = signature.bind(*args, **kwargs)
     bound.apply_defaults()
     out: dict[str, Any] = {}
     extra: Mapping[str, Any] = {}
+    first = next(iter(signature.parameters), None)
     for name, value in bound.arguments.items():
         kind = signature.parameters[name].kind
+        if name == first and name in ("self", "cls") and kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            continue
         if kind is inspect.Parameter.VAR_KEYWORD:
             extra = value
         elif kind is inspect.Parameter.VAR_POSITIONAL:
-            out[name] = list(value)
+            out[name] = [_as_json(v) for v in value]
         else:
-            out[name] = value
+            out[name] = _as_json(value)
     for key, value in extra.items():
         if key in out:
             return out, key
-        out[key] = value
+        out[key] = _as_json(value)
     return out, None
+
+
+def _as_json(value: Any, depth: int = 0) -> Any:
+    """A Python value as the JSON value it stands for (see :func:`call_arguments`)."""
+    if depth > 64:  # deeper than an event allows: left for the event check to refuse
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value) if isinstance(os.fspath(value), str) else value
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, tuple | list):
+        return [_as_json(v, depth + 1) for v in value]
+    if isinstance(value, set | frozenset):
+        return [_as_json(v, depth + 1) for v in sorted(value, key=repr)]
+    if isinstance(value, dict):
+        return {k: _as_json(v, depth + 1) for k, v in value.items()}
+    return value
 
 
 def guard(

@@ -208,6 +208,34 @@ def test_var_keyword_arguments_are_flattened(session) -> None:
     }
 
 
+def test_python_values_are_recorded_as_the_json_values_they_stand_for(session) -> None:
+    """A guarded method's `self` is no argument; paths, bytes, tuples and sets are recorded as
+    JSON spells them; a value with no JSON meaning makes the call malformed: refused, and the
+    session with it."""
+    import pathlib
+
+    class Mailer:
+        @guard
+        def send_email(self, to: str, attachments: tuple = (), tags: frozenset = frozenset()) -> str:
+            return "sent"
+
+        @guard
+        def upload(self, path: pathlib.Path, data: bytes) -> str:
+            return "uploaded"
+
+    mailer = Mailer()
+    with use_session(session):
+        assert mailer.send_email("a@b.c", (pathlib.Path("/tmp/r.pdf"),), frozenset({"b", "a"})) == "sent"
+        assert mailer.upload(pathlib.Path("/tmp/r.pdf"), b"caf\xc3\xa9") == "uploaded"
+        with pytest.raises(policyc.PolicyDenied, match="could not decide"):
+            mailer.send_email("a@b.c", tags=frozenset({object()}))
+        with pytest.raises(policyc.PolicyDenied):  # the session stays refused
+            mailer.upload(pathlib.Path("/tmp/r.pdf"), b"")
+    sent, uploaded = calls(session, "send_email")[0], calls(session, "upload")[0]
+    assert sent["args"] == {"to": "a@b.c", "attachments": ["/tmp/r.pdf"], "tags": ["a", "b"]}
+    assert uploaded["args"] == {"path": "/tmp/r.pdf", "data": "café"}
+
+
 def test_a_keyword_that_collides_with_a_parameter_is_refused(session) -> None:
     ran = []
 
