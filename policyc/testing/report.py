@@ -92,9 +92,9 @@ def text(results: list[FileResult], with_coverage: bool) -> str:
             for f in c.failures:
                 lines.append(f"         {f.check} {f.subject}: expected {f.expected}, got {f.actual}")
     counts = summary(results)
-    tail = f"{counts['tests']} tests, {counts['passed']} passed, {counts['failed']} failed"
+    tail = f"{_count(counts['tests'], 'test')}, {counts['passed']} passed, {counts['failed']} failed"
     if counts["errors"]:
-        tail += f", {counts['errors']} test file{'s' if counts['errors'] != 1 else ''} could not run"
+        tail += f", {_count(counts['errors'], 'test file')} could not run"
     lines.append(tail)
     if with_coverage:
         found = coverage(results)
@@ -102,9 +102,9 @@ def text(results: list[FileResult], with_coverage: bool) -> str:
         done = sum(bool(r["fired"]) for r in tracked)
         lines.append("")
         lines.append(
-            f"coverage: {done} of {len(tracked)} rules fired"
+            f"coverage: {done} of {_count(len(tracked), 'rule')} fired"
             + (
-                f" ({len(found['rules']) - len(tracked)} rules of inline relations not tracked)"
+                f" ({_count(len(found['rules']) - len(tracked), 'rule')} of inline relations not tracked)"
                 if len(tracked) < len(found["rules"])
                 else ""
             )
@@ -119,6 +119,11 @@ def text(results: list[FileResult], with_coverage: bool) -> str:
         else:
             lines.append("every Deny rule is exercised")
     return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 test``, ``2 tests``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _relative(path: str) -> str:
