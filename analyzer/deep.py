@@ -8,11 +8,15 @@
   derives: none means bounded.
 * ``shadowed-allow`` — a `Deny` rule covers an `Allow` rule (proved), or no database within the
   bound lets the `Allow` rule fire for an action without a `Deny` (bounded).
-* ``always-deny`` / ``always-allow`` — for each tool the policy names (``is_tool(a, "t")``,
-  ``ToolCall(a, "t")``, ``tool_name(a) = "t"``): no database within the bound on which a call
-  of it is allowed, although an `Allow` rule names it; or on which one is denied, although a
-  `Deny` rule names it (bounded). A tool the policy denies or allows unconditionally on purpose
-  names no rule of the other kind, so it is not reported.
+* ``always-deny`` / ``always-allow`` — a tool the policy names (``is_tool(a, "t")``,
+  ``ToolCall(a, "t")``, ``tool_name(a) = "t"``, ``Tool(a, "t")``...) whose every call is
+  denied, or none of whose calls is, whichever rules name it (:mod:`verdicts`): proved when z3
+  shows it of what the rules say of the call alone, else bounded (no database within the
+  bound with a call of it allowed, or denied). The message names the rules that make it so: an
+  unsat core of z3's formulas, or for a bounded finding, of the switches of one more
+  translation (``r_``, built only then) in which each rule deciding verdicts can be removed. A
+  verdict one rule gives whatever the call (``Deny(a) :- is_tool(a, "rm").``) is meant, and
+  not reported.
 
 The bounded questions share one grounding: the policy is translated twice (``p_`` and ``q_``,
 the second with a switch per rule that removes it), every question is an integrity constraint
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +43,8 @@ from .deadline import within
 from .reach import never_holds
 from .search import Problem, uninterpreted_functors
 from .unsat import atom_shape, contradiction, shape
+from .verdicts import Question as ToolQuestion
+from .verdicts import Verdicts, finding
 
 SEARCH_LIMIT = 200  # rules, facts not counted; above it, only the proofs
 QUESTION_SHARE = 1 / 3  # of the time allowed, what one bounded question may take
@@ -122,8 +129,18 @@ def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResul
     searches = _Searches(compilation, bound, timeout) if _size(compilation) <= SEARCH_LIMIT else None
     redundant = _redundant_by_containment(compilation, live)
     shadowed = _shadowed_by_containment(compilation, live, every)
+    # the tools the rules that can fire name (a dead rule is reported as such)
+    firing = [r.rule for r in every if id(r.rule) not in dead]
+    verdicts = Verdicts(compilation, firing, [r.rule for r in user if id(r.rule) not in dead])
+    tools = verdicts.questions()
+    for q in tools:
+        if q.strength == "proved":
+            deny = ("Deny",) if q.kind == "always-allow" else ()
+            findings.append(finding(q, compilation.symbols.default, None, modelled.of(tuple(q.core), deny)))
     if searches is not None:
-        searches.plan(live, redundant, shadowed, tool_mentions(user))
+        switched = [r for r in verdicts.side_rules() if not compilation.symbols.is_inline(r.head.name)]
+        searches.plan(live, redundant, shadowed, [q for q in tools if not q.strength], switched)
+        searches.fallback = verdicts.may_decide
         searches.run()
     for r, cover in redundant.items():
         findings.append(
@@ -223,41 +240,6 @@ def _shadowed_by_containment(compilation: Any, rules: list[_Rule], every: list[_
     return found
 
 
-# ---------------------------------------------------------------------------- tools
-
-
-def tool_mentions(rules: list[_Rule]) -> dict[str, dict[str, ast.Rule]]:
-    """The tools each user rule names, by tool: ``{tool: {"Allow"|"Deny"|"other": first rule}}``."""
-    found: dict[str, dict[str, ast.Rule]] = {}
-    for r in rules:
-        kind = r.rule.head.name if r.rule.head.name in ("Allow", "Deny") else "other"
-        for tool in _tools_named(r.rule):
-            found.setdefault(tool, {}).setdefault(kind, r.rule)
-    return found
-
-
-def _tools_named(rule: ast.Rule) -> list[str]:
-    tools = []
-    for lit in rule.body:
-        if isinstance(lit, ast.Atom) and lit.name in ("is_tool", "ToolCall") and len(lit.args) == 2:
-            if isinstance(lit.args[1], ast.String):
-                tools.append(lit.args[1].value)
-        elif isinstance(lit, ast.Comparison) and lit.op == "=":
-            for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
-                if isinstance(a, ast.Call) and a.name == "tool_name" and isinstance(b, ast.String):
-                    tools.append(b.value)
-    return tools
-
-
-def _mention_span(rule: ast.Rule, tool: str) -> Any:
-    for lit in rule.body:
-        for t in ast.literal_terms(lit):
-            for inner in ast.walk_term(t):
-                if isinstance(inner, ast.String) and inner.value == tool:
-                    return inner.span
-    return rule.span
-
-
 # ------------------------------------------------------------------- bounded searches
 
 
@@ -267,9 +249,9 @@ class _Question:
     assume: tuple[str, ...]  # more externals it needs on
     kind: str  # "redundant", "shadowed", "always-deny", "always-allow"
     rule: _Rule | None = None
-    tool: str = ""
-    site: ast.Rule | None = None
+    tool: ToolQuestion | None = None
     found: bool | None = None  # whether a database was found; None: not answered
+    core: tuple[int, ...] | None = None  # for a tool without a database: the rules it needs (switches)
 
 
 class _Searches:
@@ -281,13 +263,17 @@ class _Searches:
         self.timeout = timeout
         self.questions: list[_Question] = []
         self.lines: list[str] = []
+        self.switched: dict[int, ast.Rule] = {}  # for the cores: switch -> the rule it removes
+        # the rules a tool's finding names when its core was not found in time
+        self.fallback: Callable[[ToolQuestion], list[ast.Rule]] = lambda question: []
 
     def plan(
         self,
         rules: list[_Rule],
         redundant: dict[_Rule, _Rule],
         shadowed: dict[_Rule, _Rule],
-        tools: dict[str, dict[str, ast.Rule]],
+        tools: list[ToolQuestion],
+        switched: list[ast.Rule],
     ) -> None:
         symbols = self.compilation.symbols
         self.problem = problem = Problem(self.compilation, self.bound)
@@ -307,6 +293,7 @@ class _Searches:
             and width.fits(r.rule, r.rule.head.name)
         ]
         switch_of = {id(r.rule): n for n, r in enumerate(candidates)}
+        self.switched = dict(enumerate(switched))
         translator = problem.translator("q_")
         for module in self.compilation.program.modules:
             for statement in module.statements:
@@ -351,50 +338,56 @@ class _Searches:
                 self.questions.append(_Question(f"policyc_ask_shadow({n})", (), "shadowed", rule=r))
         self.lines.extend(p_translator.extra)
         # tools: a call of it allowed, or denied
-        if "Deny" in symbols.relations or "Allow" in symbols.relations:
-            verdict = "not p_Deny(A)" if "Deny" in symbols.relations else "#true"
-            if symbols.default == "deny":
-                verdict += ", p_Allow(A)" if "Allow" in symbols.relations else ", #false"
+        if tools and ("Deny" in symbols.relations or "Allow" in symbols.relations):
             beyond = any(
                 _counts_beyond(r.rule, self.bound) or not width.fits(r.rule, "Deny")
                 for r in rules
                 if r.rule.head.name in ("Allow", "Deny")
             )
-            for n, (tool, kinds) in enumerate(sorted(tools.items()) if not beyond else ()):
-                calls = []
+            for n, tool in enumerate(tools if not beyond else ()):
+                asked = self._tool_lines(n, tool, "p_")
+                if asked:
+                    self.lines += asked
+                    self.questions.append(_Question(f"policyc_ask_tool({n})", (), tool.kind, tool=tool))
+
+    def _tool_lines(self, n: int, tool: ToolQuestion, prefix: str) -> list[str]:
+        """The question whether a call of the tool is allowed (or denied), over the
+        translation of ``prefix``; none when the policy's ways of naming it have none."""
+        symbols = self.compilation.symbols
+        problem = self.problem
+        name = asp.const(tool.tool)
+        calls = []
+        for form in tool.forms:
+            if form == ("events",):
                 if "ToolCall" in problem.inputs():
-                    calls.append(f"policyc_call({n},A) :- p_ToolCall(A,{asp.const(tool)}).")
-                if "is_tool" in symbols.functors:
-                    calls.append(
-                        f"policyc_call({n},A) :- {asp.predicate_table('is_tool')}(A,{asp.const(tool)})."
-                    )
-                if not calls:
-                    continue
-                self.lines += [
-                    *calls,
-                    f"policyc_allowed({n},A) :- policyc_call({n},A), {verdict}.",
-                    f"policyc_some_allowed({n}) :- policyc_allowed({n},A).",
-                    f"policyc_some_denied({n}) :- policyc_call({n},A), not policyc_allowed({n},A).",
-                    f"#external policyc_ask_allowed({n}). [free]",
-                    f"#external policyc_ask_denied({n}). [free]",
-                    f":- policyc_ask_allowed({n}), not policyc_some_allowed({n}).",
-                    f":- policyc_ask_denied({n}), not policyc_some_denied({n}).",
-                ]
-                if "Allow" in kinds:
-                    self.questions.append(
-                        _Question(
-                            f"policyc_ask_allowed({n})", (), "always-deny", tool=tool, site=kinds["Allow"]
-                        )
-                    )
-                if "Deny" in kinds:
-                    self.questions.append(
-                        _Question(
-                            f"policyc_ask_denied({n})", (), "always-allow", tool=tool, site=kinds["Deny"]
-                        )
-                    )
+                    calls.append(f"{prefix}ToolCall(A,{name})")
+            elif form[0] == "rel" and not symbols.is_inline(form[1]):
+                calls.append(f"{prefix}{form[1]}(A,{name})")
+            elif form[0] == "pred" and form[1] in problem.tabled:
+                calls.append(f"{asp.predicate_table(form[1])}(A,{name})")
+            elif form[0] == "fun" and form[1] in problem.tabled:
+                calls.append(f"{asp.table(form[1])}(A,{name})")
+        if not calls:
+            return []
+        verdict = f"not {prefix}Deny(A)" if "Deny" in symbols.relations else "#true"
+        if symbols.default == "deny":
+            verdict += f", {prefix}Allow(A)" if "Allow" in symbols.relations else ", #false"
+        lines = [f"policyc_call({n},A) :- {call}." for call in calls]
+        lines += [
+            f"policyc_allowed({n},A) :- policyc_call({n},A), {verdict}.",
+            f"#external policyc_ask_tool({n}). [free]",
+        ]
+        if tool.kind == "always-deny":
+            lines.append(f"policyc_some_allowed({n}) :- policyc_allowed({n},A).")
+            lines.append(f":- policyc_ask_tool({n}), not policyc_some_allowed({n}).")
+        else:
+            lines.append(f"policyc_some_denied({n}) :- policyc_call({n},A), not policyc_allowed({n},A).")
+            lines.append(f":- policyc_ask_tool({n}), not policyc_some_denied({n}).")
+        return lines
 
     def run(self) -> None:
-        """Answer the questions within the time allowed (grounding included)."""
+        """Answer the questions within the time allowed (grounding included); then, for each
+        tool no database has a call of allowed (or denied), the rules that make it so."""
         if not self.questions:
             return
         deadline = time.monotonic() + self.timeout
@@ -404,6 +397,15 @@ class _Searches:
             return  # every question stays unanswered
         for question, found in zip(self.questions, answers, strict=True):
             question.found = found
+        uniform = [q for q in self.questions if q.tool is not None and q.found is False]
+        left = deadline - time.monotonic()
+        if uniform and left > 0:
+            try:
+                cores = within(left, lambda: self._cores(uniform, deadline))
+            except (TimeoutError, RuntimeError):
+                return  # the findings name the rules that may apply instead
+            for question, core in zip(uniform, cores, strict=True):
+                question.core = core
 
     def _answer(self, deadline: float) -> list[bool | None]:
         """Whether a database was found for each question (``None``: not answered in time)."""
@@ -431,16 +433,64 @@ class _Searches:
             if time.monotonic() > deadline:
                 continue
             on = {clingo.parse_term(question.switch), *(clingo.parse_term(a) for a in question.assume)}
-            assumptions = [(atom, atom in on) for atom in switches]
             limit = min(self.timeout * QUESTION_SHARE, max(0.0, deadline - time.monotonic()))
-            with control.solve(assumptions=assumptions, async_=True) as handle:
-                if not handle.wait(limit):
-                    handle.cancel()
-                    continue  # not answered in time: no finding
-                result = handle.get()
-            if result.satisfiable is not None:
-                answers[-1] = bool(result.satisfiable)
+            answers[-1] = _solve(control, switches, on, limit)[0]
         return answers
+
+    def _cores(self, questions: list[_Question], deadline: float) -> list[tuple[int, ...] | None]:
+        """For each tool question without a database: the rules (switches of
+        :attr:`switched`) it needs, from a translation in which each can be removed (``r_``):
+        clingo's core of the assumptions, then made smaller while no database appears."""
+        import clingo
+
+        lines = [f"#external policyc_drop({n}). [free]" for n in self.switched]
+        number = {id(rule): n for n, rule in self.switched.items()}
+        translator = self.problem.translator("r_")
+        rules = []
+        for module in self.compilation.program.modules:
+            for statement in module.statements:
+                if not isinstance(statement, ast.Rule) or translator.inline(statement.head.name):
+                    continue
+                for line in translator.rule(statement):
+                    n = number.get(id(statement))
+                    rules.append(line if n is None else _guard(line, f"policyc_drop({n})"))
+        asks = []
+        for n, question in enumerate(questions):
+            assert question.tool is not None
+            asked = self._tool_lines(n, question.tool, "r_")
+            asks += [line for line in asked if line.startswith("#external")]
+            rules += [line for line in asked if not line.startswith("#external")]
+        text = "\n".join(lines + asks) + "\n" + self.problem.program(also=("r_",))
+        text += "\n".join(rules + translator.extra) + "\n"
+        control = clingo.Control(["--warn=none", "--opt-mode=ignore", "--parallel-mode=2"])
+        control.add("base", [], text)
+        control.ground([("base", [])], context=asp.ground_context(self.compilation))
+        switches = [clingo.parse_term(line.split()[1].rstrip(".")) for line in lines + asks]
+        drops = {n: clingo.parse_term(f"policyc_drop({n})") for n in self.switched}
+        literal = {n: a.literal for n, a in ((n, control.symbolic_atoms[d]) for n, d in drops.items()) if a}
+        cores: list[tuple[int, ...] | None] = []
+        for n in range(len(questions)):
+            cores.append(None)
+            on = {clingo.parse_term(f"policyc_ask_tool({n})")}
+            limit = min(self.timeout * QUESTION_SHARE, max(0.0, deadline - time.monotonic()))
+            found, core = _solve(control, switches, on, limit)
+            if found is not False:
+                continue
+            # the rules whose presence the core assumes; then fewer, while no database appears
+            # with the others removed
+            needed = [m for m in sorted(literal) if -literal[m] in core]
+            for m in list(needed):
+                if time.monotonic() > deadline:
+                    break
+                rest = [k for k in needed if k != m]
+                limit = min(self.timeout * QUESTION_SHARE, max(0.0, deadline - time.monotonic()))
+                if (
+                    _solve(control, switches, on | {drops[k] for k in literal if k not in rest}, limit)[0]
+                    is False
+                ):
+                    needed = rest
+            cores[-1] = tuple(needed)
+        return cores
 
     def findings(self, modelled: _Functors) -> list[Diagnostic]:
         found = []
@@ -472,26 +522,14 @@ class _Searches:
                         uninterpreted=modelled.of((q.rule.rule,), ("Deny",)),
                     )
                 )
-            elif q.kind == "always-deny" and q.site is not None:
+            elif q.tool is not None:
+                if q.core is not None:
+                    q.tool.core = [self.switched[n] for n in q.core]
+                else:  # not found in time: the rules that may apply, which together do
+                    q.tool.core = self.fallback(q.tool)
                 found.append(
-                    codes.ALWAYS_DENY(
-                        _mention_span(q.site, q.tool),
-                        f"every call of `{q.tool}` is denied ({within} is one allowed), although this rule means to allow some",
-                        help="a `Deny` rule covers every call this policy could allow; narrow it",
-                        strength="bounded",
-                        bound=k,
-                        uninterpreted=modelled.of(relations=("Allow", "Deny")),
-                    )
-                )
-            elif q.kind == "always-allow" and q.site is not None:
-                found.append(
-                    codes.ALWAYS_ALLOW(
-                        _mention_span(q.site, q.tool),
-                        f"no call of `{q.tool}` is ever denied ({within} is one denied), although this rule means to deny some",
-                        help="the conditions of the `Deny` rules naming it can never hold together",
-                        strength="bounded",
-                        bound=k,
-                        uninterpreted=modelled.of(relations=("Allow", "Deny")),
+                    finding(
+                        q.tool, self.compilation.symbols.default, k, modelled.of(relations=("Allow", "Deny"))
                     )
                 )
         return found
@@ -572,6 +610,21 @@ def _counts_beyond(rule: ast.Rule, bound: int) -> bool:
                 ):
                     return True
     return False
+
+
+def _solve(control: Any, switches: list[Any], on: set[Any], limit: float) -> tuple[bool | None, set[int]]:
+    """Whether a database exists with the switches ``on`` (the others off) within ``limit``
+    seconds (``None``: not answered), and when none does, the literals of the assumptions that
+    rule one out."""
+    assumptions = [(atom, atom in on) for atom in switches]
+    with control.solve(assumptions=assumptions, async_=True) as handle:
+        if not handle.wait(limit):
+            handle.cancel()
+            return None, set()
+        result = handle.get()
+        if result.satisfiable is None:
+            return None, set()
+        return bool(result.satisfiable), set() if result.satisfiable else set(handle.core())
 
 
 def _guard(line: str, condition: str) -> str:

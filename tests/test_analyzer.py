@@ -78,6 +78,35 @@ def test_findings_that_model_functors_say_so(cli) -> None:
     assert {"strength": "proved", "bound": None, "uninterpreted": ["risk"]} in properties
 
 
+def test_tools_decided_by_several_rules_together(cli) -> None:
+    """A tool's verdict is the same on every database: reported whichever rules name it, with
+    the rules that make it so, proved when the rules split the calls on what they say of the
+    call alone, bounded when only a search sees it."""
+
+    def deep(name: str) -> dict[int, dict]:
+        run = cli("check", "--deep", "--format", "json", str(DEEP / "planted" / name))
+        return {d["line"]: d for d in json.loads(run.stdout)["diagnostics"]}
+
+    split = deep("case_splits.dl")[7]
+    assert (split["name"], split["strength"], split["bound"]) == ("always-deny", "proved", None)
+    assert split["message"].startswith("every call of `pay_invoice` is denied: ")
+    assert "the `Deny` rules at lines 7 and 8 together deny each one" in split["message"]
+    assert [r["line"] for r in split["related"]] == [8]
+    covered = deep("covered_calls.dl")
+    assert "the `Deny` rules at lines 5 and 6 together deny each one" in covered[6]["message"]
+    assert covered[6]["strength"] == "proved"
+    assert "the rules at lines 5, 7, 8 and 9 together deny each one" in covered[7]["message"]
+    arguments = deep("argument_splits.dl")[5]
+    assert (arguments["name"], arguments["strength"], arguments["bound"]) == ("always-deny", "bounded", 2)
+    assert "the `Deny` rules at lines 5, 6 and 7 together deny each one" in arguments["message"]
+    allowed = deep("allowed_calls.dl")[5]
+    assert (allowed["name"], allowed["strength"]) == ("always-allow", "proved")
+    assert allowed["message"].startswith("no call of `search` is ever denied: ")
+    assert "the `Allow` rules at lines 5 and 6 together allow each one" in allowed["message"]
+    text = cli("check", "--deep", str(DEEP / "planted" / "argument_splits.dl")).stdout
+    assert "= strength: bounded (no counterexample with up to 2 fresh values per type)" in text
+
+
 def test_deep_skips_files_with_errors(cli, tmp_path: Path) -> None:
     policy = tmp_path / "broken.dl"
     policy.write_text(".input Send\nDeny(a) :- Send(a), Nope(a), 1 > 2.\n")
