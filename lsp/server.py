@@ -22,6 +22,7 @@ import asyncio
 import atexit
 import dataclasses
 import logging
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -386,7 +387,38 @@ def serve(debug: bool = False) -> None:
     handler.setFormatter(_OneLine("policyc lsp: %(levelname)s: %(message)s", debug))
     handler.addFilter(_not_refusals)
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING, handlers=[handler], force=True)
-    create().start_io()
+    create().start_io(BoundedInput(sys.stdin.buffer), sys.stdout.buffer)
+
+
+logger = logging.getLogger("policyc.lsp")
+MAX_MESSAGE = 64 * 1024 * 1024  # bytes of one message (a policy file is at most 16 MiB)
+MAX_HEADER_LINE = 64 * 1024
+_SKIPPED = b'{"jsonrpc": "2.0", "method": "$/policyc/skipped"}'  # a notification nobody handles
+
+
+class BoundedInput:
+    """Standard input as the server reads it: a header line in pieces of at most
+    ``MAX_HEADER_LINE`` bytes, and a message whose ``Content-Length`` is over ``MAX_MESSAGE``
+    read through in pieces and dropped (with a line on standard error), never held whole."""
+
+    def __init__(self, stream: Any, limit: int = MAX_MESSAGE) -> None:
+        self.stream = stream
+        self.limit = limit
+
+    def readline(self) -> bytes:
+        return self.stream.readline(MAX_HEADER_LINE)
+
+    def read(self, size: int) -> bytes:
+        if size <= self.limit:
+            return self.stream.read(size)
+        logger.error(f"a message of {size:,} bytes is over the limit of {self.limit:,}; it is skipped")
+        remaining = size
+        while remaining:
+            chunk = self.stream.read(min(remaining, 1024 * 1024))
+            if not chunk:
+                return b""  # the input ended inside it
+            remaining -= len(chunk)
+        return _SKIPPED
 
 
 class _OneLine(logging.Formatter):
