@@ -76,6 +76,9 @@ UNUSED_RELATION = Code(
 )
 EMPTY_RELATION = Code("PC203", "empty-relation", W, "nothing can ever put a fact into a relation")
 DUPLICATE_RULE = Code("PC204", "duplicate-rule", W, "a rule repeats another rule")
+REDECLARED_BUILTIN = Code(
+    "PC205", "redeclared-builtin", W, "a builtin functor is declared again, with the signature it has"
+)
 
 # deep findings (`policyc check --deep`), each with a strength
 UNSATISFIABLE_RULE = Code("PC301", "unsatisfiable-rule", W, "a rule's body can never hold")
@@ -103,6 +106,7 @@ CATALOG: tuple[Code, ...] = (
     UNUSED_RELATION,
     EMPTY_RELATION,
     DUPLICATE_RULE,
+    REDECLARED_BUILTIN,
     UNSATISFIABLE_RULE,
     UNREACHABLE_RULE,
     REDUNDANT_RULE,

@@ -3,7 +3,10 @@
 Collects what the directives declare (relations with their attributes, inputs, outputs,
 functors, roles, field roles, the default verdict) and what the rules use, and reports
 declarations that are malformed or contradict each other (``invalid-directive``) and names
-used both as a relation and as a functor (``name-conflict``).
+used both as a relation and as a functor (``name-conflict``). A builtin functor (or one of an
+imported library module) declared again with the signature it has, as Soufflé policies
+declare the functors they use, is only a warning (``redeclared-builtin``) whose fix removes the
+declaration.
 
 Names are resolved by kind: an atom whose name is a declared functor is a foreign predicate
 call; any other atom refers to a relation. ``Allow`` and ``Deny`` are always known, unary
@@ -15,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import ast, codes
-from .diagnostics import Diagnostic, Related, replace_name
-from .loader import Program
+from .diagnostics import Diagnostic, Edit, Fix, Related, replace_name
+from .loader import LIBRARY_PREFIX, PRELUDE, Program
 from .source import Span
 from .syntax_errors import did_you_mean
 
@@ -227,12 +230,13 @@ class _Resolver:
         if name in self.functor_nodes:
             first = self.functor_nodes[name]
             if self.functors[name].library and not library:
-                message = f"`{name}` is a builtin functor; it cannot be declared again"
-            else:
-                message = f"functor `{name}` is declared twice"
+                self._redeclared(statement, first)
+                return
             self.diagnostics.append(
                 codes.INVALID_DIRECTIVE(
-                    statement.name.span, message, related=[Related(first.name.span, "first declared here")]
+                    statement.name.span,
+                    f"functor `{name}` is declared twice",
+                    related=[Related(first.name.span, "first declared here")],
                 )
             )
             return
@@ -244,6 +248,51 @@ class _Resolver:
         self.functors[name] = FunctorSig(
             name, params, tuple(p.name for p in statement.params), returns, statement.name.span, library
         )
+
+    def _redeclared(self, statement: ast.Functor, first: ast.Functor) -> None:
+        """A functor of the library declared again: as it is (parameter names aside), a
+        warning whose fix removes the declaration; with another signature, an error."""
+        name = statement.name.name
+        module = first.span.file.removeprefix(LIBRARY_PREFIX).removesuffix(".dl")
+        what = "a builtin functor" if module == PRELUDE else f"a functor of `.import {module}`"
+        related = [Related(first.name.span, "declared here")]
+        if _types(statement) == _types(first):
+            self.diagnostics.append(
+                codes.REDECLARED_BUILTIN(
+                    statement.span,
+                    f"`{name}` is {what}; this declaration repeats its signature",
+                    related=related,
+                    help=f"remove it: `{name}` needs no declaration (it is `{_signature(first)}`)",
+                    fix=self._removal(statement),
+                )
+            )
+            return
+        self.diagnostics.append(
+            codes.INVALID_DIRECTIVE(
+                statement.name.span,
+                f"`{name}` is {what}, `{_signature(first)}`; it cannot be declared with another signature",
+                related=related,
+                help=f"remove this declaration to use `{name}` as it is, or give your functor another name",
+            )
+        )
+
+    def _removal(self, statement: ast.Statement) -> Fix | None:
+        """The fix that removes a statement: its whole line when nothing else is on it, else
+        the statement and the blanks after it."""
+        source = self.program.source(statement.span.file)
+        if source is None:
+            return None
+        text = source.text
+        start, end = statement.span.start, statement.span.end
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", end)
+        line_end = len(text) if line_end < 0 else line_end
+        if not text[line_start:start].strip() and not text[end:line_end].strip():
+            start, end = line_start, min(line_end + 1, len(text))
+        else:
+            while end < line_end and text[end] in " \t":
+                end += 1
+        return Fix("remove the declaration", (Edit(source.span(start, end), ""),), safe=True)
 
     def _role(self, statement: ast.Role) -> None:
         error = codes.INVALID_DIRECTIVE
@@ -375,3 +424,13 @@ class _Resolver:
                     )
                 )
             relations.pop(name, None)
+
+
+def _types(functor: ast.Functor) -> tuple[tuple[str, ...], str]:
+    return tuple(p.type.name for p in functor.params), functor.returns.name
+
+
+def _signature(functor: ast.Functor) -> str:
+    """``contains(text: symbol, part: symbol): bool``."""
+    params = ", ".join(f"{p.name}: {p.type.name}" if p.name else p.type.name for p in functor.params)
+    return f"{functor.name.name}({params}): {functor.returns.name}"

@@ -414,9 +414,25 @@ CASES = {
     ),
     "directive-builtin-redeclared": (
         """
-        .functor lower(s: symbol): symbol
+        .functor lower(s: symbol, t: symbol): symbol
+        .functor strlen(s: symbol): symbol
+        .functor url_host(u: number): symbol
         """,
-        [("invalid-directive", 2, "lower")],
+        [
+            ("invalid-directive", 2, "lower"),
+            ("invalid-directive", 3, "strlen"),
+            ("invalid-directive", 4, "url_host"),
+        ],
+    ),
+    # ------------------------------------------------------------- redeclared-builtin
+    "redeclared-builtin-same-signature": (
+        """
+        .functor contains(s: symbol, sub: symbol): bool
+        .functor strlen(text: symbol): number  // as in Soufflé
+        .input Send
+        Deny(a) :- Send(a, x), contains(x, "evil"), strlen(x) > 3.
+        """,
+        [("redeclared-builtin", 2, ".functor contains"), ("redeclared-builtin", 3, ".functor strlen")],
     ),
     "directive-inline-input": (
         """
@@ -604,3 +620,39 @@ def test_check(case: str) -> None:
         at = text[d.span.start : d.span.start + 40]
         matches = [snippet for name, line, snippet in expected if name == d.name and line == d.span.line]
         assert any(at.startswith(s) for s in matches), (d.name, d.span.line, at, d.message)
+
+
+def test_a_builtin_declared_again_with_another_signature_says_which() -> None:
+    text = ".functor contains(s: symbol, n: number): bool\n"
+    (d,) = compile_source(text, "case.dl").diagnostics
+    assert d.name == "invalid-directive"
+    assert "`contains` is a builtin functor" in d.message
+    assert "contains(text: symbol, part: symbol): bool" in d.message
+    (d,) = compile_source(".functor to_number(t: symbol): symbol\n", "case.dl").diagnostics
+    assert "to_number(text: symbol): number" in d.message
+
+
+def test_a_builtin_declared_again_as_it_is_gets_a_warning_whose_fix_removes_it() -> None:
+    text = (
+        ".input Send\n"
+        ".functor lower(x: symbol): symbol\n"
+        "  .functor contains(s: symbol, sub: symbol): bool   \n"
+        ".functor strlen(s: symbol): number  // the length\n"
+        'Deny(a) :- Send(a, x), contains(lower(x), "evil"), strlen(x) > 3.\n'
+    )
+    result = compile_source(text, "case.dl")
+    assert result.ok
+    found = sorted(result.diagnostics, key=lambda d: d.span.start)
+    assert [(d.name, d.severity.value, d.span.line) for d in found] == [
+        ("redeclared-builtin", "warning", line) for line in (2, 3, 4)
+    ]
+    assert "`lower` is a builtin functor" in found[0].message
+    assert all(d.fix is not None and d.fix.safe for d in found)
+    fixed = text
+    for d in sorted(found, key=lambda d: -d.span.start):  # from the end: earlier offsets stay
+        for edit in d.fix.edits:
+            fixed = fixed[: edit.span.start] + edit.text + fixed[edit.span.end :]
+    assert fixed == (
+        '.input Send\n// the length\nDeny(a) :- Send(a, x), contains(lower(x), "evil"), strlen(x) > 3.\n'
+    )
+    assert not compile_source(fixed, "case.dl").diagnostics

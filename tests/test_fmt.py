@@ -355,6 +355,15 @@ def test_line_ends_and_blanks() -> None:
     assert format_source("/* a\r\n b */ A(1).") == "/* a\n b */ A(1).\n"
 
 
+def test_a_builtin_declared_again_is_laid_out_like_any_functor() -> None:
+    text = (
+        '.functor contains(s:symbol,sub:symbol):bool\n.input Send\nDeny(a):-Send(a,x),contains(x,"evil").\n'
+    )
+    assert format_source(text) == (
+        '.functor contains(s: symbol, sub: symbol): bool\n.input Send\nDeny(a) :- Send(a, x), contains(x, "evil").\n'
+    )
+
+
 def test_statements_on_one_line_are_split() -> None:
     assert format_source("A(1). A(2).  B(x):-A(x).\n") == "A(1).\nA(2).\nB(x) :- A(x).\n"
 

@@ -844,6 +844,26 @@ async def test_quick_fixes_from_diagnostics(client: LanguageClient, tmp_path: Pa
 
 
 @lsp
+async def test_a_builtin_declared_again_is_a_warning_whose_fix_removes_the_line(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    path = tmp_path / "souffle.dl"
+    text = (
+        ".functor contains(s: symbol, sub: symbol): bool\n.input Send\n"
+        'Deny(a) :- Send(a, x), contains(x, "evil").\n'
+    )
+    (got,) = await open_document(client, path, text)
+    assert (got.code, got.severity) == ("PC205", types.DiagnosticSeverity.Warning)
+    assert "`contains` is a builtin functor" in got.message
+    (fix,) = await _actions(client, path, got)
+    assert fix.title == "Remove the declaration" and fix.is_preferred
+    fixed = apply(text, fix.edit.changes[path.as_uri()])
+    assert fixed == '.input Send\nDeny(a) :- Send(a, x), contains(x, "evil").\n'
+    assert await change(client, path, fixed, 2) == []
+    close(client, path)
+
+
+@lsp
 async def test_fix_all_applies_every_safe_fix(client: LanguageClient, tmp_path: Path) -> None:
     path = tmp_path / "fixall.dl"
     text = ".input P, Q\nDeny(a) :- P(a, x), Q(a, y).\nAllow(a) :- P(a, z), Q(a, _).\n"
