@@ -393,8 +393,11 @@ def compile_command(path: str, output: str, sign_key: str | None, thresholds_pat
         rules = len(plan.rules)
         signed = ", signed" if sign_key else ""
         if thresholds is not None:
-            signed = f", thresholds for {len(thresholds.role_to_stratum)} roles" + signed
-        click.echo(f"wrote {output}: {rules} rules, {len(plan.relations)} relations{signed}")
+            roles = len(thresholds.role_to_stratum)
+            signed = f", thresholds for {roles} role{'s' if roles != 1 else ''}" + signed
+        click.echo(
+            f"wrote {output}: {rules} rule{'s' if rules != 1 else ''}, {len(plan.relations)} relations{signed}"
+        )
 
 
 @main.command("eval")

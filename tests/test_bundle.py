@@ -59,6 +59,13 @@ def test_compile_refuses_errors(tmp_path, cli) -> None:
     assert not (tmp_path / "out.bundle").exists()
 
 
+def test_compile_counts_one_rule_in_the_singular(tmp_path, cli) -> None:
+    one = tmp_path / "one.dl"
+    one.write_text(".input S\nDeny(a) :- S(a).\n", "utf-8")
+    run = cli("compile", str(one), "-o", str(tmp_path / "one.bundle"))
+    assert run.status == 0 and ": 1 rule, " in run.stdout, run.stdout
+
+
 def _rewrite(bundle: Path, change) -> Path:
     data = json.loads(bundle.read_text("utf-8"))
     change(data)
