@@ -223,9 +223,17 @@ def compute(
                                 exact.setdefault(var_node(v.name), set()).add(c.value)
                                 uf.find(var_node(v.name))
                             # `n * 2 > 11`, `n - 3 = 9`: the values around the solution too
+                            # (for `n`, or for a call's value: `to_number(s) * 3 > 1000`)
                             solved = _solve(t, c.value)
                             if solved is not None:
-                                exact[var_node(solved[0])].update(solved[1])
+                                operand, around = solved
+                                node = (
+                                    var_node(operand.name)
+                                    if isinstance(operand, ast.Var)
+                                    else result_position(operand, functors)
+                                )
+                                exact.setdefault(node, set()).update(around)
+                                uf.find(node)
 
         visit(rule.head, var_node)
         for literal in rule.body:
@@ -242,17 +250,38 @@ def compute(
             return [n for n in uf.parent if n[0] == "ret" and n[1] == node[1]]
         return [node] if node in uf.parent else []
 
-    for source, target in feeds:
-        for s in every(source):
-            for t in every(target):
-                by_class.setdefault(uf.find(t), set()).update(by_class.get(uf.find(s), ()))
+    def feed() -> None:
+        for source, target in feeds:
+            for s in every(source):
+                for t in every(target):
+                    by_class.setdefault(uf.find(t), set()).update(by_class.get(uf.find(s), ()))
+
+    exact_by_class: dict[Node, set[int]] = {}
+    for node, numbers in exact.items():
+        exact_by_class.setdefault(uf.find(node), set()).update(numbers)
+
+    def tried(cls: Node, constants: dict[Node, set[Any]]) -> set[Any]:
+        """The values a search tries in a class, as far as conversions care: its constants,
+        the neighbours of its numbers, the numbers its arithmetic solves for, the fresh numbers."""
+        found: set[Any] = set(range(bound)) | exact_by_class.get(cls, set())
+        for value in constants.get(cls, ()):
+            if type(value) is int:
+                found.update((value - 1, value, value + 1))
+            elif isinstance(value, str):
+                found.add(value)
+        return found
+
+    feed()
     # builtins that compute values of another type: the search tries what they compute from
-    # (or into) the values it has, `to_string(3)` = "3", `url_host("https://h/")` = "h"
+    # (or into) the values it tries, `to_string(3)` = "3", `to_number(s) > 500` tries "499" to
+    # "501" for `s`, `url_host("https://h/")` = "h" (from the values before any conversion, so
+    # that a conversion and its inverse do not widen each other's neighbours)
+    before = {cls: set(values) for cls, values in by_class.items()}
     for source, target, convert in CONVERSIONS:
         if source in uf.parent and target in uf.parent:
-            values = set(by_class.get(uf.find(source), ())) | set(range(bound))
-            made = {convert(v) for v in values} - {None}
+            made = {convert(v) for v in tried(uf.find(source), before)} - {None}
             by_class.setdefault(uf.find(target), set()).update(made)
+    feed()  # what the conversions made reaches the positions their classes feed
     # a class has the types its typed positions agree on; untyped positions (`any`, undeclared)
     # accept whatever the others say
     definite: dict[Node, set[str]] = {}
@@ -260,9 +289,6 @@ def compute(
         kinds = _types(compilation, node)
         if kinds != {"symbol", "number"}:
             definite[cls] = definite[cls] & kinds if cls in definite else set(kinds)
-    exact_by_class: dict[Node, set[int]] = {}
-    for node, numbers in exact.items():
-        exact_by_class.setdefault(uf.find(node), set()).update(numbers)
     types = {cls: definite.get(cls, {"symbol", "number"}) for cls in set(classes.values())}
     uses: dict[int, dict[Node, int]] = {}
     for node in list(uf.parent):
@@ -289,25 +315,44 @@ SAME_VALUES = {"contains": (0, 1), "startswith": (0, 1), "endswith": (0, 1)}
 SAME_AS_RESULT = {"lower", "upper"}
 
 
+def _text(value: Any) -> str | None:
+    """The decimal text of a number (``to_string``; what ``to_number`` reads)."""
+    return str(value) if type(value) is int else None
+
+
+def _number(value: Any) -> int | None:
+    """The number a text is the decimal text of, as ``to_number`` reads it."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:
+        return None
+
+
+# the conversions of the builtins (stdlib/builtins.dl): (from, to, what the values become)
 CONVERSIONS: list[tuple[Node, Node, Any]] = [
-    (("arg", "to_string", 0), ("ret", "to_string"), lambda v: str(v) if type(v) is int else None),
-    (("ret", "to_number"), ("arg", "to_number", 0), lambda v: str(v) if type(v) is int else None),
+    (("arg", "to_string", 0), ("ret", "to_string"), _text),
+    (("ret", "to_string"), ("arg", "to_string", 0), _number),
+    (("ret", "to_number"), ("arg", "to_number", 0), _text),
+    (("arg", "to_number", 0), ("ret", "to_number"), _number),
     (("ret", "url_host"), ("arg", "url_host", 0), lambda v: f"https://{v}/" if isinstance(v, str) else None),
 ]
 
 
-def _solve(t: ast.Term, c: int) -> tuple[str, set[int]] | None:
-    """For ``t`` one variable and a constant under ``+``, ``-``, ``*`` or a negation: the
-    variable and the integers around the value that makes ``t`` equal ``c`` (so that ``t`` can
-    be made smaller than, equal to or greater than ``c``); else ``None``."""
-    if isinstance(t, ast.Negate) and isinstance(t.operand, ast.Var):
-        return t.operand.name, {-c - 1, -c, -c + 1}
+def _solve(t: ast.Term, c: int) -> tuple[ast.Var | ast.Call, set[int]] | None:
+    """For ``t`` one variable (or call) and a constant under ``+``, ``-``, ``*`` or a negation:
+    that operand and the integers around the value that makes ``t`` equal ``c`` (so that ``t``
+    can be made smaller than, equal to or greater than ``c``); else ``None``."""
+    operands = ast.Var | ast.Call
+    if isinstance(t, ast.Negate) and isinstance(t.operand, operands):
+        return t.operand, {-c - 1, -c, -c + 1}
     if not isinstance(t, ast.BinOp):
         return None
-    if isinstance(t.left, ast.Var) and isinstance(t.right, ast.Integer):
-        name, k, var_first = t.left.name, t.right.value, True
-    elif isinstance(t.left, ast.Integer) and isinstance(t.right, ast.Var):
-        name, k, var_first = t.right.name, t.left.value, False
+    if isinstance(t.left, operands) and isinstance(t.right, ast.Integer):
+        operand, k, var_first = t.left, t.right.value, True
+    elif isinstance(t.left, ast.Integer) and isinstance(t.right, operands):
+        operand, k, var_first = t.right, t.left.value, False
     else:
         return None
     if t.op == "+":
@@ -318,7 +363,7 @@ def _solve(t: ast.Term, c: int) -> tuple[str, set[int]] | None:
         roots = {c // k, -(-c // k)}
     else:
         return None
-    return name, {n for r in roots for n in (r - 1, r, r + 1)}
+    return operand, {n for r in roots for n in (r - 1, r, r + 1)}
 
 
 def result_position(call: ast.Call, functors: Any) -> Node:

@@ -278,3 +278,91 @@ def test_every_numeric_witness_is_denied_by_a_monitor(op: str, bound: int, facto
         session.record(event)
     decision = session.authorize(evs[-1])
     assert not decision.allowed and [r.rule for r in decision.reasons] == ["r"]
+
+
+# ---------------------------------------------------------------------- conversions
+#
+# A number compared after a conversion (`to_number`, `to_string`) brings its neighbours to the
+# values on the other side of the conversion: `to_number(s) > 2500` tries "2499", "2500" and
+# "2501" for `s`, so that the comparison can be met and missed.
+
+CONVERTED = {
+    "threshold": ("Pay(a, s), n = to_number(s), n > 2500", lambda facts: int(facts["Pay"][0][1]) > 2500),
+    "arithmetic": ("Pay(a, s), to_number(s) * 3 > 1000", lambda facts: int(facts["Pay"][0][1]) * 3 > 1000),
+    "text of a number": ('Code(a, n), to_string(n) = "7"', lambda facts: facts["Code"][0][1] == 7),
+    "below": ("Pay(a, s), n = to_number(s), n < -20", lambda facts: int(facts["Pay"][0][1]) < -20),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONVERTED))
+def test_a_witness_through_a_conversion(cli, tmp_path: Path, case: str) -> None:
+    body, holds = CONVERTED[case]
+    policy = tmp_path / "converted.dl"
+    policy.write_text(
+        ".decl Pay(a: symbol, s: symbol)\n.decl Code(a: symbol, n: number)\n.input Pay, Code\n"
+        f'@id("r")\nDeny(a) :- {body}.\n',
+        encoding="utf-8",
+    )
+    answer = witness(cli, policy, "Deny(a)")  # replayed through the evaluator by the command
+    assert holds(answer["facts"]), answer["facts"]
+    decision = policyc.load(policy).evaluate(answer["facts"]).decide(answer["bindings"]["a"])
+    assert not decision.allowed and [r.rule for r in decision.reasons] == ["r"]
+
+
+def test_a_converted_tool_argument_is_a_string_a_monitor_denies(cli, tmp_path: Path) -> None:
+    policy = write(
+        tmp_path, "p.dl", '@id("big")\nDeny(a) :- Action(a), n = to_number(tool_arg(a, "amount")), n > 500.\n'
+    )
+    answer = witness(cli, policy, "Deny(a)")
+    a = answer["bindings"]["a"]
+    assert answer["numbers"] == []  # `to_number` takes the argument's text: a string
+    ((call, key, text),) = answer["facts"]["ToolArg"]
+    assert (call, key) == (a, "amount") and int(text) > 500
+    (decision,) = replay(cli, policy, [events(answer["facts"], answer["numbers"], a)], tmp_path)
+    assert denied_by(decision) == ["big"]
+
+
+def test_diff_through_a_conversion(cli, tmp_path: Path) -> None:
+    old = tmp_path / "old.dl"
+    new = tmp_path / "new.dl"
+    old.write_text('.input Pay\n@id("pay")\nDeny(a) :- Pay(a, s), n = to_number(s), n > 500.\n')
+    new.write_text('.input Pay\n@id("pay")\nDeny(a) :- Pay(a, s), n = to_number(s), n >= 502.\n')
+    result = cli("diff", str(old), str(new), "--format", "json").json()
+    assert result["verdict"] == "more-permissive"
+    (difference,) = result["witnesses"]
+    assert difference["direction"] == "only-new-allows"
+    ((action, text),) = difference["facts"]["Pay"]
+    assert action == difference["action"] and text == "501"  # the one number between the thresholds
+    assert not policyc.load(old).evaluate(difference["facts"]).decide(action).allowed
+    assert policyc.load(new).evaluate(difference["facts"]).decide(action).allowed
+
+
+def test_no_bounded_finding_that_only_missing_neighbours_make(cli, tmp_path: Path) -> None:
+    policy = tmp_path / "p.dl"
+    policy.write_text(
+        ".input Pay\n"
+        "Deny(a) :- Pay(a, s), to_number(s) > 400, to_number(s) < 500.\n"
+        "Deny(a) :- Pay(a, s), to_number(s) > 1000.\n"
+    )
+    run = cli("check", "--deep", "--format", "json", str(policy))
+    assert run.status == 0 and run.json()["diagnostics"] == []
+
+
+def test_a_scenario_is_synthesized_for_a_rule_through_a_conversion() -> None:
+    """Translation's decision points: each path of a translated rule gets a scenario."""
+    from policyc.compiler.pipeline import compile_source
+    from policyc.nl2policy.draft import Rule
+    from policyc.nl2policy.scenarios import synthesize
+
+    rule = '@id("big-payment")\nDeny(a) :- Pay(a, s), n = to_number(s), n > 500.\n'
+    text = ".decl Pay(a: symbol, s: symbol)\n.input Pay\n" + rule
+    compilation = compile_source(text, "policy.dl")
+    assert compilation.ok
+    rules = [Rule("big-payment", "Deny", "deny", ("R1",), rule, 3)]
+    synthesis = synthesize(compilation, text, rules, "policy.dl", 3, 30.0, False)
+    fires = [i for i, path in enumerate(synthesis.paths) if path.kind == "fires"]
+    assert fires and all(synthesis.outcomes[i] == "scenario" for i in fires), synthesis.outcomes
+    (scenario,) = [s for s in synthesis.scenarios if s.path.kind == "fires"]
+    facts = scenario.record["facts"]
+    assert int(facts["Pay"][0][1]) > 500
+    assert not policyc.load(text).evaluate(facts).decide(scenario.action).allowed
