@@ -47,10 +47,11 @@ class Loaded:
 
 def load(path: str) -> Loaded:
     """A policy file or a bundle, as a program."""
+    from policyc.compiler.files import read_bytes
     from policyc.runtime.bundle import is_bundle
 
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path)  # a policy or a bundle
     except OSError as error:
         raise AnalysisError(f"cannot read `{path}`: {error.strerror or error}") from None
     if not is_bundle(data):

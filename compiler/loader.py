@@ -16,11 +16,11 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import ast, codes, syntax_errors
 from .diagnostics import Diagnostic, replace_name
+from .files import POLICY_LIMIT, read_bytes
 from .parser import parse
 from .source import SourceFile
 from .summary import RuleSummary, summarize
@@ -110,9 +110,10 @@ def decode(path: str, data: bytes) -> SourceFile | Diagnostic:
 
 
 def read_file(path: str) -> SourceFile | Diagnostic:
-    """Read a root file; :class:`SourceError` if it cannot be read at all."""
+    """Read a root file; :class:`SourceError` if it cannot be read at all (not a regular
+    file, or larger than :data:`~policyc.compiler.files.POLICY_LIMIT`)."""
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path, POLICY_LIMIT)
     except IsADirectoryError as error:
         raise SourceError(f"cannot read `{path}`: it is a directory") from error
     except OSError as error:
@@ -192,7 +193,7 @@ def _library_module(name: str) -> tuple[ast.Module, tuple[Diagnostic, ...]] | No
 
 class _Loader:
     def __init__(self, read: Callable[[str], bytes] | None = None) -> None:
-        self.read = read or (lambda path: Path(path).read_bytes())
+        self.read = read or (lambda path: read_bytes(path, POLICY_LIMIT))
         self.modules: list[ast.Module] = []
         self.library: set[str] = set()
         self.loaded: set[str] = set()

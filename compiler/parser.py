@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
+import sys
 from bisect import bisect_right
 from importlib import resources
 from typing import Any
@@ -503,7 +505,24 @@ def _unescape(source: SourceFile, token: _Tok, diagnostics: list[Diagnostic]) ->
         if e == "u":
             digits = raw[i + 2 : i + 6]
             if len(digits) == 4 and all(d in "0123456789abcdefABCDEF" for d in digits):
-                out.append(chr(int(digits, 16)))
+                code = int(digits, 16)
+                low = raw[i + 8 : i + 12] if raw[i + 6 : i + 8] == "\\u" else ""
+                if 0xD800 <= code <= 0xDBFF and re.fullmatch(r"[dD][c-fC-F][0-9a-fA-F]{2}", low):
+                    out.append(chr(0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)))
+                    i += 12  # a UTF-16 pair, as JSON writes a character beyond U+FFFF
+                    continue
+                if 0xD800 <= code <= 0xDFFF:  # half of a UTF-16 pair: no character of its own
+                    start = token.start + 1 + i
+                    diagnostics.append(
+                        codes.SYNTAX_ERROR(
+                            source.span(start, start + 6),
+                            f"`\\u{digits}` is a surrogate, not a character",
+                            help="write the character itself, or a \\uXXXX escape of a character",
+                        )
+                    )
+                    out.append("\ufffd")
+                else:
+                    out.append(chr(code))
                 i += 6
                 continue
         start = token.start + 1 + i
@@ -650,10 +669,39 @@ class _Builder:
         return ast.String(_unescape(self.source, token, self.diagnostics), span=self._span(token))
 
     def integer(self, children: list) -> ast.Integer:
-        return ast.Integer(int(children[0].value), span=self._span(children[0]))
+        return ast.Integer(self._int(children[0]), span=self._span(children[0]))
 
     def float(self, children: list) -> ast.Float:
-        return ast.Float(float(children[0].value), span=self._span(children[0]))
+        return ast.Float(self._float(children[0]), span=self._span(children[0]))
+
+    def _int(self, token: _Tok) -> int:
+        """An integer literal's value (0, and a diagnostic, for one Python will not convert)."""
+        try:
+            return int(token.value)
+        except ValueError:
+            digits = len(token.value.lstrip("-+"))
+            self.diagnostics.append(
+                codes.SYNTAX_ERROR(
+                    self._span(token),
+                    f"this integer has {digits:,} digits; policyc reads integers of at most "
+                    f"{sys.get_int_max_str_digits():,}",
+                )
+            )
+            return 0
+
+    def _float(self, token: _Tok) -> float:
+        """A float literal's value (0.0, and a diagnostic, for one too large to be finite)."""
+        value = float(token.value)
+        if math.isinf(value):
+            self.diagnostics.append(
+                codes.SYNTAX_ERROR(
+                    self._span(token),
+                    f"`{token.value[:30]}` is too large for a float (it would be infinite)",
+                    help="floats are at most about 1.8e308",
+                )
+            )
+            return 0.0
+        return value
 
     # directives
 
@@ -707,9 +755,9 @@ class _Builder:
     def role(self, children: list) -> ast.Role:
         number = children[3]
         if number.type == "INT":
-            budget: ast.Integer | ast.Float = ast.Integer(int(number.value), span=self._span(number))
+            budget: ast.Integer | ast.Float = ast.Integer(self._int(number), span=self._span(number))
         else:
-            budget = ast.Float(float(number.value), span=self._span(number))
+            budget = ast.Float(self._float(number), span=self._span(number))
         pool = self._ident(children[5]) if len(children) > 5 else None
         return ast.Role(
             self._ident(children[1]),

@@ -450,13 +450,16 @@ def parse(data: Any, name: str = "model.json") -> Model:
 
 def load(path: str | Path) -> Model:
     """A model file (:class:`ForecastError` if it is not a valid model, ``OSError`` if unreadable)."""
+    from policyc.compiler.files import read_bytes
+    from policyc.runtime.jsonio import loads, problem
+
     name = str(path)
     try:
-        text = Path(path).read_text("utf-8")
+        text = read_bytes(path).decode("utf-8")
     except UnicodeDecodeError:
         raise ForecastError(f"{name}: not UTF-8 text") from None
     try:
-        data = json.loads(text)
+        data = loads(text)
     except json.JSONDecodeError as error:
-        raise ForecastError(f"{name}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}") from None
+        raise ForecastError(f"{name}:{error.lineno}:{error.colno}: {problem(error)}") from None
     return parse(data, name)

@@ -25,6 +25,7 @@ False
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -223,12 +224,22 @@ def _arg(node: Any) -> str | int | float | None:
     if node.data == "wildcard":
         return WILDCARD
     token = str(node.children[0])
-    if node.data == "string":
-        return json.loads(token)
-    number = float(token)
-    if number.is_integer() and all(c not in token for c in ".eE"):
-        return int(token)
-    return number
+    try:
+        if node.data == "string":
+            from policyc.runtime.jsonio import loads
+
+            return loads(token)
+        number = float(token)
+        if math.isinf(number):
+            raise ValueError("the number is too large for a float")
+        if number.is_integer() and all(c not in token for c in ".eE"):
+            return int(token)
+        return number
+    except ValueError as error:
+        shown = token if len(token) <= 40 else token[:37] + "..."
+        raise ForecastError(
+            f"`{shown}` is not a value a predicate can match: {getattr(error, 'msg', error)}"
+        ) from None
 
 
 def parse_formula(text: str) -> Formula:

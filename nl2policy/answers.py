@@ -34,17 +34,23 @@ class AnswerError(ValueError):
 
 
 def extract_json(text: str) -> Any:
-    """The first JSON object of an answer (:class:`AnswerError` when there is none)."""
+    """The first JSON object of an answer (:class:`AnswerError` when there is none, or when it
+    is JSON policyc refuses: nested too deep, an integer too long, NaN or an infinity)."""
+    from policyc.runtime.jsonio import MalformedJSON, loads, raw_decode
+
     stripped = text.strip()
     try:
-        return json.loads(stripped)
+        return loads(stripped)
+    except MalformedJSON as error:
+        raise AnswerError(f"the answer is malformed JSON: {error.msg} at character {error.pos}") from None
     except json.JSONDecodeError:
         pass
-    decoder = json.JSONDecoder()
     last: json.JSONDecodeError | None = None
     for match in re.finditer(r"\{", stripped):
         try:
-            value, _ = decoder.raw_decode(stripped, match.start())
+            value, _ = raw_decode(stripped, match.start())
+        except MalformedJSON as error:  # every later `{` is inside it: stop here
+            raise AnswerError(f"the answer is malformed JSON: {error.msg} at character {error.pos}") from None
         except json.JSONDecodeError as error:
             last = last or error
             continue

@@ -105,7 +105,8 @@ class Chat:
                     self.usage.retries += 1
             try:
                 response = self._create(messages)
-            except (ValueError, TypeError, openai.APIResponseValidationError) as error:
+            except (ValueError, TypeError, RecursionError, openai.APIResponseValidationError) as error:
+                # RecursionError: a body nested too deep for the client's JSON parser
                 self.reached = True  # an HTTP 2xx answer whose body is not a chat completion
                 return Reply(None, _not_a_completion(step, subject, error), tuple(notes))
             except openai.APITimeoutError:
@@ -151,7 +152,7 @@ class Chat:
                 self.reached = True
                 try:
                     reply = self._read(step, subject, response)
-                except (TypeError, ValueError, AttributeError, LookupError) as error:
+                except (TypeError, ValueError, AttributeError, LookupError, RecursionError) as error:
                     return Reply(None, _not_a_completion(step, subject, error), tuple(notes))
                 if attempt > 1 and failure is not None:
                     notes.append(

@@ -84,12 +84,13 @@ class Inputs:
 
 def prepare(options: Options) -> Inputs:
     """Read everything the pipeline needs before any request is made."""
+    from policyc.compiler.files import POLICY_LIMIT, read_bytes
     from policyc.runtime.replay import TraceError
 
     from .decisions import read_traces
 
     try:
-        data = FilePath(options.requirements).read_bytes()
+        data = read_bytes(options.requirements, POLICY_LIMIT)
     except OSError as error:
         raise InputError(f"cannot read `{options.requirements}`: {error.strerror or error}") from None
     try:

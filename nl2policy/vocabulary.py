@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from policyc.compiler import ast
 from policyc.compiler.diagnostics import Diagnostic
@@ -128,8 +127,10 @@ def load_vocabulary(specs: list[str], output: str) -> Vocabulary:
 
 
 def _from_file(spec: str, output: str) -> str:
+    from policyc.compiler.files import POLICY_LIMIT, read_bytes
+
     try:
-        data = Path(spec).read_bytes()
+        data = read_bytes(spec, POLICY_LIMIT)
     except OSError as error:
         raise VocabularyError(f"cannot read `{spec}`: {error.strerror or error}", status=2) from None
     source = decode(spec, data)

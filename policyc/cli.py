@@ -300,10 +300,11 @@ def _print_diagnostics(diagnostics: list, sources: Any = None) -> None:
 
 
 def _source_of(path: str) -> Any:
+    from .compiler.files import POLICY_LIMIT, read_bytes
     from .compiler.loader import decode
 
     try:
-        source = decode(path, Path(path).read_bytes())
+        source = decode(path, read_bytes(path, POLICY_LIMIT))
     except OSError:
         return None
     return source if hasattr(source, "text") else None
@@ -1336,11 +1337,15 @@ def risk_report_command(
             if thresholds_path is not None:
                 thresholds = read_thresholds(thresholds_path)
             else:
+                from .compiler.files import read_bytes
                 from .risk.enforce import bundle_risk
                 from .runtime.bundle import is_bundle, read_bundle
                 from .runtime.policy import PolicyError
 
-                source = Path(policy).read_bytes()
+                try:
+                    source = read_bytes(policy)
+                except OSError as error:
+                    _fail(f"cannot read `{policy}`: {error.strerror or error}", 2)
                 if not is_bundle(source):
                     _fail("give --thresholds, or a bundle compiled with `policyc compile --thresholds`", 2)
                 try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .errors import RiskError
@@ -95,13 +94,14 @@ def from_manifest(manifest: dict[str, Any], origin: str) -> Declarations:
 def read_declarations(path: str | os.PathLike[str]) -> Declarations:
     """The declarations of a policy file or a bundle (:class:`RiskError` with the reason when it
     cannot be read or has errors; its diagnostics are on ``.diagnostics``)."""
+    from policyc.compiler.files import read_bytes
     from policyc.compiler.loader import SourceError, load_data
     from policyc.compiler.pipeline import compile_program
     from policyc.runtime.bundle import is_bundle, read_bundle
     from policyc.runtime.policy import PolicyError
 
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path)
     except OSError as error:
         raise RiskError(f"cannot read `{path}`: {error.strerror or error}", io=True) from None
     if is_bundle(data):

@@ -15,7 +15,6 @@ The host reads what the policy's rules decided from the decision:
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -254,8 +253,10 @@ def _typed(text: str, original: Any) -> Any:
     (so the revised call's argument is the trusted value again); otherwise the text."""
     if original is None or isinstance(original, str):
         return text
+    from policyc.runtime.jsonio import loads
+
     try:
-        parsed = json.loads(text)
+        parsed = loads(text)
     except ValueError:
         return text
     return parsed if not isinstance(parsed, str) and value_text(parsed) == text else text

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from policyc.compiler.syntax_errors import did_you_mean
+from policyc.runtime.jsonio import MalformedJSON, loads
 
 from .declarations import Declarations
 from .errors import RiskError
@@ -45,13 +46,17 @@ def read_records(
     path: str | os.PathLike[str], declarations: Declarations, *, need_episodes: bool = False
 ) -> list[Record]:
     """The records of a JSONL file (:class:`RiskError` listing every problem, each at its line)."""
+    from policyc.compiler.files import read_bytes
+
     try:
-        with open(path, encoding="utf-8") as stream:
-            lines = stream.read().splitlines()
+        data = read_bytes(path)
     except OSError as error:
         raise RiskError(f"cannot read `{path}`: {error.strerror or error}", io=True) from None
+    try:
+        lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as error:
-        raise RiskError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        line = data.count(b"\n", 0, error.start) + 1
+        raise RiskError(f"{path}:{line}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     return parse_records(lines, declarations, str(path), need_episodes=need_episodes)
 
 
@@ -91,7 +96,9 @@ class _Problem(ValueError):
 
 def _record(text: str, number: int, declarations: Declarations, need_episodes: bool) -> Record:
     try:
-        value = json.loads(text)
+        value = loads(text)
+    except MalformedJSON as error:
+        raise _Problem(error.msg, error.colno) from None
     except json.JSONDecodeError as error:
         raise _Problem(f"not JSON: {error.msg}", error.colno) from None
     if not isinstance(value, dict):

@@ -146,15 +146,19 @@ def _number(value: float) -> float | str:
 
 def read_thresholds(path: str | os.PathLike[str]) -> Thresholds:
     """Thresholds from a file (:class:`RiskError` saying what is wrong, and where)."""
+    from policyc.compiler.files import read_bytes
+    from policyc.runtime.jsonio import MalformedJSON, loads
+
     try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
+        text = read_bytes(path).decode("utf-8")
     except OSError as error:
         raise RiskError(f"cannot read `{path}`: {error.strerror or error}", io=True) from None
     except UnicodeDecodeError:
         raise RiskError(f"{path}: not UTF-8 text") from None
     try:
-        data = json.loads(text)
+        data = loads(text)
+    except MalformedJSON as error:
+        raise RiskError(f"{path}:{error.lineno}:{error.colno}: {error.msg}") from None
     except json.JSONDecodeError as error:
         raise RiskError(f"{path}:{error.lineno}:{error.colno}: not JSON: {error.msg}") from None
     return from_json(data, str(path))

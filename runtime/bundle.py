@@ -31,6 +31,7 @@ from policyc.compiler.plan import Plan, PlanError, from_data, to_data
 
 FORMAT = "policyc-bundle"
 FORMAT_VERSION = 1
+KEY_LIMIT = 64 * 1024  # a PEM key is a few hundred bytes
 
 
 def canonical(value: Any) -> bytes:
@@ -162,8 +163,12 @@ def _read(
     def refuse(reason: str) -> PolicyError:
         return PolicyError(f"{origin}: {reason}")
 
+    from .jsonio import MalformedJSON, loads
+
     try:
-        bundle = json.loads(data.decode("utf-8"))
+        bundle = loads(data.decode("utf-8"))
+    except MalformedJSON as error:
+        raise refuse(f"not a policyc bundle: line {error.lineno} column {error.colno}: {error.msg}") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise refuse("not a policyc bundle: the file is truncated or is not JSON") from None
     if not isinstance(bundle, dict) or bundle.get("format") != FORMAT:
@@ -224,10 +229,12 @@ def _private_key(path: str | os.PathLike[str]) -> Any:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+    from policyc.compiler.files import read_bytes
+
     from .policy import PolicyError
 
     try:
-        key = load_pem_private_key(Path(path).read_bytes(), password=None)
+        key = load_pem_private_key(read_bytes(path, KEY_LIMIT), password=None)
     except OSError as error:
         raise PolicyError(f"cannot read signing key `{path}`: {error.strerror or error}") from None
     except (ValueError, TypeError):
@@ -246,8 +253,10 @@ def _public_key(key: Any, refuse: Any) -> Any:
     if isinstance(key, bytes):
         data = key
     else:
+        from policyc.compiler.files import read_bytes
+
         try:
-            data = Path(key).read_bytes()
+            data = read_bytes(key, KEY_LIMIT)
         except OSError as error:
             raise PolicyError(f"cannot read verification key `{key}`: {error.strerror or error}") from None
     try:

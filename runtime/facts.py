@@ -114,34 +114,48 @@ def _fast(rows: Iterable[Any], types: tuple[str | None, ...]) -> set[tuple] | No
 
 
 def read(path: str, plan: Plan) -> dict[str, list[list[Any]]]:
-    """Facts from a JSON file or a folder of ``.facts`` files (:class:`FactsError`, OSError)."""
+    """Facts from a JSON file or a folder of ``.facts`` files (:class:`FactsError` saying
+    where; ``OSError`` for a file that cannot be read: not a regular file, or too large)."""
+    from policyc.compiler.files import read_bytes
+
+    from .jsonio import loads, problem
+
     target = Path(path)
     if target.is_dir():
         return _read_folder(target, plan)
+    data = read_bytes(target)
     try:
-        data = json.loads(target.read_text("utf-8"))
+        facts = loads(data.decode("utf-8"))
     except UnicodeDecodeError as error:
-        raise FactsError(f"{path}: not UTF-8 text ({error.reason})") from None
+        line = data.count(b"\n", 0, error.start) + 1
+        raise FactsError(f"{path}:{line}: not UTF-8 text ({error.reason} at byte {error.start})") from None
     except json.JSONDecodeError as error:
-        raise FactsError(f"{path}:{error.lineno}:{error.colno}: not valid JSON: {error.msg}") from None
-    if not isinstance(data, dict):
+        raise FactsError(f"{path}:{error.lineno}:{error.colno}: {problem(error)}") from None
+    if not isinstance(facts, dict):
         raise FactsError(f"{path}: expected a JSON object mapping relation names to rows")
-    return data
+    return facts
 
 
 def _read_folder(folder: Path, plan: Plan) -> dict[str, list[list[Any]]]:
+    from policyc.compiler.files import read_bytes
+
     index = plan.relation_index()
     facts: dict[str, list[list[Any]]] = {}
-    for file in sorted(folder.glob("*.facts")):
+    files = sorted(folder.glob("*.facts"))
+    if not files:
+        raise FactsError(f"{folder}: no facts files (`Rel.facts`) in the folder")
+    for file in files:
         name = file.stem
         if name not in index:
             raise FactsError(f"{file}: relation `{name}` is not a relation of the policy")
         types = plan.relations[index[name]].types
         rows = facts.setdefault(name, [])
+        data = read_bytes(file)
         try:
-            lines = file.read_text("utf-8").splitlines()
+            lines = data.decode("utf-8").splitlines()
         except UnicodeDecodeError as error:
-            raise FactsError(f"{file}: not UTF-8 text ({error.reason})") from None
+            line = data.count(b"\n", 0, error.start) + 1
+            raise FactsError(f"{file}:{line}: not UTF-8 text ({error.reason})") from None
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from .session import Monitor, Session
@@ -37,9 +36,13 @@ def steps(monitor: Monitor, record: dict[str, Any], session_id: str) -> Iterator
 
 
 def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[str, Any]:
+    """A session's decisions, and its problems: what made it fail closed (a malformed event or
+    facts), which a session with no tool call after them would otherwise never show."""
     decisions = []
     session_id = str(record.get("session", name))
-    for _, event, decision in steps(monitor, record, session_id):
+    session = None
+    for current, event, decision in steps(monitor, record, session_id):
+        session = current
         if decision is not None:
             decisions.append(
                 {
@@ -50,24 +53,32 @@ def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[
                     "reasons": [r.to_json() for r in decision.reasons],
                 }
             )
-    return {"session": session_id, "decisions": decisions}
+    problems = [] if session is None else list(dict.fromkeys(e.message for e in session.sticky))
+    return {"session": session_id, "decisions": decisions, "problems": problems}
 
 
 def read_sessions(path: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
     """The sessions of a trace file: each one's name, line and record (:class:`TraceError`
-    for a line that is not a session or a file that is not UTF-8, ``OSError`` if unreadable)."""
+    for a line that is not a session or a file that is not UTF-8, ``OSError`` if unreadable:
+    not a regular file, or larger than :data:`~policyc.compiler.files.DATA_LIMIT`)."""
+    from policyc.compiler.files import read_bytes
+
+    from .jsonio import loads, problem
+
+    data = read_bytes(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise TraceError(f"{path}: not UTF-8 text (byte {error.start})") from None
+        line = data.count(b"\n", 0, error.start) + 1
+        raise TraceError(f"{path}:{line}: not UTF-8 text (byte {error.start})") from None
     # JSON Lines: only `\n` ends a record (a string may hold U+2028 and the like)
     for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = loads(line)
         except json.JSONDecodeError as error:
-            raise TraceError(f"{path}:{number}: not valid JSON: {error.msg}") from None
+            raise TraceError(f"{path}:{number}: {problem(error)}") from None
         if not isinstance(record, dict) or not isinstance(record.get("events"), list):
             raise TraceError(f"{path}:{number}: a session is an object with an `events` list")
         name = (

@@ -83,7 +83,10 @@ def test_records_take_their_role_from_the_field_map() -> None:
             '{"role": "target", "score": "high", "violated": true}',
             '`score` must be a finite number, got "high"',
         ),
-        ('{"role": "target", "score": NaN, "violated": true}', "`score` must be a finite number, got NaN"),
+        (
+            '{"role": "target", "score": NaN, "violated": true}',
+            "NaN is not a JSON number (numbers must be finite)",
+        ),
         ('{"role": "target", "score": true, "violated": true}', "`score` must be a finite number, got true"),
         ('{"role": "target", "score": 0.1}', "a record needs `violated` (true or false)"),
         ('{"role": "target", "score": 0.1, "violated": 1}', "`violated` must be true or false, got 1"),

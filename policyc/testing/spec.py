@@ -101,13 +101,19 @@ def discover(paths: list[str]) -> tuple[list[Path], list[str]]:
 
 def read(path: Path) -> TestFile:
     """A test file, checked (:class:`TestFileError` with a location otherwise)."""
+    from policyc.compiler.files import POLICY_LIMIT, read_bytes
+
     try:
-        text = path.read_text("utf-8")
+        text = read_bytes(path, POLICY_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise TestFileError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
+    except RecursionError:
+        raise TestFileError(f"{path}:1:1: not valid TOML: nested too deeply") from None
+    except ValueError as error:
+        if not isinstance(error, tomllib.TOMLDecodeError):  # an integer Python will not convert
+            raise TestFileError(f"{path}:1:1: not valid TOML: {error}") from None
         where = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
         message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error))
         place = f"{where.group(1)}:{where.group(2)}" if where else "1:1"
