@@ -388,7 +388,7 @@ def compile_command(path: str, output: str, sign_key: str | None, thresholds_pat
         except PolicyError as error:
             _fail(f"not compiled: {error}")
         try:
-            Path(output).write_bytes(data)
+            _write_new(output, data)
         except OSError as error:
             _fail(f"cannot write `{output}`: {error.strerror or error}", 2)
         rules = len(plan.rules)
@@ -425,12 +425,12 @@ def eval_command(
     """Evaluate a policy on facts and print the relations it derives."""
     with _internal_errors():
         loaded = _load_policy(policy, functors, verify_key, _limits(max_facts, timeout))
-        facts = _read_facts(facts_path, loaded)
-        result = loaded.evaluate(facts)
         names = {r.name: r for r in loaded.plan.relations}
         for query in queries:
             if query not in names or names[query].inline:
                 _fail(f"the policy has no stored relation `{query}`", 2)
+        facts = _read_facts(facts_path, loaded)
+        result = _evaluate(loaded, facts, facts_path)
         derived = {rule.head for rule in loaded.plan.rules}
         wanted = list(queries) or [
             r.name for r in loaded.plan.relations if not r.inline and (r.name in derived or r.output)
@@ -476,10 +476,9 @@ def explain_command(
     with _internal_errors():
         name, values = _parse_fact(fact)
         loaded = _load_policy(policy, functors, verify_key)
+        values = _fact_of(loaded.plan, name, values, fact)
         facts = _read_facts(facts_path, loaded)
-        result = loaded.evaluate(facts)
-        if name not in {r.name for r in loaded.plan.relations}:
-            _fail(f"the policy has no relation `{name}`", 2)
+        result = _evaluate(loaded, facts, facts_path)
         for error in result.errors:
             click.echo(f"policyc: evaluation error: {error.message}", err=True)
         derivation = None if why_not else result.why(name, values)
@@ -494,6 +493,45 @@ def explain_command(
             click.echo(json.dumps({"holds": answer.holds, "why_not": answer.to_json()}, indent=2))
         else:
             click.echo("\n".join(answer.render()))
+
+
+def _evaluate(policy: Any, facts: Any, origin: str) -> Any:
+    """Evaluate, stopping with the facts' problem (located in their file) when they do not fit
+    the policy: nothing was evaluated, so no relation is printed as if it were empty."""
+    result = policy.evaluate(facts, origin=origin)
+    for error in result.errors:
+        if error.kind == "facts":
+            _fail(error.message)
+    return result
+
+
+def _fact_of(plan: Any, name: str, values: tuple, text: str) -> tuple:
+    """The values of a fact to explain, checked against its relation's arity and types."""
+    from .runtime.facts import FactsError, convert
+
+    specs = {r.name: r for r in plan.relations}
+    if name not in specs:
+        raise click.BadParameter(f"the policy has no relation `{name}`", param_hint="FACT")
+    spec = specs[name]
+    if len(values) != spec.arity:
+        raise click.BadParameter(
+            f"`{text}` gives {len(values)} value{'s' if len(values) != 1 else ''}, "
+            f"but `{name}` has {spec.arity}",
+            param_hint="FACT",
+        )
+    try:
+        return tuple(
+            convert(v, t, f"`{text}`, value {i + 1}")
+            for i, (v, t) in enumerate(zip(values, spec.types, strict=True))
+        )
+    except FactsError as error:
+        raise click.BadParameter(
+            f"{error} (`{name}` takes {_types(spec.types)})", param_hint="FACT"
+        ) from None
+
+
+def _types(types: tuple) -> str:
+    return "(" + ", ".join(t or "any" for t in types) + ")"
 
 
 def _parse_fact(text: str) -> tuple[str, tuple]:
@@ -632,6 +670,8 @@ def replay_command(
                 click.echo(f"  {d['event']} {d['tool']}: {verdict}")
                 for reason in d["reasons"]:
                     click.echo(f"    [{reason['rule']}] {reason['message'] or ''}".rstrip())
+            for problem in session["problems"]:
+                click.echo(f"  problem: {problem} (every later decision is a denial)")
 
 
 # ------------------------------------------------------------------------------ analysis
@@ -852,6 +892,31 @@ def _fmt_json(results: list, mode: str, diagnostics: list) -> None:
             entry["diff"] = result.diff()
         files.append(entry)
     click.echo(json.dumps({"files": files, **to_json(diagnostics)}, indent=2))
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """Write a file whole or not at all: to a temporary file in the same folder, then renamed
+    over ``path`` (a reader never sees a truncated file; a symbolic link at ``path`` is
+    replaced, not written through). New files get the usual permissions (0666 less the umask)."""
+    import tempfile
+
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "it is a directory", path)
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(handle, 0o666 & ~mask)
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def _replace(path: str, text: str) -> None:

@@ -68,8 +68,8 @@ def validate(plan: Plan, facts: FactsInput, origin: str = "facts") -> dict[int, 
         spec = plan.relations[r]
         if not spec.input:
             raise FactsError(f"{where} is not an input of the policy (declare it `.input {name}`)")
-        if isinstance(rows, str | bytes) or not isinstance(rows, Iterable):
-            raise FactsError(f"{where}: expected a list of rows")
+        if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
+            raise FactsError(f"{where}: expected a list of rows, got {_kind(rows)}")
         fast = _fast(rows, spec.types)
         if fast is not None:
             checked.setdefault(r, set()).update(fast)
@@ -77,8 +77,8 @@ def validate(plan: Plan, facts: FactsInput, origin: str = "facts") -> dict[int, 
         tuples = checked.setdefault(r, set())
         for n, row in enumerate(rows):
             at = f"{where}, row {n + 1}"
-            if isinstance(row, str | bytes) or not isinstance(row, Iterable):
-                raise FactsError(f"{at}: expected a list of {spec.arity} values, got {_describe(row)}")
+            if isinstance(row, str | bytes | Mapping | set | frozenset) or not isinstance(row, Iterable):
+                raise FactsError(f"{at}: expected a list of {spec.arity} values, got {_kind(row)}")
             values = list(row)
             if len(values) != spec.arity:
                 raise FactsError(f"{at}: expected {spec.arity} values, got {len(values)}")
@@ -89,6 +89,19 @@ def validate(plan: Plan, facts: FactsInput, origin: str = "facts") -> dict[int, 
                 )
             )
     return checked
+
+
+def _kind(value: Any) -> str:
+    """What a value that should be a list is, for a message (an object's keys are not a row)."""
+    if isinstance(value, Mapping):
+        try:
+            text = json.dumps(value)
+        except (TypeError, ValueError, RecursionError):
+            return "a mapping"
+        return f"an object {text if len(text) <= 40 else text[:37] + '...'}"
+    if isinstance(value, set | frozenset):
+        return "a set (a row's values are in order)"
+    return _describe(value)
 
 
 _ALLOWED = {"symbol": {str}, "number": {int}, "float": {float}, None: {str, int, float}}

@@ -62,10 +62,12 @@ class Policy:
     def relations(self) -> list[str]:
         return [r.name for r in self.plan.relations]
 
-    def evaluation(self, facts: FactsInput | None = None, *, strict: bool = False) -> Evaluation:
+    def evaluation(
+        self, facts: FactsInput | None = None, *, strict: bool = False, origin: str = "facts"
+    ) -> Evaluation:
         evaluation = Evaluation(self.compiled, self.functors, self.limits)
         try:
-            checked = validate(self.plan, facts or {})
+            checked = validate(self.plan, facts or {}, origin)
         except FactsError as error:
             if strict:
                 raise
@@ -77,10 +79,13 @@ class Policy:
             raise EvaluationError(evaluation.errors)
         return evaluation
 
-    def evaluate(self, facts: FactsInput | None = None, *, strict: bool = False) -> Result:
+    def evaluate(
+        self, facts: FactsInput | None = None, *, strict: bool = False, origin: str = "facts"
+    ) -> Result:
         """Every relation the policy derives from the facts. Problems (malformed facts, a
-        failing functor, a limit) mark the result errored; with ``strict`` they raise."""
-        return Result(self.evaluation(facts, strict=strict))
+        failing functor, a limit) mark the result errored; with ``strict`` they raise.
+        ``origin`` names the facts in messages (a file name, say)."""
+        return Result(self.evaluation(facts, strict=strict, origin=origin))
 
     def decide(self, facts: FactsInput | None, action: Any) -> Decision:
         """The verdict on one action given the facts (an errored evaluation denies)."""
