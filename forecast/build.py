@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .abstraction import Abstraction, fingerprint
-from .errors import ForecastError
+from .errors import MAX_HORIZON, ForecastError
 from .learn import Chain, check_estimator, learn
 from .model import END, UNSAFE, Model, PacInfo, PredicateInfo, StateInfo, Transition
 from .patterns import Predicate
@@ -38,8 +38,8 @@ class Settings:
             if not 0 < value < 1:
                 raise ForecastError(f"{name} must lie strictly between 0 and 1, not {value}")
         for k in self.horizons:
-            if k < 1:
-                raise ForecastError(f"a horizon is a positive number of steps, not {k}")
+            if not 1 <= k <= MAX_HORIZON:
+                raise ForecastError(f"a horizon is a number of steps from 1 to {MAX_HORIZON:,}, not {k}")
 
 
 def learn_model(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+MAX_HORIZON = 10_000  # the longest bounded forecast, in steps (each step multiplies by the chain's matrix)
+
 
 class ForecastError(ValueError):
     """A predicate, invariant, trace or model that cannot be used; the message says where and why."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ForecastError
+from .errors import MAX_HORIZON, ForecastError
 from .learn import label
 from .patterns import parse_formula, parse_predicate
 from .validity import Validity
@@ -333,6 +333,8 @@ def parse(data: Any, name: str = "model.json") -> Model:
     for i, k in enumerate(r.items(data, "horizons", "")):
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise r.fail(f"horizons[{i}]", f"expected a positive integer, got {_kind(k)}")
+        if k > MAX_HORIZON:
+            raise r.fail(f"horizons[{i}]", f"horizon {k} is longer than {MAX_HORIZON:,} steps")
         if k in horizons:
             raise r.fail(f"horizons[{i}]", f"horizon {k} is given twice")
         horizons.append(k)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,22 @@ from typing import Any
 import click
 
 from . import __version__
+
+
+class Finite(click.FloatRange):
+    """A float within a range that is a number: NaN passes every comparison of
+    ``click.FloatRange`` (``nan < 0`` is false), and an infinity is no duration or level."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if math.isinf(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
 
 FORMATS = ("text", "json", "sarif")
 SHOWABLE = ("ast", "strata", "plan")
@@ -65,7 +82,7 @@ def main() -> None:
 )
 @click.option(
     "--deep-timeout",
-    type=click.FloatRange(min=0.1),
+    type=Finite(min=0.1),
     default=6.0,
     show_default=True,
     metavar="SECONDS",
@@ -352,8 +369,14 @@ FACTS = click.option(
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True
 )
-MAX_FACTS = click.option("--max-facts", type=int, help="Stop (and fail closed) beyond this many facts.")
-TIMEOUT = click.option("--timeout", type=float, help="Stop (and fail closed) after this many seconds.")
+MAX_FACTS = click.option(
+    "--max-facts", type=click.IntRange(min=1), help="Stop (and fail closed) beyond this many facts."
+)
+TIMEOUT = click.option(
+    "--timeout",
+    type=Finite(min=0, min_open=True),
+    help="Stop (and fail closed) after this many seconds.",
+)
 
 
 @main.command("compile")
@@ -660,6 +683,8 @@ def replay_command(
             _fail(str(error))
         except OSError as error:
             _fail(f"cannot read `{trace}`: {error.strerror or error}", 2)
+        if not sessions:
+            _fail(f"{trace}: no sessions (a trace holds one JSON object with an `events` list per line)")
         if fmt == "json":
             click.echo(json.dumps({"sessions": sessions}, indent=2))
             return
@@ -714,7 +739,7 @@ def _answer(question: Any, fmt: str) -> None:
 
 SEARCH_TIMEOUT = click.option(
     "--timeout",
-    type=float,
+    type=Finite(min=0, min_open=True),
     default=60.0,
     show_default=True,
     help="Give up a search after this many seconds.",
@@ -958,12 +983,6 @@ def lsp_command(stdio: bool) -> None:
 # --------------------------------------------------------------------------- translation
 
 
-def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    if value != value:  # NaN passes FloatRange's comparisons
-        raise click.BadParameter("not a number", ctx, param)
-    return value
-
-
 @main.command("translate")
 @click.argument("requirements", metavar="REQUIREMENTS.md")
 @click.option("-o", "--output", required=True, metavar="POLICY.dl", help="Where to write the policy.")
@@ -991,9 +1010,8 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(0.1, 86400),
+    type=Finite(0.1, 86400),
     default=120.0,
-    callback=_finite,
     show_default=True,
     help="Seconds per request.",
 )
@@ -1020,9 +1038,8 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float) -> float:
 )
 @click.option(
     "--search-timeout",
-    type=click.FloatRange(1.0, 86400),
+    type=Finite(1.0, 86400),
     default=120.0,
-    callback=_finite,
     show_default=True,
     help="Seconds the searches for synthesized decision points may take together.",
 )
@@ -1247,7 +1264,7 @@ PLOT_FORMAT = click.option(
 )
 @click.option(
     "--delta",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=Finite(0, 1, min_open=True, max_open=True),
     default=0.05,
     show_default=True,
     help="Failure probability of the clopper-pearson certificate, split over the strata; also the "
@@ -1275,7 +1292,7 @@ PLOT_FORMAT = click.option(
 )
 @click.option(
     "--test-split",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=Finite(0, 1, min_open=True, max_open=True),
     metavar="FRACTION",
     help="Hold out this fraction of the episodes of --data as test data.",
 )
@@ -1367,7 +1384,7 @@ def calibrate_command(
 @click.option("--data", required=True, metavar="DATA.jsonl", help="Labelled records, one per line.")
 @click.option(
     "--delta",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=Finite(0, 1, min_open=True, max_open=True),
     default=0.05,
     show_default=True,
     help="Level of the Clopper-Pearson bounds on each violation rate.",
@@ -1436,6 +1453,9 @@ def risk_report_command(
 # ---------------------------------------------------------------------------- forecasting
 
 
+MAX_HORIZON = 10_000  # = forecast.errors.MAX_HORIZON (not imported: `policyc --help` stays fast)
+
+
 @main.group("forecast")
 def forecast_group() -> None:
     """Forecast violations: learn a DTMC over policy predicates from recorded sessions (ProbGuard).
@@ -1496,7 +1516,7 @@ def _forecast_model(path: str) -> Any:
 @click.option(
     "--alpha",
     metavar="A",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Finite(min=0, min_open=True),
     default=1.0,
     show_default=True,
     help="Laplace's α.",
@@ -1505,7 +1525,7 @@ def _forecast_model(path: str) -> Any:
     "--horizon",
     "horizons",
     metavar="K",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_HORIZON),
     multiple=True,
     default=(5, 10),
     show_default=True,
@@ -1514,7 +1534,7 @@ def _forecast_model(path: str) -> Any:
 @click.option(
     "--epsilon",
     metavar="E",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=Finite(0, 1, min_open=True, max_open=True),
     default=0.05,
     show_default=True,
     help="The PAC error bound ε.",
@@ -1522,7 +1542,7 @@ def _forecast_model(path: str) -> Any:
 @click.option(
     "--delta",
     metavar="D",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=Finite(0, 1, min_open=True, max_open=True),
     default=0.05,
     show_default=True,
     help="The PAC confidence parameter δ.",
@@ -1638,7 +1658,7 @@ def forecast_query_command(model: str, spec: str | None, fmt: str) -> None:
 @click.option(
     "--min-probability",
     metavar="P",
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     default=0.0,
     show_default=True,
     help="Leave out transitions less likely than this.",
@@ -1670,13 +1690,13 @@ def forecast_show_command(model: str, fmt: str, output: str | None, min_probabil
 @click.option(
     "--threshold",
     metavar="T",
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     required=True,
     help="Warn when the probability of staying safe is below this.",
 )
 @click.option(
     "--horizon",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_HORIZON),
     metavar="K",
     help="Staying safe for this many steps (a learned horizon).",
 )
