@@ -34,6 +34,7 @@ from typing import Any
 
 from policyc.stdlib.events import EventError, check_event
 
+from . import jsonio
 from .session import Session
 from .verdict import Decision, Reason, quote_value
 
@@ -677,21 +678,6 @@ def instrument_requests(
 ARGUMENTS_DETAIL_LIMIT = 200  # characters of the reason an invalid arguments reply gives
 
 
-class _BadNumber(ValueError):
-    pass
-
-
-def _no_constant(name: str) -> Any:
-    raise _BadNumber(f"{name} is not a number the arguments may hold")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise _BadNumber(f"{text[:20]} is too large a number")
-    return value
-
-
 def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     """The arguments of a tool call (a JSON object), or why they are invalid: never raises,
     whatever the text (nesting, numbers of any size, ``NaN`` and ``Infinity`` are refused)."""
@@ -701,15 +687,12 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
         args: Any = dict(raw)
     elif isinstance(raw, str | bytes | bytearray):
         try:
-            args = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
-        except RecursionError:
-            return None, "the arguments are nested too deeply"
+            text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8")
+            args = jsonio.loads(text)
+        except UnicodeDecodeError:
+            return None, "the arguments are not UTF-8 text"
         except json.JSONDecodeError as error:
-            return None, f"not valid JSON ({error.msg} at character {error.pos})"
-        except _BadNumber as error:
-            return None, str(error)
-        except ValueError:
-            return None, "a number of the arguments has too many digits"
+            return None, f"{jsonio.problem(error)} (at character {error.pos})"
     else:
         return None, "the arguments are not JSON text"
     if not isinstance(args, dict):
