@@ -8,16 +8,23 @@ z3). Then on every database, every binding that satisfies ``specific``'s body sa
 ``general``'s body, so ``general`` derives whatever ``specific`` derives (Chandra and Merlin's
 containment of conjunctive queries, with negation and comparisons checked literal by literal:
 sound, not complete). Rules with aggregates are not compared.
+
+:class:`Candidates` finds the rules that may cover a rule through an index of what a mapping
+needs, so that a policy of thousands of rules is not compared pair by pair.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 from policyc.compiler import ast
 
+from .deadline import Deadline
 from .unsat import implies, shape
+
+CONSTANTS = (ast.String, ast.Integer, ast.Float)
 
 
 def _is_literal_atom(lit: ast.Literal) -> bool:
@@ -70,8 +77,10 @@ def _unify_args(
 
 
 def _mappings(
-    literals: list[ast.Literal], targets: list[ast.Literal], theta: dict[str, Any]
+    literals: list[ast.Literal], targets: list[ast.Literal], theta: dict[str, Any], deadline: Deadline | None
 ) -> Iterator[dict[str, Any]]:
+    if deadline is not None and deadline.passed():
+        return  # no more tried
     if not literals:
         yield theta
         return
@@ -84,7 +93,7 @@ def _mappings(
         other = target.atom if isinstance(target, ast.Negation) else target
         found = _unify_args(atom, other, theta)  # type: ignore[arg-type]
         if found is not None:
-            yield from _mappings(rest, targets, found)
+            yield from _mappings(rest, targets, found, deadline)
 
 
 def substitute(term: ast.Term, theta: dict[str, Any], rename: dict[str, str]) -> ast.Term:
@@ -111,8 +120,15 @@ def _from_shape(s: Any) -> ast.Term:
     raise ValueError(s)
 
 
-def covers(compilation: Any, general: ast.Rule, specific: ast.Rule, heads: bool = True) -> bool:
-    """Whether ``general`` fires (with the same head, when ``heads``) whenever ``specific`` does."""
+def covers(
+    compilation: Any,
+    general: ast.Rule,
+    specific: ast.Rule,
+    heads: bool = True,
+    deadline: Deadline | None = None,
+) -> bool:
+    """Whether ``general`` fires (with the same head, when ``heads``) whenever ``specific`` does
+    (not shown when ``deadline`` passes first: ask it afterwards whether the answer is one)."""
     program = compilation.program
     outer, inner = program.summary(general), program.summary(specific)
     if not _names(outer) <= _names(inner):
@@ -136,7 +152,7 @@ def covers(compilation: Any, general: ast.Rule, specific: ast.Rule, heads: bool 
     premises = [lit for lit in specific.body if isinstance(lit, ast.Comparison)]
     # the atoms with fewest candidates first, to fail fast
     atoms.sort(key=lambda lit: sum(1 for t in targets if _same_predicate(lit, t)))
-    for mapping in _mappings(atoms, targets, theta):
+    for mapping in _mappings(atoms, targets, theta, deadline):
         rename: dict[str, str] = {}
         conclusions: list[ast.Literal] = [
             ast.Comparison(c.op, substitute(c.left, mapping, rename), substitute(c.right, mapping, rename))
@@ -144,9 +160,63 @@ def covers(compilation: Any, general: ast.Rule, specific: ast.Rule, heads: bool 
         ]
         if rename:
             continue  # a comparison on a variable no atom binds: not a containment
-        if implies(compilation, specific, premises, conclusions):
+        if deadline is not None and deadline.passed():
+            return False
+        if implies(compilation, specific, premises, conclusions, deadline):
             return True
     return False
+
+
+class Candidates:
+    """The rules of ``generals`` that may cover a rule, found through an index.
+
+    A containment mapping sends each literal of the covering rule onto a literal of the covered
+    one with the same polarity, relation and arity, each constant argument onto the same
+    constant at the same place, and the head onto the head (its relation too, with ``heads``).
+    So the *features* of the covering rule (each literal's polarity, relation and arity, each
+    constant's place in a literal or in the head, the head's arity) are among those of the
+    covered rule: as a set, since several literals may map onto one. Each rule is indexed under
+    its rarest feature; the rules that may cover a rule are among those indexed under one of its
+    features, and are those whose features it has. Rules with aggregates cover nothing and are
+    covered by nothing (see :func:`covers`).
+    """
+
+    def __init__(self, compilation: Any, generals: list[ast.Rule], heads: bool = True) -> None:
+        self.program = compilation.program
+        self.heads = heads
+        self.features = [self._features(rule) for rule in generals]
+        count = Counter(f for features in self.features if features for f in features)
+        self.index: dict[Any, list[int]] = {}
+        for n, features in enumerate(self.features):
+            if features:
+                self.index.setdefault(min(features, key=count.__getitem__), []).append(n)
+
+    def of(self, specific: ast.Rule) -> list[int]:
+        """The places in ``generals`` of the rules that may cover ``specific``, in order."""
+        mine = self._features(specific)
+        if not mine:
+            return []
+        found = {n for f in mine for n in self.index.get(f, ()) if self.features[n] <= mine}
+        return sorted(found)
+
+    def _features(self, rule: ast.Rule) -> frozenset[Any]:
+        """What a mapping from ``rule`` needs of the rule it maps onto; none with aggregates."""
+        if self.program.summary(rule).aggregates:
+            return frozenset()
+        head = rule.head
+        found: set[Any] = {("head", head.name if self.heads else None, len(head.args))}
+        found.update(("head-arg", i, shape(a)) for i, a in enumerate(head.args) if isinstance(a, CONSTANTS))
+        for lit in rule.body:
+            if isinstance(lit, ast.Atom | ast.Negation):
+                negated = isinstance(lit, ast.Negation)
+                atom = lit.atom if isinstance(lit, ast.Negation) else lit
+                found.add(("literal", negated, atom.name, len(atom.args)))
+                found.update(
+                    ("argument", negated, atom.name, i, shape(a))
+                    for i, a in enumerate(atom.args)
+                    if isinstance(a, CONSTANTS)
+                )
+        return frozenset(found)
 
 
 def _same_predicate(a: ast.Literal, b: ast.Literal) -> bool:

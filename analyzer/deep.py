@@ -21,15 +21,24 @@
 The bounded questions share one grounding: the policy is translated twice (``p_`` and ``q_``,
 the second with a switch per rule that removes it), every question is an integrity constraint
 behind an ``#external`` switch, and each is solved under assumptions, for at most a third
-(:data:`QUESTION_SHARE`) of the time allowed (a question left unanswered gives no finding). Policies of more
-than :data:`SEARCH_LIMIT` rules get the proofs only. Findings are only reported for the files the
-user wrote, never for the shipped library.
+(:data:`QUESTION_SHARE`) of the time allowed. Policies of more than :data:`SEARCH_LIMIT` rules
+get the proofs only. Findings are only reported for the files the user wrote, never for the
+shipped library.
+
+**Time.** The time allowed bounds the whole analysis, proofs included: one
+:class:`~policyc.analyzer.deadline.Deadline`, asked before each rule's body is proved, each
+pair of rules compared, each tool, each bounded question, and giving z3 no more than what is
+left. What it stops before gives no finding and is counted (:class:`Unchecked`): the rules not
+checked for each finding, the tools, the bounded questions unanswered. The rules a rule may be
+contained in are found through an index (:class:`~policyc.analyzer.contain.Candidates`), so
+that redundancy and shadowing cost about one comparison per rule on policies whose rules read
+different relations or constants, not one per pair.
 """
 
 from __future__ import annotations
 
 import functools
-import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,8 +47,8 @@ from policyc.compiler import ast, codes
 from policyc.compiler.diagnostics import Diagnostic, Related
 
 from . import asp
-from .contain import covers
-from .deadline import within
+from .contain import Candidates, covers
+from .deadline import Deadline, within
 from .reach import never_holds
 from .search import Problem, uninterpreted_functors
 from .unsat import atom_shape, contradiction, shape
@@ -64,10 +73,34 @@ class _Rule:
 
 
 @dataclass(frozen=True)
+class Unchecked:
+    """Checks the time allowed ran out before: ``count`` of ``what`` (rules, `Allow` rules,
+    tools or bounded questions), which could have given the findings ``names``."""
+
+    names: tuple[str, ...]
+    count: int
+    what: str
+
+    def note(self) -> str:
+        """``redundant-rule: 3,412 rules not checked within the time limit``."""
+        verb = "answered" if self.what == "bounded questions" else "checked"
+        names = ", ".join(f"`{name}`" for name in self.names)
+        what = self.what if self.count != 1 else self.what[:-1]
+        return f"{names}: {self.count:,} {what} not {verb} within the time limit"
+
+
+@dataclass(frozen=True)
 class DeepResult:
     findings: list[Diagnostic]
     questions: int  # bounded questions asked
-    unanswered: int  # of them, left unanswered within the time allowed (no finding)
+    # the checks left undecided in the time allowed (they give no finding): bounded questions
+    # unanswered, and the rules and tools of `unchecked`
+    unanswered: int
+    unchecked: tuple[Unchecked, ...] = ()  # what they are
+
+    def notes(self) -> list[str]:
+        """What was not decided in time, one line per kind of check."""
+        return [u.note() for u in self.unchecked]
 
 
 def deep_findings(compilation: Any, bound: int = 2, timeout: float = 6.0) -> list[Diagnostic]:
@@ -76,20 +109,34 @@ def deep_findings(compilation: Any, bound: int = 2, timeout: float = 6.0) -> lis
 
 
 def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResult:
-    """The deep findings of a compiled policy without errors; ``timeout`` bounds the time the
-    bounded searches may take together (a question left unanswered gives no finding)."""
+    """The deep findings of a compiled policy without errors. ``timeout`` bounds the whole
+    analysis: every phase stops when it has passed, and what it did not decide gives no
+    finding and is counted in :attr:`DeepResult.unchecked`."""
+    deadline = Deadline(timeout)
     program = compilation.program
     every = [_Rule(rule, module) for module, rule in program.rules()]
     user = [r for r in every if not program.is_library(r.module.path) and not r.rule.is_fact]
     functors = compilation.symbols.functors
     findings: list[Diagnostic] = []
+    unchecked: list[Unchecked] = []
     modelled = _Functors(compilation)
 
+    def note(names: tuple[str, ...], count: int, what: str) -> None:
+        if count:
+            unchecked.append(Unchecked(names, count, what))
+
+    # unsatisfiable bodies
     contradictions: dict[int, tuple[str, str]] = {}
+    unproved: set[int] = set()  # the rules whose bodies were not checked in time
     for r in every:
-        found = contradiction(compilation, r.rule)
+        if deadline.passed():
+            unproved.add(id(r.rule))
+            continue
+        found = contradiction(compilation, r.rule, deadline)
         if found is not None:
             contradictions[id(r.rule)] = found
+        elif deadline.passed():
+            unproved.add(id(r.rule))  # z3 may have stopped for want of time
     for r in user:
         if id(r.rule) in contradictions:
             strength, reason = contradictions[id(r.rule)]
@@ -102,46 +149,63 @@ def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResul
                     uninterpreted=modelled.of((r.rule,)) if strength == "proved" else (),
                 )
             )
+    note(("unsatisfiable-rule", "unreachable-rule"), sum(id(r.rule) in unproved for r in user), "rules")
 
+    # unreachable rules: the relations that can never hold, with the rules not checked as
+    # rules that may fire; and as rules that never do, for the rules whose answer depends on them
     never = never_holds(compilation, contradictions)
+    perhaps = (
+        never_holds(compilation, {**contradictions, **dict.fromkeys(unproved, ("", ""))})
+        if unproved
+        else never
+    )
     defined = {r.rule.head.name for r in every}
     dead: set[int] = set(contradictions)
+    undecided = 0
     for r in user:
-        if id(r.rule) in dead:
+        if id(r.rule) in dead or id(r.rule) in unproved:
             continue
-        for lit in r.rule.body:
-            if isinstance(lit, ast.Atom) and lit.name not in functors and lit.name in never:
-                dead.add(id(r.rule))
-                if lit.name in defined:
-                    findings.append(
-                        codes.UNREACHABLE_RULE(
-                            lit.span,
-                            f"this rule can never fire: it needs `{lit.name}`, which can never hold "
-                            f"({never[lit.name]})",
-                            help="fix the rules it depends on, or remove this rule",
-                            strength="proved",
-                            uninterpreted=modelled.of(relations=(lit.name,)),
-                        )
-                    )
-                break
+        needs = [lit for lit in r.rule.body if isinstance(lit, ast.Atom) and lit.name not in functors]
+        lit = next((lit for lit in needs if lit.name in never), None)
+        if lit is None:
+            undecided += any(lit.name in perhaps for lit in needs)
+            continue
+        dead.add(id(r.rule))
+        if lit.name in defined:
+            findings.append(
+                codes.UNREACHABLE_RULE(
+                    lit.span,
+                    f"this rule can never fire: it needs `{lit.name}`, which can never hold "
+                    f"({never[lit.name]})",
+                    help="fix the rules it depends on, or remove this rule",
+                    strength="proved",
+                    uninterpreted=modelled.of(relations=(lit.name,)),
+                )
+            )
+    note(("unreachable-rule",), undecided, "rules")
 
     live = [r for r in user if id(r.rule) not in dead and not compilation.symbols.is_inline(r.rule.head.name)]
     searches = _Searches(compilation, bound, timeout) if _size(compilation) <= SEARCH_LIMIT else None
-    redundant = _redundant_by_containment(compilation, live)
-    shadowed = _shadowed_by_containment(compilation, live, every)
+    redundant, unsure = _redundant_by_containment(compilation, live, deadline)
+    note(("redundant-rule",), unsure, "rules")
+    shadowed, unsure = _shadowed_by_containment(compilation, live, every, deadline)
+    note(("shadowed-allow",), unsure, "`Allow` rules")
     # the tools the rules that can fire name (a dead rule is reported as such)
     firing = [r.rule for r in every if id(r.rule) not in dead]
     verdicts = Verdicts(compilation, firing, [r.rule for r in user if id(r.rule) not in dead])
-    tools = verdicts.questions()
+    tools = verdicts.questions(deadline)
     for q in tools:
         if q.strength == "proved":
             deny = ("Deny",) if q.kind == "always-allow" else ()
             findings.append(finding(q, compilation.symbols.default, None, modelled.of(tuple(q.core), deny)))
+    # without searches, a proof not decided in time leaves its tool unchecked
+    expired = {q.tool for q in tools if q.expired and not q.strength} if searches is None else set()
+    note(("always-deny", "always-allow"), len(verdicts.unasked) + len(expired), "tools")
     if searches is not None:
         switched = [r for r in verdicts.side_rules() if not compilation.symbols.is_inline(r.head.name)]
         searches.plan(live, redundant, shadowed, [q for q in tools if not q.strength], switched)
         searches.fallback = verdicts.may_decide
-        searches.run()
+        searches.run(deadline)
     for r, cover in redundant.items():
         findings.append(
             codes.REDUNDANT_RULE(
@@ -165,11 +229,22 @@ def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResul
                 uninterpreted=modelled.of((r.rule, cover.rule)),
             )
         )
-    if searches is None:
-        return DeepResult(findings, 0, 0)
-    findings.extend(searches.findings(modelled))
-    unanswered = sum(q.found is None for q in searches.questions)
-    return DeepResult(findings, len(searches.questions), unanswered)
+    asked = 0
+    if searches is not None:
+        findings.extend(searches.findings(modelled))
+        asked = len(searches.questions)
+        left = [q for q in searches.questions if q.found is None]
+        kinds = tuple(name for kind, name in _FINDING.items() if any(q.kind == kind for q in left))
+        note(kinds, len(left), "bounded questions")
+    return DeepResult(findings, asked, sum(u.count for u in unchecked), tuple(unchecked))
+
+
+_FINDING = {
+    "redundant": "redundant-rule",
+    "shadowed": "shadowed-allow",
+    "always-deny": "always-deny",
+    "always-allow": "always-allow",
+}
 
 
 class _Functors:
@@ -210,34 +285,70 @@ def _lit(lit: ast.Literal) -> Any:
     return (lit.op, shape(lit.left), shape(lit.right))
 
 
-def _redundant_by_containment(compilation: Any, rules: list[_Rule]) -> dict[_Rule, _Rule]:
-    """Rules another rule of the same relation covers (of two equivalent rules, the later)."""
+def _redundant_by_containment(
+    compilation: Any, rules: list[_Rule], deadline: Deadline
+) -> tuple[dict[_Rule, _Rule], int]:
+    """Rules another rule of the same relation covers (of two equivalent rules, the later), the
+    rules that may cover each found through an index; and how many rules were not checked in
+    time."""
     by_head: dict[str, list[_Rule]] = {}
     for r in rules:
         by_head.setdefault(r.rule.head.name, []).append(r)
     found: dict[_Rule, _Rule] = {}
+    unchecked = 0
     for group in by_head.values():
+        if len(group) < 2:
+            continue
+        if deadline.passed():
+            unchecked += len(group)
+            continue
+        index = Candidates(compilation, [r.rule for r in group])
         for i, r in enumerate(group):
-            for j, other in enumerate(group):
+            if deadline.passed():
+                unchecked += 1
+                continue
+            for j in index.of(r.rule):
+                other = group[j]
                 if i == j or other in found or other.signature == r.signature:
                     continue  # exact duplicates are `duplicate-rule`'s business
-                if covers(compilation, other.rule, r.rule):
-                    if j > i and covers(compilation, r.rule, other.rule):
+                if deadline.passed():
+                    break
+                if covers(compilation, other.rule, r.rule, deadline=deadline):
+                    if j > i and covers(compilation, r.rule, other.rule, deadline=deadline):
                         continue  # equivalent rules: the later one is reported
+                    if deadline.passed():
+                        break  # whether they are equivalent may not have been decided
                     found[r] = other
                     break
-    return found
+            if r not in found and deadline.passed():
+                unchecked += 1
+    return found, unchecked
 
 
-def _shadowed_by_containment(compilation: Any, rules: list[_Rule], every: list[_Rule]) -> dict[_Rule, _Rule]:
+def _shadowed_by_containment(
+    compilation: Any, rules: list[_Rule], every: list[_Rule], deadline: Deadline
+) -> tuple[dict[_Rule, _Rule], int]:
+    """The `Allow` rules a `Deny` rule covers, with the first that does; and how many were not
+    checked in time."""
+    allows = [r for r in rules if r.rule.head.name == "Allow"]
     denies = [r for r in every if r.rule.head.name == "Deny"]
+    if not allows or not denies:
+        return {}, 0
+    if deadline.passed():
+        return {}, len(allows)
+    index = Candidates(compilation, [d.rule for d in denies], heads=False)
     found = {}
-    for r in rules:
-        if r.rule.head.name == "Allow":
-            cover = next((d for d in denies if covers(compilation, d.rule, r.rule, heads=False)), None)
-            if cover is not None:
-                found[r] = cover
-    return found
+    unchecked = 0
+    for r in allows:
+        for j in index.of(r.rule):
+            if deadline.passed():
+                break
+            if covers(compilation, denies[j].rule, r.rule, heads=False, deadline=deadline):
+                found[r] = denies[j]
+                break
+        if r not in found and deadline.passed():
+            unchecked += 1
+    return found, unchecked
 
 
 # ------------------------------------------------------------------- bounded searches
@@ -282,13 +393,14 @@ class _Searches:
         by_head: dict[str, list[_Rule]] = {}
         for r in rules:
             by_head.setdefault(r.rule.head.name, []).append(r)
+        signatures = Counter(r.signature for r in rules)
         candidates = [
             r
             for group in by_head.values()
             if len(group) > 1
             for r in group
             if r not in redundant
-            and sum(o.signature == r.signature for o in group) == 1
+            and signatures[r.signature] == 1
             and not _counts_beyond(r.rule, self.bound)
             and width.fits(r.rule, r.rule.head.name)
         ]
@@ -385,32 +497,32 @@ class _Searches:
             lines.append(f":- policyc_ask_tool({n}), not policyc_some_denied({n}).")
         return lines
 
-    def run(self) -> None:
-        """Answer the questions within the time allowed (grounding included); then, for each
-        tool no database has a call of allowed (or denied), the rules that make it so."""
-        if not self.questions:
-            return
-        deadline = time.monotonic() + self.timeout
-        try:
-            answers = within(self.timeout, lambda: self._answer(deadline))
-        except (TimeoutError, RuntimeError):
+    def run(self, deadline: Deadline) -> None:
+        """Answer the questions by the deadline (grounding included); then, for each tool no
+        database has a call of allowed (or denied), the rules that make it so."""
+        if not self.questions or deadline.passed():
             return  # every question stays unanswered
+        try:
+            answers = within(deadline.left(), lambda: self._answer(deadline))
+        except (TimeoutError, RuntimeError):
+            return
         for question, found in zip(self.questions, answers, strict=True):
             question.found = found
         uniform = [q for q in self.questions if q.tool is not None and q.found is False]
-        left = deadline - time.monotonic()
-        if uniform and left > 0:
+        if uniform and not deadline.passed():
             try:
-                cores = within(left, lambda: self._cores(uniform, deadline))
+                cores = within(deadline.left(), lambda: self._cores(uniform, deadline))
             except (TimeoutError, RuntimeError):
                 return  # the findings name the rules that may apply instead
             for question, core in zip(uniform, cores, strict=True):
                 question.core = core
 
-    def _answer(self, deadline: float) -> list[bool | None]:
+    def _answer(self, deadline: Deadline) -> list[bool | None]:
         """Whether a database was found for each question (``None``: not answered in time)."""
         import clingo
 
+        if deadline.passed():
+            return [None] * len(self.questions)  # grounding cannot be stopped: not begun
         try:
             # the switches first: the grounder must know them before it meets them in a body
             switches = [line for line in self.lines if line.startswith("#external")]
@@ -430,14 +542,14 @@ class _Searches:
         answers: list[bool | None] = []
         for question in self.questions:
             answers.append(None)
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 continue
             on = {clingo.parse_term(question.switch), *(clingo.parse_term(a) for a in question.assume)}
-            limit = min(self.timeout * QUESTION_SHARE, max(0.0, deadline - time.monotonic()))
+            limit = min(self.timeout * QUESTION_SHARE, deadline.left())
             answers[-1] = _solve(control, switches, on, limit)[0]
         return answers
 
-    def _cores(self, questions: list[_Question], deadline: float) -> list[tuple[int, ...] | None]:
+    def _cores(self, questions: list[_Question], deadline: Deadline) -> list[tuple[int, ...] | None]:
         """For each tool question without a database: the rules (switches of
         :attr:`switched`) it needs, from a translation in which each can be removed (``r_``):
         clingo's core of the assumptions, then made smaller while no database appears."""
@@ -462,6 +574,8 @@ class _Searches:
             rules += [line for line in asked if not line.startswith("#external")]
         text = "\n".join(lines + asks) + "\n" + self.problem.program(also=("r_",))
         text += "\n".join(rules + translator.extra) + "\n"
+        if deadline.passed():
+            return [None] * len(questions)  # grounding cannot be stopped: not begun
         control = clingo.Control(["--warn=none", "--opt-mode=ignore", "--parallel-mode=2"])
         control.add("base", [], text)
         control.ground([("base", [])], context=asp.ground_context(self.compilation))
@@ -471,8 +585,10 @@ class _Searches:
         cores: list[tuple[int, ...] | None] = []
         for n in range(len(questions)):
             cores.append(None)
+            if deadline.passed():
+                continue
             on = {clingo.parse_term(f"policyc_ask_tool({n})")}
-            limit = min(self.timeout * QUESTION_SHARE, max(0.0, deadline - time.monotonic()))
+            limit = min(self.timeout * QUESTION_SHARE, deadline.left())
             found, core = _solve(control, switches, on, limit)
             if found is not False:
                 continue
@@ -480,10 +596,10 @@ class _Searches:
             # with the others removed
             needed = [m for m in sorted(literal) if -literal[m] in core]
             for m in list(needed):
-                if time.monotonic() > deadline:
+                if deadline.passed():
                     break
                 rest = [k for k in needed if k != m]
-                limit = min(self.timeout * QUESTION_SHARE, max(0.0, deadline - time.monotonic()))
+                limit = min(self.timeout * QUESTION_SHARE, deadline.left())
                 if (
                     _solve(control, switches, on | {drops[k] for k in literal if k not in rest}, limit)[0]
                     is False

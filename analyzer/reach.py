@@ -2,7 +2,8 @@
 
 A relation can hold when it is an input, or has a rule whose body may hold: no positive literal
 on a relation that can never hold, and no contradiction in the body (:mod:`unsat`). The least
-fixpoint of "can hold" gives the rest, each with the reason it can never hold.
+fixpoint of "can hold" (computed in time linear in the rules) gives the rest, each with the
+reason it can never hold.
 """
 
 from __future__ import annotations
@@ -34,20 +35,28 @@ def never_holds(compilation: Any, contradictions: dict[int, tuple[str, str]] | N
                 found = contradiction(compilation, rule)
                 if found is not None:
                     contradictions[id(rule)] = found
+    # the least fixpoint, each rule counting the relations it needs that may not hold yet
     possible = {name for name in symbols.relations if name in symbols.inputs}
-    changed = True
-    while changed:
-        changed = False
-        for name, group in rules.items():
-            if name in possible:
+    ready = list(possible)
+    waiting: dict[str, list[tuple[int, str]]] = {}  # relation -> the rules that need it, with their heads
+    missing: dict[int, int] = {}
+    for name, group in rules.items():
+        for rule in group:
+            if id(rule) in contradictions:
                 continue
-            for rule in group:
-                if id(rule) in contradictions:
-                    continue
-                if all(r in possible for r in body_relations(rule, functors)):
-                    possible.add(name)
-                    changed = True
-                    break
+            needs = set(body_relations(rule, functors)) - possible
+            if not needs and name not in possible:
+                possible.add(name)
+                ready.append(name)
+            missing[id(rule)] = len(needs)
+            for need in needs:
+                waiting.setdefault(need, []).append((id(rule), name))
+    while ready:
+        for rule, name in waiting.pop(ready.pop(), ()):
+            missing[rule] -= 1
+            if not missing[rule] and name not in possible:
+                possible.add(name)
+                ready.append(name)
     never: dict[str, str] = {}
     for name in symbols.relations:
         if name in possible:

@@ -15,9 +15,15 @@ strength ``"syntactic"`` or ``"proved"``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from policyc.compiler import ast
+
+from .deadline import Deadline
+
+SOLVER_TIMEOUT = 2.0  # seconds z3 may take over one body (or one implication)
+SHARED_TIMEOUT = 0.5  # of them, for the shared solver's first try
 
 
 def shape(term: ast.Term) -> Any:
@@ -258,30 +264,34 @@ def var_types(compilation: Any, rule: ast.Rule) -> dict[str, str]:
     return {name: next(iter(kinds)) for name, kinds in found.items() if len(kinds) == 1}
 
 
-def contradiction(compilation: Any, rule: ast.Rule) -> tuple[str, str] | None:
-    """Why the rule's body can never hold, or ``None``."""
+def contradiction(
+    compilation: Any, rule: ast.Rule, deadline: Deadline | None = None
+) -> tuple[str, str] | None:
+    """Why the rule's body can never hold, or ``None`` (also when z3 has not decided it within
+    :data:`SOLVER_TIMEOUT`, or the time left before ``deadline``)."""
     reason = syntactic(rule)
     if reason is not None:
         return "syntactic", reason
-    import z3
 
     encoder = _Encoder(compilation, rule)
     for lit in rule.body:
         encoder.literal(lit)
     if not encoder.formulas:
         return None
-    solver = z3.Solver()
-    solver.set("timeout", 2000)
-    solver.add(*encoder.formulas)
-    if solver.check() == z3.unsat:
+    if unsatisfiable(encoder.formulas, deadline):
         return "proved", "its comparisons contradict each other"
     return None
 
 
 def implies(
-    compilation: Any, rule: ast.Rule, premises: list[ast.Literal], conclusions: list[ast.Literal]
+    compilation: Any,
+    rule: ast.Rule,
+    premises: list[ast.Literal],
+    conclusions: list[ast.Literal],
+    deadline: Deadline | None = None,
 ) -> bool:
-    """Whether the comparisons ``premises`` (in ``rule``'s variables) imply ``conclusions``."""
+    """Whether the comparisons ``premises`` (in ``rule``'s variables) imply ``conclusions``
+    (not shown when z3 has not decided it in time, as for :func:`contradiction`)."""
     import z3
 
     given = {_comparison_shape(p) for p in premises if isinstance(p, ast.Comparison)}
@@ -300,11 +310,44 @@ def implies(
         encoder.literal(lit)
         if len(encoder.formulas) == before:
             return False  # a conclusion z3 cannot express: not shown
-    solver = z3.Solver()
-    solver.set("timeout", 2000)
-    solver.add(*base)
-    solver.add(z3.Not(z3.And(*encoder.formulas)))
-    return solver.check() == z3.unsat
+    return unsatisfiable([*base, z3.Not(z3.And(*encoder.formulas))], deadline)
+
+
+def unsatisfiable(formulas: list[Any], deadline: Deadline | None = None) -> bool:
+    """Whether z3 shows that ``formulas`` cannot hold together: first with the incremental
+    solver this process shares for such questions (asking it costs a fraction of making a new
+    solver), then, when it does not decide, with a new solver and z3's choice of tactics, which
+    decides some that it does not. Each within :data:`SOLVER_TIMEOUT` and the time left."""
+    import z3
+
+    solver = _shared_solver()
+    solver.set("timeout", _timeout(deadline, SHARED_TIMEOUT))
+    solver.push()
+    try:
+        solver.add(*formulas)
+        answer = solver.check()
+    finally:
+        solver.pop()
+    if answer != z3.unknown:
+        return bool(answer == z3.unsat)
+    if deadline is not None and deadline.passed():
+        return False
+    fresh = z3.Solver()
+    fresh.set("timeout", _timeout(deadline))
+    fresh.add(*formulas)
+    return bool(fresh.check() == z3.unsat)
+
+
+@functools.cache
+def _shared_solver() -> Any:
+    import z3
+
+    return z3.Solver()
+
+
+def _timeout(deadline: Deadline | None, most: float = 0.0) -> int:
+    most = most or SOLVER_TIMEOUT
+    return deadline.solver_timeout(most) if deadline is not None else int(most * 1000)
 
 
 def _comparison_shape(c: ast.Comparison) -> Any:

@@ -38,6 +38,7 @@ from typing import Any
 from policyc.compiler import ast, codes
 from policyc.compiler.diagnostics import Diagnostic, Related
 
+from .deadline import Deadline
 from .search import _from_events, event_functors
 from .unsat import _comparison_shape, _Encoder
 
@@ -45,6 +46,7 @@ EVENTS = ("events",)  # the form of the event vocabulary's mentions: one tool pe
 ACTION = "policyc_action"  # the action's name in the formulas
 DEPTH = 3  # how many levels of relations a proof unfolds
 NOT_TOOLS = ("ToolArg", "ToolResult")  # of the event vocabulary, named like tools but about calls
+SOLVER_TIMEOUT = 1.0  # seconds z3 may take over one proof
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +71,7 @@ class Question:
     mentions: list[Mention]
     strength: str = ""  # "proved" once a proof is found
     core: list[ast.Rule] = field(default_factory=list)  # the rules that make it so
+    expired: bool = False  # the time allowed ran out before the proof was decided
 
 
 class Verdicts:
@@ -98,6 +101,7 @@ class Verdicts:
         self.allows = self.by_head.get("Allow", [])
         self.sides = {"Deny": self._reached("Deny"), "Allow": self._reached("Allow")}
         self.mentions: dict[str, list[Mention]] = {}
+        self.unasked: list[str] = []  # the tools the time allowed ran out before (see questions)
         self._reach: dict[int, frozenset[str]] = {}
         self._opaque: dict[int, bool] = {}
         for rule in user:
@@ -181,12 +185,17 @@ class Verdicts:
 
     # ------------------------------------------------------------------ questions
 
-    def questions(self) -> list[Question]:
-        """What to ask of each tool, with the proofs found (see the module's doc)."""
+    def questions(self, deadline: Deadline | None = None) -> list[Question]:
+        """What to ask of each tool, with the proofs found (see the module's doc). The tools
+        ``deadline`` passes before are not asked about (:attr:`unasked`); a question whose
+        proof it cuts short is ``expired``."""
         asked = []
         default_deny = self.symbols.default == "deny"
         encodings: dict[tuple[str, ...], _Encoding] = {}
         for tool in sorted(self.mentions):
+            if deadline is not None and deadline.passed():
+                self.unasked.append(tool)
+                continue
             mentions = self.mentions[tool]
             forms = tuple(dict.fromkeys(m.form for m in mentions))
             for form in forms:
@@ -195,9 +204,9 @@ class Verdicts:
             deny_side = any("Deny" in m.sides for m in mentions)
             allow_side = any("Allow" in m.sides for m in mentions)
             if allow_side or not self._one_rule(tool, mine, self.denies):
-                asked.append(self._prove(Question("always-deny", tool, forms, mentions), mine))
+                asked.append(self._prove(Question("always-deny", tool, forms, mentions), mine, deadline))
             if deny_side or (default_deny and allow_side and not self._one_rule(tool, mine, self.allows)):
-                asked.append(self._prove(Question("always-allow", tool, forms, mentions), mine))
+                asked.append(self._prove(Question("always-allow", tool, forms, mentions), mine, deadline))
         return asked
 
     def reach(self, rule: ast.Rule) -> frozenset[str]:
@@ -257,8 +266,13 @@ class Verdicts:
                     return True
         return False
 
-    def _prove(self, question: Question, encodings: list[_Encoding]) -> Question:
+    def _prove(self, question: Question, encodings: list[_Encoding], deadline: Deadline | None) -> Question:
         z3 = _z3()
+
+        def expired() -> bool:
+            question.expired = deadline is not None and deadline.passed()
+            return question.expired
+
         tool = question.tool
         core: dict[int, ast.Rule] = {}
         if question.kind == "always-deny":
@@ -282,18 +296,24 @@ class Verdicts:
                 # no call denied: one `Deny` rule about the tool that can fire is enough to
                 # give up; else all of them, as any could apply
                 for r in self.denies:
-                    if tool in self.reach(r) and _satisfiable(encoding.rule(r, tool)):
-                        return question
+                    if tool in self.reach(r):
+                        if expired() or _satisfiable(encoding.rule(r, tool), deadline):
+                            return question
                 denies = [encoding.rule(r, tool) for r in self.denies]
             denied = z3.Or(*denies)
             if self.symbols.default == "deny":
                 allows = self.allows if question.kind == "always-deny" else self._about(tool, self.allows)
                 denied = z3.Or(denied, z3.Not(z3.Or(*(encoding.rule(r, tool) for r in allows))))
+            if expired():
+                return question
             solver = z3.Solver()
-            solver.set("timeout", 1000)
+            solver.set("timeout", _timeout(deadline))
             solver.set("core.minimize", True)
             solver.add(z3.Not(denied) if question.kind == "always-deny" else denied)
-            if solver.check(*(present for present, _ in encoding.present.values())) != z3.unsat:
+            answer = solver.check(*(present for present, _ in encoding.present.values()))
+            if answer != z3.unsat:
+                if answer == z3.unknown:
+                    expired()  # not decided, maybe for want of time
                 return question
             chosen = {str(b) for b in solver.unsat_core()}
             core.update(
@@ -438,12 +458,17 @@ class _Encoding:
         return self.proposition(key)
 
 
-def _satisfiable(formula: Any) -> bool:
+def _satisfiable(formula: Any, deadline: Deadline | None) -> bool:
     z3 = _z3()
     solver = z3.Solver()
-    solver.set("timeout", 1000)
+    solver.set("timeout", _timeout(deadline))
     solver.add(formula)
     return solver.check() == z3.sat
+
+
+def _timeout(deadline: Deadline | None) -> int:
+    """z3's timeout for one proof: :data:`SOLVER_TIMEOUT`, or less when the deadline is nearer."""
+    return deadline.solver_timeout(SOLVER_TIMEOUT) if deadline is not None else int(SOLVER_TIMEOUT * 1000)
 
 
 def _action(rule: ast.Rule) -> str | None:
