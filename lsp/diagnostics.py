@@ -29,7 +29,7 @@ from .document import Snapshot, key, real_path
 
 SOURCE = "policyc"
 # fade the text of what these report: it has no effect on any verdict
-UNNECESSARY = frozenset({"PC202", "PC301", "PC302", "PC303"})
+UNNECESSARY = frozenset({"PC202", "PC205", "PC301", "PC302", "PC303"})
 
 
 def placed(snapshot: Snapshot, diagnostics: Iterable[Diagnostic]) -> list[tuple[Diagnostic, Span, str]]:
