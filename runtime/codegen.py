@@ -25,11 +25,13 @@ fails, and the wrapper has recorded the error (evaluation fails closed).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from policyc.compiler import plan as p
 
+from .limits import TICK, LimitExceeded
 from .relations import projection
 
 
@@ -69,22 +71,110 @@ def _sum(values: list) -> Any:
     return math.fsum(values)  # exactly rounded: the result does not depend on the order
 
 
-RUNTIME: dict[str, Any] = {"FAIL": FAIL, "_div": _div, "_mod": _mod, "_sum": _sum}
+RUNTIME: dict[str, Any] = {
+    "FAIL": FAIL,
+    "_div": _div,
+    "_mod": _mod,
+    "_sum": _sum,
+    "LimitExceeded": LimitExceeded,
+}
 
 COMPARISON = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
-class Writer:
-    """Lines of Python at an indentation depth, fresh names and constants that need a table."""
+MAX_DEPTH = 40  # indentation levels one generated function uses (Python allows 100)
+MAX_BLOCKS = 12  # loops (and try blocks) one generated function nests (Python allows 20)
 
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.depth = 1
+_BLOCKS = ("for ", "while ", "try:", "with ", "except")
+_ASSIGNED = re.compile(r"(\w+) [-+|&]?= ")
+_LOOP = re.compile(r"for ([\w, ]+) in ")
+_HANDLER = re.compile(r"except .* as (\w+):")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+class _Helper:
+    """A function continuing a body that became too deep for one function: it takes the
+    names in scope where it is called (those it uses) and the loop counter ``n``, and returns
+    the counter (a generator's ``return``, for ``yield from``)."""
+
+    def __init__(self, name: str, scope: list[str], always: set[str]) -> None:
+        self.name = name
+        self.scope = scope
+        self.always = always
+        self.lines: list[str | _Call] = []
+        self.params: list[str] = []
+        self.generator = False
+
+
+class _Call:
+    """The line calling a helper (written once the helper's parameters are known)."""
+
+    def __init__(self, indent: str, helper: _Helper) -> None:
+        self.indent = indent
+        self.helper = helper
+
+    def __str__(self) -> str:
+        helper = self.helper
+        call = "yield from " if helper.generator else ""
+        return f"{self.indent}n = {call}{helper.name}({', '.join(helper.params)})"
+
+
+class _Frame:
+    """A function being written: where its lines go, the depth its body starts at, the
+    indentation of that depth, and the depths at which its open blocks' bodies start."""
+
+    def __init__(self, lines: list, base: int, indent: int) -> None:
+        self.lines = lines
+        self.base = base
+        self.indent = indent
+        self.blocks: list[int] = []
+
+
+class Writer:
+    """Lines of Python at an indentation depth, fresh names and constants that need a table.
+
+    Python refuses a function nested more than 100 levels deep or with more than 20 nested
+    blocks, so a body deeper than :data:`MAX_DEPTH` levels or :data:`MAX_BLOCKS` loops goes on
+    in a helper function (:class:`_Helper`), called where the body got too deep with the
+    names in scope there that it uses; a helper may call the next. The writer follows which
+    names are assigned where (a name assigned in a block is in scope in that block only), and
+    ``always`` holds the names in scope in the whole function (its parameters and prologue).
+    Helpers are written by :meth:`helper_source`, at ``helper_indent`` (0: module level)."""
+
+    def __init__(self, helper_indent: int = 0) -> None:
+        self.lines: list[Any] = []
         self.counter = 0
         self.constants: list[Any] = []
+        self.helpers: list[_Helper] = []
+        self.helper_indent = helper_indent
+        self.always: set[str] = set()
+        self._depth = 1
+        self._frames = [_Frame(self.lines, 0, 0)]
+        self._scope: list[tuple[int, str]] = []  # (depth, name), by depth
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    @depth.setter
+    def depth(self, value: int) -> None:
+        self._depth = value
+        frames = self._frames
+        while len(frames) > 1 and frames[-1].base > value:
+            frames.pop()
+        blocks = frames[-1].blocks
+        while blocks and blocks[-1] > value:
+            blocks.pop()
+        scope = self._scope
+        while scope and scope[-1][0] > value:
+            scope.pop()
 
     def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
+        frame = self._frames[-1]
+        frame.lines.append("    " * (frame.indent + self._depth - frame.base) + text)
+        assigned = _ASSIGNED.match(text)
+        if assigned:
+            self._scope.append((self._depth, assigned.group(1)))
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -92,7 +182,41 @@ class Writer:
 
     def open(self, text: str) -> None:
         self.line(text)
-        self.depth += 1
+        self._depth += 1
+        frame = self._frames[-1]
+        if text.startswith(_BLOCKS):
+            frame.blocks.append(self._depth)
+        bound = _LOOP.match(text) or _HANDLER.match(text)
+        if bound:
+            self._scope.extend((self._depth, name.strip()) for name in bound.group(1).split(","))
+        if self._depth - frame.base >= MAX_DEPTH or len(frame.blocks) >= MAX_BLOCKS:
+            self._split()
+
+    def _split(self) -> None:
+        """Go on in a new helper function, called here."""
+        helper = _Helper(self.fresh("_h"), [name for _, name in self._scope], self.always)
+        self.helpers.append(helper)
+        frame = self._frames[-1]
+        frame.lines.append(_Call("    " * (frame.indent + self._depth - frame.base), helper))
+        self._frames.append(_Frame(helper.lines, self._depth, self.helper_indent + 1))
+
+    def helper_source(self) -> list[str]:
+        """The helpers' definitions (each helper's parameters are the names in scope where it
+        is called that it, or a helper it calls, uses)."""
+        for helper in reversed(self.helpers):  # a helper only calls later ones
+            body = [str(line) for line in helper.lines]
+            used = set(_NAME.findall("\n".join(body)))
+            scope = dict.fromkeys([*helper.scope, *sorted(helper.always)])
+            helper.params = ["n", *(name for name in scope if name in used and name != "n")]
+            helper.generator = "yield" in used
+            helper.lines = body
+        indent = "    " * self.helper_indent
+        lines = []
+        for helper in self.helpers:
+            lines.append(f"{indent}def {helper.name}({', '.join(helper.params)}):")
+            lines.extend(helper.lines)
+            lines.append(f"{indent}    return n")
+        return lines
 
     def const(self, value: Any) -> str:
         if isinstance(value, bool) or not isinstance(value, str | int | float):
@@ -117,6 +241,7 @@ class RuleCompiler:
         self.matched: list[str] = []  # expressions naming (relation, tuple) pairs
         self.indexes: dict[tuple[str, int, tuple[int, ...]], str] = {}
         self.prologue: list[str] = []
+        self.held: list[str] = []  # the sets of facts the code fills, counted by the limit on facts
 
     # ------------------------------------------------------------------ expressions
 
@@ -164,7 +289,19 @@ class RuleCompiler:
             self.indexes[key] = name
             holder = f"R[{relation}]" if source == "full" else f"D[{relation}]"
             self.prologue.append(f"{name} = {holder}.index({positions!r}).get")
+            self.w.always.add(name)
         return self.indexes[key]
+
+    def tick(self) -> str:
+        """The call checking the limits (every :data:`TICK` iterations of any loop)."""
+        return f"E.tick({', '.join(self.held)})"
+
+    def loop(self, text: str) -> None:
+        """Open a loop whose iterations count towards the next check of the limits."""
+        w = self.w
+        w.open(text)
+        w.line("n -= 1")
+        w.line(f"if not n: n = {self.tick()}")
 
     @staticmethod
     def key(values: list[str]) -> str:
@@ -252,7 +389,7 @@ class RuleCompiler:
             return
         if arity == 1 or not known or not self.indexed(step):  # run through the facts
             value_of = self.names(step, range(arity), bound)
-            w.open(f"for {self.target(list(value_of.values()), arity == 1)} in {facts}:")
+            self.loop(f"for {self.target(list(value_of.values()), arity == 1)} in {facts}:")
             if known:
                 tests = " and ".join(f"{value_of[i]} == {v}" for i, v in known)
                 w.open(f"if {tests}:")
@@ -262,16 +399,19 @@ class RuleCompiler:
             index = self.index(step.source, step.relation, positions)
             value_of = self.names(step, rest, bound)
             lookup = f"{index}({self.key([v for _, v in known])}, ())"
-            w.open(f"for {self.target(list(value_of.values()), len(rest) == 1)} in {lookup}:")
+            self.loop(f"for {self.target(list(value_of.values()), len(rest) == 1)} in {lookup}:")
         value_of.update(known)
+        agree = []  # the same variable twice in one atom: the second must agree (one test)
         for i, slot in binds:
             if value_of[i] == f"v{slot}" and slot not in bound:  # bound by the loop itself
                 bound.add(slot)
-            elif slot in bound:  # the same variable twice in one atom: the second must agree
-                w.open(f"if {value_of[i]} == v{slot}:")
+            elif slot in bound:
+                agree.append(f"{value_of[i]} == v{slot}")
             else:
                 w.line(f"v{slot} = {value_of[i]}")
                 bound.add(slot)
+        if agree:
+            w.open(f"if {' and '.join(agree)}:")
         for i, expr in after:
             w.open(f"if {value_of[i]} == {self.expr(expr)}:")
         if self.record:
@@ -302,6 +442,7 @@ class RuleCompiler:
         w.line(f"{acc} = set()")
         depth = w.depth
         record, self.record = self.record, False
+        self.held.append(acc)
         inner = set(bound)
         self.steps(step.body, inner)
         parts = [f"v{k}" for k in step.keys]
@@ -309,6 +450,7 @@ class RuleCompiler:
             parts.append(self.expr(step.target))
         w.line(f"{acc}.add(({', '.join(parts)}{',' if len(parts) == 1 else ''}))")
         w.depth = depth
+        self.held.pop()
         self.record = record
         slot = f"v{step.slot}"
         if step.op == "count":
@@ -340,10 +482,16 @@ def _slots(expr: p.Expr) -> set[int]:
     return set()
 
 
-def _finish(w: Writer, compiler: RuleCompiler, header: str, name: str) -> tuple[str, Callable]:
-    body = w.lines
-    lines = [header] + ["    " + line for line in compiler.prologue] + body
-    source = "\n".join(lines) + "\n"
+def _finish(
+    w: Writer, compiler: RuleCompiler, header: str, name: str, prologue: list[str]
+) -> tuple[str, Callable]:
+    helpers = w.helper_source()  # first: it settles the calls of helpers in the body
+    lines = (
+        [header]
+        + ["    " + line for line in [*prologue, *compiler.prologue]]
+        + [str(line) for line in w.lines]
+    )
+    source = "\n".join(lines + helpers) + "\n"
     namespace: dict[str, Any] = dict(RUNTIME)
     namespace["K"] = tuple(w.constants)
     exec(compile(source, f"<policyc {name}>", "exec"), namespace)
@@ -353,13 +501,14 @@ def _finish(w: Writer, compiler: RuleCompiler, header: str, name: str) -> tuple[
 def compile_rule(plan: p.Plan, rule: p.RulePlan, name: str = "rule") -> tuple[str, Callable]:
     """The source and function ``rule(R, D, out, F, I, E)`` evaluating one rule plan."""
     w = Writer()
+    w.always.update(("R", "D", "out", "F", "I", "E", "emit", "n"))
     compiler = RuleCompiler(plan, w, record=False)
+    compiler.held.append("out")
     bound: set[int] = set()
     compiler.steps(rule.steps, bound)
     head = [compiler.expr(e) for e in rule.head_args]
     w.line(f"emit({compiler.stored(rule.head, head)})")
-    compiler.prologue.insert(0, "emit = out.add")
-    return _finish(w, compiler, f"def {name}(R, D, out, F, I, E):", name)
+    return _finish(w, compiler, f"def {name}(R, D, out, F, I, E):", name, ["emit = out.add", f"n = {TICK}"])
 
 
 def compile_bound_rule(
@@ -374,10 +523,11 @@ def compile_bound_rule(
     ``(relation, tuple)`` facts the scans matched. With ``upto``, only the first ``upto``
     steps run (explanations use it to find the step at which every binding fails). The
     relations in ``demand`` are asked about through ``V`` (and must only be used with every
-    argument known)."""
+    argument known). Each call counts once towards the next check of the limits."""
     w = Writer()
     compiler = RuleCompiler(plan, w, record=True, demand=demand)
     params = [f"h{i}" for i in range(len(rule.head.args))]
+    w.always.update(("R", "F", "I", "E", "V", "n", *params))
     bound: set[int] = set()
     deferred = []
     for i, arg in enumerate(rule.head.args):
@@ -402,4 +552,5 @@ def compile_bound_rule(
         f"yield ({slots}{',' if rule.slots == 1 else ''}), ({matched}{',' if len(compiler.matched) == 1 else ''})"
     )
     header = f"def {name}(R, F, I, E, V{''.join(', ' + x for x in params)}):"
-    return _finish(w, compiler, header, name)
+    prologue = ["E.calls -= 1", "if not E.calls: E.tick()", f"n = {TICK}"]
+    return _finish(w, compiler, header, name, prologue)

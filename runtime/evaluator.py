@@ -10,11 +10,13 @@ division by zero, a rule whose code raises (a comparison between a string and a 
 came from an ``any`` functor), or a limit on the number of facts or the time spent: each is
 recorded as an :class:`EvalError`, the failing literal does not hold, and the result is marked
 errored, so every decision on it is a denial.
+
+Limits are checked as the rules' code runs, not only between rules (:mod:`.limits`): a limit
+hit stops the evaluation wherever it is.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +26,10 @@ from policyc.compiler import plan as p
 from . import codegen
 from .codegen import FAIL
 from .functors import wrap
+from .limits import LimitExceeded, Limits, Meter
 from .relations import Relation
+
+__all__ = ["CompiledPlan", "EvalError", "Evaluation", "LimitExceeded", "Limits", "causes"]
 
 
 @dataclass(frozen=True)
@@ -38,20 +43,7 @@ def causes(errors: Iterable[EvalError]) -> str:
     return "; ".join(dict.fromkeys(e.message for e in errors))
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on one evaluation; exceeding one makes the result errored."""
-
-    max_facts: int = 10_000_000
-    max_seconds: float | None = 60.0
-
-    def deadline(self) -> float | None:
-        """When an evaluation starting now must stop (``time.monotonic``), if ever."""
-        return None if self.max_seconds is None else time.monotonic() + self.max_seconds
-
-
-class _LimitExceeded(Exception):
-    pass
+_LimitExceeded = LimitExceeded  # the name it had
 
 
 class CompiledPlan:
@@ -89,12 +81,14 @@ class Evaluation:
         self.errors: list[EvalError] = []
         self.relations = [Relation(spec.arity) for spec in plan.relations]
         self.memos: list[dict] = []
+        self.facts = 0
+        # what generated code reports to: arithmetic errors, and the limits, checked as it runs
+        self.E = Meter(limits, self._count, self._arithmetic)
         self.F = [wrap(spec, fn, self.errors) for spec, fn in zip(plan.functors, functors, strict=True)]
         self.I: dict[int, Callable[..., Any]] = {
             r: self._inline(r) for r, spec in enumerate(plan.relations) if spec.inline
         }
         self.ranks: dict[int, dict[tuple, int]] | None = None
-        self.facts = 0
         self.kept: dict[int, Callable[[], Relation]] = {}  # relations held otherwise than as sets
 
     def keep(self, relation: int, make: Callable[[], Relation]) -> None:
@@ -110,9 +104,12 @@ class Evaluation:
             again.keep(relation, make)
         return again
 
-    def E(self, op: str) -> Any:
+    def _arithmetic(self, op: str) -> Any:
         self.errors.append(EvalError("arithmetic", "division by zero" if op == "/" else "modulo by zero"))
         return FAIL
+
+    def _count(self) -> int:
+        return self.facts
 
     @property
     def errored(self) -> bool:
@@ -121,14 +118,38 @@ class Evaluation:
     # the questions verdicts ask (a monitor session answers them too)
 
     def holds(self, relation: int, values: tuple) -> bool:
-        if self.plan.relations[relation].inline:
+        """Whether a fact holds (an inline relation's, computed within the limits: a limit
+        hit is an error, and the fact does not hold)."""
+        if not self.plan.relations[relation].inline:
+            return self.relations[relation].contains(values)
+        opened = self.E.start(what="decision")
+        try:
             return self.I[relation](*values) is True
-        return self.relations[relation].contains(values)
+        except LimitExceeded as limit:
+            self.errors.append(EvalError("limit", str(limit)))
+            return False
+        finally:
+            if opened:
+                self.E.stop()
 
     def matches(self, relation: int, values: tuple) -> Iterator[tuple[p.BoundRule, tuple, tuple]]:
-        """Every binding of every rule of the relation whose head takes these values."""
+        """Every binding of every rule of the relation whose head takes these values (each
+        found within the limits: a limit hit is an error, and the bindings stop)."""
+        meter = self.E
         for bound, match in self.compiled.bound[relation]:
-            for slots, matched in match(self.relations, self.F, self.I, self.E, None, *values):
+            found = match(self.relations, self.F, self.I, meter, None, *values)
+            while True:
+                opened = meter.start(what="decision")  # not across a yield: the caller runs then
+                try:
+                    slots, matched = next(found)
+                except StopIteration:
+                    break
+                except LimitExceeded as limit:
+                    self.errors.append(EvalError("limit", str(limit)))
+                    return
+                finally:
+                    if opened:
+                        meter.stop()
                 yield bound, slots, matched
 
     def explanation(self) -> Evaluation:
@@ -157,6 +178,8 @@ class Evaluation:
                         break
                     if found:
                         break
+            except LimitExceeded:
+                raise  # the evaluation stops: nothing is remembered
             except Exception as error:
                 self.errors.append(
                     EvalError(
@@ -193,42 +216,60 @@ class Evaluation:
         """Evaluate every stratum (ranks: the round each recursive fact appeared in)."""
         if track_ranks:
             self.ranks = {}
-        deadline = self.limits.deadline()
+        opened = self.E.start()
         try:
             for stratum, base, deltas in self.compiled.strata:
-                self._stratum(stratum, base, deltas, deadline)
-        except _LimitExceeded as limit:
+                self._stratum(stratum, base, deltas)
+        except LimitExceeded as limit:
             self.errors.append(EvalError("limit", str(limit)))
+        finally:
+            if opened:
+                self.E.stop()
 
     def _call(self, rule: p.RulePlan, fn: Callable, deltas: Any, out: set) -> None:
         try:
             fn(self.relations, deltas, out, self.F, self.I, self.E)
+        except LimitExceeded:
+            raise
         except Exception as error:
             info = self.plan.rules[rule.rule]
             self.errors.append(EvalError("rule", f"rule `{info.id}` failed: {type(error).__name__}: {error}"))
 
-    def _merge(self, relation: int, new: set, deadline: float | None) -> set:
+    def _merge(self, relation: int, new: set) -> set:
         added = self.relations[relation].add_all(new)
         self.facts += len(added)
-        if self.facts > self.limits.max_facts:
-            raise _LimitExceeded(f"more than {self.limits.max_facts:,} facts; evaluation stopped")
-        if deadline is not None and time.monotonic() > deadline:
-            raise _LimitExceeded(f"evaluation took longer than {self.limits.max_seconds} s; stopped")
+        self.E.check()
         return added
 
-    def _stratum(self, stratum: p.Stratum, base: list, deltas: list, deadline: float | None) -> None:
+    def _stratum(self, stratum: p.Stratum, base: list, deltas: list, deadline: float | None = None) -> None:
+        """Evaluate a stratum within the window open on the meter, else in one of its own
+        (ending at ``deadline``, by default the time limit from now): :class:`LimitExceeded`
+        when a limit is hit."""
+        meter = self.E
+        opened = meter.start(deadline)
+        try:
+            self._rounds(stratum, base, deltas)
+        finally:
+            meter.pending = ()
+            if opened:
+                meter.stop()
+
+    def _rounds(self, stratum: p.Stratum, base: list, deltas: list) -> None:
+        meter = self.E
         if not stratum.recursive:
             for rule, fn in base:
                 out: set[tuple] = set()
+                meter.pending = (out,)
                 self._call(rule, fn, None, out)
-                self._merge(rule.head, out, deadline)
+                self._merge(rule.head, out)
             return
         members = stratum.relations
         news: dict[int, set[tuple]] = {r: set() for r in members}
+        meter.pending = tuple(news.values())
         for rule, fn in base:
             self._call(rule, fn, None, news[rule.head])
         for r in members:
-            self._merge(r, news[r], deadline)
+            self._merge(r, news[r])
         # the first delta is everything the stratum holds so far (inputs included)
         delta = {r: Relation.owning(self.relations[r].arity, set(self.relations[r].tuples)) for r in members}
         round_number = 0
@@ -238,13 +279,11 @@ class Evaluation:
         while any(delta[r].tuples for r in members):
             round_number += 1
             news = {r: set() for r in members}
+            meter.pending = tuple(news.values())
             for rule, fn in deltas:
                 if delta[_delta_relation(rule)].tuples:
                     self._call(rule, fn, delta, news[rule.head])
-            delta = {
-                r: Relation.owning(self.relations[r].arity, self._merge(r, news[r], deadline))
-                for r in members
-            }
+            delta = {r: Relation.owning(self.relations[r].arity, self._merge(r, news[r])) for r in members}
             if self.ranks is not None:
                 for r in members:
                     self.ranks[r].update(dict.fromkeys(delta[r].as_tuples(), round_number))

@@ -10,10 +10,17 @@ functor is deterministic, so each distinct argument tuple is computed once), che
 of what it returns against the declaration, and turns an exception into a failed literal and
 an error of the evaluation (which then fails closed). A functor may return ``None`` to say it
 has no value for those arguments: the literal fails, without an error.
+
+A functor runs on the evaluating thread, and Python cannot stop a function safely while it
+runs: functors must be bounded. A call that returns after the time limit of the evaluation
+(or session call) it serves does not count, whatever it returned: the wrapper raises
+:class:`~policyc.runtime.limits.LimitExceeded`, the evaluation stops and every decision on it
+is a denial naming the functor. The builtins are bounded (see :mod:`policyc.stdlib.builtins`).
 """
 
 from __future__ import annotations
 
+import time
 import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -23,6 +30,7 @@ from policyc.stdlib.builtins import BUILTINS
 from policyc.stdlib.events import SESSION_FUNCTORS
 
 from .codegen import FAIL
+from .limits import LimitExceeded, window
 
 MARK = "__policyc_functor__"
 
@@ -110,11 +118,13 @@ def is_session_placeholder(fn: Callable[..., Any]) -> bool:
     return hasattr(fn, "__policyc_session__")
 
 
+monotonic = time.monotonic
 _PYTHON_TYPES = {"symbol": (str,), "number": (int,), "float": (float, int)}
 
 
 def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..., Any]:
-    """The function generated code calls: cached, type-checked, never raising."""
+    """The function generated code calls: cached, type-checked, raising only
+    :class:`LimitExceeded` (when the call returned after the time limit)."""
     from .evaluator import EvalError
 
     cache: dict[tuple, Any] = {}
@@ -149,10 +159,13 @@ def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..
         except KeyError:
             pass
         recorded = len(errors)
+        meter = window()
         try:
             value = check(fn(*args))
         except Exception as error:  # the host's code: any failure fails the literal, closed
             value = fail(f"raised {type(error).__name__}: {error}")
+        if meter is not None and meter.deadline is not None and monotonic() > meter.deadline:
+            raise LimitExceeded(meter.late(spec.name))  # late: what it returned does not count
         if len(errors) == recorded:  # a failure is not cached: asked again, it is reported again
             cache[args] = value
         return value

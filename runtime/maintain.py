@@ -17,11 +17,15 @@ look up are bound once per session. A recursive stratum repeats rounds on the fa
 previous round added, as the evaluator does.
 
 ``bind(R, F, I, E, fail)`` binds the function to one session's relations ``R``, functor
-wrappers ``F``, inline relations ``I``, arithmetic-error recorder ``E``, and ``fail(rule,
-error)``, which records a rule whose code raised (its literal fails, the session fails
-closed). It returns ``maintain(N, room)``: ``N`` maps input relations to new facts as tuples
-(the sets are consumed), ``room`` is how many facts may still be added. It returns how many
-facts were added, or raises :class:`Overflow` once more than ``room`` were.
+wrappers ``F``, inline relations ``I``, meter ``E`` (arithmetic errors and the time limit, see
+:mod:`.limits`), and ``fail(rule, error)``, which records a rule whose code raised (its
+literal fails, the session fails closed). It returns ``maintain(N, room)``: ``N`` maps input
+relations to new facts as tuples (the sets are consumed), ``room`` is how many facts may still
+be added. It returns how many facts were added, or raises :class:`Overflow` once more than
+``room`` were, counting the facts derived and not yet added, or
+:class:`~policyc.runtime.limits.LimitExceeded` when the time is up. Both are checked every
+:data:`~policyc.runtime.limits.TICK` iterations of any loop of the variants, so a pass stops
+at a limit while a rule is still running.
 
 The relations a session stores are only ever added to in place, so binding their fact sets and
 indexes once is sound.
@@ -35,6 +39,7 @@ from typing import Any
 from policyc.compiler import plan as p
 
 from . import codegen
+from .limits import TICK
 from .prefix import mentions, open_variant
 from .relations import Relation
 
@@ -67,9 +72,10 @@ def compile_pass(
     ``DependsOn`` facts the variants reading that relation take from the order."""
     strata = list(strata)
     hoisted = _Hoisted()
-    w = codegen.Writer()
+    w = codegen.Writer(helper_indent=1)  # helpers of deep variants are defined in `bind`
     w.depth = 2
     w.line("added = 0")
+    w.line(f"n = {TICK}")
     if prefix is not None:
         w.line('new_open = N.get("open")')
     for r in sorted(inputs):
@@ -87,11 +93,19 @@ def compile_pass(
     for stratum in strata:
         _stratum(plan, w, hoisted, stratum, defined, set(inputs), read, prefix)
     w.line("return added")
+    helpers = w.helper_source()  # first: it settles the calls of helpers
+    pending = "".join(f"len({buffer}) + " for buffer, _ in hoisted.buffers.values())
     lines = [
         "def bind(R, F, I, E, fail):",
         *(f"    {line}" for line in hoisted.lines),
+        # the check of the limits: the facts added, derived and not yet added, and the time
+        "    def M(added, room, *held):",
+        f"        if added + {pending}sum(map(len, held)) > room:",
+        "            raise Overflow(added)",
+        "        return E.tick()",
+        *helpers,
         f"    def {name}(N, room):",
-        *w.lines,
+        *(str(line) for line in w.lines),
         f"    return {name}",
     ]
     source = "\n".join(lines) + "\n"
@@ -224,19 +238,36 @@ def _add(w: codegen.Writer, hoisted: _Hoisted, relation: int, new: str) -> None:
 def _variant(plan: p.Plan, w: codegen.Writer, hoisted: _Hoisted, rule: p.RulePlan, delta: str) -> None:
     """One insertion variant inlined: its new facts in ``delta``, what it derives added to
     the round's set for its head."""
-    body = codegen.Writer()
-    body.depth = w.depth + 1
-    body.counter = w.counter
-    body.constants = w.constants
+    body = _body(w, delta)
     compiler = _VariantCompiler(plan, body, hoisted, delta)
     compiler.steps(rule.steps, set())
     head = [compiler.expr(e) for e in rule.head_args]
     body.line(f"{hoisted.buffer(rule.head)[1]}({compiler.stored(rule.head, head)})")
+    _guarded(w, body, compiler, rule)
+
+
+def _body(w: codegen.Writer, delta: str) -> codegen.Writer:
+    """A writer for the body of a variant inside the pass written by ``w``."""
+    body = codegen.Writer(helper_indent=1)
+    body.depth = w.depth + 1
+    body.counter = w.counter
+    body.constants = w.constants
+    body.helpers = w.helpers
+    body.always.update(("n", "added", "room", "new_open", delta))
+    return body
+
+
+def _guarded(w: codegen.Writer, body: codegen.Writer, compiler: _VariantCompiler, rule: p.RulePlan) -> None:
+    """The variant's code (in ``body``) in the pass, where a rule whose code raises fails (and a
+    limit stops the pass)."""
     w.counter = body.counter
     w.open("try:")
     for line in compiler.prologue:
         w.line(line)
     w.lines.extend(body.lines)
+    w.depth -= 1
+    w.open("except (LimitExceeded, Overflow):")
+    w.line("raise")
     w.depth -= 1
     w.open("except Exception as error:")
     w.line(f"fail({rule.rule}, error)")
@@ -250,14 +281,11 @@ def _open_variant(
     :func:`~policyc.runtime.prefix.open_variant`): a loop over them instead of over every event
     before each; the steps that only decide whether the head holds stop at their first match."""
     variant = open_variant(rule, relation)
-    body = codegen.Writer()
-    body.depth = w.depth + 1
-    body.counter = w.counter
-    body.constants = w.constants
+    body = _body(w, "EMPTY")
     compiler = _VariantCompiler(plan, body, hoisted, "EMPTY")
     bound: set[int] = set()
     compiler.steps(variant.before, bound)
-    body.open(f"for v{variant.event} in new_open:")
+    compiler.loop(f"for v{variant.event} in new_open:")
     bound.add(variant.event)
     compiler.steps(variant.steps[: variant.tail], bound)
     tail = variant.steps[variant.tail :]
@@ -266,15 +294,7 @@ def _open_variant(
         body.open(f"if {test}({', '.join(f'v{s}' for s in params)}):")
     head = [compiler.expr(e) for e in rule.head_args]
     body.line(f"{hoisted.buffer(rule.head)[1]}({compiler.stored(rule.head, head)})")
-    w.counter = body.counter
-    w.open("try:")
-    for line in compiler.prologue:
-        w.line(line)
-    w.lines.extend(body.lines)
-    w.depth -= 1
-    w.open("except Exception as error:")
-    w.line(f"fail({rule.rule}, error)")
-    w.depth -= 1
+    _guarded(w, body, compiler, rule)
 
 
 def _exists(
@@ -283,19 +303,30 @@ def _exists(
     """A function, bound once per session, telling whether the steps have a binding given the
     values of the slots they read that are ``bound`` before them (its parameters)."""
     params = sorted(set().union(*(mentions(s) for s in steps)) & bound)
-    w = codegen.Writer()
-    w.counter = outer.counter
-    w.constants = outer.constants
-    compiler = _VariantCompiler(plan, w, hoisted, "EMPTY")
-    compiler.steps(steps, set(params))
-    w.line("return True")
-    outer.counter = w.counter
+    arguments = ", ".join(f"v{s}" for s in params)
     name = f"P_{len(hoisted.lines)}"
-    hoisted.lines.append(f"def {name}({', '.join(f'v{s}' for s in params)}):")
-    hoisted.lines.extend(f"    {line}" for line in compiler.prologue)
-    hoisted.lines.extend(w.lines)
-    hoisted.lines.append("    return False")
-    return name, params
+    for found in ("return True", "yield True"):  # a generator when the steps need helpers
+        w = codegen.Writer(helper_indent=1)
+        w.counter = outer.counter
+        w.constants = outer.constants
+        w.always.update(("n", *(f"v{s}" for s in params)))
+        compiler = _VariantCompiler(plan, w, hoisted, "EMPTY", local=False)
+        compiler.steps(steps, set(params))
+        w.line(found)
+        if not w.helpers:
+            break
+    outer.counter = w.counter
+    outer.helpers.extend(w.helpers)
+    if w.helpers:
+        hoisted.lines.append(f"def {name}({arguments}):")
+        hoisted.lines.append(f"    return next(G{name}({arguments}), False)")
+        name = f"G{name}"
+    hoisted.lines.append(f"def {name}({arguments}):")
+    hoisted.lines.extend(f"    {line}" for line in [f"n = {TICK}", *compiler.prologue])
+    hoisted.lines.extend(w.lines)  # rendered once the helpers' calls are settled
+    if not w.helpers:
+        hoisted.lines.append("    return False")
+    return name if not w.helpers else name[1:], params
 
 
 class _Hoisted:
@@ -304,7 +335,7 @@ class _Hoisted:
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
-        self.lines: list[str] = []
+        self.lines: list[Any] = []
         self.buffers: dict[int, tuple[str, str]] = {}
 
     def name(self, source: str, prefix: str) -> str:
@@ -325,13 +356,22 @@ class _Hoisted:
 
 class _VariantCompiler(codegen.RuleCompiler):
     """A rule body reading stored relations through names bound once per session, and the
-    new facts of its delta atom from a local set."""
+    new facts of its delta atom from a local set. ``local``: the body is part of the pass (it
+    checks the limits with what the pass has added), not a function bound once per session."""
 
-    def __init__(self, plan: p.Plan, w: codegen.Writer, hoisted: _Hoisted, delta: str) -> None:
+    def __init__(
+        self, plan: p.Plan, w: codegen.Writer, hoisted: _Hoisted, delta: str, local: bool = True
+    ) -> None:
         super().__init__(plan, w, record=False)
         self.hoisted = hoisted
         self.delta = delta
+        self.local = local
         self.looping = False  # inside a loop: scanning new facts again would cost a pass each time
+
+    def tick(self) -> str:
+        if not self.local:
+            return super().tick()
+        return f"M(added, room{''.join(', ' + held for held in self.held)})"
 
     def facts(self, source: str, relation: int) -> str:
         if source == "delta":
@@ -347,6 +387,7 @@ class _VariantCompiler(codegen.RuleCompiler):
         name = self.w.fresh("x")
         arity = self.plan.relations[relation].arity
         self.prologue.append(f"{name} = _index({arity}, {self.delta}, {positions!r}).get")
+        self.w.always.add(name)
         return name
 
     def scan(self, step: p.Scan, bound: set[int]) -> None:

@@ -46,7 +46,7 @@ from policyc.compiler import plan as p
 from policyc.stdlib.events import SESSION_FUNCTORS, EventError, check_event, event_facts, session_functors
 
 from . import codegen, maintain
-from .evaluator import CompiledPlan, EvalError, Evaluation, Limits
+from .evaluator import CompiledPlan, EvalError, Evaluation, LimitExceeded, Limits
 from .facts import FactsError, FactsInput, validate
 from .functors import is_session_placeholder, wrap
 from .prefix import Prefix
@@ -448,12 +448,28 @@ class Session:
 
     def _decide(self, action: Any, started: float, prepare: bool) -> Decision:
         self.errors = list(self.sticky)
-        if prepare and not self.errors:
+        state = self.state
+        limit = self.monitor.limits.max_seconds
+        # the limits hold for the decision as a whole, checked as its rules run
+        opened = state.E.start(None if limit is None else started + limit, what="decision")
+        held = state.facts  # what is recomputed for a decision counts while it is decided
+        try:
+            if prepare and not self.errors:
+                try:
+                    self._prepare(action)
+                except LimitExceeded as error:
+                    self.errors.append(EvalError("limit", str(error)))
+                except Exception as error:
+                    self.errors.append(EvalError("rule", f"deciding failed: {type(error).__name__}: {error}"))
             try:
-                self._prepare(action)
-            except Exception as error:
-                self.errors.append(EvalError("rule", f"deciding failed: {type(error).__name__}: {error}"))
-        decision = decide(self, action)
+                decision = decide(self, action)
+            except LimitExceeded as error:  # asking about a relation on demand hit a limit
+                self.errors.append(EvalError("limit", str(error)))
+                decision = decide(self, action)
+        finally:
+            state.facts = held
+            if opened:
+                state.E.stop()
         self.errors.extend(self._drain())
         if self.errors and not decision.errored:
             decision = decide(self, action)
@@ -463,7 +479,9 @@ class Session:
         """The decision, or a denial when it took longer than the limit."""
         limit = self.monitor.limits.max_seconds
         if limit is not None and decision.allowed and time.monotonic() - started > limit:
-            self.errors.append(EvalError("limit", f"the decision took longer than {limit} s"))
+            self.errors.append(
+                EvalError("limit", f"the decision took longer than {limit:g} s, the time limit")
+            )
             decision = decide(self, action)
         if self.monitor.forecaster is not None:  # a forecaster may stop the session (policyc.forecast)
             decision = self.monitor.forecaster.intervene(self, decision)
@@ -521,6 +539,7 @@ class Session:
         """Add new facts of stored input relations (the sets are consumed) and everything
         they derive."""
         state = self.state
+        opened = state.E.start(what="update of the session's facts")  # checked as the rules run
         try:
             added = self._maintain(facts, state.limits.max_facts - state.facts)
         except maintain.Overflow as overflow:
@@ -528,6 +547,13 @@ class Session:
             self.sticky.append(
                 EvalError("limit", f"more than {state.limits.max_facts:,} facts in the session")
             )
+        except LimitExceeded as limit:  # the maintained facts are incomplete
+            added = 0
+            self.dirty = True
+            self.sticky.append(EvalError("limit", str(limit)))
+        finally:
+            if opened:
+                state.E.stop()
         if added:
             state.facts += added
             self.dirty = True

@@ -171,7 +171,17 @@ class Tracker:
 
     def step(self, action: Any) -> list[Relation]:
         """The session's relations with the kept ones up to date, ``Candidate`` holding
-        ``action`` (None: nothing)."""
+        ``action`` (None: nothing), within the time limit
+        (:class:`~policyc.runtime.limits.LimitExceeded` when it is hit)."""
+        meter = self.scratch.E
+        opened = meter.start(what="forecast step")
+        try:
+            return self._step(action)
+        finally:
+            if opened:
+                meter.stop()
+
+    def _step(self, action: Any) -> list[Relation]:
         if self.facts is None:
             for pending in self.added.values():
                 pending.clear()

@@ -2,15 +2,22 @@
 
 Each is a pure, deterministic function of its arguments. A function that cannot give a value
 for its arguments raises (the literal fails and the evaluation is marked errored).
+
+Each is bounded: it takes time linear in the size of its arguments (its result). A regular
+expression (``match``) is RE2 syntax, compiled by RE2 and matched in time linear in the text
+(no backtracking: a pattern like ``(a+)+b`` takes as long as any other); a pattern RE2 does not
+accept (invalid, or using backreferences or lookaround, which need backtracking), or longer
+than :data:`MAX_PATTERN` characters, is an error of that call.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
+
+import re2
 
 
 def contains(text: str, part: str) -> bool:
@@ -25,9 +32,28 @@ def endswith(text: str, suffix: str) -> bool:
     return text.endswith(suffix)
 
 
+MAX_PATTERN = 10_000  # characters of a regular expression
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # an invalid pattern is an error of the call, not a line on stderr
+_OPTIONS.max_mem = 8 << 20  # bytes RE2 may use for one compiled pattern
+
+
 @functools.lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _regex(pattern: str) -> Any:
+    if len(pattern) > MAX_PATTERN:
+        raise ValueError(
+            f"the pattern has {len(pattern):,} characters, more than the {MAX_PATTERN:,} allowed"
+        )
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as error:
+        reason = error.args[0] if error.args else error
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(
+            f"invalid pattern {pattern!r}: {reason} (RE2 syntax, matched in linear time: "
+            "no backreferences or lookaround)"
+        ) from None
 
 
 def match(pattern: str, text: str) -> bool:
