@@ -34,8 +34,6 @@ from .pipeline import Compilation
 from .summary import summarize
 from .symbols import Symbols
 
-MAX_SCANS = 18  # Python allows 20 nested loops in one function; two are kept in reserve
-
 
 class PlanningError(Exception):
     """A rule cannot be planned (only for programs the checker did not accept)."""
@@ -237,7 +235,6 @@ class _Planner:
         steps: list[p.Step] = []
         origins: list[int] = []
         pending = list(literals)
-        scans = 0
         while pending:
             # a stored atom whose arguments are all known is a membership check: it filters
             # before computed values are, so a functor never sees bindings the check excludes
@@ -264,9 +261,6 @@ class _Planner:
                 raise PlanningError("a literal can never be evaluated (unsafe variables)")
             chosen = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
             pending.remove(chosen)
-            scans += 1
-            if scans > MAX_SCANS:
-                raise PlanningError(f"a rule may join at most {MAX_SCANS} relations")
             source = "delta" if chosen[0] == delta_literal else "full"
             new = self.step(chosen[1], ctx, source)
             steps.extend(new)
