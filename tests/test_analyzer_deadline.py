@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,10 +23,42 @@ from policyc.analyzer.deadline import Deadline
 from policyc.analyzer.deep import analyse
 from policyc.compiler.pipeline import compile_source
 
-from .conftest import ROOT, policyc_command
+from .conftest import policyc_command
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_check import generate
+PREAMBLE = """\
+.functor is_tool(a: symbol, name: symbol): bool
+.functor tool_arg(a: symbol, key: symbol): any
+.decl Actions(a: symbol)
+.decl DependsOn(e: symbol, d: symbol)
+.decl Untrusted(e: symbol)
+.decl Sensitive(e: symbol)
+.decl Amount(a: symbol, n: number)
+.input Actions, DependsOn, Untrusted, Sensitive, Amount
+"""
+TOOLS = ("send_email", "send_money", "read_file", "get_webpage", "create_file", "delete_file")
+
+
+def generate(rules: int) -> str:
+    """A policy of ``rules`` rules and facts shaped like the FORGE listings (as the benchmarks
+    generate them): groups of recursive provenance, a fact, and `Deny` rules over tool calls
+    with comparisons, functor calls, negation and aggregates, each group with relations of its
+    own."""
+    out = [PREAMBLE]
+    for g in range(rules // 10 + 1):
+        tool = TOOLS[g % len(TOOLS)]
+        out += [
+            f"Tainted{g}(e) :- Untrusted(e).",
+            f"Tainted{g}(e) :- DependsOn(e, d), Tainted{g}(d).",
+            f"Secret{g}(e) :- Sensitive(e).",
+            f"Secret{g}(e) :- DependsOn(e, d), Secret{g}(d).",
+            f'Known{g}("ops@example.com").',
+            f'Deny(a) :- Actions(a), is_tool(a, "{tool}"), Tainted{g}(a), Secret{g}(a).',
+            f'Deny(a) :- Actions(a), is_tool(a, "{tool}"), to = tool_arg(a, "to"), to != "", not Known{g}(to).',
+            f"Spent{g}(t) :- t = sum n : {{ Amount(_, n) }}.",
+            f"Deny(a) :- Actions(a), Amount(a, n), Spent{g}(t), t + n > {100 + 37 * g}.",
+            f"Deny(a) :- Actions(a), n = count : {{ DependsOn(a, _) }}, n > {5 + g % 40}, not Secret{g}(a).",
+        ]
+    return "\n".join(out[: rules + 1]) + "\n"
 
 
 def crowded(rules: int) -> str:
