@@ -28,7 +28,7 @@ GRACE = 5.0
 @dataclass(frozen=True)
 class Outcome:
     findings: tuple[Diagnostic, ...]
-    unanswered: int  # bounded questions left unanswered in the time allowed
+    undecided: tuple[str, ...]  # what was not decided in the time allowed, one line per kind of check
     problem: str | None = None  # why there are no findings: the analysis failed or ran out of time
 
 
@@ -76,11 +76,11 @@ class Job:
             return None
         if not ready:
             self.stop()
-            return Outcome((), 0, f"the deep checks did not finish in {self.deadline:g} s")
+            return Outcome((), (), f"the deep checks did not finish in {self.deadline:g} s")
         try:
             answer = self.receive.recv()
         except (EOFError, OSError):
-            return None if self.stopped else Outcome((), 0, "the deep checks stopped without an answer")
+            return None if self.stopped else Outcome((), (), "the deep checks stopped without an answer")
         finally:
             self.stop()
         return answer
@@ -114,7 +114,7 @@ def _analyse(send: Any, text: str, path: str, files: dict[str, bytes], bound: in
 
         send.send(analyse(text, path, reader(files), bound, timeout))
     except Exception as error:  # the analysis failed: say so rather than crash silently
-        send.send(Outcome((), 0, f"the deep checks failed: {type(error).__name__}: {error}"))
+        send.send(Outcome((), (), f"the deep checks failed: {type(error).__name__}: {error}"))
     finally:
         send.close()
 
@@ -127,6 +127,6 @@ def analyse(text: str, path: str, read: Callable[[str], bytes], bound: int, time
 
     compilation = compile_program(*load_source(text, path, read))
     if not compilation.ok:
-        return Outcome((), 0)
+        return Outcome((), ())
     result = deep(compilation, bound, timeout)
-    return Outcome(tuple(result.findings), result.unanswered)
+    return Outcome(tuple(result.findings), tuple(result.notes()))

@@ -162,11 +162,10 @@ class PolicyServer(LanguageServer):
             return  # stopped: the document changed, was saved again or was closed
         if outcome.problem:
             self.log(types.MessageType.Warning, f"{Path(snapshot.path).name}: {outcome.problem}")
-        if outcome.unanswered:
+        for note in outcome.undecided:
             self.log(
                 types.MessageType.Info,
-                f"{Path(snapshot.path).name}: {outcome.unanswered} bounded question(s) of the deep checks "
-                "could not be answered in the time allowed; they report nothing",
+                f"{Path(snapshot.path).name}: {note} (deep checks); they report nothing",
             )
         latest = self.snapshots.get(uri)
         if latest is None or latest.version != snapshot.version or latest.text != snapshot.text:

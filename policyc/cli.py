@@ -145,15 +145,15 @@ def _check(
             continue
         compilations[path] = compile_program(program, found)
     deep_findings: list = []
-    unanswered = 0
+    undecided: list[str] = []  # what --deep left undecided in the time allowed, per file and kind
     if deep is not None:
         from .analyzer.deep import analyse
 
-        for compilation in compilations.values():
+        for path, compilation in compilations.items():
             if compilation.ok:
                 result = analyse(compilation, *deep)
                 deep_findings.extend(result.findings)
-                unanswered += result.unanswered
+                undecided.extend(f"{path}: {note}" for note in result.notes())
     diagnostics = sort_diagnostics(
         [*(d for c in compilations.values() for d in c.diagnostics), *deep_findings]
     )
@@ -176,12 +176,8 @@ def _check(
 
         click.echo(json.dumps(to_sarif(diagnostics, __version__), indent=2))
 
-    if unanswered:
-        click.echo(
-            f"policyc: note: {unanswered} bounded question{'s' if unanswered != 1 else ''} of --deep "
-            "could not be answered in the time allowed; they report nothing",
-            err=True,
-        )
+    for note in undecided:
+        click.echo(f"policyc: note: {note} (--deep-timeout); they report nothing", err=True)
     for problem in problems:
         click.echo(f"policyc: error: {problem}", err=True)
     if problems:
