@@ -83,7 +83,7 @@ class Evaluation:
         self.memos: list[dict] = []
         self.facts = 0
         # what generated code reports to: arithmetic errors, and the limits, checked as it runs
-        self.E = Meter(limits, self._count, self._arithmetic)
+        self.E = Meter(limits, self._count, self._arithmetic, bool(plan.functors))
         self.F = [wrap(spec, fn, self.errors) for spec, fn in zip(plan.functors, functors, strict=True)]
         self.I: dict[int, Callable[..., Any]] = {
             r: self._inline(r) for r, spec in enumerate(plan.relations) if spec.inline

@@ -86,13 +86,16 @@ class Meter:
     """The limits of one evaluation, checked as generated code runs (see the module docstring).
 
     ``facts()`` counts the facts the evaluation stores; ``arithmetic(op)`` records a division by
-    zero (``E(op)`` in generated code) and returns what the failed expression is worth."""
+    zero (``E(op)`` in generated code) and returns what the failed expression is worth;
+    ``functors``: whether the evaluation calls any (only then do the functor wrappers need to
+    see its window)."""
 
     __slots__ = (
         "arithmetic",
         "calls",
         "deadline",
         "facts",
+        "functors",
         "limits",
         "open",
         "opened",
@@ -101,8 +104,15 @@ class Meter:
         "what",
     )
 
-    def __init__(self, limits: Limits, facts: Callable[[], int], arithmetic: Callable[[str], Any]) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        facts: Callable[[], int],
+        arithmetic: Callable[[str], Any],
+        functors: bool = True,
+    ) -> None:
         self.limits = limits
+        self.functors = functors
         self.seconds = limits.max_seconds
         self.facts = facts
         self.arithmetic = arithmetic
@@ -126,17 +136,16 @@ class Meter:
             deadline = _monotonic() + self.seconds
         self.deadline = deadline
         self.what = what
-        self.calls = TICK
-        opened = self.opened = _windows.open
-        opened.append(self)
+        if self.functors:
+            opened = self.opened = _windows.open
+            opened.append(self)
         return True
 
     def stop(self) -> None:
         """Close the window (only the call that opened it does)."""
         self.open = False
-        self.deadline = None
-        self.pending = ()
-        self.opened.pop()
+        if self.functors:
+            self.opened.pop()
 
     def tick(self, *held: Sized) -> int:
         """Check the limits (raising :class:`LimitExceeded`); the count until the next check."""
@@ -170,4 +179,4 @@ class Meter:
 
     def overdue(self) -> bool:
         """The window is open and its time is up."""
-        return self.open and self.deadline is not None and time.monotonic() > self.deadline
+        return self.open and self.deadline is not None and _monotonic() > self.deadline

@@ -539,7 +539,7 @@ class Session:
         """Add new facts of stored input relations (the sets are consumed) and everything
         they derive."""
         state = self.state
-        opened = state.E.start(what="update of the session's facts")  # checked as the rules run
+        opened = state.E.start(None, "update of the session's facts")  # checked as the rules run
         try:
             added = self._maintain(facts, state.limits.max_facts - state.facts)
         except maintain.Overflow as overflow:
