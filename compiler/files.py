@@ -68,3 +68,32 @@ def read_text(path: str | os.PathLike[str], limit: int = DATA_LIMIT) -> str:
     """The UTF-8 text of a regular file (``OSError`` as for :func:`read_bytes`;
     ``UnicodeDecodeError`` if it is not UTF-8)."""
     return read_bytes(path, limit).decode("utf-8")
+
+
+def replace_file(path: str | os.PathLike[str], data: bytes, mode: int | None = None) -> None:
+    """Write a file whole or not at all: to a temporary file in the same folder, then renamed
+    over ``path`` (a reader never sees a truncated file; a symbolic link at ``path`` is
+    replaced, not written through). ``mode`` gives its permissions (default: 0666 less the
+    umask, as for any new file)."""
+    import tempfile
+
+    target = os.fspath(path)
+    if os.path.isdir(target):
+        raise IsADirectoryError(errno.EISDIR, "it is a directory", target)
+    folder = os.path.dirname(os.path.abspath(target))
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        if mode is None:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.fchmod(handle, mode)
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise

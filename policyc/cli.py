@@ -388,6 +388,7 @@ TIMEOUT = click.option(
 def compile_command(path: str, output: str, sign_key: str | None, thresholds_path: str | None = None) -> None:
     """Compile a policy into a verified bundle (refused when it has errors)."""
     with _internal_errors():
+        from .compiler.files import replace_file
         from .compiler.loader import SourceError, load_file
         from .compiler.pipeline import compile_program
         from .runtime.bundle import build_bundle
@@ -407,7 +408,7 @@ def compile_command(path: str, output: str, sign_key: str | None, thresholds_pat
         except PolicyError as error:
             _fail(f"not compiled: {error}")
         try:
-            _write_new(output, data)
+            replace_file(output, data)
         except OSError as error:
             _fail(f"cannot write `{output}`: {error.strerror or error}", 2)
         rules = len(plan.rules)
@@ -913,31 +914,6 @@ def _fmt_json(results: list, mode: str, diagnostics: list) -> None:
             entry["diff"] = result.diff()
         files.append(entry)
     click.echo(json.dumps({"files": files, **to_json(diagnostics)}, indent=2))
-
-
-def _write_new(path: str, data: bytes) -> None:
-    """Write a file whole or not at all: to a temporary file in the same folder, then renamed
-    over ``path`` (a reader never sees a truncated file; a symbolic link at ``path`` is
-    replaced, not written through). New files get the usual permissions (0666 less the umask)."""
-    import tempfile
-
-    if os.path.isdir(path):
-        raise IsADirectoryError(21, "it is a directory", path)
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.fchmod(handle, 0o666 & ~mask)
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 def _replace(path: str, text: str) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from policyc import __version__
+from policyc.compiler.files import replace_file
 from policyc.compiler.plan import Plan, PlanError, from_data, to_data
 
 FORMAT = "policyc-bundle"
@@ -299,8 +300,8 @@ def generate_keys(prefix: str, *, force: bool = False) -> tuple[Path, Path]:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     if force:
-        _replace_file(private, pem, 0o600)
-        _replace_file(public, pub, 0o644)
+        replace_file(private, pem, 0o600)
+        replace_file(public, pub, 0o644)
         return private, public
     _create_file(private, pem, 0o600)
     try:
@@ -327,23 +328,4 @@ def _create_file(path: Path, data: bytes, mode: int) -> None:
         if fd >= 0:
             os.close(fd)
         path.unlink()
-        raise
-
-
-def _replace_file(path: Path, data: bytes, mode: int) -> None:
-    """Replace ``path`` by a new file holding ``data``: written beside it, then renamed over it
-    (a symbolic link at ``path`` is replaced, not followed)."""
-    import tempfile
-
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
         raise

@@ -450,37 +450,45 @@ def _unreadable(error: BaseException | None = None) -> PolicyDenied:
     )
 
 
+class _Body:
+    """The chunks of a streamed body as they are read, refused past ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def add(self, chunk: Any) -> None:
+        part = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
+        self.size += len(part)
+        if self.size > self.limit:
+            raise _too_large(self.limit)
+        self.parts.append(part)
+
+
 def _gather(chunks: Iterable[Any], limit: int) -> bytes:
     """The chunks of a streamed body joined, refused when they exceed ``limit`` bytes."""
-    parts, size = [], 0
+    body = _Body(limit)
     try:
         for chunk in chunks:
-            part = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
-            size += len(part)
-            if size > limit:
-                raise _too_large(limit)
-            parts.append(part)
+            body.add(chunk)
     except PolicyDenied:
         raise
     except Exception as error:
         raise _unreadable(error) from None
-    return b"".join(parts)
+    return b"".join(body.parts)
 
 
 async def _agather(chunks: AsyncIterable[Any], limit: int) -> bytes:
-    parts, size = [], 0
+    body = _Body(limit)
     try:
         async for chunk in chunks:
-            part = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
-            size += len(part)
-            if size > limit:
-                raise _too_large(limit)
-            parts.append(part)
+            body.add(chunk)
     except PolicyDenied:
         raise
     except Exception as error:
         raise _unreadable(error) from None
-    return b"".join(parts)
+    return b"".join(body.parts)
 
 
 # httpx: every request a client hands to its transport (each hop of a redirect, each retry of
