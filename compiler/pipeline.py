@@ -15,7 +15,7 @@ reports every problem; ``upto`` stops after a given stage (tests use it).
 
 >>> result = compile_source("Deny(a) :- Send(a).\\n.input Send")
 >>> result.ok, [s.relations for s in result.strata.strata]
-(True, [('Send',), ('Deny',)])
+(True, [('Send',), ('Deny',), ('Allow',)])
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ reported as a ``negation-cycle`` with the cycle spelled out, literal by literal.
 >>> from policyc.compiler.pipeline import compile_source
 >>> result = compile_source("T(e) :- U(e).\\nT(e) :- D(e, f), T(f).\\n.input U, D")
 >>> [(s.relations, s.recursive) for s in result.strata.strata]
-[(('U',), False), (('D',), False), (('T',), True)]
+[(('U',), False), (('D',), False), (('T',), True), (('Allow',), False), (('Deny',), False)]
 """
 
 from __future__ import annotations
