@@ -4,11 +4,9 @@ were written out."""
 
 from __future__ import annotations
 
-import doctest
 import random
 
 import policyc
-from policyc.runtime import prefix
 from policyc.runtime.prefix import Prefix
 
 TOXIC = """
@@ -98,7 +96,3 @@ def test_dependencies_a_host_adds_are_kept_once() -> None:
     assert len(depends) == 4
     explained = session.explanation()
     assert explained.relations[policy.plan.relation_index()["Count"]].as_tuples() == {(4,)}
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(prefix).failed == 0
