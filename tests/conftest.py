@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,54 @@ def agentdojo_traces(request, tmp_path_factory) -> Path:
             shutil.rmtree(folder, ignore_errors=True)
             staging.rename(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory) -> Path:
+    """A folder holding policyc installed from the checkout the way `pip install .` installs it
+    (a wheel built in isolation, no editable finder): put it on ``PYTHONPATH`` to run against it.
+
+    The wheel is built from a copy of the files it is made of (``pyproject.toml``, the README and
+    the folders ``package-dir`` maps), so that building writes nothing into the checkout and a
+    `build/` folder left there by an older layout cannot add stale modules. Installed once per
+    test run; test workers share it (a lock, and a folder that appears whole)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the workers' folders are beside each other
+    target = shared / "installed"
+    with open(shared / "installed.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.is_dir():
+            staging = Path(tempfile.mkdtemp(dir=shared))
+            source = staging / "source"
+            project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+            ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+            for folder in sorted(set(project["tool"]["setuptools"]["package-dir"].values())):
+                shutil.copytree(ROOT / folder, source / folder, ignore=ignore)
+            for name in ("pyproject.toml", project["project"]["readme"]):
+                shutil.copy2(ROOT / name, source / name)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-deps",
+                    "--quiet",
+                    "--target",
+                    str(staging / "installed"),
+                    str(source),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if done.returncode != 0:
+                shutil.rmtree(staging, ignore_errors=True)
+                pytest.fail(f"installing policyc failed:\n{done.stdout}{done.stderr}")
+            (staging / "installed").rename(target)
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 def json_difference(found: Any, expected: Any, where: str = "$", rel: float = 1e-9) -> str | None:

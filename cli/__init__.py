@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from . import __version__
+from .. import __version__
 
 
 class Finite(click.FloatRange):
@@ -118,10 +118,10 @@ def _check(
     stdin_filename: str | None,
     deep: tuple[int, float] | None = None,  # the bound and the time of --deep
 ) -> None:
-    from .compiler.diagnostics import Severity, sort_diagnostics
-    from .compiler.loader import SourceError, load_data, load_root, read_file
-    from .compiler.pipeline import compile_program
-    from .compiler.source import SourceFile
+    from ..compiler.diagnostics import Severity, sort_diagnostics
+    from ..compiler.loader import SourceError, load_data, load_root, read_file
+    from ..compiler.pipeline import compile_program
+    from ..compiler.source import SourceFile
 
     files, problems = _expand(paths)
     compilations = {}
@@ -147,7 +147,7 @@ def _check(
     deep_findings: list = []
     undecided: list[str] = []  # what --deep left undecided in the time allowed, per file and kind
     if deep is not None:
-        from .analyzer.deep import analyse
+        from ..analyzer.deep import analyse
 
         for path, compilation in compilations.items():
             if compilation.ok:
@@ -163,16 +163,16 @@ def _check(
     if fmt == "text":
         _print_text(diagnostics, compilations, show)
     elif fmt == "json":
-        from .compiler.render_json import to_json
+        from ..compiler.render_json import to_json
 
         out: dict[str, Any] = to_json(diagnostics)
         if show:
-            from .compiler.show import show_json
+            from ..compiler.show import show_json
 
             out[show] = {path: show_json(show, c) for path, c in compilations.items()}
         click.echo(json.dumps(out, indent=2))
     else:
-        from .compiler.render_sarif import to_sarif
+        from ..compiler.render_sarif import to_sarif
 
         click.echo(json.dumps(to_sarif(diagnostics, __version__), indent=2))
 
@@ -189,11 +189,11 @@ def _check(
 def _print_text(diagnostics: list, compilations: dict, show: str | None) -> None:
     from rich.console import Console
 
-    from .compiler import render_text
+    from ..compiler import render_text
 
     console = Console(highlight=False, soft_wrap=True)
     if show:
-        from .compiler.show import show_text
+        from ..compiler.show import show_text
 
         for path, compilation in compilations.items():
             if len(compilations) > 1:
@@ -239,7 +239,7 @@ class _internal_errors:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             sys.exit(0)
-        from .extras import MissingExtra, extra_of
+        from ..extras import MissingExtra, extra_of
 
         if isinstance(error, ModuleNotFoundError) and (extra := extra_of(error.name or "")):
             error = MissingExtra(extra, "this command")
@@ -266,7 +266,7 @@ def _fail(message: str, status: int = 1) -> None:
 
 def _require(extra: str, what: str) -> None:
     """Stop with a one-line message when ``what`` needs an extra that is not installed."""
-    from .extras import MissingExtra, require
+    from ..extras import MissingExtra, require
 
     try:
         require(extra, what)
@@ -278,7 +278,7 @@ def _load_functors(spec: str | None) -> Any:
     """A module of functor implementations, by dotted name or file path."""
     if spec is None:
         return None
-    from .runtime.functors import load_module
+    from ..runtime.functors import load_module
 
     try:
         return load_module(spec)
@@ -288,8 +288,8 @@ def _load_functors(spec: str | None) -> Any:
 
 def _load_policy(path: str, functors: str | None, verify_key: str | None, limits: Any = None) -> Any:
     """A policy for a command: its errors are printed like `policyc check` prints them."""
-    from .runtime.functors import MissingFunctors
-    from .runtime.policy import PolicyError, load
+    from ..runtime.functors import MissingFunctors
+    from ..runtime.policy import PolicyError, load
 
     try:
         return load(Path(path), _load_functors(functors), verify_key=verify_key, limits=limits)
@@ -306,15 +306,15 @@ def _print_diagnostics(diagnostics: list, sources: Any = None) -> None:
     source file) or else read from disk."""
     from rich.console import Console
 
-    from .compiler import render_text
+    from ..compiler import render_text
 
     console = Console(highlight=False, soft_wrap=True, stderr=True)
     render_text.render(diagnostics, sources or _source_of, console)
 
 
 def _source_of(path: str) -> Any:
-    from .compiler.files import POLICY_LIMIT, read_bytes
-    from .compiler.loader import decode
+    from ..compiler.files import POLICY_LIMIT, read_bytes
+    from ..compiler.loader import decode
 
     try:
         source = decode(path, read_bytes(path, POLICY_LIMIT))
@@ -324,14 +324,14 @@ def _source_of(path: str) -> Any:
 
 
 def _limits(max_facts: int | None, timeout: float | None) -> Any:
-    from .runtime.evaluator import Limits
+    from ..runtime.evaluator import Limits
 
     defaults = Limits()
     return Limits(max_facts or defaults.max_facts, timeout if timeout is not None else defaults.max_seconds)
 
 
 def _read_facts(path: str, policy: Any) -> Any:
-    from .runtime.facts import FactsError, read
+    from ..runtime.facts import FactsError, read
 
     try:
         return read(path, policy.plan)
@@ -388,11 +388,11 @@ TIMEOUT = click.option(
 def compile_command(path: str, output: str, sign_key: str | None, thresholds_path: str | None = None) -> None:
     """Compile a policy into a verified bundle (refused when it has errors)."""
     with _internal_errors():
-        from .compiler.files import replace_file
-        from .compiler.loader import SourceError, load_file
-        from .compiler.pipeline import compile_program
-        from .runtime.bundle import build_bundle
-        from .runtime.policy import PolicyError, plan_of
+        from ..compiler.files import replace_file
+        from ..compiler.loader import SourceError, load_file
+        from ..compiler.pipeline import compile_program
+        from ..runtime.bundle import build_bundle
+        from ..runtime.policy import PolicyError, plan_of
 
         try:
             program, found = load_file(path)
@@ -463,7 +463,7 @@ def eval_command(
                 out["errors"] = errors
             click.echo(json.dumps(out, indent=2))
         else:
-            from .runtime.verdict import render_fact
+            from ..runtime.verdict import render_fact
 
             for name, rows in relations.items():
                 click.echo(f"{name}: {len(rows)} fact{'s' if len(rows) != 1 else ''}")
@@ -527,7 +527,7 @@ def _evaluate(policy: Any, facts: Any, origin: str) -> Any:
 
 def _fact_of(plan: Any, name: str, values: tuple, text: str) -> tuple:
     """The values of a fact to explain, checked against its relation's arity and types."""
-    from .runtime.facts import FactsError, convert
+    from ..runtime.facts import FactsError, convert
 
     specs = {r.name: r for r in plan.relations}
     if name not in specs:
@@ -556,7 +556,7 @@ def _types(types: tuple) -> str:
 
 def _parse_fact(text: str) -> tuple[str, tuple]:
     """A ground atom written in the policy language, like `Deny("v6")`."""
-    from .runtime.facts import parse_fact
+    from ..runtime.facts import parse_fact
 
     try:
         return parse_fact(text)
@@ -577,7 +577,7 @@ def keygen_command(prefix: str, force: bool) -> None:
     An existing PREFIX.key or PREFIX.pub is never overwritten without --force, nor written
     through a symbolic link."""
     with _internal_errors():
-        from .runtime.bundle import KeyExists, generate_keys
+        from ..runtime.bundle import KeyExists, generate_keys
 
         try:
             private, public = generate_keys(prefix, force=force)
@@ -601,9 +601,9 @@ def test_command(paths: tuple[str, ...], coverage: bool, fmt: str) -> None:
     Exit status 0 when every test passed, 1 when one failed or a test file could not run.
     """
     with _internal_errors():
-        from .testing.report import summary, text, to_json
-        from .testing.run import FileResult, run_file
-        from .testing.spec import SUFFIX, TestFileError, discover, read
+        from ..testing.report import summary, text, to_json
+        from ..testing.run import FileResult, run_file
+        from ..testing.spec import SUFFIX, TestFileError, discover, read
 
         files, missing = discover(list(paths) or ["."])
         for name in missing:
@@ -669,7 +669,7 @@ def replay_command(
     """Replay recorded sessions (one JSON object per line with an `events` list), deciding
     every tool call as it comes, and print each decision."""
     with _internal_errors():
-        from .runtime.replay import TraceError, replay_file
+        from ..runtime.replay import TraceError, replay_file
 
         loaded = _load_policy(policy, functors, verify_key)
         if thresholds_path is not None:
@@ -709,7 +709,7 @@ BOUND = click.option(
 
 def _analysis(path: str) -> Any:
     """A policy loaded for analysis, or the reason it cannot be (status 1, or 2 if unreadable)."""
-    from .analyzer.query import AnalysisError, load
+    from ..analyzer.query import AnalysisError, load
 
     try:
         return load(path)
@@ -720,7 +720,7 @@ def _analysis(path: str) -> Any:
 def _answer(question: Any, fmt: str) -> None:
     """Print what an analysis ``question()`` answers (its diagnostics and status 1 when the
     policy or the question cannot be analysed)."""
-    from .analyzer.query import AnalysisError
+    from ..analyzer.query import AnalysisError
 
     try:
         found = question()
@@ -757,7 +757,7 @@ def witness_command(policy: str, query: str, bound: int, fmt: str, timeout: floa
     (proved) or none within the bound. Exit status 0 when the question was answered.
     """
     with _internal_errors():
-        from .analyzer.witness import find_witness
+        from ..analyzer.witness import find_witness
 
         loaded = _analysis(policy)
         _answer(lambda: find_witness(loaded, query, bound, timeout), fmt)
@@ -775,7 +775,7 @@ def diff_command(old: str, new: str, bound: int, fmt: str, timeout: float) -> No
     they differ, replayed through both evaluators. Exit status 0 when the question was answered.
     """
     with _internal_errors():
-        from .analyzer.diff import diff
+        from ..analyzer.diff import diff
 
         before, after = _analysis(old), _analysis(new)
         _answer(lambda: diff(before, after, bound, timeout), fmt)
@@ -798,7 +798,7 @@ def conditions_command(policy: str, query: str, bound: int, fmt: str) -> None:
     QUERY is a conjunction of literals, such as 'Allow(a)' or 'Deny(a), is_tool(a, "send_email")'.
     """
     with _internal_errors():
-        from .analyzer.conditions import conditions
+        from ..analyzer.conditions import conditions
 
         loaded = _analysis(policy)
         _answer(lambda: conditions(loaded, query, bound), fmt)
@@ -830,8 +830,8 @@ def fmt_command(
 
 
 def _fmt(paths: tuple[str, ...], mode: str, stdin_name: str, fmt: str) -> None:
-    from .compiler.formatter import format_bytes, format_read
-    from .compiler.loader import SourceError, read_file
+    from ..compiler.formatter import format_bytes, format_read
+    from ..compiler.loader import SourceError, read_file
 
     files, problems = _expand(paths)
     results = []
@@ -899,7 +899,7 @@ def _fmt_summary(mode: str, changed: int, unchanged: int, failed: int) -> None:
 
 
 def _fmt_json(results: list, mode: str, diagnostics: list) -> None:
-    from .compiler.render_json import to_json
+    from ..compiler.render_json import to_json
 
     files = []
     for path, result in results:
@@ -947,7 +947,7 @@ def lsp_command(stdio: bool) -> None:
     completion, quick fixes and formatting. See docs/lsp.md."""
     with _internal_errors():
         _require("lsp", "`policyc lsp`")
-        from .lsp.server import serve
+        from ..lsp.server import serve
 
         serve(debug=bool(os.environ.get("POLICYC_DEBUG")))
 
@@ -1059,10 +1059,10 @@ def translate_command(
     """
     with _internal_errors():
         _require("translate", "`policyc translate`")
-        from .nl2policy.client import DEFAULT_BASE_URL, ConfigurationError, Settings
-        from .nl2policy.pipeline import InputError, Options, run
-        from .nl2policy.progress import Progress
-        from .nl2policy.vocabulary import VocabularyError
+        from ..nl2policy.client import DEFAULT_BASE_URL, ConfigurationError, Settings
+        from ..nl2policy.pipeline import InputError, Options, run
+        from ..nl2policy.progress import Progress
+        from ..nl2policy.vocabulary import VocabularyError
 
         if not model:
             _fail("no model: pass --model or set POLICYC_MODEL", 2)
@@ -1129,10 +1129,10 @@ def _bundle_thresholds(path: str | None, compilation: Any, plan: Any) -> Any:
     (status 1 when they do not fit it)."""
     if path is None:
         return None
-    from .risk.declarations import declarations_of
-    from .risk.enforce import imports_risk
-    from .risk.errors import RiskError
-    from .risk.thresholds import read_thresholds
+    from ..risk.declarations import declarations_of
+    from ..risk.enforce import imports_risk
+    from ..risk.errors import RiskError
+    from ..risk.thresholds import read_thresholds
 
     try:
         thresholds = read_thresholds(path)
@@ -1150,9 +1150,9 @@ def _bundle_thresholds(path: str | None, compilation: Any, plan: Any) -> Any:
 
 def _monitor_thresholds(path: str, policy: Any) -> Any:
     """Thresholds for the monitors of a loaded policy (`policyc replay --thresholds`)."""
-    from .risk.enforce import imports_risk
-    from .risk.errors import RiskError
-    from .risk.thresholds import read_thresholds
+    from ..risk.enforce import imports_risk
+    from ..risk.errors import RiskError
+    from ..risk.thresholds import read_thresholds
 
     if not imports_risk(policy.plan):
         _fail(f"`{path}` gives thresholds, but the policy does not `.import risk`")
@@ -1163,8 +1163,8 @@ def _monitor_thresholds(path: str, policy: Any) -> Any:
 
 
 def _risk_policy(path: str) -> Any:
-    from .risk.declarations import read_declarations
-    from .risk.errors import RiskError
+    from ..risk.declarations import read_declarations
+    from ..risk.errors import RiskError
 
     try:
         declarations = read_declarations(path)
@@ -1176,8 +1176,8 @@ def _risk_policy(path: str) -> Any:
 
 
 def _risk_records(path: str, declarations: Any, episode_level: bool = False) -> Any:
-    from .risk.errors import RiskError
-    from .risk.records import read_records
+    from ..risk.errors import RiskError
+    from ..risk.records import read_records
 
     try:
         return read_records(path, declarations, need_episodes=episode_level)
@@ -1188,11 +1188,11 @@ def _risk_records(path: str, declarations: Any, episode_level: bool = False) -> 
 def _risk_output(
     report: Any, fmt: str, plots: str | None, plot_format: str, calibration: Any, test: Any
 ) -> None:
-    from .risk.errors import RiskError
+    from ..risk.errors import RiskError
 
     written = []
     if plots is not None:
-        from .risk.plots import write_plots
+        from ..risk.plots import write_plots
 
         try:
             written = write_plots(report.thresholds, calibration or [], test, plots, plot_format)
@@ -1300,10 +1300,10 @@ def calibrate_command(
     if plots is not None:
         _require("plots", "`--plots`")
     with _internal_errors():
-        from .risk.calibrate import calibrate
-        from .risk.errors import RiskError
-        from .risk.records import split_records
-        from .risk.report import Report, evaluate
+        from ..risk.calibrate import calibrate
+        from ..risk.errors import RiskError
+        from ..risk.records import split_records
+        from ..risk.report import Report, evaluate
 
         declarations = _risk_policy(policy)
         records = _risk_records(data, declarations, episode_level)
@@ -1316,7 +1316,7 @@ def calibrate_command(
             elif test_path is not None:
                 test = _risk_records(test_path, declarations, episode_level)
                 split = test_path
-            from .risk.detectors import calibration_detector
+            from ..risk.detectors import calibration_detector
 
             if (note := calibration_detector(detector)) is not None:
                 click.echo(f"policyc: note: {note}", err=True)
@@ -1382,19 +1382,19 @@ def risk_report_command(
     if plots is not None:
         _require("plots", "`--plots`")
     with _internal_errors():
-        from .risk.errors import RiskError
-        from .risk.report import Report, evaluate
-        from .risk.thresholds import read_thresholds
+        from ..risk.errors import RiskError
+        from ..risk.report import Report, evaluate
+        from ..risk.thresholds import read_thresholds
 
         declarations = _risk_policy(policy)
         try:
             if thresholds_path is not None:
                 thresholds = read_thresholds(thresholds_path)
             else:
-                from .compiler.files import read_bytes
-                from .risk.enforce import bundle_risk
-                from .runtime.bundle import is_bundle, read_bundle
-                from .runtime.policy import PolicyError
+                from ..compiler.files import read_bytes
+                from ..risk.enforce import bundle_risk
+                from ..runtime.bundle import is_bundle, read_bundle
+                from ..runtime.policy import PolicyError
 
                 try:
                     source = read_bytes(policy)
@@ -1442,8 +1442,8 @@ def _forecast_fail(error: Exception) -> None:
 
 
 def _forecast_model(path: str) -> Any:
-    from .forecast.errors import ForecastError
-    from .forecast.model import load
+    from ..forecast.errors import ForecastError
+    from ..forecast.model import load
 
     try:
         return load(path)
@@ -1544,11 +1544,11 @@ def forecast_learn_command(
 ) -> None:
     """Learn a forecast model from recorded sessions (TRACES: the JSON Lines `policyc replay` reads)."""
     with _internal_errors():
-        from .forecast.build import Settings, learn_model
-        from .forecast.errors import ForecastError
-        from .forecast.patterns import parse_predicate, parse_predicates
-        from .forecast.report import learn_text
-        from .runtime.session import Monitor
+        from ..forecast.build import Settings, learn_model
+        from ..forecast.errors import ForecastError
+        from ..forecast.patterns import parse_predicate, parse_predicates
+        from ..forecast.report import learn_text
+        from ..runtime.session import Monitor
 
         loaded = _load_policy(policy, functors, verify_key)
         try:
@@ -1589,9 +1589,9 @@ def forecast_query_command(model: str, spec: str | None, fmt: str) -> None:
     and within each horizon), and the PAC bound; the cached probabilities are checked against
     the chain (status 1 if they disagree)."""
     with _internal_errors():
-        from .forecast.build import verify
-        from .forecast.errors import ForecastError
-        from .forecast.report import pac_text, predicates_text, select, states_table
+        from ..forecast.build import verify
+        from ..forecast.errors import ForecastError
+        from ..forecast.report import pac_text, predicates_text, select, states_table
 
         loaded = _forecast_model(model)
         try:
@@ -1639,7 +1639,7 @@ def forecast_show_command(model: str, fmt: str, output: str | None, min_probabil
     """Draw the chain with each state's probability of reaching the unsafe state: Graphviz DOT
     text, or an SVG drawn with matplotlib (no Graphviz needed)."""
     with _internal_errors():
-        from .forecast.render import to_dot, to_svg
+        from ..forecast.render import to_dot, to_svg
 
         if fmt != "dot":
             _require("plots", "`policyc forecast show --format svg`")
@@ -1698,11 +1698,11 @@ def forecast_replay_command(
     """Replay recorded sessions with the forecast at every step: the warnings, and how many
     events ahead of the violation they came (the lead time)."""
     with _internal_errors():
-        from .forecast.errors import ForecastError
-        from .forecast.monitor import Forecaster
-        from .forecast.replay import replay, summary, summary_text
-        from .forecast.report import session_text
-        from .runtime.session import Monitor
+        from ..forecast.errors import ForecastError
+        from ..forecast.monitor import Forecaster
+        from ..forecast.replay import replay, summary, summary_text
+        from ..forecast.report import session_text
+        from ..runtime.session import Monitor
 
         loaded = _load_policy(policy, functors, verify_key)
         learned = _forecast_model(model)
