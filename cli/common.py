@@ -1,0 +1,313 @@
+"""What the commands share: exit statuses, errors, options, and reading their inputs.
+
+Exit status: 0 when the input is fine, 1 when it has errors (or the check failed), 2 on a usage
+or I/O problem. A command runs inside :class:`internal_errors`, stops with :func:`fail`, and
+imports the library inside its function, so ``policyc --help`` stays fast. Every way a command
+opens a policy, a bundle, functors, facts or thresholds is here, once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+EXIT_OK = 0
+EXIT_ERRORS = 1  # the input has errors, or the check failed
+EXIT_USAGE = 2  # a usage or I/O problem
+
+
+# --------------------------------------------------------------------------------- errors
+
+
+def fail(message: str, status: int = EXIT_ERRORS) -> None:
+    """Stop the command: ``message`` on standard error, and the exit status."""
+    click.echo(f"policyc: error: {message}", err=True)
+    sys.exit(status)
+
+
+class internal_errors:
+    """Turn a crash into a one-line report (set POLICYC_DEBUG=1 to see the traceback)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> bool:
+        if error is None or isinstance(
+            error, (SystemExit, KeyboardInterrupt, click.exceptions.Exit, click.ClickException)
+        ):
+            return False
+        if isinstance(error, BrokenPipeError):  # the reader went away (`policyc ... | head`)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(EXIT_OK)
+        from ..extras import MissingExtra, extra_of
+
+        if isinstance(error, ModuleNotFoundError) and (extra := extra_of(error.name or "")):
+            error = MissingExtra(extra, "this command")
+        if isinstance(error, MissingExtra):
+            fail(str(error), EXIT_USAGE)
+        if os.environ.get("POLICYC_DEBUG"):
+            return False
+        click.echo(f"policyc: internal error: {kind.__name__}: {error}", err=True)
+        click.echo(
+            "this is a bug in policyc; please report it with the input that caused it "
+            "(POLICYC_DEBUG=1 shows the traceback)",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
+
+
+def require_extra(extra: str, what: str) -> None:
+    """Stop with a one-line message when ``what`` needs an extra that is not installed."""
+    from ..extras import MissingExtra, require
+
+    try:
+        require(extra, what)
+    except MissingExtra as error:
+        fail(str(error), EXIT_USAGE)
+
+
+def risk_fail(error: Any) -> None:
+    """Report a :class:`~policyc.risk.errors.RiskError`: every located problem, then the summary
+    (status 2 for a file that could not be read, else 1)."""
+    if error.diagnostics:
+        print_diagnostics(list(error.diagnostics))
+    problems = list(error.problems)
+    if len(problems) > 1:
+        for problem in problems:
+            click.echo(problem, err=True)
+    fail(str(error), EXIT_USAGE if error.io else EXIT_ERRORS)
+
+
+# -------------------------------------------------------------------------------- options
+
+
+class Finite(click.FloatRange):
+    """A float within a range that is a number: NaN passes every comparison of
+    ``click.FloatRange`` (``nan < 0`` is false), and an infinity is no duration or level."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if math.isinf(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+POLICY = click.argument("policy", metavar="POLICY_OR_BUNDLE")
+FUNCTORS = click.option(
+    "--functors",
+    metavar="MODULE",
+    help="Python module (dotted name or .py file) whose "
+    "@policyc.functor functions implement the policy's functors.",
+)
+VERIFY = click.option(
+    "--verify-key", metavar="PUBKEY", help="Refuse a bundle not signed with this Ed25519 key."
+)
+FACTS = click.option(
+    "--facts",
+    "facts_path",
+    required=True,
+    metavar="FACTS",
+    help='A JSON file {"Rel": [[v1, v2], ...]} or a folder of Rel.facts files.',
+)
+FORMAT = click.option(
+    "--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True
+)
+MAX_FACTS = click.option(
+    "--max-facts", type=click.IntRange(min=1), help="Stop (and fail closed) beyond this many facts."
+)
+TIMEOUT = click.option(
+    "--timeout",
+    type=Finite(min=0, min_open=True),
+    help="Stop (and fail closed) after this many seconds.",
+)
+
+
+# ------------------------------------------------------------------------------- printing
+
+
+def echo_json(data: Any, **options: Any) -> None:
+    """Print ``data`` as indented JSON (``options`` go to :func:`json.dumps`)."""
+    import json  # not at the top: `policyc --help` stays fast
+
+    click.echo(json.dumps(data, indent=2, **options))
+
+
+def print_diagnostics(diagnostics: list, sources: Any = None) -> None:
+    """Print diagnostics on standard error, their snippets from ``sources`` (a path to its
+    source file) or else read from disk."""
+    from rich.console import Console
+
+    from ..compiler import render_text
+
+    console = Console(highlight=False, soft_wrap=True, stderr=True)
+    render_text.render(diagnostics, sources or _source_of, console)
+
+
+def _source_of(path: str) -> Any:
+    from ..compiler.files import POLICY_LIMIT, read_bytes
+    from ..compiler.loader import decode
+
+    try:
+        source = decode(path, read_bytes(path, POLICY_LIMIT))
+    except OSError:
+        return None
+    return source if hasattr(source, "text") else None
+
+
+# ------------------------------------------------------------------- reading the inputs
+
+
+def policy_files(paths: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Files to check: files as given, folders searched for `*.dl`, `-` for standard input."""
+    files: list[str] = []
+    problems: list[str] = []
+    for path in paths:
+        if path == "-" or not os.path.isdir(path):
+            files.append(path)
+            continue
+        found = sorted(str(p) for p in Path(path).rglob("*.dl") if p.is_file())
+        if not found:
+            problems.append(f"no policy files (`*.dl`) in `{path}`")
+        files.extend(found)
+    return files, problems
+
+
+def load_functors(spec: str | None) -> Any:
+    """A module of functor implementations, by dotted name or file path."""
+    if spec is None:
+        return None
+    from ..runtime.functors import load_module
+
+    try:
+        return load_module(spec)
+    except ImportError as error:
+        fail(f"cannot load functors from `{spec}`: {error}", EXIT_USAGE)
+
+
+def load_policy(path: str, functors: str | None, verify_key: str | None, limits: Any = None) -> Any:
+    """A policy for a command: its errors are printed like `policyc check` prints them."""
+    from ..runtime.functors import MissingFunctors
+    from ..runtime.policy import PolicyError, load
+
+    try:
+        return load(Path(path), load_functors(functors), verify_key=verify_key, limits=limits)
+    except PolicyError as error:
+        if error.diagnostics:
+            print_diagnostics(list(error.diagnostics))
+        fail(str(error))
+    except MissingFunctors as error:
+        fail(str(error))
+
+
+def limits_of(max_facts: int | None, timeout: float | None) -> Any:
+    """The evaluation limits of `--max-facts` and `--timeout` (the defaults where not given)."""
+    from ..runtime.evaluator import Limits
+
+    defaults = Limits()
+    return Limits(max_facts or defaults.max_facts, timeout if timeout is not None else defaults.max_seconds)
+
+
+def read_facts(path: str, policy: Any) -> Any:
+    """The facts of `--facts`, checked against the policy's input relations."""
+    from ..runtime.facts import FactsError, read
+
+    try:
+        return read(path, policy.plan)
+    except FactsError as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"cannot read facts `{path}`: {error.strerror or error}", EXIT_USAGE)
+
+
+def load_for_analysis(path: str) -> Any:
+    """A policy loaded for analysis, or the reason it cannot be (status 1, or 2 if unreadable)."""
+    from ..analyzer.query import AnalysisError, load
+
+    try:
+        return load(path)
+    except AnalysisError as error:
+        fail(str(error), EXIT_USAGE if str(error).startswith("cannot read") else EXIT_ERRORS)
+
+
+def risk_declarations(path: str) -> Any:
+    """The roles and budgets a policy or bundle declares (status 1 when it declares none)."""
+    from ..risk.declarations import read_declarations
+    from ..risk.errors import RiskError
+
+    try:
+        declarations = read_declarations(path)
+    except RiskError as error:
+        risk_fail(error)
+    if not declarations.roles:
+        fail(f"`{path}` declares no roles (`.role NAME budget ALPHA`), so there is nothing to calibrate")
+    return declarations
+
+
+def thresholds_for_bundle(path: str | None, compilation: Any, plan: Any) -> Any:
+    """The thresholds `policyc compile --thresholds` puts in a bundle, checked against the policy
+    (status 1 when they do not fit it)."""
+    if path is None:
+        return None
+    from ..risk.declarations import declarations_of
+    from ..risk.enforce import imports_risk
+    from ..risk.errors import RiskError
+    from ..risk.thresholds import read_thresholds
+
+    try:
+        thresholds = read_thresholds(path)
+    except RiskError as error:
+        risk_fail(error)
+    if not imports_risk(plan):
+        fail(f"not compiled: `{path}` gives thresholds, but the policy does not `.import risk`")
+    problems = thresholds.problems(declarations_of(compilation))
+    for problem in problems[1:]:
+        click.echo(f"{path}: {problem}", err=True)
+    if problems:
+        fail(f"not compiled: {path}: {problems[0]}")
+    return thresholds
+
+
+def thresholds_for_monitor(path: str, policy: Any) -> Any:
+    """Thresholds for the monitors of a loaded policy (`policyc replay --thresholds`)."""
+    from ..risk.enforce import imports_risk
+    from ..risk.errors import RiskError
+    from ..risk.thresholds import read_thresholds
+
+    if not imports_risk(policy.plan):
+        fail(f"`{path}` gives thresholds, but the policy does not `.import risk`")
+    try:
+        return read_thresholds(path)
+    except RiskError as error:
+        risk_fail(error)
+
+
+def thresholds_in_bundle(path: str) -> Any:
+    """The thresholds a bundle carries (`policyc risk-report` without `--thresholds`)."""
+    from ..compiler.files import read_bytes
+    from ..risk.enforce import bundle_risk
+    from ..runtime.bundle import is_bundle, read_bundle
+    from ..runtime.policy import PolicyError
+
+    try:
+        source = read_bytes(path)
+    except OSError as error:
+        fail(f"cannot read `{path}`: {error.strerror or error}", EXIT_USAGE)
+    if not is_bundle(source):
+        fail("give --thresholds, or a bundle compiled with `policyc compile --thresholds`", EXIT_USAGE)
+    try:
+        thresholds = bundle_risk(read_bundle(source, path)[1], path)[1]
+    except PolicyError as error:
+        fail(str(error))
+    if thresholds is None:
+        fail(f"`{path}` carries no thresholds; give --thresholds")
+    return thresholds

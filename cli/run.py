@@ -1,0 +1,225 @@
+"""Running a policy: `policyc eval` (the relations it derives from facts), `policyc explain`
+(why a fact holds, or why not) and `policyc replay` (recorded sessions, decided call by call)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from .common import (
+    EXIT_ERRORS,
+    EXIT_USAGE,
+    FACTS,
+    FORMAT,
+    FUNCTORS,
+    MAX_FACTS,
+    POLICY,
+    TIMEOUT,
+    VERIFY,
+    echo_json,
+    fail,
+    internal_errors,
+    limits_of,
+    load_policy,
+    read_facts,
+    thresholds_for_monitor,
+)
+
+
+@click.command("eval")
+@POLICY
+@FACTS
+@click.option(
+    "--query", "queries", multiple=True, metavar="REL", help="Print only this relation (repeatable)."
+)
+@FORMAT
+@FUNCTORS
+@VERIFY
+@MAX_FACTS
+@TIMEOUT
+def eval_command(
+    policy: str,
+    facts_path: str,
+    queries: tuple[str, ...],
+    fmt: str,
+    functors: str | None,
+    verify_key: str | None,
+    max_facts: int | None,
+    timeout: float | None,
+) -> None:
+    """Evaluate a policy on facts and print the relations it derives."""
+    with internal_errors():
+        loaded = load_policy(policy, functors, verify_key, limits_of(max_facts, timeout))
+        names = {r.name: r for r in loaded.plan.relations}
+        for query in queries:
+            if query not in names or names[query].inline:
+                fail(f"the policy has no stored relation `{query}`", EXIT_USAGE)
+        facts = read_facts(facts_path, loaded)
+        result = _evaluate(loaded, facts, facts_path)
+        derived = {rule.head for rule in loaded.plan.rules}
+        wanted = list(queries) or [
+            r.name for r in loaded.plan.relations if not r.inline and (r.name in derived or r.output)
+        ]
+        relations = {name: _sorted_rows(result.relation(name)) for name in sorted(wanted)}
+        errors = [e.message for e in result.errors]
+        if fmt == "json":
+            out: dict[str, Any] = {"relations": relations}
+            if errors:
+                out["errors"] = errors
+            echo_json(out)
+        else:
+            from ..runtime.verdict import render_fact
+
+            for name, rows in relations.items():
+                click.echo(f"{name}: {len(rows)} fact{'s' if len(rows) != 1 else ''}")
+                for row in rows:
+                    click.echo(f"  {render_fact(name, tuple(row))}")
+        for error in errors:
+            click.echo(f"policyc: evaluation error: {error}", err=True)
+        if errors:
+            sys.exit(EXIT_ERRORS)
+
+
+@click.command("explain")
+@POLICY
+@click.argument("fact")
+@FACTS
+@click.option("--why-not", is_flag=True, help="Explain why the fact does not hold.")
+@FORMAT
+@FUNCTORS
+@VERIFY
+def explain_command(
+    policy: str,
+    fact: str,
+    facts_path: str,
+    why_not: bool,
+    fmt: str,
+    functors: str | None,
+    verify_key: str | None,
+) -> None:
+    """Explain why FACT (like 'Deny("v6")') holds, as a derivation tree, or why it does not."""
+    with internal_errors():
+        name, values = _parse_fact(fact)
+        loaded = load_policy(policy, functors, verify_key)
+        values = _fact_of(loaded.plan, name, values, fact)
+        facts = read_facts(facts_path, loaded)
+        result = _evaluate(loaded, facts, facts_path)
+        for error in result.errors:
+            click.echo(f"policyc: evaluation error: {error.message}", err=True)
+        derivation = None if why_not else result.why(name, values)
+        if derivation is not None:
+            if fmt == "json":
+                echo_json({"holds": True, "derivation": derivation.to_json()})
+            else:
+                click.echo("\n".join(derivation.render()))
+            return
+        answer = result.why_not(name, values)
+        if fmt == "json":
+            echo_json({"holds": answer.holds, "why_not": answer.to_json()})
+        else:
+            click.echo("\n".join(answer.render()))
+
+
+def _evaluate(policy: Any, facts: Any, origin: str) -> Any:
+    """Evaluate, stopping with the facts' problem (located in their file) when they do not fit
+    the policy: nothing was evaluated, so no relation is printed as if it were empty."""
+    result = policy.evaluate(facts, origin=origin)
+    for error in result.errors:
+        if error.kind == "facts":
+            fail(error.message)
+    return result
+
+
+def _fact_of(plan: Any, name: str, values: tuple, text: str) -> tuple:
+    """The values of a fact to explain, checked against its relation's arity and types."""
+    from ..runtime.facts import FactsError, convert
+
+    specs = {r.name: r for r in plan.relations}
+    if name not in specs:
+        raise click.BadParameter(f"the policy has no relation `{name}`", param_hint="FACT")
+    spec = specs[name]
+    if len(values) != spec.arity:
+        raise click.BadParameter(
+            f"`{text}` gives {len(values)} value{'s' if len(values) != 1 else ''}, "
+            f"but `{name}` has {spec.arity}",
+            param_hint="FACT",
+        )
+    try:
+        return tuple(
+            convert(v, t, f"`{text}`, value {i + 1}")
+            for i, (v, t) in enumerate(zip(values, spec.types, strict=True))
+        )
+    except FactsError as error:
+        raise click.BadParameter(
+            f"{error} (`{name}` takes {_types(spec.types)})", param_hint="FACT"
+        ) from None
+
+
+def _types(types: tuple) -> str:
+    return "(" + ", ".join(t or "any" for t in types) + ")"
+
+
+def _parse_fact(text: str) -> tuple[str, tuple]:
+    """A ground atom written in the policy language, like `Deny("v6")`."""
+    from ..runtime.facts import parse_fact
+
+    try:
+        return parse_fact(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="FACT") from None
+
+
+def _sorted_rows(rows: set[tuple]) -> list[list]:
+    return [list(row) for row in sorted(rows, key=lambda row: [(type(v).__name__ != "str", v) for v in row])]
+
+
+@click.command("replay")
+@POLICY
+@click.argument("trace", metavar="TRACE.jsonl")
+@FORMAT
+@FUNCTORS
+@VERIFY
+@click.option(
+    "--thresholds",
+    "thresholds_path",
+    metavar="THRESHOLDS",
+    help="Risk thresholds from `policyc calibrate` (instead of those the bundle carries).",
+)
+def replay_command(
+    policy: str,
+    trace: str,
+    fmt: str,
+    functors: str | None,
+    verify_key: str | None,
+    thresholds_path: str | None = None,
+) -> None:
+    """Replay recorded sessions (one JSON object per line with an `events` list), deciding
+    every tool call as it comes, and print each decision."""
+    with internal_errors():
+        from ..runtime.replay import TraceError, replay_file
+
+        loaded = load_policy(policy, functors, verify_key)
+        if thresholds_path is not None:
+            loaded.thresholds = thresholds_for_monitor(thresholds_path, loaded)
+        try:
+            sessions = replay_file(loaded, trace)
+        except TraceError as error:
+            fail(str(error))
+        except OSError as error:
+            fail(f"cannot read `{trace}`: {error.strerror or error}", EXIT_USAGE)
+        if not sessions:
+            fail(f"{trace}: no sessions (a trace holds one JSON object with an `events` list per line)")
+        if fmt == "json":
+            echo_json({"sessions": sessions})
+            return
+        for session in sessions:
+            click.echo(f"session {session['session']}")
+            for d in session["decisions"]:
+                verdict = "allowed" if d["allowed"] else ("DENIED (error)" if d["errored"] else "DENIED")
+                click.echo(f"  {d['event']} {d['tool']}: {verdict}")
+                for reason in d["reasons"]:
+                    click.echo(f"    [{reason['rule']}] {reason['message'] or ''}".rstrip())
+            for problem in session["problems"]:
+                click.echo(f"  problem: {problem} (every later decision is a denial)")
