@@ -107,6 +107,14 @@ def agentdojo_traces(request, tmp_path_factory) -> Path:
     return folder
 
 
+def shared_folder(tmp_path_factory) -> Path:
+    """The folder of this test run that every test worker sees (for locks and what is built once)."""
+    folder = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = folder.parent  # the workers' folders are beside each other
+    return folder
+
+
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory) -> Path:
     """A folder holding policyc installed from the checkout the way `pip install .` installs it
@@ -116,9 +124,7 @@ def installed(tmp_path_factory) -> Path:
     the folders ``package-dir`` maps), so that building writes nothing into the checkout and a
     `build/` folder left there by an older layout cannot add stale modules. Installed once per
     test run; test workers share it (a lock, and a folder that appears whole)."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the workers' folders are beside each other
+    shared = shared_folder(tmp_path_factory)
     target = shared / "installed"
     with open(shared / "installed.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -9,6 +9,7 @@ editors/vscode/node_modules and reused. The documentation of the extension is ch
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from policyc.compiler import ast
 from policyc.compiler.parser import parse
 from policyc.compiler.source import SourceFile
 
-from .conftest import EXAMPLES, ROOT, policyc_command
+from .conftest import EXAMPLES, ROOT, policyc_command, shared_folder
 from .programs import oracle_programs, token_soup
 
 EXTENSION = ROOT / "editors" / "vscode"
@@ -58,13 +59,17 @@ def _npm(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def node_modules() -> Path:
-    """The extension's locked dependencies, installed by `npm ci` unless already up to date."""
+def node_modules(tmp_path_factory) -> Path:
+    """The extension's locked dependencies, installed by `npm ci` unless already up to date.
+
+    Test workers take a lock first: two `npm ci` in one folder remove each other's files."""
     marker = EXTENSION / "node_modules" / ".package-lock.json"
-    lock = EXTENSION / "package-lock.json"
-    if not marker.exists() or marker.stat().st_mtime < lock.stat().st_mtime:
-        done = _npm("ci", "--no-audit", "--no-fund")
-        assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
+    locked = EXTENSION / "package-lock.json"
+    with open(shared_folder(tmp_path_factory) / "node_modules.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists() or marker.stat().st_mtime < locked.stat().st_mtime:
+            done = _npm("ci", "--no-audit", "--no-fund")
+            assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
     return marker.parent
 
 
