@@ -45,7 +45,7 @@ class internal_errors:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             sys.exit(EXIT_OK)
-        from ..extras import MissingExtra, extra_of
+        from .extras import MissingExtra, extra_of
 
         if isinstance(error, ModuleNotFoundError) and (extra := extra_of(error.name or "")):
             error = MissingExtra(extra, "this command")
@@ -64,7 +64,7 @@ class internal_errors:
 
 def require_extra(extra: str, what: str) -> None:
     """Stop with a one-line message when ``what`` needs an extra that is not installed."""
-    from ..extras import MissingExtra, require
+    from .extras import MissingExtra, require
 
     try:
         require(extra, what)

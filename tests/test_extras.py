@@ -10,7 +10,7 @@ import tomllib
 
 import pytest
 
-from policyc.extras import EXTRAS
+from policyc.cli.extras import EXTRAS
 
 from .conftest import EXAMPLES, ROOT
 
