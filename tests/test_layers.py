@@ -1,0 +1,64 @@
+"""The packages import one way (docs/architecture.md, "Layers"): the import-linter contract of
+pyproject.toml holds for the installed package, imports inside functions included, and no
+package imports the facade ``policyc`` (the top of the stack).
+
+The contract is checked against a regular install (the ``installed`` fixture): the checkout maps
+folders to packages (``package-dir``), which the import graph builder cannot follow."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import ROOT
+
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(target: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` with the repository's contract, importing policyc from ``target``."""
+    env = dict(os.environ, PYTHONPATH=str(target), NO_COLOR="1")
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_the_layers_contract_holds(installed: Path, tmp_path: Path) -> None:
+    done = _lint(installed, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 kept, 0 broken" in done.stdout
+
+
+def test_an_import_inside_a_function_against_the_layers_breaks_it(installed: Path, tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    shutil.copytree(installed / "policyc", target / "policyc")
+    (target / "policyc" / "runtime" / "upward.py").write_text(
+        "def budgets():\n    from policyc.risk import declarations\n\n    return declarations\n", "utf-8"
+    )
+    done = _lint(target, tmp_path)
+    assert done.returncode == 1
+    assert "policyc.runtime.upward -> policyc.risk.declarations (l.2)" in done.stdout
+
+
+def test_no_package_imports_the_facade(installed: Path, tmp_path: Path) -> None:
+    script = (
+        "import grimp\n"
+        "graph = grimp.build_graph('policyc', cache_dir=None)\n"
+        "for m in sorted(graph.find_modules_that_directly_import('policyc')):\n"
+        "    for d in graph.get_import_details(importer=m, imported='policyc'):\n"
+        "        print(f\"{m}:{d['line_number']}: {d['line_contents']}\")\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(installed))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
