@@ -21,7 +21,7 @@ def show_json(what: str, compilation: Compilation) -> Any:
     if what == "ast":
         return [_node_json(m) for m in _user_modules(compilation)]
     if what == "plan":
-        from .plan import to_data
+        from .plan_write import to_data
         from .planner import build_plan
 
         return to_data(build_plan(compilation)) if compilation.ok else None

@@ -28,7 +28,9 @@ from typing import Any
 
 from policyc import __version__
 from policyc.compiler.files import replace_file
-from policyc.compiler.plan import Plan, PlanError, from_data, to_data
+from policyc.compiler.plan import Plan, PlanError
+from policyc.compiler.plan_read import from_data
+from policyc.compiler.plan_write import to_data
 
 FORMAT = "policyc-bundle"
 FORMAT_VERSION = 1
