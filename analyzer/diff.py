@@ -182,9 +182,9 @@ def _search(old: Any, new: Any, direction: str, bound: int, timeout: float) -> D
         lines.append(f"#minimize {{ 1,{asp.const(name)},{xs or '0'} : {head} }}.")
     used: set[str] = set()
     for name in sorted(p_old.tabled | p_new.tabled):
-        lines.extend((p_old if name in p_old.tabled else p_new)._table(name, used))
+        lines.extend((p_old if name in p_old.tabled else p_new).table_rules(name, used))
     for problem in (p_old, p_new):
-        lines.extend(problem._event_functors() + problem._vocabulary())
+        lines.extend(problem.event_functor_rules() + problem.vocabulary_rules())
     lines.append(f"1 {{ policyc_action(A) : {domains.predicate(('rel', 'Deny', 0))}(A) }} 1.")
     for prefix, own in symbols.items():
         if "Candidate" in own.relations:

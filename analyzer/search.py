@@ -75,7 +75,7 @@ def _vocabulary_positions(compilation: Any, positions: list[tuple[str, int]]) ->
     return [
         ("rel", name, i)
         for name, i in positions
-        if name in relations and _from_events(compilation, relations[name].home)
+        if name in relations and from_events(compilation, relations[name].home)
     ]
 
 
@@ -206,20 +206,20 @@ class Problem:
                 )
             lines.append(f"#minimize {{ 1,{asp.const(name)},{','.join(xs) or '0'} : {head} }}.")
         for name in sorted(self.tabled):
-            lines.extend(self._table(name, used))
-        lines.extend(self._event_functors())
-        lines.extend(self._vocabulary())
+            lines.extend(self.table_rules(name, used))
+        lines.extend(self.event_functor_rules())
+        lines.extend(self.vocabulary_rules())
         for cls, predicate in sorted(d.names.items(), key=lambda item: item[1]):
             lines.extend(f"{predicate}({asp.const(value)})." for value in d.values(cls))
         return "\n".join(lines) + "\n"
 
-    def _vocabulary(self) -> list[str]:
+    def vocabulary_rules(self) -> list[str]:
         """What every recorded session satisfies, for the event relations the search chooses:
         a tool call is an action with one tool, an event has one kind, text and position, an
         argument has one value, a result answers a call of its tool, nothing depends on
         itself."""
         relations = self.compilation.symbols.relations
-        chosen = {n for n in self.inputs() if _from_events(self.compilation, relations[n].home)}
+        chosen = {n for n in self.inputs() if from_events(self.compilation, relations[n].home)}
         lines = []
         if {"ToolCall", "Action"} <= chosen:
             lines.append(":- in_ToolCall(A,_), not in_Action(A).")
@@ -253,7 +253,9 @@ class Problem:
                 lines.append(":- in_Message(E,_), in_ToolResult(E,_,_).")
         return lines
 
-    def _table(self, name: str, used: set[str]) -> list[str]:
+    def table_rules(self, name: str, used: set[str]) -> list[str]:
+        """The rules choosing the table of the uninterpreted functor ``name`` (its argument
+        domains are added to ``used``)."""
         d = self.domains
         assert d is not None
         sig = self.compilation.symbols.functors[name]
@@ -294,7 +296,9 @@ class Problem:
             lines.append(f"{values}(K,Y) :- {keys}(K), not fk_{name}(K), {result}(Y).")
         return [*lines, f"{{ {entry} : {values}(X{n - 1},Y) }} 1{body}.", minimize]
 
-    def _event_functors(self) -> list[str]:
+    def event_functor_rules(self) -> list[str]:
+        """The rules giving the event vocabulary's functors (``is_tool``, ``tool_name``,
+        ``tool_arg``, ``text_of``) their values from the chosen facts."""
         p = self.prefix
         lines = []
         if "is_tool" in self.event_functors:
@@ -403,9 +407,12 @@ class Problem:
             if not result.exhausted and time.monotonic() > deadline:
                 raise TimeoutError(f"the search did not finish in {timeout:g} s")
             return None
-        return self._read(best, sum(cost), show or {})
+        return self.read_model(best, sum(cost), show or {})
 
-    def _read(self, atoms: list[Any], cost: int, show: dict[str, tuple[str, ...]]) -> Model:
+    def read_model(self, atoms: list[Any], cost: int, show: dict[str, tuple[str, ...]]) -> Model:
+        """The model a solver's answer describes (its shown ``atoms``, at ``cost``). ``show``
+        maps a key to a predicate and its variables, which the first such atom binds; the
+        bindings of ``goal`` are the model's."""
         facts: dict[str, list[tuple]] = {}
         tables: dict[str, list[tuple]] = {}
         bindings: dict[str, Any] = {}
@@ -439,7 +446,7 @@ def event_functors(compilation: Any) -> frozenset[str]:
         name
         for name, needs in EVENT_FUNCTORS.items()
         if name in symbols.functors
-        and _from_events(compilation, symbols.functors[name].span.file)
+        and from_events(compilation, symbols.functors[name].span.file)
         and all(n in symbols.relations for n in needs)
     )
 
@@ -455,7 +462,7 @@ def uninterpreted_functors(compilation: Any) -> frozenset[str]:
     )
 
 
-def _from_events(compilation: Any, path: str) -> bool:
+def from_events(compilation: Any, path: str) -> bool:
     """Whether a declaration comes from the shipped event vocabulary (``.import events``)."""
     return compilation.program.is_library(path) and path.endswith("/events.dl")
 

@@ -94,7 +94,7 @@ def syntactic(rule: ast.Rule) -> str | None:
     return None
 
 
-class _Encoder:
+class Encoder:
     """The body's constraints as z3 formulas."""
 
     def __init__(self, compilation: Any, rule: ast.Rule) -> None:
@@ -273,7 +273,7 @@ def contradiction(
     if reason is not None:
         return "syntactic", reason
 
-    encoder = _Encoder(compilation, rule)
+    encoder = Encoder(compilation, rule)
     for lit in rule.body:
         encoder.literal(lit)
     if not encoder.formulas:
@@ -294,13 +294,13 @@ def implies(
     (not shown when z3 has not decided it in time, as for :func:`contradiction`)."""
     import z3
 
-    given = {_comparison_shape(p) for p in premises if isinstance(p, ast.Comparison)}
+    given = {comparison_shape(p) for p in premises if isinstance(p, ast.Comparison)}
     conclusions = [
-        c for c in conclusions if not (isinstance(c, ast.Comparison) and _comparison_shape(c) in given)
+        c for c in conclusions if not (isinstance(c, ast.Comparison) and comparison_shape(c) in given)
     ]
     if not conclusions:
         return True
-    encoder = _Encoder(compilation, rule)
+    encoder = Encoder(compilation, rule)
     for lit in premises:
         encoder.literal(lit)
     base = list(encoder.formulas)
@@ -350,7 +350,7 @@ def _timeout(deadline: Deadline | None, most: float = 0.0) -> int:
     return deadline.solver_timeout(most) if deadline is not None else int(most * 1000)
 
 
-def _comparison_shape(c: ast.Comparison) -> Any:
+def comparison_shape(c: ast.Comparison) -> Any:
     """A comparison without positions; ``a = b`` and ``b = a`` alike."""
     left, right = shape(c.left), shape(c.right)
     if c.op in ("=", "!=") and repr(right) < repr(left):

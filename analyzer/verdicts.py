@@ -39,8 +39,8 @@ from policyc.compiler import ast, codes
 from policyc.compiler.diagnostics import Diagnostic, Related
 
 from .deadline import Deadline
-from .search import _from_events, event_functors
-from .unsat import _comparison_shape, _Encoder
+from .search import event_functors, from_events
+from .unsat import Encoder, comparison_shape
 
 EVENTS = ("events",)  # the form of the event vocabulary's mentions: one tool per call
 ACTION = "policyc_action"  # the action's name in the formulas
@@ -85,12 +85,12 @@ class Verdicts:
         self.symbols = compilation.symbols
         self.events = event_functors(compilation)
         relations = self.symbols.relations
-        self.tool_calls = "ToolCall" in relations and _from_events(compilation, relations["ToolCall"].home)
+        self.tool_calls = "ToolCall" in relations and from_events(compilation, relations["ToolCall"].home)
         # what a tool call of the event vocabulary is besides: an action, an event of its kind
         self.calls_are = {
             name
             for name in ("Action", "Event")
-            if name in relations and _from_events(compilation, relations[name].home)
+            if name in relations and from_events(compilation, relations[name].home)
         }
         self.by_head: dict[str, list[ast.Rule]] = {}
         for rule in rules:
@@ -345,7 +345,7 @@ class _Encoding:
         self.form = form
         self.z3 = _z3()
         # one encoder for every rule: a functor is one uninterpreted function in all of them
-        self.encoder = _Encoder(verdicts.compilation, ast.Rule(ast.Atom("_", ()), ()))
+        self.encoder = Encoder(verdicts.compilation, ast.Rule(ast.Atom("_", ()), ()))
         self.encoder.types = {ACTION: "symbol"}
         self.propositions: dict[Any, Any] = {}
         self.memo: dict[tuple[int, int, str | None], Any] = {}
@@ -435,7 +435,7 @@ class _Encoding:
         self.encoder.literal(renamed)
         if len(self.encoder.formulas) > before:
             return self.encoder.formulas.pop()
-        return self.proposition(("comparison", _comparison_shape(renamed)))
+        return self.proposition(("comparison", comparison_shape(renamed)))
 
     def atom(self, atom: ast.Atom, x: str, tool: str | None, depth: int, visiting: frozenset[str]) -> Any:
         z3 = self.z3
