@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from .. import __version__
+from ..compiler.version import __version__
 from . import analyze, build, check, editor, forecast, risk, run, tests, translate
 
 COMMANDS = (

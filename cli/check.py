@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .. import __version__
+from ..compiler.version import __version__
 from .common import EXIT_ERRORS, EXIT_USAGE, Finite, echo_json, internal_errors, policy_files
 
 FORMATS = ("text", "json", "sarif")

@@ -32,9 +32,9 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
-from policyc import __version__
 from policyc.compiler.diagnostics import Diagnostic, sort_diagnostics
 from policyc.compiler.loader import decode
+from policyc.compiler.version import __version__
 
 from . import actions, complete, hover, navigate, outline
 from .deep import Job, warm_up

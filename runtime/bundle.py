@@ -26,11 +26,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from policyc import __version__
 from policyc.compiler.files import replace_file
 from policyc.compiler.plan import Plan, PlanError
 from policyc.compiler.plan_read import from_data
 from policyc.compiler.plan_write import to_data
+from policyc.compiler.version import __version__
 
 FORMAT = "policyc-bundle"
 FORMAT_VERSION = 1
