@@ -369,7 +369,7 @@ class RuleCompiler:
             if isinstance(arg, p.Bind):
                 binds.append((i, arg.slot))
             elif isinstance(arg, p.Match):
-                if _slots(arg.expr) & binding_here:
+                if slots_read(arg.expr) & binding_here:
                     after.append((i, arg.expr))
                 else:
                     value = self.expr(arg.expr)
@@ -470,15 +470,22 @@ class RuleCompiler:
         bound.add(step.slot)
 
 
-def _slots(expr: p.Expr) -> set[int]:
+def slots_read(expr: p.Expr) -> set[int]:
+    """The slots an expression reads (the variables it needs bound before it is computed).
+
+    >>> sorted(slots_read(p.Arith("+", p.Slot(0), p.CallExpr(2, (p.Slot(3), p.Const(1))))))
+    [0, 3]
+    >>> slots_read(p.Neg(p.Const(4)))
+    set()
+    """
     if isinstance(expr, p.Slot):
         return {expr.index}
     if isinstance(expr, p.CallExpr):
-        return set().union(*(_slots(a) for a in expr.args)) if expr.args else set()
+        return set().union(*(slots_read(a) for a in expr.args)) if expr.args else set()
     if isinstance(expr, p.Arith):
-        return _slots(expr.left) | _slots(expr.right)
+        return slots_read(expr.left) | slots_read(expr.right)
     if isinstance(expr, p.Neg):
-        return _slots(expr.operand)
+        return slots_read(expr.operand)
     return set()
 
 
@@ -537,7 +544,7 @@ def compile_bound_rule(
             else:
                 w.line(f"v{arg.slot} = h{i}")
                 bound.add(arg.slot)
-        elif _slots(arg.expr) <= bound:
+        elif slots_read(arg.expr) <= bound:
             w.open(f"if h{i} == {compiler.expr(arg.expr)}:")
         else:
             deferred.append((i, arg.expr))

@@ -29,7 +29,10 @@ from .functors import wrap
 from .limits import LimitExceeded, Limits, Meter
 from .relations import Relation
 
-__all__ = ["CompiledPlan", "EvalError", "Evaluation", "LimitExceeded", "Limits", "causes"]
+__all__ = ["CompiledPlan", "CompiledRule", "EvalError", "Evaluation", "LimitExceeded", "Limits", "causes"]
+
+CompiledRule = tuple[p.RulePlan, Callable[..., None]]
+"""A rule's plan and the function :func:`.codegen.compile_rule` made of it."""
 
 
 @dataclass(frozen=True)
@@ -43,17 +46,12 @@ def causes(errors: Iterable[EvalError]) -> str:
     return "; ".join(dict.fromkeys(e.message for e in errors))
 
 
-_LimitExceeded = LimitExceeded  # the name it had
-
-
 class CompiledPlan:
     """A plan with its rules compiled to Python functions, ready for many evaluations."""
 
     def __init__(self, plan: p.Plan) -> None:
         self.plan = plan
-        self.strata: list[
-            tuple[p.Stratum, list[tuple[p.RulePlan, Callable]], list[tuple[p.RulePlan, Callable]]]
-        ] = []
+        self.strata: list[tuple[p.Stratum, list[CompiledRule], list[CompiledRule]]] = []
         for n, stratum in enumerate(plan.strata):
             base = [(r, codegen.compile_rule(plan, r, f"s{n}_r{r.rule}")[1]) for r in stratum.rules]
             deltas = [(r, codegen.compile_rule(plan, r, f"s{n}_d{r.rule}")[1]) for r in stratum.delta_rules]
@@ -219,32 +217,42 @@ class Evaluation:
         opened = self.E.start()
         try:
             for stratum, base, deltas in self.compiled.strata:
-                self._stratum(stratum, base, deltas)
+                self.run_stratum(stratum, base, deltas)
         except LimitExceeded as limit:
             self.errors.append(EvalError("limit", str(limit)))
         finally:
             if opened:
                 self.E.stop()
 
-    def _call(self, rule: p.RulePlan, fn: Callable, deltas: Any, out: set) -> None:
-        try:
-            fn(self.relations, deltas, out, self.F, self.I, self.E)
-        except LimitExceeded:
-            raise
-        except Exception as error:
-            info = self.plan.rules[rule.rule]
-            self.errors.append(EvalError("rule", f"rule `{info.id}` failed: {type(error).__name__}: {error}"))
+    # ------------------------------------------- the interface to sessions (docs/runtime.md)
 
-    def _merge(self, relation: int, new: set) -> set:
-        added = self.relations[relation].add_all(new)
-        self.facts += len(added)
-        self.E.check()
-        return added
+    def run_stratum(
+        self,
+        stratum: p.Stratum,
+        base: list[CompiledRule],
+        deltas: list[CompiledRule],
+        deadline: float | None = None,
+    ) -> None:
+        """Evaluate one stratum over the facts the relations hold now, adding what it derives:
+        its ``base`` rules once, then, if it is recursive, rounds of its ``deltas`` until a
+        round adds nothing (the rules as :attr:`CompiledPlan.strata` gives them, or variants
+        of them). Within the window open on the meter, else in one of its own ending at
+        ``deadline`` (by default the time limit from now). A rule whose code raises is an
+        error of the evaluation (:meth:`call_rule`); a limit hit raises :class:`LimitExceeded`.
 
-    def _stratum(self, stratum: p.Stratum, base: list, deltas: list, deadline: float | None = None) -> None:
-        """Evaluate a stratum within the window open on the meter, else in one of its own
-        (ending at ``deadline``, by default the time limit from now): :class:`LimitExceeded`
-        when a limit is hit."""
+        >>> from policyc.compiler.pipeline import compile_source, plan
+        >>> compiled = CompiledPlan(plan(compile_source('''
+        ... .input Edge
+        ... Path(x, y) :- Edge(x, y).
+        ... Path(x, z) :- Path(x, y), Edge(y, z).
+        ... ''')).plan)
+        >>> evaluation = Evaluation(compiled, [], Limits())
+        >>> evaluation.load({0: {("a", "b"), ("b", "c")}})  # Edge
+        >>> stratum, base, deltas = compiled.strata[1]  # Path
+        >>> evaluation.run_stratum(stratum, base, deltas)
+        >>> sorted(evaluation.relations[1].tuples), evaluation.errors
+        ([('a', 'b'), ('a', 'c'), ('b', 'c')], [])
+        """
         meter = self.E
         opened = meter.start(deadline)
         try:
@@ -254,20 +262,42 @@ class Evaluation:
             if opened:
                 meter.stop()
 
-    def _rounds(self, stratum: p.Stratum, base: list, deltas: list) -> None:
+    def call_rule(self, rule: p.RulePlan, fn: Callable[..., None], deltas: Any, out: set) -> None:
+        """Run one compiled rule (``fn``, made by :func:`.codegen.compile_rule` from ``rule``)
+        over the relations, adding the facts it derives to ``out``, not to its head relation;
+        ``deltas`` are the relations its ``delta`` scans read (None: it has none). Code that
+        raises is recorded as an :class:`EvalError` naming the rule (what it derived until
+        then stays in ``out``); :class:`LimitExceeded` goes through."""
+        try:
+            fn(self.relations, deltas, out, self.F, self.I, self.E)
+        except LimitExceeded:
+            raise
+        except Exception as error:
+            info = self.plan.rules[rule.rule]
+            self.errors.append(EvalError("rule", f"rule `{info.id}` failed: {type(error).__name__}: {error}"))
+
+    # ----------------------------------------------------------------------- private
+
+    def _merge(self, relation: int, new: set) -> set:
+        added = self.relations[relation].add_all(new)
+        self.facts += len(added)
+        self.E.check()
+        return added
+
+    def _rounds(self, stratum: p.Stratum, base: list[CompiledRule], deltas: list[CompiledRule]) -> None:
         meter = self.E
         if not stratum.recursive:
             for rule, fn in base:
                 out: set[tuple] = set()
                 meter.pending = (out,)
-                self._call(rule, fn, None, out)
+                self.call_rule(rule, fn, None, out)
                 self._merge(rule.head, out)
             return
         members = stratum.relations
         news: dict[int, set[tuple]] = {r: set() for r in members}
         meter.pending = tuple(news.values())
         for rule, fn in base:
-            self._call(rule, fn, None, news[rule.head])
+            self.call_rule(rule, fn, None, news[rule.head])
         for r in members:
             self._merge(r, news[r])
         # the first delta is everything the stratum holds so far (inputs included)
@@ -282,7 +312,7 @@ class Evaluation:
             meter.pending = tuple(news.values())
             for rule, fn in deltas:
                 if delta[_delta_relation(rule)].tuples:
-                    self._call(rule, fn, delta, news[rule.head])
+                    self.call_rule(rule, fn, delta, news[rule.head])
             delta = {r: Relation.owning(self.relations[r].arity, self._merge(r, news[r])) for r in members}
             if self.ranks is not None:
                 for r in members:

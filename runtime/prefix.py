@@ -47,7 +47,7 @@ from typing import Any
 
 from policyc.compiler import plan as p
 
-from .codegen import _slots
+from .codegen import slots_read
 from .relations import Relation
 
 
@@ -371,7 +371,7 @@ def existential_tail(
     (``len(steps)`` if there is none)."""
     needed: set[int] = set()
     for expr in head:
-        needed |= _slots(expr)
+        needed |= slots_read(expr)
     bound = {event} | _bound_by(before)
     tail = len(steps)
     for k in range(len(steps) - 1, -1, -1):
@@ -400,14 +400,14 @@ def mentions(step: p.Step) -> set[int]:
             if isinstance(a, p.Bind):
                 found.add(a.slot)
             elif isinstance(a, p.Match):
-                found |= _slots(a.expr)
+                found |= slots_read(a.expr)
         return found
     if isinstance(step, p.Filter):
-        return _slots(step.left) | _slots(step.right)
+        return slots_read(step.left) | slots_read(step.right)
     if isinstance(step, p.Assign):
-        return {step.slot} | _slots(step.expr)
+        return {step.slot} | slots_read(step.expr)
     if isinstance(step, p.Test | p.InlineTest):
-        return set().union(*(_slots(a) for a in step.args)) if step.args else set()
+        return set().union(*(slots_read(a) for a in step.args)) if step.args else set()
     if isinstance(step, p.Aggregate):
         found = {step.slot}
         for inner in step.body:

@@ -135,7 +135,7 @@ class Keeper:
         scratch.forget()
         deadline = session.monitor.limits.deadline()
         for unit in self.units:
-            scratch._stratum(unit.stratum, unit.base, unit.deltas, deadline)
+            scratch.run_stratum(unit.stratum, unit.base, unit.deltas, deadline)
         return facts
 
 
@@ -259,7 +259,7 @@ class Tracker:
 
     def _run(self, rule: p.RulePlan, fn: Callable) -> set:
         out: set = set()
-        self.scratch._call(rule, fn, None, out)
+        self.scratch.call_rule(rule, fn, None, out)
         return out
 
     def _recompute(self, unit: Unit, changes: dict[int, tuple[set, set]]) -> None:
@@ -269,7 +269,7 @@ class Tracker:
         for r in unit.stratum.relations:
             facts[r] = self.session.seeded(r)
         self.scratch.facts = 0  # the limit on facts counts this stratum's
-        self.scratch._stratum(unit.stratum, unit.base, unit.deltas, self.session.monitor.limits.deadline())
+        self.scratch.run_stratum(unit.stratum, unit.base, unit.deltas, self.session.monitor.limits.deadline())
         for r, before in old.items():
             now = facts[r].tuples
             if now != before:
@@ -290,7 +290,7 @@ class Tracker:
                 grow, shrink = (removed, added) if occurrence.negated else (added, removed)
                 if grow:
                     delta = {r: Relation.owning(arity, set(grow))}
-                    self.scratch._call(occurrence.rule, occurrence.run, delta, gains[head])
+                    self.scratch.call_rule(occurrence.rule, occurrence.run, delta, gains[head])
                 if shrink:
                     doubts[head].update(occurrence.losing(facts[head], shrink, arity))
             for rule, fn in unit.rerun.get(r, ()):
@@ -513,9 +513,9 @@ def _pure(expr: p.Expr) -> bool:
 
 def _needs(step: p.Step) -> set[int]:
     if isinstance(step, p.Filter):
-        return codegen._slots(step.left) | codegen._slots(step.right)
+        return codegen.slots_read(step.left) | codegen.slots_read(step.right)
     found: set[int] = set()
     for arg in step.args:  # type: ignore[union-attr]
         if isinstance(arg, p.Match):
-            found |= codegen._slots(arg.expr)
+            found |= codegen.slots_read(arg.expr)
     return found
