@@ -37,7 +37,6 @@ may be incomplete). A failure while deciding denies that decision.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
@@ -48,7 +47,6 @@ from policyc.stdlib.events import SESSION_FUNCTORS, EventError, check_event, eve
 
 from . import codegen, maintain
 from .evaluator import CompiledPlan, EvalError, Evaluation, LimitExceeded, Limits
-from .extensions import Attachment, Extension, claim, resolve
 from .facts import FactsError, FactsInput, validate
 from .functors import is_session_placeholder, wrap
 from .prefix import Prefix
@@ -257,32 +255,28 @@ class Monitor:
     (False, 'a1 depends on untrusted input')
     """
 
-    def __init__(self, policy: Any, *, limits: Limits | None = None, **options: Any) -> None:
-        """``options`` go to the extensions of the policy that claim them (``thresholds=`` and
-        ``detector=`` of risk budgets, ``forecast=`` of forecasts); one that none claims is a
-        ``TypeError`` naming it."""
+    def __init__(
+        self,
+        policy: Any,
+        *,
+        limits: Limits | None = None,
+        thresholds: Any = None,
+        detector: Any = None,
+        forecast: Any = None,
+    ) -> None:
         self.policy = policy
         self.limits = limits or policy.limits
         self.prepared = SessionPlan(policy.plan, policy.compiled)
-        extensions = getattr(policy, "extensions", None)
-        self.extensions: tuple[Extension, ...] = resolve(extensions)
-        claimed = claim(options, self.extensions, "options", "Monitor")
-        sections = getattr(policy, "sections", {})
-        # what each extension's sessions run, in the extensions' order (see runtime/extensions.py)
-        self.attached: dict[str, Attachment] = {}
-        for extension in self.extensions:
-            attachment = extension.attach(self, sections.get(extension.name), **claimed[extension.name])
-            if attachment is not None:
-                self.attached[extension.name] = attachment
-        self.hooks = tuple(self.attached.items())
+        from policyc.risk.enforce import enforcement
 
-    def __getattr__(self, name: str) -> Any:
-        """An extension's attachment by the monitor attribute it names (``monitor.risk``,
-        ``monitor.forecaster``): None when it attached nothing."""
-        for extension in self.__dict__.get("extensions", ()):
-            if extension.attribute == name:
-                return self.__dict__["attached"].get(extension.name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        # per-field risk budgets (policyc.risk): None unless the policy imports `risk`
+        self.risk = enforcement(policy, thresholds, detector)
+        # the forecast model (policyc.forecast): None unless one is given
+        self.forecaster = None
+        if forecast is not None:
+            from policyc.forecast.monitor import attach
+
+            self.forecaster = attach(forecast, self)
 
     def session(
         self, session_id: str, principal: str | None = None, roles: tuple[str, ...] | list[str] = ()
@@ -345,15 +339,9 @@ class Session:
         if roles:
             identity["HasRole"] = {(role,) for role in roles}
         self._start(identity)
-        self.hooks = monitor.hooks  # what the monitor's extensions add (runtime/extensions.py)
-        for name, attachment in self.hooks:
-            try:
-                start = attachment.start_facts(self)
-            except Exception as error:
-                self.sticky.append(_failed(name, "starting the session", error))
-                continue
-            if start:
-                self.add_facts(start)
+        self.risk = monitor.risk  # scores the arguments with a role of each call (policyc.risk)
+        if self.risk is not None and (start := self.risk.start_facts()):
+            self.add_facts(start)
 
     # -------------------------------------------------------------------------- recording
 
@@ -373,6 +361,12 @@ class Session:
         order = self.order
         self.events[e] = checked
         try:
+            # a call is scored against the events before it: before it joins the order (no copy)
+            scored = (
+                self.risk.facts(checked, self.events, order)
+                if self.risk is not None and checked["kind"] == "tool_call"
+                else None
+            )
             facts = event_facts(checked, len(order), order, self.prepared.wanted, self.depends is not None)
         except Exception as error:  # nothing of the event is kept
             del self.events[e]
@@ -380,7 +374,7 @@ class Session:
                 EvalError("event", f"recording event {e!r} failed: {type(error).__name__}: {error}")
             )
             return
-        position = self.position[e] = len(order)
+        self.position[e] = len(order)
         order.append(e)
         try:
             if self.depends is not None and checked.get("deps") is None:
@@ -390,18 +384,12 @@ class Session:
                 if self.seeds:
                     self._seed(facts)
                 self._insert_indexed(facts)
+            if scored:
+                self.add_facts(scored)
         except Exception as error:  # the maintained facts may be incomplete
             self.sticky.append(
                 EvalError("event", f"recording event {e!r} failed: {type(error).__name__}: {error}")
             )
-        for name, attachment in self.hooks:
-            try:
-                added = attachment.recorded(self, checked, position)
-            except Exception as error:  # what the extension adds of the event is missing
-                self.sticky.append(_failed(name, f"recording event {e!r}", error))
-                continue
-            if added:
-                self.add_facts(added)
 
     def add_facts(self, facts: FactsInput) -> None:
         """Add domain facts (rows per input relation), checked like evaluation facts. Malformed
@@ -495,25 +483,18 @@ class Session:
                 EvalError("limit", f"the decision took longer than {limit:g} s, the time limit")
             )
             decision = decide(self, action)
-        for name, attachment in self.hooks:  # an extension may turn the decision into a denial
-            try:
-                decision = attachment.intervene(self, decision)
-            except Exception as error:
-                self.errors.append(_failed(name, "deciding", error))
-                decision = decide(self, action)
+        if self.monitor.forecaster is not None:  # a forecaster may stop the session (policyc.forecast)
+            decision = self.monitor.forecaster.intervene(self, decision)
         if decision.evaluation is self:
             decision = replace(decision, evaluation=self.view(action))
         return decision
 
-    def __getattr__(self, name: str) -> Any:
-        """A query an extension adds to sessions, asked as ``session.NAME()`` (for instance
-        ``session.forecast()``, see docs/forecasting.md)."""
-        monitor = self.__dict__.get("monitor")
-        for extension in getattr(monitor, "extensions", ()):
-            if name in extension.queries:
-                attachment = monitor.attached.get(extension.name)
-                return functools.partial(extension.query, name, self, attachment)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def forecast(self) -> Any:
+        """The probability of staying safe from the current step, by the monitor's forecast
+        model (see docs/forecasting.md)."""
+        from policyc.forecast.monitor import session_forecast
+
+        return session_forecast(self)
 
     def view(self, action: Any) -> SessionView:
         """The session as it is now, deciding ``action`` (what a decision's ``explain`` explains)."""
@@ -686,11 +667,6 @@ class Session:
         evaluation.load(facts)
         evaluation.run()
         return evaluation
-
-
-def _failed(extension: str, what: str, error: Exception) -> EvalError:
-    """The error of an extension's hook that raised (it fails closed)."""
-    return EvalError("rule", f"extension `{extension}` failed while {what}: {type(error).__name__}: {error}")
 
 
 class SessionView:
