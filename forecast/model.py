@@ -2,7 +2,7 @@
 
 Reading a model needs neither numpy nor scipy, so a monitor loads one cheaply; the file is
 validated as it is read and anything malformed is refused with the JSON path of the problem
-(``model.json: states[3].unsafe: ...``). :func:`verify` (in :mod:`.build`) recomputes the cached
+(``model.json:41: states[3].unsafe: ...``, see ``docs/formats.md``). :func:`verify` (in :mod:`.build`) recomputes the cached
 probabilities from the transitions.
 
 The layout (version 1)::
@@ -34,6 +34,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from policyc.compiler.reading import Cursor
 
 from .errors import MAX_HORIZON, ForecastError
 from .learn import label
@@ -199,269 +201,194 @@ def _finite(value: float) -> float | None:
 # --------------------------------------------------------------------------------- reading
 
 
-class _Reader:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def fail(self, where: str, problem: str) -> ForecastError:
-        return ForecastError(f"{self.name}: {where}: {problem}")
-
-    def get(self, obj: Any, key: str, where: str) -> Any:
-        if not isinstance(obj, dict):
-            raise self.fail(where or "the file", "expected an object")
-        if key not in obj:
-            raise self.fail(f"{where}.{key}" if where else key, "missing")
-        return obj[key]
-
-    def string(self, obj: Any, key: str, where: str) -> str:
-        value = self.get(obj, key, where)
-        if not isinstance(value, str):
-            raise self.fail(_at(where, key), f"expected a string, got {_kind(value)}")
-        return value
-
-    def boolean(self, obj: Any, key: str, where: str) -> bool:
-        value = self.get(obj, key, where)
-        if not isinstance(value, bool):
-            raise self.fail(_at(where, key), f"expected true or false, got {_kind(value)}")
-        return value
-
-    def count(self, obj: Any, key: str, where: str) -> int:
-        value = self.get(obj, key, where)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise self.fail(_at(where, key), f"expected a non-negative integer, got {_kind(value)}")
-        return value
-
-    def number(self, obj: Any, key: str, where: str, low: float = -math.inf, high: float = math.inf) -> float:
-        return self.value(self.get(obj, key, where), _at(where, key), low, high)
-
-    def value(self, value: Any, where: str, low: float = -math.inf, high: float = math.inf) -> float:
-        """A number in [low, high]; ``null`` stands for infinity where there is no upper bound."""
-        if value is None and high == math.inf:
-            return math.inf
-        if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
-            span = (
-                f" in [{low:g}, {high:g}]" if high != math.inf else f" >= {low:g}" if low != -math.inf else ""
-            )
-            raise self.fail(where, f"expected a number{span}, got {_kind(value)}")
-        return float(value)
-
-    def probability(self, obj: Any, key: str, where: str) -> float:
-        return self.number(obj, key, where, 0.0, 1.0)
-
-    def items(self, obj: Any, key: str, where: str) -> list[Any]:
-        value = self.get(obj, key, where)
-        if not isinstance(value, list):
-            raise self.fail(_at(where, key), f"expected a list, got {_kind(value)}")
-        return value
-
-    def predicate(self, obj: Any, where: str) -> PredicateInfo:
-        pattern = self.string(obj, "pattern", where)
-        try:
-            parse_predicate(pattern)
-        except ForecastError as error:
-            raise self.fail(f"{where}.pattern", str(error)) from None
-        return PredicateInfo(
-            self.string(obj, "name", where),
-            pattern,
-            self.boolean(obj, "monotone", where),
-            self.string(obj, "why", where),
-        )
-
-
-def _at(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return f"{value!r}"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
-
-
 def parse(data: Any, name: str = "model.json") -> Model:
     """A model from its JSON data (:class:`ForecastError` naming the first problem)."""
-    r = _Reader(name)
-    if not isinstance(data, dict):
-        raise r.fail("the file", "a forecast model is a JSON object")
-    if data.get("format") != FORMAT:
-        raise r.fail("format", f'not a forecast model (expected "{FORMAT}")')
-    if data.get("version") != VERSION or isinstance(data.get("version"), bool):
-        raise r.fail("version", f"unsupported version {data.get('version')!r} (this policyc reads {VERSION})")
-    policy = r.get(data, "policy", "")
-    fingerprint = r.string(policy, "fingerprint", "policy")
-    path = r.string(policy, "path", "policy")
-    predicates = tuple(
-        r.predicate(p, f"predicates[{i}]") for i, p in enumerate(r.items(data, "predicates", ""))
-    )
+    from policyc.compiler.reading import Cursor, FormatError, Source
+
+    try:
+        return read(Cursor.root(data, Source(name)))
+    except FormatError as error:
+        raise ForecastError(str(error)) from None
+
+
+def load(path: str | Path) -> Model:
+    """A model file (:class:`ForecastError` if it is not a valid model, at the line of the
+    problem; ``OSError`` if unreadable)."""
+    from policyc.compiler.files import read_bytes
+    from policyc.compiler.reading import FormatError
+    from policyc.runtime.documents import decode, document
+
+    name = str(path)
+    data = read_bytes(path)
+    try:
+        return read(document(decode(data, name), name))
+    except FormatError as error:
+        raise ForecastError(str(error)) from None
+
+
+def read(top: Cursor) -> Model:
+    """A model from the cursor of its JSON data (:class:`FormatError` at the first problem)."""
+    if not isinstance(top.value, dict):
+        raise top.fail("a forecast model is a JSON object")
+    if top.value.get("format") != FORMAT:
+        raise top.child("format").fail(f'not a forecast model (expected "{FORMAT}")')
+    version = top.child("version")
+    if version.value != VERSION or isinstance(version.value, bool):
+        raise version.fail(f"unsupported version {version.value!r} (this policyc reads {VERSION})")
+    policy = top["policy"]
+    predicates = top["predicates"].items(_predicate)
     if not predicates:
-        raise r.fail("predicates", "a model has at least one predicate")
+        raise top["predicates"].fail("a model has at least one predicate")
     names = [p.name for p in predicates]
     if len(set(names)) != len(names):
-        raise r.fail("predicates", "two predicates have the same name")
-    unsafe_data = r.get(data, "unsafe", "")
-    unsafe = r.predicate(unsafe_data, "unsafe")
-    rules = []
-    for i, rule in enumerate(r.items(unsafe_data, "rules", "unsafe")):
-        message = r.get(rule, "message", f"unsafe.rules[{i}]")
-        if message is not None and not isinstance(message, str):
-            raise r.fail(f"unsafe.rules[{i}].message", f"expected a string or null, got {_kind(message)}")
-        rules.append((r.string(rule, "id", f"unsafe.rules[{i}]"), message))
-    invariants = []
-    for i, text in enumerate(r.items(data, "invariants", "")):
-        if not isinstance(text, str):
-            raise r.fail(f"invariants[{i}]", f"expected a string, got {_kind(text)}")
-        try:
-            unknown = sorted(parse_formula(text).names() - set(names))
-        except ForecastError as error:
-            raise r.fail(f"invariants[{i}]", str(error)) from None
-        if unknown:
-            raise r.fail(f"invariants[{i}]", f"`{unknown[0]}` is not a predicate of the model")
-        invariants.append(text)
-    estimator = r.string(data, "estimator", "")
-    if estimator not in ("laplace", "frequency"):
-        raise r.fail("estimator", f'expected "laplace" or "frequency", got "{estimator}"')
-    alpha = r.number(data, "alpha", "", 0.0)
-    horizons = []
-    for i, k in enumerate(r.items(data, "horizons", "")):
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise r.fail(f"horizons[{i}]", f"expected a positive integer, got {_kind(k)}")
-        if k > MAX_HORIZON:
-            raise r.fail(f"horizons[{i}]", f"horizon {k} is longer than {MAX_HORIZON:,} steps")
-        if k in horizons:
-            raise r.fail(f"horizons[{i}]", f"horizon {k} is given twice")
-        horizons.append(k)
-    stats = r.get(data, "data", "")
-    traces = r.count(stats, "traces", "data")
-    unsafe_traces = r.count(stats, "unsafe_traces", "data")
-    steps = r.count(stats, "steps", "data")
+        raise top["predicates"].fail("two predicates have the same name")
+    unsafe_at = top["unsafe"]
+    horizons = _horizons(top["horizons"])
+    states = _states(top["states"], len(predicates), len(horizons))
+    by_id = {s.id: s for s in states}
+    invariants = top["invariants"].items(lambda at: _invariant(at, names))
+    transitions = _transitions(top["transitions"], states)
+    validity = Validity.build(tuple(names), tuple(p.monotone for p in predicates), invariants)
+    for at, state in zip(top["states"].list(), states, strict=True):
+        problem = validity.state_problem(state.values)
+        if problem:
+            raise at.fail(f"`{state.id}` is not a valid state: {problem}")
+    for at, t in zip(top["transitions"].list(), transitions, strict=True):
+        if t.probability > 0 and t.source in by_id and t.target in by_id:
+            problem = validity.problem(by_id[t.source].values, by_id[t.target].values)
+            if problem:
+                raise at.fail(
+                    f"gives probability to `{t.source}` -> `{t.target}`, which is impossible: {problem}"
+                )
+    stats = top["data"]
+    return Model(
+        fingerprint=policy["fingerprint"].string(),
+        policy_path=policy["path"].string(),
+        predicates=predicates,
+        unsafe=_predicate(unsafe_at),
+        rules=unsafe_at["rules"].items(_rule),
+        invariants=invariants,
+        estimator=top["estimator"].choice(("laplace", "frequency")),
+        alpha=top["alpha"].number(0.0, null_infinite=True),
+        horizons=horizons,
+        traces=stats["traces"].count(),
+        unsafe_traces=stats["unsafe_traces"].count(),
+        steps=stats["steps"].count(),
+        states=states,
+        initial_unsafe=top["initial_unsafe"].count(),
+        transitions=transitions,
+        pac=_pac(top["pac"], by_id),
+    )
 
-    states = []
+
+def _predicate(at: Cursor) -> PredicateInfo:
+    pattern = at["pattern"]
+    try:
+        parse_predicate(pattern.string())
+    except ForecastError as error:
+        raise pattern.fail(str(error)) from None
+    return PredicateInfo(at["name"].string(), pattern.value, at["monotone"].boolean(), at["why"].string())
+
+
+def _rule(at: Cursor) -> tuple[str, str | None]:
+    message = at["message"]
+    if message.value is not None and not isinstance(message.value, str):
+        raise message.expected("a string or null")
+    return at["id"].string(), message.value
+
+
+def _invariant(at: Cursor, names: list[str]) -> str:
+    text = at.string()
+    try:
+        unknown = sorted(parse_formula(text).names() - set(names))
+    except ForecastError as error:
+        raise at.fail(str(error)) from None
+    if unknown:
+        raise at.fail(f"`{unknown[0]}` is not a predicate of the model")
+    return text
+
+
+def _horizons(at: Cursor) -> tuple[int, ...]:
+    horizons: list[int] = []
+    for k_at in at.list():
+        k = k_at.positive()
+        if k > MAX_HORIZON:
+            raise k_at.fail(f"horizon {k} is longer than {MAX_HORIZON:,} steps")
+        if k in horizons:
+            raise k_at.fail(f"horizon {k} is given twice")
+        horizons.append(k)
+    return tuple(horizons)
+
+
+def _states(at: Cursor, predicates: int, horizons: int) -> tuple[StateInfo, ...]:
+    states: list[StateInfo] = []
+    seen: set[str] = set()
     seen_values: set[tuple[bool, ...]] = set()
-    for i, s in enumerate(r.items(data, "states", "")):
-        where = f"states[{i}]"
-        identifier = r.string(s, "id", where)
-        if identifier in (UNSAFE, END) or identifier in {x.id for x in states}:
-            raise r.fail(f"{where}.id", f"`{identifier}` is used twice (or is `unsafe`/`end`)")
-        raw = r.items(s, "values", where)
-        if len(raw) != len(predicates) or not all(isinstance(v, bool) for v in raw):
-            raise r.fail(f"{where}.values", f"expected {len(predicates)} booleans, one per predicate")
-        values = tuple(raw)
+    for s in at.list():
+        identifier = s["id"].string()
+        if identifier in (UNSAFE, END) or identifier in seen:
+            raise s["id"].fail(f"`{identifier}` is used twice (or is `unsafe`/`end`)")
+        seen.add(identifier)
+        raw = s["values"].list()
+        if len(raw) != predicates or not all(isinstance(v.value, bool) for v in raw):
+            raise s["values"].fail(f"expected {predicates} booleans, one per predicate")
+        values = tuple(v.value for v in raw)
         if values in seen_values:
-            raise r.fail(f"{where}.values", "two states have the same values")
+            raise s["values"].fail("two states have the same values")
         seen_values.add(values)
-        within_raw = r.items(s, "within", where)
-        if len(within_raw) != len(horizons):
-            raise r.fail(f"{where}.within", f"expected {len(horizons)} probabilities, one per horizon")
-        within = [r.value(p, f"{where}.within[{j}]", 0.0, 1.0) for j, p in enumerate(within_raw)]
+        within = s["within"].list()
+        if len(within) != horizons:
+            raise s["within"].fail(f"expected {horizons} probabilities, one per horizon")
         states.append(
             StateInfo(
                 identifier,
                 values,
-                r.count(s, "visits", where),
-                r.count(s, "initial", where),
-                r.count(s, "traces", where),
-                r.count(s, "unsafe_traces", where),
-                r.count(s, "successors", where),
-                r.probability(s, "unsafe", where),
-                tuple(within),
+                s["visits"].count(),
+                s["initial"].count(),
+                s["traces"].count(),
+                s["unsafe_traces"].count(),
+                s["successors"].count(),
+                s["unsafe"].number(0.0, 1.0),
+                tuple(p.number(0.0, 1.0) for p in within),
             )
         )
-    initial_unsafe = r.count(data, "initial_unsafe", "")
+    return tuple(states)
+
+
+def _transitions(at: Cursor, states: tuple[StateInfo, ...]) -> tuple[Transition, ...]:
     known = {s.id for s in states} | {UNSAFE, END}
     transitions = []
     totals: dict[str, float] = {}
-    for i, t in enumerate(r.items(data, "transitions", "")):
-        where = f"transitions[{i}]"
-        source = r.string(t, "from", where)
-        target = r.string(t, "to", where)
+    for t in at.list():
+        source, target = t["from"].string(), t["to"].string()
         for key, value in (("from", source), ("to", target)):
             if value not in known:
-                raise r.fail(f"{where}.{key}", f"no state `{value}`")
+                raise t[key].fail(f"no state `{value}`")
         if source in (UNSAFE, END) and target != source:
-            raise r.fail(where, f"`{source}` is absorbing: it has no transition to `{target}`")
-        probability = r.probability(t, "probability", where)
-        transitions.append(Transition(source, target, r.count(t, "count", where), probability))
+            raise t.fail(f"`{source}` is absorbing: it has no transition to `{target}`")
+        probability = t["probability"].number(0.0, 1.0)
+        transitions.append(Transition(source, target, t["count"].count(), probability))
         totals[source] = totals.get(source, 0.0) + probability
     for s in states:
         if abs(totals.get(s.id, 0.0) - 1.0) > TOLERANCE:
-            raise r.fail(
-                "transitions", f"the probabilities out of `{s.id}` sum to {totals.get(s.id, 0.0):.9g}, not 1"
-            )
-    by_id = {s.id: s for s in states}
-    validity = Validity.build(tuple(names), tuple(p.monotone for p in predicates), invariants)
-    for i, state in enumerate(states):
-        problem = validity.state_problem(state.values)
-        if problem:
-            raise r.fail(f"states[{i}]", f"`{state.id}` is not a valid state: {problem}")
-    for i, t in enumerate(transitions):
-        if t.probability > 0 and t.source in by_id and t.target in by_id:
-            problem = validity.problem(by_id[t.source].values, by_id[t.target].values)
-            if problem:
-                raise r.fail(
-                    f"transitions[{i}]",
-                    f"gives probability to `{t.source}` -> `{t.target}`, which is impossible: {problem}",
-                )
-    pac_data = r.get(data, "pac", "")
-    required_raw = r.get(pac_data, "required", "pac")
-    if not isinstance(required_raw, dict):
-        raise r.fail("pac.required", "expected an object")
-    required = {}
-    for key in required_raw:
+            raise at.fail(f"the probabilities out of `{s.id}` sum to {totals.get(s.id, 0.0):.9g}, not 1")
+    return tuple(transitions)
+
+
+def _pac(at: Cursor, by_id: dict[str, StateInfo]) -> PacInfo:
+    required = at["required"].object()
+    for key, entry in required.entries():
         if key not in by_id:
-            raise r.fail(f"pac.required.{key}", "no such state")
-        required[key] = r.count(required_raw, key, "pac.required")
-    pac = PacInfo(
-        r.number(pac_data, "epsilon", "pac", 0.0, 1.0),
-        r.number(pac_data, "delta", "pac", 0.0, 1.0),
-        r.count(pac_data, "undecided", "pac"),
-        r.probability(pac_data, "cond", "pac"),
-        r.number(pac_data, "conditioning", "pac", 0.0),
-        r.number(pac_data, "accuracy", "pac", 0.0),
-        r.boolean(pac_data, "met", "pac"),
-        r.count(pac_data, "traces_needed", "pac"),
-        r.number(pac_data, "achieved_epsilon", "pac", 0.0),
-        required,
+            raise entry.fail("no such state")
+    return PacInfo(
+        at["epsilon"].number(0.0, 1.0),
+        at["delta"].number(0.0, 1.0),
+        at["undecided"].count(),
+        at["cond"].number(0.0, 1.0),
+        at["conditioning"].number(0.0, null_infinite=True),
+        at["accuracy"].number(0.0, null_infinite=True),
+        at["met"].boolean(),
+        at["traces_needed"].count(),
+        at["achieved_epsilon"].number(0.0, null_infinite=True),
+        required.mapping(Cursor.count),
     )
-    return Model(
-        fingerprint,
-        path,
-        predicates,
-        unsafe,
-        tuple(rules),
-        tuple(invariants),
-        estimator,
-        alpha,
-        tuple(horizons),
-        traces,
-        unsafe_traces,
-        steps,
-        tuple(states),
-        initial_unsafe,
-        tuple(transitions),
-        pac,
-    )
-
-
-def load(path: str | Path) -> Model:
-    """A model file (:class:`ForecastError` if it is not a valid model, ``OSError`` if unreadable)."""
-    from policyc.compiler.files import read_bytes
-    from policyc.runtime.jsonio import loads, problem
-
-    name = str(path)
-    try:
-        text = read_bytes(path).decode("utf-8")
-    except UnicodeDecodeError:
-        raise ForecastError(f"{name}: not UTF-8 text") from None
-    try:
-        data = loads(text)
-    except json.JSONDecodeError as error:
-        raise ForecastError(f"{name}:{error.lineno}:{error.colno}: {problem(error)}") from None
-    return parse(data, name)

@@ -14,7 +14,8 @@ role uses. A field is allowed when its score is at most its stratum's threshold.
 
 A threshold is a number, or ``"-inf"`` (every field of the stratum is flagged) or ``"inf"``
 (none is). Reading checks every part and names the first that is wrong:
-``thresholds.json: strata.target.threshold: expected a number, "inf" or "-inf", got "high"``.
+``thresholds.json:14: strata.target.threshold: expected a number, "inf" or "-inf", got "high"``
+(see ``docs/formats.md``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from policyc.compiler.reading import Cursor, show
 
 from .declarations import Declarations
 from .errors import RiskError
@@ -147,134 +150,110 @@ def _number(value: float) -> float | str:
 def read_thresholds(path: str | os.PathLike[str]) -> Thresholds:
     """Thresholds from a file (:class:`RiskError` saying what is wrong, and where)."""
     from policyc.compiler.files import read_bytes
-    from policyc.runtime.jsonio import MalformedJSON, loads
+    from policyc.compiler.reading import FormatError
+    from policyc.runtime.documents import decode, document
 
     try:
-        text = read_bytes(path).decode("utf-8")
+        data = read_bytes(path)
     except OSError as error:
         raise RiskError(f"cannot read `{path}`: {error.strerror or error}", io=True) from None
-    except UnicodeDecodeError:
-        raise RiskError(f"{path}: not UTF-8 text") from None
     try:
-        data = loads(text)
-    except MalformedJSON as error:
-        raise RiskError(f"{path}:{error.lineno}:{error.colno}: {error.msg}") from None
-    except json.JSONDecodeError as error:
-        raise RiskError(f"{path}:{error.lineno}:{error.colno}: not JSON: {error.msg}") from None
-    return from_json(data, str(path))
+        return read(document(decode(data, str(path)), str(path)))
+    except FormatError as error:
+        raise RiskError(str(error)) from None
 
 
 def from_json(data: Any, origin: str) -> Thresholds:
     """Thresholds from their JSON form, validated (:class:`RiskError` naming the wrong part)."""
+    from policyc.compiler.reading import Cursor, FormatError, Source
 
-    def wrong(where: str, message: str) -> RiskError:
-        return RiskError(f"{origin}: {where}: {message}" if where else f"{origin}: {message}")
-
-    if not isinstance(data, dict):
-        raise wrong("", "expected a JSON object of thresholds (as `policyc calibrate` writes)")
-    if "format" in data and data["format"] != FORMAT:
-        raise wrong("format", f"expected {FORMAT!r}, got {_show(data['format'])}")
-    version = data.get("version", VERSION)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise wrong("version", f"expected a positive integer, got {_show(version)}")
-    if version > VERSION:
-        raise wrong(
-            "version", f"version {version} is newer than this policyc reads (up to {VERSION}); upgrade"
-        )
-    for key in ("method", "strata", "role_to_stratum"):
-        if key not in data:
-            raise wrong("", f"missing `{key}`")
-    method = data["method"]
-    if method not in METHODS:
-        raise wrong("method", f"expected one of {', '.join(METHODS)}, got {_show(method)}")
-    delta = data.get("delta")
-    if delta is not None:
-        delta = _probability(delta, "delta", wrong)
-    episode_level = data.get("episode_level", False)
-    if not isinstance(episode_level, bool):
-        raise wrong("episode_level", f"expected true or false, got {_show(episode_level)}")
-    detector = data.get("detector", "lexical-provenance")
-    if not isinstance(detector, str) or not detector:
-        raise wrong("detector", f"expected a detector name, got {_show(detector)}")
-
-    strata_data = data["strata"]
-    if not isinstance(strata_data, dict):
-        raise wrong("strata", "expected an object mapping stratum names to their thresholds")
-    strata: dict[str, Stratum] = {}
-    for name, entry in strata_data.items():
-        at = f"strata.{name}"
-        if not isinstance(entry, dict):
-            raise wrong(at, "expected an object with `threshold`, `n`, `budget` and `members`")
-        for key in ("threshold", "n", "budget", "members"):
-            if key not in entry:
-                raise wrong(at, f"missing `{key}`")
-        threshold = _threshold(entry["threshold"], f"{at}.threshold", wrong)
-        n = entry["n"]
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise wrong(f"{at}.n", f"expected a count (an integer, 0 or more), got {_show(n)}")
-        budget = _probability(entry["budget"], f"{at}.budget", wrong)
-        members = entry["members"]
-        if not isinstance(members, list) or not all(isinstance(m, str) and m for m in members):
-            raise wrong(f"{at}.members", f"expected a list of role names, got {_show(members)}")
-        share = entry.get("delta")
-        if share is not None:
-            share = _probability(share, f"{at}.delta", wrong)
-        strata[name] = Stratum(name, threshold, n, budget, tuple(members), share)
-
-    mapping = data["role_to_stratum"]
-    if not isinstance(mapping, dict):
-        raise wrong("role_to_stratum", "expected an object mapping role names to stratum names")
-    for role, stratum in mapping.items():
-        if not isinstance(stratum, str) or stratum not in strata:
-            known = ", ".join(f"`{s}`" for s in sorted(strata)) or "none"
-            raise wrong(
-                f"role_to_stratum.{role}", f"names no stratum ({_show(stratum)}; the strata are {known})"
-            )
-
-    roles: dict[str, RoleResult] = {}
-    roles_data = data.get("roles", {})
-    if not isinstance(roles_data, dict):
-        raise wrong("roles", "expected an object mapping role names to their calibration")
-    for role, entry in roles_data.items():
-        at = f"roles.{role}"
-        if not isinstance(entry, dict):
-            raise wrong(at, "expected an object")
-        budget = _probability(entry.get("budget"), f"{at}.budget", wrong)
-        n = entry.get("n")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise wrong(f"{at}.n", f"expected a count (an integer, 0 or more), got {_show(n)}")
-        stratum = entry.get("stratum")
-        if stratum != mapping.get(role):
-            raise wrong(f"{at}.stratum", f"{_show(stratum)} is not the stratum `role_to_stratum` gives")
-        certified = entry.get("certified")
-        if certified not in CERTIFIED:
-            raise wrong(f"{at}.certified", f"expected one of {', '.join(CERTIFIED)}, got {_show(certified)}")
-        roles[role] = RoleResult(role, budget, n, stratum, certified)
-    return Thresholds(method, delta, episode_level, detector, strata, dict(mapping), roles)
-
-
-def _threshold(value: Any, where: str, wrong: Any) -> float:
-    if value == "inf":
-        return math.inf
-    if value == "-inf":
-        return -math.inf
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise wrong(where, f'expected a number, "inf" or "-inf", got {_show(value)}')
-    return float(value)
-
-
-def _probability(value: Any, where: str, wrong: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-        raise wrong(where, f"expected a number in (0, 1], got {_show(value)}")
-    return float(value)
-
-
-def _show(value: Any) -> str:
     try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+        return read(Cursor.root(data, Source(origin)))
+    except FormatError as error:
+        raise RiskError(str(error)) from None
+
+
+def read(top: Cursor) -> Thresholds:
+    """Thresholds from the cursor of their JSON form (:class:`FormatError` at the wrong part)."""
+    if not isinstance(top.value, dict):
+        raise top.fail("expected a JSON object of thresholds (as `policyc calibrate` writes)")
+    if top.has("format") and top["format"].value != FORMAT:
+        raise top["format"].expected(repr(FORMAT))
+    version = top.optional("version", Cursor.positive, VERSION)
+    if version > VERSION:
+        raise top["version"].fail(
+            f"version {version} is newer than this policyc reads (up to {VERSION}); upgrade"
+        )
+    method = top["method"].choice(METHODS)
+    strata_at = top["strata"]
+    role_to_stratum = top["role_to_stratum"]
+    delta = top.optional("delta", Cursor.probability, None)
+    episode_level = top.optional("episode_level", Cursor.boolean, False)
+    detector = top.optional("detector", _detector, "lexical-provenance")
+    if not isinstance(strata_at.value, dict):
+        raise strata_at.expected("an object mapping stratum names to their thresholds")
+    strata = {name: _stratum(name, entry) for name, entry in strata_at.entries()}
+    if not isinstance(role_to_stratum.value, dict):
+        raise role_to_stratum.expected("an object mapping role names to stratum names")
+    mapping = {role: _stratum_name(c, strata) for role, c in role_to_stratum.entries()}
+    roles_at = top.get("roles")
+    roles = {}
+    if roles_at is not None:
+        if not isinstance(roles_at.value, dict):
+            raise roles_at.expected("an object mapping role names to their calibration")
+        roles = {role: _role(role, entry, mapping) for role, entry in roles_at.entries()}
+    return Thresholds(method, delta, episode_level, detector, strata, mapping, roles)
+
+
+def _detector(at: Cursor) -> str:
+    if not isinstance(at.value, str) or not at.value:
+        raise at.expected("a detector name")
+    return at.value
+
+
+def _stratum(name: str, at: Cursor) -> Stratum:
+    if not isinstance(at.value, dict):
+        raise at.expected("an object with `threshold`, `n`, `budget` and `members`")
+    members = at["members"]
+    if not isinstance(members.value, list) or not all(isinstance(m, str) and m for m in members.value):
+        raise members.expected("a list of role names")
+    return Stratum(
+        name,
+        _threshold(at["threshold"]),
+        at["n"].count(),
+        at["budget"].probability(),
+        tuple(members.value),
+        at.optional("delta", Cursor.probability, None),
+    )
+
+
+def _stratum_name(at: Cursor, strata: dict[str, Stratum]) -> str:
+    if not isinstance(at.value, str) or at.value not in strata:
+        known = ", ".join(f"`{s}`" for s in sorted(strata)) or "none"
+        raise at.fail(f"names no stratum ({show(at.value)}; the strata are {known})")
+    return at.value
+
+
+def _role(role: str, at: Cursor, mapping: dict[str, str]) -> RoleResult:
+    at.object()
+    budget = at.child("budget").probability()
+    n = at.child("n").count()
+    stratum = at.child("stratum")
+    if stratum.value != mapping.get(role):
+        raise stratum.fail(f"{show(stratum.value)} is not the stratum `role_to_stratum` gives")
+    certified = at.child("certified").choice(CERTIFIED)
+    return RoleResult(role, budget, n, stratum.value, certified)
+
+
+def _threshold(at: Cursor) -> float:
+    if at.value == "inf":
+        return math.inf
+    if at.value == "-inf":
+        return -math.inf
+    value = at.value
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise at.expected('a number, "inf" or "-inf"')
+    return float(value)
 
 
 def thresholds_of(value: Any) -> Thresholds:

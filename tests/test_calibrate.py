@@ -160,7 +160,7 @@ def test_episode_level_calibration(policyc, tmp_path) -> None:
     missing = write(tmp_path, "m.jsonl", '{"role": "target", "score": 0.2, "violated": false}\n')
     run = policyc("calibrate", policy, "--data", missing, "-o", str(tmp_path / "t.json"), "--episode-level")
     assert run.status == 1
-    assert "m.jsonl:1: episode-level calibration needs an `episode` on every record" in run.stderr
+    assert "m.jsonl:1: episode: missing (episode-level calibration needs one on every record)" in run.stderr
 
 
 def test_calibrate_reports_every_bad_record_with_its_line(policyc, tmp_path) -> None:
@@ -177,10 +177,10 @@ def test_calibrate_reports_every_bad_record_with_its_line(policyc, tmp_path) -> 
     run = policyc("calibrate", policy, "--data", data, "-o", str(out))
     assert run.status == 1 and not out.exists()
     assert run.stderr.splitlines() == [
-        f"{data}:2: field `send_money.amount` has no role in the policy: map it with "
+        f"{data}:2: field: `send_money.amount` has no role in the policy: map it with "
         "`.field send_money.amount : ROLE`, or give the record a `role`",
-        f"{data}:3:1: not JSON: Expecting value",
-        f'{data}:4: `score` must be a finite number, got "x"',
+        f"{data}:3:1: not valid JSON: Expecting value",
+        f'{data}:4: score: expected a finite number, got "x"',
         f"policyc: error: 3 problems in {data}",
     ]
     assert "Traceback" not in run.stdout + run.stderr
@@ -272,7 +272,7 @@ def test_compile_puts_checked_thresholds_in_the_bundle(policyc, tmp_path, calibr
     assert run.status == 1 and "does not `.import risk`" in run.stderr
     bad = write(tmp_path, "bad.json", '{"method": "crc"}')
     run = policyc("compile", policy, "-o", str(tmp_path / "x.bundle"), "--thresholds", bad)
-    assert run.status == 1 and "bad.json: missing `strata`" in run.stderr
+    assert run.status == 1 and "bad.json:1: strata: missing" in run.stderr
     assert not (tmp_path / "x.bundle").exists()
 
 

@@ -55,44 +55,44 @@ def test_records_take_their_role_from_the_field_map() -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ('{"field": "send_money.recipient", "score": 0.4', "calib.jsonl:1:47: not JSON"),
+        ('{"field": "send_money.recipient", "score": 0.4', "calib.jsonl:1:47: not valid JSON"),
         ("[1, 2]", "calib.jsonl:1: a record is a JSON object, not an array"),
         (
             '{"role": "target", "score": 0.1, "violation": true}',
-            "unknown key `violation` (did you mean `violated`?)",
+            "violation: unknown key (did you mean `violated`?)",
         ),
         ('{"score": 0.1, "violated": true}', "needs a `field` (tool.argument) or a `role`"),
         (
             '{"field": "send_money", "score": 0.1, "violated": true}',
-            "`field` must be a string `tool.argument`",
+            "field: expected a string `tool.argument`",
         ),
         (
             '{"field": "send_money.amount", "score": 0.1, "violated": true}',
-            "field `send_money.amount` has no role",
+            "field: `send_money.amount` has no role",
         ),
         (
             '{"field": "send_money.recipient", "role": "credential", "score": 0.1, "violated": true}',
-            "the record says role `credential`, but the policy maps `send_money.recipient` to `target`",
+            "role: the record says `credential`, but the policy maps `send_money.recipient` to `target`",
         ),
         (
             '{"role": "targte", "score": 0.1, "violated": true}',
-            "role `targte` is not declared in the policy (did you mean `target`?)",
+            "role: `targte` is not declared in the policy (did you mean `target`?)",
         ),
-        ('{"role": "target", "violated": true}', "a record needs a `score`"),
+        ('{"role": "target", "violated": true}', "score: missing"),
         (
             '{"role": "target", "score": "high", "violated": true}',
-            '`score` must be a finite number, got "high"',
+            'score: expected a finite number, got "high"',
         ),
         (
             '{"role": "target", "score": NaN, "violated": true}',
             "NaN is not a JSON number (numbers must be finite)",
         ),
-        ('{"role": "target", "score": true, "violated": true}', "`score` must be a finite number, got true"),
-        ('{"role": "target", "score": 0.1}', "a record needs `violated` (true or false)"),
-        ('{"role": "target", "score": 0.1, "violated": 1}', "`violated` must be true or false, got 1"),
+        ('{"role": "target", "score": true, "violated": true}', "score: expected a finite number, got true"),
+        ('{"role": "target", "score": 0.1}', "violated: missing"),
+        ('{"role": "target", "score": 0.1, "violated": 1}', "violated: expected true or false, got 1"),
         (
             '{"role": "target", "score": 0.1, "violated": true, "episode": [1]}',
-            "`episode` must be a string or an integer",
+            "episode: expected a string or an integer",
         ),
     ],
 )
@@ -114,7 +114,7 @@ def test_every_problem_is_reported_and_capped() -> None:
 def test_no_records_and_missing_episodes() -> None:
     assert problems("", "  ") == ("calib.jsonl: no calibration records (one JSON object per line)",)
     found = problems('{"role": "target", "score": 0.1, "violated": true}', episodes=True)
-    assert found == ("calib.jsonl:1: episode-level calibration needs an `episode` on every record",)
+    assert found == ("calib.jsonl:1: episode: missing (episode-level calibration needs one on every record)",)
 
 
 def test_test_split_keeps_episodes_whole_and_is_seeded() -> None:
@@ -193,7 +193,7 @@ def broken(path: str, value: object) -> dict:
         ("format", "other", "t.json: format: expected 'policyc-thresholds'"),
         ("version", 9, "t.json: version: version 9 is newer than this policyc reads"),
         ("method", "bayes", "t.json: method: expected one of crc, clopper-pearson"),
-        ("method", KeyError, "t.json: missing `method`"),
+        ("method", KeyError, "t.json: method: missing"),
         ("delta", 0, "t.json: delta: expected a number in (0, 1]"),
         ("strata", [], "t.json: strata: expected an object"),
         (
@@ -201,7 +201,7 @@ def broken(path: str, value: object) -> dict:
             "high",
             't.json: strata.target.threshold: expected a number, "inf" or "-inf", got "high"',
         ),
-        ("strata.target.threshold", KeyError, "t.json: strata.target: missing `threshold`"),
+        ("strata.target.threshold", KeyError, "t.json: strata.target.threshold: missing"),
         ("strata.target.n", -1, "t.json: strata.target.n: expected a count"),
         ("strata.target.budget", 1.5, "t.json: strata.target.budget: expected a number in (0, 1]"),
         ("strata.target.members", "target", "t.json: strata.target.members: expected a list of role names"),
@@ -219,7 +219,7 @@ def test_malformed_thresholds_name_the_wrong_part(path: str, value: object, mess
 
 def test_unreadable_thresholds(tmp_path) -> None:
     (tmp_path / "t.json").write_text('{"method": ')
-    with pytest.raises(RiskError, match=r"t.json:1:12: not JSON"):
+    with pytest.raises(RiskError, match=r"t.json:1:12: not valid JSON"):
         read_thresholds(tmp_path / "t.json")
     with pytest.raises(RiskError, match="cannot read") as caught:
         read_thresholds(tmp_path / "none.json")
