@@ -76,10 +76,14 @@ class Played:
 def play(monitor: Any, record: dict[str, Any], name: str, where: str) -> Iterator[tuple[Any, Played]]:
     """Replay one recorded session through a fresh monitor session, yielding the session after
     each step: first as it starts, then after each event (a tool call decided where it was made)."""
+    from policyc.compiler.reading import show
+
     roles = record.get("roles") or ()
     principal = record.get("principal")
-    if not isinstance(roles, list | tuple) or (principal is not None and not isinstance(principal, str)):
-        raise ForecastError(f"{where}: `principal` is a string and `roles` a list of strings")
+    if not isinstance(roles, list | tuple):
+        raise ForecastError(f"{where}: roles: expected a list of strings, got {show(roles)}")
+    if principal is not None and not isinstance(principal, str):
+        raise ForecastError(f"{where}: principal: expected a string, got {show(principal)}")
     from policyc.runtime.replay import steps
 
     for step, (session, event, decision) in enumerate(steps(monitor, record, name)):

@@ -8,15 +8,17 @@ so recorded benchmark runs replay as they are.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
+
+from policyc.compiler.reading import Cursor, FormatError
 
 from .session import Monitor, Session
 
 
 class TraceError(ValueError):
-    """A trace line that is not a session; the message gives the line."""
+    """A trace line that is not a session; the message is the
+    :class:`~policyc.compiler.reading.FormatError`'s: ``file:line: field: problem``."""
 
 
 def steps(monitor: Monitor, record: dict[str, Any], session_id: str) -> Iterator[tuple[Session, Any, Any]]:
@@ -63,32 +65,31 @@ def read_sessions(path: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
     not a regular file, or larger than :data:`~policyc.compiler.files.DATA_LIMIT`)."""
     from policyc.compiler.files import read_bytes
 
-    from .jsonio import loads, problem
+    from .documents import decode, records
 
     data = read_bytes(path)
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise TraceError(f"{path}:{line}: not UTF-8 text (byte {error.start})") from None
-    # JSON Lines: only `\n` ends a record (a string may hold U+2028 and the like)
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            record = loads(line)
-        except json.JSONDecodeError as error:
-            raise TraceError(f"{path}:{number}: {problem(error)}") from None
-        if not isinstance(record, dict) or not isinstance(record.get("events"), list):
-            raise TraceError(f"{path}:{number}: a session is an object with an `events` list")
-        name = (
-            record.get("session")
-            or "/".join(str(record[k]) for k in ("suite", "user_task", "injection_task") if record.get(k))
-            or f"line {number}"
-        )
-        yield str(name), number, record
+        for number, at in records(decode(data, path), path):
+            yield _session(at, number), number, at.value
+    except FormatError as error:
+        raise TraceError(str(error)) from None
 
 
-def replay_file(policy: Any, path: str) -> list[dict[str, Any]]:
-    monitor = Monitor(policy)
+def _session(at: Cursor, number: int) -> str:
+    """The name of a session (its `session`, or the AgentDojo task it ran, or its line)."""
+    if not isinstance(at.value, dict):
+        raise at.fail("a session is an object with an `events` list")
+    at["events"].list()
+    record = at.value
+    name = (
+        record.get("session")
+        or "/".join(str(record[k]) for k in ("suite", "user_task", "injection_task") if record.get(k))
+        or f"line {number}"
+    )
+    return str(name)
+
+
+def replay_file(policy: Any, path: str, **options: Any) -> list[dict[str, Any]]:
+    """Every session of a trace file replayed by one monitor (``options``: the monitor's)."""
+    monitor = Monitor(policy, **options)
     return [replay_session(monitor, record, name) for name, _, record in read_sessions(path)]

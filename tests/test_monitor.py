@@ -340,7 +340,7 @@ def test_replay_command(tmp_path, cli) -> None:
     assert "c1 send_money: DENIED" in text.stdout and "[big-payment]" in text.stdout
     trace.write_text("{not json\n", "utf-8")
     bad = cli("replay", str(policy), str(trace))
-    assert bad.status == 1 and "trace.jsonl:1: not valid JSON" in bad.stderr
+    assert bad.status == 1 and "trace.jsonl:1:2: not valid JSON" in bad.stderr
 
 
 def test_reasons_come_in_a_stable_order(policyc, tmp_path) -> None:

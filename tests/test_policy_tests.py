@@ -153,7 +153,7 @@ def test_traces_are_read_as_replay_reads_them(policyc, tmp_path: Path) -> None:
     assert run.status == 0 and "1 test, 1 passed, 0 failed" in run.stdout, run.stdout
     (tmp_path / "trace.jsonl").write_text("\n" + json.dumps(session) + "\n\nnot json\n", "utf-8")
     run = policyc("test", str(tmp_path / "mail_test.toml"))
-    assert run.status == 1 and "trace.jsonl:4: not valid JSON" in run.stdout, run.stdout
+    assert run.status == 1 and "trace.jsonl:4:1: not valid JSON" in run.stdout, run.stdout
 
 
 def test_event_functors_need_events(policyc, tmp_path: Path) -> None:

@@ -413,7 +413,7 @@ def test_usage_and_configuration_errors(tmp_path) -> None:
     bad_traces = translate(
         None, requirements, "--traces", str(traces), "-o", out, "--base-url", "http://127.0.0.1:9/v1"
     )
-    assert bad_traces.status == 1 and "traces.jsonl:2: not valid JSON" in bad_traces.stderr
+    assert bad_traces.status == 1 and re.search(r"traces.jsonl:2:\d+: not valid JSON", bad_traces.stderr)
     nowhere = translate(None, requirements, "-o", str(tmp_path / "no" / "such" / "policy.dl"))
     assert nowhere.status == 2 and "does not exist" in nowhere.stderr
     for run in (missing, broken, unknown, bad_traces, nowhere):
