@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from policyc.compiler.reading import Cursor
+
 SUFFIX = "_test.toml"
 TOP_KEYS = {"policy", "functors", "test"}
 CASE_KEYS = {
@@ -102,113 +104,164 @@ def discover(paths: list[str]) -> tuple[list[Path], list[str]]:
 def read(path: Path) -> TestFile:
     """A test file, checked (:class:`TestFileError` with a location otherwise)."""
     from policyc.compiler.files import POLICY_LIMIT, read_bytes
+    from policyc.compiler.reading import FormatError
 
     try:
         text = read_bytes(path, POLICY_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise TestFileError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
     try:
-        data = tomllib.loads(text)
+        return _file(path, _parse(path, text), _Lines(text))
+    except FormatError as error:
+        raise TestFileError(str(error)) from None
+
+
+def _parse(path: Path, text: str) -> dict[str, Any]:
+    """The TOML of a test file (:class:`FormatError` at the line and column it fails)."""
+    from policyc.compiler.reading import FormatError
+
+    try:
+        return tomllib.loads(text)
     except RecursionError:
-        raise TestFileError(f"{path}:1:1: not valid TOML: nested too deeply") from None
+        raise FormatError(str(path), 1, "", "not valid TOML: nested too deeply", 1) from None
     except ValueError as error:
         if not isinstance(error, tomllib.TOMLDecodeError):  # an integer Python will not convert
-            raise TestFileError(f"{path}:1:1: not valid TOML: {error}") from None
+            raise FormatError(str(path), 1, "", f"not valid TOML: {error}", 1) from None
         where = re.search(r"\(at line (\d+), column (\d+)\)", str(error))
         message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(error))
-        place = f"{where.group(1)}:{where.group(2)}" if where else "1:1"
-        raise TestFileError(f"{path}:{place}: not valid TOML: {message}") from None
-    headers = [n for n, line in enumerate(text.splitlines(), 1) if re.match(r"\s*\[\[\s*test\s*\]\]", line)]
+        line, column = (int(where.group(1)), int(where.group(2))) if where else (1, 1)
+        raise FormatError(str(path), line, "", f"not valid TOML: {message}", column) from None
 
-    def fail(message: str, line: int = 1) -> TestFileError:
-        return TestFileError(f"{path}:{line}: {message}")
 
-    unknown = sorted(set(data) - TOP_KEYS)
-    if unknown:
-        raise fail(f"unknown key `{unknown[0]}` (a test file has {', '.join(sorted(TOP_KEYS))})")
-    if not isinstance(data.get("policy"), str):
-        raise fail("`policy` (the path of the policy under test) is missing")
-    functors = data.get("functors")
-    if functors is not None and not isinstance(functors, str):
-        raise fail("`functors` is the path or dotted name of a Python module")
+class _Lines:
+    """Where a key of a test file is written: :mod:`tomllib` keeps no positions, so a value's
+    line is found, on an error only, from the ``[[test]]`` headers and the ``key =`` lines."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+        self.headers = [n for n, line in enumerate(self.lines, 1) if _HEADER.match(line)]
+
+    def header(self, index: int) -> int:
+        return self.headers[index] if index < len(self.headers) else 1
+
+    def locate(self, path: tuple[Any, ...]) -> int:
+        if not path:
+            return 1
+        if path[0] == "test" and len(path) >= 2 and isinstance(path[1], int):
+            start = self.header(path[1])
+            if len(path) >= 3 and isinstance(path[2], str) and start in self.headers:
+                return self.key(path[2], start, self.headers[self.headers.index(start) + 1 :]) or start
+            return start
+        return (self.key(str(path[0]), 0, self.headers) if isinstance(path[0], str) else None) or 1
+
+    def key(self, name: str, start: int, after: list[int]) -> int | None:
+        """The line of ``name = ...`` after line ``start``, before the next header."""
+        end = min(after, default=len(self.lines) + 1)
+        written = re.compile(rf"\s*(?:{re.escape(name)}|\"{re.escape(name)}\")\s*=")
+        for number in range(start + 1, end):
+            if written.match(self.lines[number - 1]):
+                return number
+        return None
+
+
+_HEADER = re.compile(r"\s*\[\[\s*test\s*\]\]")
+
+
+def _file(path: Path, data: dict[str, Any], lines: _Lines) -> TestFile:
+    from policyc.compiler.reading import Cursor, Source
+
+    top = Cursor.root(data, Source(str(path), lines.locate)).object(TOP_KEYS)
+    policy = top.child("policy")
+    if not isinstance(policy.value, str):
+        raise policy.fail(
+            "missing: the path of the policy under test"
+            if policy.value is None
+            else "expected the path of the policy under test, a string"
+        )
+    functors = top.optional("functors", _module, None)
     if isinstance(functors, str) and functors.endswith(".py"):
         functors = str(path.parent / functors)
-    raw = data.get("test", [])
-    if not isinstance(raw, list) or not raw:
-        raise fail("a test file has at least one `[[test]]` case")
-    cases = []
-    for i, item in enumerate(raw):
-        line = headers[i] if i < len(headers) else 1
-        cases.append(_case(path, item, i, line, fail))
+    raw = top.child("test")
+    if not isinstance(raw.value, list) or not raw.value:
+        raise raw.fail("a test file has at least one `[[test]]` case")
+    cases = tuple(_case(path, item, i, lines.header(i)) for i, item in enumerate(raw.list()))
     names = [c.name for c in cases]
-    for c in cases:
+    for item, c in zip(raw.list(), cases, strict=True):
         if names.count(c.name) > 1:
-            raise fail(f"two cases are named `{c.name}`", c.line)
-    return TestFile(path, path.parent / data["policy"], functors, tuple(cases))
+            raise item.fail(f"two cases are named `{c.name}`")
+    return TestFile(path, path.parent / policy.value, functors, cases)
 
 
-def _case(path: Path, item: Any, i: int, line: int, fail: Any) -> Case:
-    if not isinstance(item, dict):
-        raise fail("a case is a table", line)
-    unknown = sorted(set(item) - CASE_KEYS)
-    if unknown:
-        raise fail(f"unknown key `{unknown[0]}` in a case (a case has {', '.join(sorted(CASE_KEYS))})", line)
-    name = item.get("name", f"case {i + 1}")
-    if not isinstance(name, str) or not name:
-        raise fail("a case's `name` is a non-empty string", line)
+def _module(at: Cursor) -> str:
+    if not isinstance(at.value, str):
+        raise at.expected("the path or dotted name of a Python module")
+    return at.value
+
+
+def _case(path: Path, item: Cursor, i: int, line: int) -> Case:
+    if not isinstance(item.value, dict):
+        raise item.fail("a case is a table")
+    item.object(CASE_KEYS)
+    name = item.optional("name", lambda at: at.string(empty=False), f"case {i + 1}")
     where = f"case `{name}`"
-    events = item.get("events")
-    facts = item.get("facts")
+    events = item.child("events").value
+    facts_at = item.child("facts")
+    facts = facts_at.value
     principal, roles = None, ()
-    if "trace" in item:
+    if item.has("trace"):
         if events is not None:
-            raise fail(f"{where} has both `events` and `trace`", line)
-        record = _trace(path, item["trace"], item.get("session"), where, line, fail)
+            raise item["trace"].fail(f"{where} has both `events` and `trace`")
+        record = _trace(path, item["trace"], item.child("session").value, where)
         events = record["events"]
         if record.get("facts"):
             if facts is not None:
-                raise fail(f"{where} gives `facts` and its trace's session gives facts too", line)
+                raise facts_at.fail(f"{where} gives `facts` and its trace's session gives facts too")
             facts = record["facts"]
         principal = record.get("principal")
         roles = tuple(record.get("roles") or ())
-    elif "session" in item:
-        raise fail(f"{where}: `session` picks a session of a `trace`", line)
+    elif item.has("session"):
+        raise item["session"].fail(f"{where}: `session` picks a session of a `trace`")
     if events is not None and (not isinstance(events, list) or not all(isinstance(e, dict) for e in events)):
-        raise fail(f"{where}: `events` is a list of event tables", line)
+        if item.has("trace"):
+            raise item["trace"].fail("the session's `events` is not a list of event objects")
+        raise item["events"].expected("a list of event tables")
     if isinstance(facts, str):
         facts = str(path.parent / facts)
     elif facts is not None and not (
         isinstance(facts, dict) and all(isinstance(rows, list) for rows in facts.values())
     ):
-        raise fail(f"{where}: `facts` is a table of rows per relation, or a facts file's path", line)
+        raise facts_at.expected("a table of rows per relation, or a facts file's path")
     if events is None and facts is None:
-        raise fail(f"{where} has no input: give `events`, `trace` or `facts`", line)
+        raise item.fail(f"{where} has no input: give `events`, `trace` or `facts`")
 
     def actions(key: str) -> tuple[Any, ...]:
-        value = item.get(key, [])
+        at = item.child(key)
+        value = [] if at.value is None else at.value
         if not isinstance(value, list) or not all(isinstance(v, str | int) for v in value):
-            raise fail(f"{where}: `{key}` is a list of actions (strings or integers)", line)
+            raise at.expected("a list of actions (strings or integers)")
         return tuple(value)
 
     def strings(key: str) -> tuple[str, ...]:
-        value = item.get(key, [])
+        at = item.child(key)
+        value = [] if at.value is None else at.value
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise fail(f'{where}: `{key}` is a list of facts written like `Deny("c1")`', line)
+            raise at.expected('a list of facts written like `Deny("c1")`')
         return tuple(value)
 
-    reasons = item.get("reasons", {})
+    reasons_at = item.child("reasons")
+    reasons = {} if reasons_at.value is None else reasons_at.value
     if not isinstance(reasons, dict) or not all(
         isinstance(v, list) and all(isinstance(x, str) for x in v) for v in reasons.values()
     ):
-        raise fail(f"{where}: `reasons` maps actions to lists of rule ids", line)
+        raise reasons_at.expected("a table mapping actions to lists of rule ids")
     deny, allow = actions("deny"), actions("allow")
     both = set(deny) & set(allow)
     if both:
-        raise fail(f"{where}: `{sorted(map(str, both))[0]}` is both in `deny` and in `allow`", line)
+        raise item["allow"].fail(f"`{sorted(map(str, both))[0]}` is both in `deny` and in `allow`")
     derived, not_derived = strings("derived"), strings("not_derived")
     if not (deny or allow or reasons or derived or not_derived):
-        raise fail(
-            f"{where} expects nothing: give `deny`, `allow`, `reasons`, `derived` or `not_derived`", line
+        raise item.fail(
+            f"{where} expects nothing: give `deny`, `allow`, `reasons`, `derived` or `not_derived`"
         )
     return Case(
         name,
@@ -225,23 +278,23 @@ def _case(path: Path, item: Any, i: int, line: int, fail: Any) -> Case:
     )
 
 
-def _trace(path: Path, trace: Any, session: Any, where: str, line: int, fail: Any) -> dict[str, Any]:
+def _trace(path: Path, trace: Cursor, session: Any, where: str) -> dict[str, Any]:
     from policyc.runtime.replay import TraceError, read_sessions
 
-    if not isinstance(trace, str):
-        raise fail(f"{where}: `trace` is the path of a JSON Lines file", line)
-    file = path.parent / trace
+    if not isinstance(trace.value, str):
+        raise trace.expected("the path of a JSON Lines file")
+    file = path.parent / trace.value
     try:
         records = [record for _, _, record in read_sessions(str(file))]
     except TraceError as error:
-        raise fail(f"{where}: {error}", line) from None
+        raise trace.fail(str(error)) from None
     except OSError as error:
-        raise fail(f"{where}: cannot read the trace `{file}`: {error.strerror or error}", line) from None
+        raise trace.fail(f"cannot read the trace `{file}`: {error.strerror or error}") from None
     if not records:
-        raise fail(f"{where}: the trace `{file}` holds no session", line)
+        raise trace.fail(f"the trace `{file}` holds no session")
     if session is None:
         return records[0]
     for number, record in enumerate(records, 1):
         if session == number or (isinstance(session, str) and record.get("session") == session):
             return record
-    raise fail(f"{where}: the trace `{file}` has no session `{session}`", line)
+    raise trace.fail(f"the trace `{file}` has no session `{session}`")

@@ -171,7 +171,9 @@ def test_test_files_that_cannot_run(policyc, tmp_path: Path) -> None:
     assert f"{tmp_path / 'mail_test.toml'}:2:" in run.stdout and "not valid TOML" in run.stdout
     assert "[invalid-test-file]" in run.stdout and "Traceback" not in run.stdout + run.stderr
     project(tmp_path, 'policy = "mail.dl"\n\n[[test]]\nname = "x"\nfacts = {}\ndeny = ["a"]\nexpect = 1\n')
-    assert "mail_test.toml:3: unknown key `expect` in a case" in policyc("test", str(tmp_path)).stdout
+    assert (
+        "mail_test.toml:7: test[0].expect: unknown key (the keys are" in policyc("test", str(tmp_path)).stdout
+    )
     project(tmp_path, 'policy = "mail.dl"\n[[test]]\nname = "x"\ndeny = ["a"]\n')
     assert "case `x` has no input" in policyc("test", str(tmp_path)).stdout
     project(tmp_path, MAIL, POLICY.replace('ToolCall(a, "shell")', "Nope(a)"))
