@@ -34,6 +34,7 @@ from itertools import product
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.stages import Stratified
 
 _TRANSLATORS = counter()
 
@@ -66,7 +67,7 @@ class Translator:
     """Translates the rules of one compilation; ``tabled`` names the functors to model as
     uninterpreted tables (every other functor is called)."""
 
-    def __init__(self, compilation: Any, tabled: Iterable[str] = (), prefix: str = "p_") -> None:
+    def __init__(self, compilation: Stratified, tabled: Iterable[str] = (), prefix: str = "p_") -> None:
         self.symbols = compilation.symbols
         self.strata = compilation.strata
         self.program = compilation.program
@@ -373,7 +374,7 @@ def facts(rows: dict[str, Iterable[tuple]], prefix: str = "p_") -> list[str]:
     return lines
 
 
-def to_clingo(compilation: Any, rows: dict[str, list[tuple]]) -> str:
+def to_clingo(compilation: Stratified, rows: dict[str, list[tuple]]) -> str:
     """The policy and a database as one program (every functor called)."""
     translator = Translator(compilation)
     return "\n".join([*translator.rules(), *facts(rows)]) + "\n"
@@ -423,7 +424,7 @@ def value(symbol: Any) -> Any:
     raise Untranslatable(f"unexpected clingo value {symbol}")
 
 
-def ground_context(compilation: Any, functors: dict[str, Callable[..., Any]] | None = None) -> Context:
+def ground_context(compilation: Stratified, functors: dict[str, Callable[..., Any]] | None = None) -> Context:
     """A grounding context calling the builtins and the given implementations."""
     from policyc.stdlib.builtins import BUILTINS
 
@@ -432,7 +433,7 @@ def ground_context(compilation: Any, functors: dict[str, Callable[..., Any]] | N
 
 
 def solve_unique(
-    compilation: Any,
+    compilation: Stratified,
     program: str,
     functors: dict[str, Callable[..., Any]] | None = None,
     prefix: str = "p_",

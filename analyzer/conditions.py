@@ -19,6 +19,7 @@ from itertools import count
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.stages import Stratified
 
 from .query import AnalysisError, Loaded, ensure_clean, with_query
 from .unsat import contradiction, render_term
@@ -71,7 +72,7 @@ def _numbered(disjuncts: list[list[str]]) -> list[str]:
 
 
 class _Unfolder:
-    def __init__(self, compilation: Any, bound: int) -> None:
+    def __init__(self, compilation: Stratified, bound: int) -> None:
         self.compilation = compilation
         self.symbols = compilation.symbols
         self.bound = bound
@@ -180,7 +181,7 @@ def render_literal(lit: ast.Literal) -> str:
 
 
 def _simplify(
-    compilation: Any,
+    compilation: Stratified,
     conjunctions: list[list[ast.Literal]],
     head: ast.Atom,
     cut: set[str] = frozenset(),  # type: ignore[assignment]
@@ -208,8 +209,8 @@ def _simplify(
 
 
 def conditions(loaded: Loaded, text: str, bound: int = 2) -> Conditions:
-    compilation, query = with_query(loaded, text)
-    ensure_clean(compilation, "the policy or the query")
+    compiled, query = with_query(loaded, text)
+    compilation = ensure_clean(compiled, "the policy or the query")
     if bound < 1:
         raise AnalysisError("the bound is at least 1")
     unfolder = _Unfolder(compilation, bound)

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.stages import Stratified
 
 from .deadline import Deadline
 from .unsat import implies, shape
@@ -121,7 +122,7 @@ def _from_shape(s: Any) -> ast.Term:
 
 
 def covers(
-    compilation: Any,
+    compilation: Stratified,
     general: ast.Rule,
     specific: ast.Rule,
     heads: bool = True,
@@ -181,7 +182,7 @@ class Candidates:
     covered by nothing (see :func:`covers`).
     """
 
-    def __init__(self, compilation: Any, generals: list[ast.Rule], heads: bool = True) -> None:
+    def __init__(self, compilation: Stratified, generals: list[ast.Rule], heads: bool = True) -> None:
         self.program = compilation.program
         self.heads = heads
         self.features = [self._features(rule) for rule in generals]

@@ -45,6 +45,7 @@ from typing import Any
 
 from policyc.compiler import ast, codes
 from policyc.compiler.diagnostics import Diagnostic, Related
+from policyc.compiler.stages import Stratified
 
 from . import asp
 from .contain import Candidates, covers
@@ -103,12 +104,12 @@ class DeepResult:
         return [u.note() for u in self.unchecked]
 
 
-def deep_findings(compilation: Any, bound: int = 2, timeout: float = 6.0) -> list[Diagnostic]:
+def deep_findings(compilation: Stratified, bound: int = 2, timeout: float = 6.0) -> list[Diagnostic]:
     """The deep findings of a compiled policy without errors (see :func:`analyse`)."""
     return analyse(compilation, bound, timeout).findings
 
 
-def analyse(compilation: Any, bound: int = 2, timeout: float = 6.0) -> DeepResult:
+def analyse(compilation: Stratified, bound: int = 2, timeout: float = 6.0) -> DeepResult:
     """The deep findings of a compiled policy without errors. ``timeout`` bounds the whole
     analysis: every phase stops when it has passed, and what it did not decide gives no
     finding and is counted in :attr:`DeepResult.unchecked`."""
@@ -250,7 +251,7 @@ _FINDING = {
 class _Functors:
     """Which of the functors the analysis models as uninterpreted functions a finding rests on."""
 
-    def __init__(self, compilation: Any) -> None:
+    def __init__(self, compilation: Stratified) -> None:
         self.modelled = uninterpreted_functors(compilation)
         self.program = compilation.program
 
@@ -272,7 +273,7 @@ class _Functors:
         return tuple(sorted(found))
 
 
-def _size(compilation: Any) -> int:
+def _size(compilation: Stratified) -> int:
     """The policy's rules, facts not counted."""
     return sum(1 for _, rule in compilation.program.rules() if not rule.is_fact)
 
@@ -286,7 +287,7 @@ def _lit(lit: ast.Literal) -> Any:
 
 
 def _redundant_by_containment(
-    compilation: Any, rules: list[_Rule], deadline: Deadline
+    compilation: Stratified, rules: list[_Rule], deadline: Deadline
 ) -> tuple[dict[_Rule, _Rule], int]:
     """Rules another rule of the same relation covers (of two equivalent rules, the later), the
     rules that may cover each found through an index; and how many rules were not checked in
@@ -326,7 +327,7 @@ def _redundant_by_containment(
 
 
 def _shadowed_by_containment(
-    compilation: Any, rules: list[_Rule], every: list[_Rule], deadline: Deadline
+    compilation: Stratified, rules: list[_Rule], every: list[_Rule], deadline: Deadline
 ) -> tuple[dict[_Rule, _Rule], int]:
     """The `Allow` rules a `Deny` rule covers, with the first that does; and how many were not
     checked in time."""
@@ -368,7 +369,7 @@ class _Question:
 class _Searches:
     """Every bounded question about one policy, over one grounding."""
 
-    def __init__(self, compilation: Any, bound: int, timeout: float) -> None:
+    def __init__(self, compilation: Stratified, bound: int, timeout: float) -> None:
         self.compilation = compilation
         self.bound = bound
         self.timeout = timeout
@@ -657,7 +658,7 @@ class _Width:
     depends on, the call that result answers...). A bounded "no database" is only believed of
     rules that fit; the others are asked nothing."""
 
-    def __init__(self, compilation: Any, domains: Any) -> None:
+    def __init__(self, compilation: Stratified, domains: Any) -> None:
         self.domains = domains
         self.program = compilation.program
         # the domains count each rule's variables by the rule's place in the program

@@ -129,10 +129,8 @@ def _rename(s: Any, names: dict[str, str]) -> Any:
 
 
 def diff(old_loaded: Loaded, new_loaded: Loaded, bound: int = 3, timeout: float = 60.0) -> DiffResult:
-    old = compile_loaded(old_loaded)
-    new = compile_loaded(new_loaded)
-    ensure_clean(old, "the old policy")
-    ensure_clean(new, "the new policy")
+    old = ensure_clean(compile_loaded(old_loaded), "the old policy")
+    new = ensure_clean(compile_loaded(new_loaded), "the new policy")
     if same_rules(old, new):
         return DiffResult("equivalent", "proved", bound)
     try:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.stages import Stratified
 
 Node = tuple
 
@@ -121,7 +122,7 @@ class Domains:
 
 
 def compute(
-    compilation: Any,
+    compilation: Stratified,
     bound: int,
     extra: Iterable[ast.Rule] = (),
     links: Iterable[tuple[Node, Node]] = (),
@@ -383,7 +384,7 @@ def _link_builtin(name: str, arity: int, uf: _UnionFind) -> None:
         uf.union(("arg", name, 0), ("ret", name))
 
 
-def _types(compilation: Any, node: Node) -> set[str]:
+def _types(compilation: Stratified, node: Node) -> set[str]:
     kind = node[0]
     declared: str | None = None
     if kind == "rel":

@@ -20,8 +20,9 @@ from policyc.compiler import ast
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.loader import Program, load_data
 from policyc.compiler.parser import parse
-from policyc.compiler.pipeline import Compilation, compile_program
+from policyc.compiler.pipeline import compile_program
 from policyc.compiler.source import SourceFile
+from policyc.compiler.stages import Parsed, Stratified
 
 QUERY = "PolicycQuery"
 QUERY_FILE = "<query>"
@@ -98,7 +99,7 @@ def _from_bundle(data: bytes, path: str) -> Loaded:
     return Loaded(program, tuple(found), path)
 
 
-def compile_loaded(loaded: Loaded, extra: tuple[ast.Module, ...] = ()) -> Compilation:
+def compile_loaded(loaded: Loaded, extra: tuple[ast.Module, ...] = ()) -> Parsed:
     program = loaded.program
     if extra:
         program = Program(
@@ -109,7 +110,7 @@ def compile_loaded(loaded: Loaded, extra: tuple[ast.Module, ...] = ()) -> Compil
     return compile_program(program, list(loaded.diagnostics))
 
 
-def errors_of(compilation: Compilation) -> tuple[Diagnostic, ...]:
+def errors_of(compilation: Parsed) -> tuple[Diagnostic, ...]:
     return tuple(d for d in compilation.diagnostics if d.is_error)
 
 
@@ -148,7 +149,7 @@ def parse_query(text: str) -> Query:
     return Query(text, tuple(names), rule, ast.Module(QUERY_FILE, (rule,), (), source))
 
 
-def with_query(loaded: Loaded, text: str) -> tuple[Compilation, Query]:
+def with_query(loaded: Loaded, text: str) -> tuple[Parsed, Query]:
     query = parse_query(text)
     if any(m.path == QUERY_FILE for m in loaded.program.modules):
         raise AnalysisError("a policy cannot be analysed with a query twice")
@@ -177,13 +178,17 @@ def in_query(diagnostic: Diagnostic) -> Diagnostic:
     return replace(diagnostic, span=shifted)
 
 
-def ensure_clean(compilation: Compilation, what: str) -> None:
+def ensure_clean(compilation: Parsed, what: str) -> Stratified:
+    """The compilation, stratified and without errors; :class:`AnalysisError` otherwise."""
     errors = tuple(map(in_query, errors_of(compilation)))
     if errors:
         first = errors[0]
         where = f"{first.span.file}:{first.span.line}:{first.span.column}"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise AnalysisError(f"{what} has errors: {where}: {first.message} [{first.name}]{more}", errors)
+    if not isinstance(compilation, Stratified):
+        raise AnalysisError(f"{what} was compiled only up to {compilation.stage}")
+    return compilation
 
 
 def describe(value: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.stages import Stratified
 
 from .unsat import contradiction
 
@@ -20,7 +21,9 @@ def body_relations(rule: ast.Rule, functors: Any) -> list[str]:
     return [lit.name for lit in rule.body if isinstance(lit, ast.Atom) and lit.name not in functors]
 
 
-def never_holds(compilation: Any, contradictions: dict[int, tuple[str, str]] | None = None) -> dict[str, str]:
+def never_holds(
+    compilation: Stratified, contradictions: dict[int, tuple[str, str]] | None = None
+) -> dict[str, str]:
     """Relations that no database makes hold, with why. ``contradictions`` maps ``id(rule)``
     to what :func:`contradiction` found (computed when not given)."""
     symbols = compilation.symbols

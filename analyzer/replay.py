@@ -13,10 +13,14 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from policyc.compiler.stages import Stratified
+
 from .search import Model
 
 
-def implementations(compilation: Any, model: Model, tabled: frozenset[str]) -> dict[str, Callable[..., Any]]:
+def implementations(
+    compilation: Stratified, model: Model, tabled: frozenset[str]
+) -> dict[str, Callable[..., Any]]:
     """Functor implementations answering from a model."""
     found: dict[str, Callable[..., Any]] = {}
     functors = compilation.symbols.functors
@@ -47,12 +51,11 @@ def table_function(rows: Iterable[Sequence[Any]], predicate: bool) -> Callable[.
     return lambda *args: values.get(tuple(args))
 
 
-def evaluate(compilation: Any, model: Model, tabled: frozenset[str]) -> Any:
+def evaluate(compilation: Stratified, model: Model, tabled: frozenset[str]) -> Any:
     """The evaluator's result on a model's facts (a ``Result``)."""
-    from policyc.compiler.planner import build_plan
-    from policyc.runtime.policy import Policy
+    from policyc.runtime.opener import from_compilation
 
-    policy = Policy(build_plan(compilation), implementations(compilation, model, tabled))
+    policy = from_compilation(compilation, implementations(compilation, model, tabled))
     facts = {name: [list(row) for row in rows] for name, rows in model.facts.items()}
     return policy.evaluate(json.loads(json.dumps(facts)))
 

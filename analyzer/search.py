@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.stages import Stratified
 
 from . import asp
 from .deadline import within
@@ -70,7 +71,7 @@ EVENT_IDS = [
 ]
 
 
-def _vocabulary_positions(compilation: Any, positions: list[tuple[str, int]]) -> list[Node]:
+def _vocabulary_positions(compilation: Stratified, positions: list[tuple[str, int]]) -> list[Node]:
     relations = compilation.symbols.relations
     return [
         ("rel", name, i)
@@ -79,13 +80,13 @@ def _vocabulary_positions(compilation: Any, positions: list[tuple[str, int]]) ->
     ]
 
 
-def event_id_links(compilation: Any) -> list[tuple[Node, Node]]:
+def event_id_links(compilation: Stratified) -> list[tuple[Node, Node]]:
     """Links between the event-id positions of the event vocabulary a policy uses."""
     present = _vocabulary_positions(compilation, EVENT_IDS)
     return [(present[0], other) for other in present[1:]]
 
 
-def event_feeds(compilation: Any) -> list[tuple[Node, Node]]:
+def event_feeds(compilation: Stratified) -> list[tuple[Node, Node]]:
     """A result answers a call of its own tool: the tools results name are tools calls name
     (their constants only; linking the positions would give results every tool). And a tool
     argument's strings are the same in ``ToolArg`` and from ``tool_arg``."""
@@ -132,7 +133,7 @@ class Model:
 class Problem:
     """A search over one compilation (which may hold extra rules, say a query's)."""
 
-    compilation: Any
+    compilation: Stratified
     bound: int
     extra: tuple[ast.Rule, ...] = ()
     prefix: str = "p_"
@@ -439,7 +440,7 @@ class Problem:
         return Model(facts, tables, bindings.get("goal", {}), cost, numbers)
 
 
-def event_functors(compilation: Any) -> frozenset[str]:
+def event_functors(compilation: Stratified) -> frozenset[str]:
     """The event vocabulary's functors a policy uses, answered from the event facts."""
     symbols = compilation.symbols
     return frozenset(
@@ -451,7 +452,7 @@ def event_functors(compilation: Any) -> frozenset[str]:
     )
 
 
-def uninterpreted_functors(compilation: Any) -> frozenset[str]:
+def uninterpreted_functors(compilation: Stratified) -> frozenset[str]:
     """The functors the analyzer models as uninterpreted functions of their declared types:
     all but the builtins (computed) and the event functors (answered from the event facts)."""
     from policyc.stdlib.builtins import BUILTINS
@@ -462,7 +463,7 @@ def uninterpreted_functors(compilation: Any) -> frozenset[str]:
     )
 
 
-def from_events(compilation: Any, path: str) -> bool:
+def from_events(compilation: Stratified, path: str) -> bool:
     """Whether a declaration comes from the shipped event vocabulary (``.import events``)."""
     return compilation.program.is_library(path) and path.endswith("/events.dl")
 

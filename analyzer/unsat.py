@@ -19,6 +19,7 @@ import functools
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.stages import Stratified
 
 from .deadline import Deadline
 
@@ -97,7 +98,7 @@ def syntactic(rule: ast.Rule) -> str | None:
 class Encoder:
     """The body's constraints as z3 formulas."""
 
-    def __init__(self, compilation: Any, rule: ast.Rule) -> None:
+    def __init__(self, compilation: Stratified, rule: ast.Rule) -> None:
         import z3
 
         self.z3 = z3
@@ -207,7 +208,7 @@ class Encoder:
             self.formulas.append(z3.Not(holds) if isinstance(lit, ast.Negation) else holds)
 
 
-def var_types(compilation: Any, rule: ast.Rule) -> dict[str, str]:
+def var_types(compilation: Stratified, rule: ast.Rule) -> dict[str, str]:
     """The type of each variable of a rule, where its uses agree on one."""
     found: dict[str, set[str]] = {}
     types = compilation.types or {}
@@ -265,7 +266,7 @@ def var_types(compilation: Any, rule: ast.Rule) -> dict[str, str]:
 
 
 def contradiction(
-    compilation: Any, rule: ast.Rule, deadline: Deadline | None = None
+    compilation: Stratified, rule: ast.Rule, deadline: Deadline | None = None
 ) -> tuple[str, str] | None:
     """Why the rule's body can never hold, or ``None`` (also when z3 has not decided it within
     :data:`SOLVER_TIMEOUT`, or the time left before ``deadline``)."""
@@ -284,7 +285,7 @@ def contradiction(
 
 
 def implies(
-    compilation: Any,
+    compilation: Stratified,
     rule: ast.Rule,
     premises: list[ast.Literal],
     conclusions: list[ast.Literal],

@@ -37,6 +37,7 @@ from typing import Any
 
 from policyc.compiler import ast, codes
 from policyc.compiler.diagnostics import Diagnostic, Related
+from policyc.compiler.stages import Stratified
 
 from .deadline import Deadline
 from .search import event_functors, from_events
@@ -80,7 +81,7 @@ class Verdicts:
     ``rules`` are the rules that may fire (dead ones left out), ``user`` those of the files the
     user wrote."""
 
-    def __init__(self, compilation: Any, rules: list[ast.Rule], user: list[ast.Rule]) -> None:
+    def __init__(self, compilation: Stratified, rules: list[ast.Rule], user: list[ast.Rule]) -> None:
         self.compilation = compilation
         self.symbols = compilation.symbols
         self.events = event_functors(compilation)
@@ -499,7 +500,7 @@ def _z3() -> Any:
     return z3
 
 
-def _in_order(compilation: Any, rules: Any) -> list[ast.Rule]:
+def _in_order(compilation: Stratified, rules: Any) -> list[ast.Rule]:
     order = {id(rule): n for n, (_, rule) in enumerate(compilation.program.rules())}
     return sorted(rules, key=lambda r: order.get(id(r), 0))
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.stages import Parsed, Stratified
 
 from . import asp
 from .deadline import within
@@ -98,8 +99,8 @@ def render(value: Any) -> str:
 
 
 def find_witness(loaded: Loaded, text: str, bound: int = 3, timeout: float = 60.0) -> Witness:
-    compilation, query = with_query(loaded, text)
-    ensure_clean(compilation, "the policy or the query")
+    compiled, query = with_query(loaded, text)
+    compilation = ensure_clean(compiled, "the policy or the query")
     never = never_holds(compilation)
     if QUERY in never:
         return Witness(text, "none", "proved", bound, reason=never[QUERY])
@@ -123,7 +124,7 @@ def find_witness(loaded: Loaded, text: str, bound: int = 3, timeout: float = 60.
 
 
 def find_witnesses(
-    compilation: Any, goals: Sequence[Sequence[str]], bound: int = 3, timeout: float = 60.0
+    compilation: Parsed, goals: Sequence[Sequence[str]], bound: int = 3, timeout: float = 60.0
 ) -> list[Witness | AnalysisError | None]:
     """Witnesses for many questions about one checked policy, over one grounding.
 
@@ -141,16 +142,15 @@ class WitnessSearch:
     a relation never holds use z3, which must not run in two threads at once), then
     :meth:`run`, whose search runs in a child process and may run beside other searches."""
 
-    def __init__(self, compilation: Any, goals: Sequence[Sequence[str]], bound: int = 3) -> None:
-        ensure_clean(compilation, "the policy")
-        self.compilation = compilation
+    def __init__(self, compilation: Parsed, goals: Sequence[Sequence[str]], bound: int = 3) -> None:
+        self.compilation = ensure_clean(compilation, "the policy")
         self.goals = goals
         self.bound = bound
-        self.never = never_holds(compilation)
+        self.never = never_holds(self.compilation)
         names = list(dict.fromkeys(name for goal in goals for name in goal))
-        self.variables = {name: _head_variables(compilation, name) for name in names}
+        self.variables = {name: _head_variables(self.compilation, name) for name in names}
         try:
-            self.problem = Problem(compilation, bound)
+            self.problem = Problem(self.compilation, bound)
             switches, lines = [], []
             for n, name in enumerate(names):
                 xs = ",".join(f"X{i}" for i in range(len(self.variables[name])))
@@ -183,7 +183,7 @@ class WitnessSearch:
         return answers
 
 
-def _head_variables(compilation: Any, name: str) -> tuple[str, ...]:
+def _head_variables(compilation: Stratified, name: str) -> tuple[str, ...]:
     rules = compilation.program.rules_of(name)
     if not rules:
         raise AnalysisError(f"the policy has no rule for `{name}`")
@@ -250,7 +250,7 @@ def _search_each(
 
 
 def _confirmed(
-    compilation: Any,
+    compilation: Stratified,
     problem: Problem,
     name: str,
     variables: Sequence[str],

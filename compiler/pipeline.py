@@ -8,79 +8,107 @@ stage          what it does
 ``resolve``    build the symbol table; check directives and names that clash
 ``check``      infer types; build the dependency graph; run every semantic check
 ``stratify``   order the relations into strata; report recursion through negation
+``plan``       plan the evaluation (only a policy without errors: the others stop before)
 =============  ==========================================================================
 
-Every stage after ``parse`` runs even when an earlier one reported errors, so that one run
-reports every problem; ``upto`` stops after a given stage (tests use it).
+Each stage is a function from the previous stage's result to its own
+(:mod:`policyc.compiler.stages` says what each adds); :func:`compile_program` runs them in
+order and returns the result of the last stage reached. Every stage after ``parse`` up to
+``stratify`` runs even when an earlier one reported errors, so that one run reports every
+problem; ``upto`` stops after a given stage (tests use it, and the default leaves planning
+to those who evaluate).
 
 >>> result = compile_source("Deny(a) :- Send(a).\\n.input Send")
 >>> result.ok, [s.relations for s in result.strata.strata]
 (True, [('Send',), ('Deny',), ('Allow',)])
+>>> [r.name for r in plan(result).plan.relations]
+['Send', 'Deny', 'Allow']
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
 
+from . import depgraph, planner
+from . import stratify as stratification
+from . import symbols as symbol_table
 from .checks import run_checks
 from .checks.types import infer
-from .depgraph import DependencyGraph, build
-from .diagnostics import Diagnostic, has_errors, sort_diagnostics
+from .diagnostics import Diagnostic, sort_diagnostics
 from .loader import Program, load_file, load_source
-from .stratify import Strata, stratify
-from .symbols import Symbols, resolve
+from .stages import Checked, Parsed, Planned, Resolved, Stratified
 
-STAGES = ("parse", "resolve", "check", "stratify")
-
-
-@dataclass(frozen=True)
-class Compilation:
-    program: Program
-    symbols: Symbols | None = None
-    graph: DependencyGraph | None = None
-    strata: Strata | None = None
-    types: dict[str, tuple[str | None, ...]] | None = None  # attribute types of every relation
-    diagnostics: tuple[Diagnostic, ...] = ()
-    completed: str = "parse"
-
-    @property
-    def ok(self) -> bool:
-        return not has_errors(self.diagnostics)
+STAGES = ("parse", "resolve", "check", "stratify", "plan")
 
 
-def compile_program(program: Program, diagnostics: list[Diagnostic], upto: str = "stratify") -> Compilation:
+def _with(earlier: tuple[Diagnostic, ...], found: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:
+    return tuple(sort_diagnostics([*earlier, *found]))
+
+
+def parse(program: Program, diagnostics: Iterable[Diagnostic]) -> Parsed:
+    """The ``parse`` stage's result, from what the loader read and reported."""
+    return Parsed(program, _with((), diagnostics))
+
+
+def resolve(parsed: Parsed) -> Resolved:
+    """The symbol table, and the clashes and bad directives found building it."""
+    table, problems = symbol_table.resolve(parsed.program)
+    return Resolved(parsed.program, _with(parsed.diagnostics, problems), table)
+
+
+def check(resolved: Resolved) -> Checked:
+    """Types inferred, the dependency graph, and every semantic check's findings."""
+    program, table = resolved.program, resolved.symbols
+    types, problems = infer(program, table)
+    graph = depgraph.build(program, table)
+    found = _with(resolved.diagnostics, [*problems, *run_checks(program, table, graph)])
+    return Checked(program, found, table, types, graph)
+
+
+def stratify(checked: Checked) -> Stratified:
+    """The relations in strata, and the recursion through negation found ordering them."""
+    strata, problems = stratification.stratify(checked.graph, checked.symbols)
+    found = _with(checked.diagnostics, problems)
+    return Stratified(checked.program, found, checked.symbols, checked.types, checked.graph, strata)
+
+
+def plan(stratified: Stratified) -> Planned:
+    """The ``plan`` stage (itself if it is planned already);
+    :class:`~policyc.compiler.planner.PlanningError` for a policy with errors."""
+    if isinstance(stratified, Planned):
+        return stratified
+    program, found, table = stratified.program, stratified.diagnostics, stratified.symbols
+    evaluation = planner.build_plan(stratified)
+    return Planned(program, found, table, stratified.types, stratified.graph, stratified.strata, evaluation)
+
+
+def compile_program(program: Program, diagnostics: Iterable[Diagnostic], upto: str = "stratify") -> Parsed:
+    """Run the stages up to ``upto`` (or the last one reached: see :mod:`.stages`)."""
     if upto not in STAGES:
         raise ValueError(f"unknown stage {upto!r}; the stages are {', '.join(STAGES)}")
     stop = STAGES.index(upto)
-    found = list(diagnostics)
-
-    def done(stage: str, **parts: object) -> Compilation:
-        return Compilation(program, diagnostics=tuple(sort_diagnostics(found)), completed=stage, **parts)
-
-    if has_errors(found) or stop == 0:
-        return done("parse")
-    symbols, problems = resolve(program)
-    found.extend(problems)
+    parsed = parse(program, diagnostics)
+    if not parsed.ok or stop == 0:
+        return parsed
+    resolved = resolve(parsed)
     if stop == 1:
-        return done("resolve", symbols=symbols)
-    types, problems = infer(program, symbols)
-    found.extend(problems)
-    graph = build(program, symbols)
-    found.extend(run_checks(program, symbols, graph))
+        return resolved
+    checked = check(resolved)
     if stop == 2:
-        return done("check", symbols=symbols, graph=graph, types=types)
-    strata, problems = stratify(graph, symbols)
-    found.extend(problems)
-    return done("stratify", symbols=symbols, graph=graph, strata=strata, types=types)
+        return checked
+    stratified = stratify(checked)
+    if stop == 3 or not stratified.ok:
+        return stratified
+    return plan(stratified)
 
 
-def compile_file(path: str, upto: str = "stratify") -> Compilation:
+def compile_file(path: str, upto: str = "stratify") -> Parsed:
     """Compile a policy file (:class:`~policyc.compiler.loader.SourceError` if unreadable)."""
     program, diagnostics = load_file(path)
     return compile_program(program, diagnostics, upto)
 
 
-def compile_source(text: str, path: str = "<input>", upto: str = "stratify") -> Compilation:
+def compile_source(text: str, path: str = "<input>", upto: str = "stratify") -> Parsed:
     program, diagnostics = load_source(text, path)
     return compile_program(program, diagnostics, upto)
 

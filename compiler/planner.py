@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from . import ast
 from . import plan as p
 from .loader import Program
-from .pipeline import Compilation
+from .stages import Stratified
 from .summary import summarize
 from .symbols import Symbols
 
@@ -39,8 +39,10 @@ class PlanningError(Exception):
     """A rule cannot be planned (only for programs the checker did not accept)."""
 
 
-def build_plan(compilation: Compilation) -> p.Plan:
-    if not compilation.ok or compilation.strata is None:
+def build_plan(compilation: Stratified) -> p.Plan:
+    """The plan of a policy without errors (the ``plan`` stage of the pipeline gives it
+    with the rest of the compilation); :class:`PlanningError` for one with errors."""
+    if not compilation.ok:
         raise PlanningError("only a policy without errors can be planned")
     return _Planner(compilation).run()
 
@@ -57,8 +59,7 @@ class _Context:
 
 
 class _Planner:
-    def __init__(self, compilation: Compilation) -> None:
-        assert compilation.symbols and compilation.strata and compilation.types is not None
+    def __init__(self, compilation: Stratified) -> None:
         self.program: Program = compilation.program
         self.symbols: Symbols = compilation.symbols
         self.strata = compilation.strata

@@ -11,24 +11,24 @@ import dataclasses
 from typing import Any
 
 from . import ast
-from .pipeline import Compilation
+from . import plan as p
 from .source import Span
+from .stages import Parsed, Stratified
 
 SHOWABLE = ("ast", "strata", "plan")
 
 
-def show_json(what: str, compilation: Compilation) -> Any:
+def show_json(what: str, compilation: Parsed) -> Any:
     if what == "ast":
         return [_node_json(m) for m in _user_modules(compilation)]
-    if what == "plan":
-        from .plan_write import to_data
-        from .planner import build_plan
-
-        return to_data(build_plan(compilation)) if compilation.ok else None
-    if compilation.strata is None:
+    if not isinstance(compilation, Stratified):
         return None
+    if what == "plan":
+        from .pipeline import plan
+        from .plan_write import to_data
+
+        return to_data(plan(compilation).plan) if compilation.ok else None
     symbols = compilation.symbols
-    assert symbols is not None
     return [
         {
             "index": s.index,
@@ -41,7 +41,7 @@ def show_json(what: str, compilation: Compilation) -> Any:
     ]
 
 
-def show_text(what: str, compilation: Compilation) -> str:
+def show_text(what: str, compilation: Parsed) -> str:
     if what == "plan":
         return "\n".join(show_plan(compilation))
     if what == "ast":
@@ -51,10 +51,9 @@ def show_text(what: str, compilation: Compilation) -> str:
             for statement in module.statements:
                 _node_text(statement, 1, lines)
         return "\n".join(lines)
-    if compilation.strata is None:
+    if not isinstance(compilation, Stratified):
         return "(no strata: the policy did not parse)"
     symbols = compilation.symbols
-    assert symbols is not None
     lines = []
     for s in compilation.strata.strata:
         flags = []
@@ -69,7 +68,7 @@ def show_text(what: str, compilation: Compilation) -> str:
     return "\n".join(lines)
 
 
-def _user_modules(compilation: Compilation) -> list[ast.Module]:
+def _user_modules(compilation: Parsed) -> list[ast.Module]:
     program = compilation.program
     return [m for m in program.modules if not program.is_library(m.path)]
 
@@ -135,13 +134,13 @@ def _node_json(node: Any) -> Any:
 # ------------------------------------------------------------------------------------ plan
 
 
-def show_plan(compilation: Compilation) -> list[str]:
+def show_plan(compilation: Parsed) -> list[str]:
     """The evaluation plan, one block per rule, in evaluation order."""
-    from .planner import build_plan
+    from .pipeline import plan as planned
 
-    if not compilation.ok:
+    if not compilation.ok or not isinstance(compilation, Stratified):
         return ["(no plan: the policy has errors)"]
-    plan = build_plan(compilation)
+    plan = planned(compilation).plan
     lines = [f"default: {plan.default}"]
     for n, stratum in enumerate(plan.strata):
         if not stratum.rules and not stratum.delta_rules:
@@ -166,9 +165,7 @@ def _slot_names(variables: tuple[str, ...], slots: int) -> list[str]:
     return [variables[i] if i < len(variables) and variables[i] else f"_{i}" for i in range(slots)]
 
 
-def _expr_text(plan: Any, expr: Any, names: list[str]) -> str:
-    from . import plan as p
-
+def _expr_text(plan: p.Plan, expr: p.Expr, names: list[str]) -> str:
     if isinstance(expr, p.Slot):
         return names[expr.index]
     if isinstance(expr, p.Const):
@@ -187,9 +184,7 @@ def json_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
 
 
-def _pattern_text(plan: Any, pattern: Any, names: list[str]) -> str:
-    from . import plan as p
-
+def _pattern_text(plan: p.Plan, pattern: p.Pattern, names: list[str]) -> str:
     if isinstance(pattern, p.Bind):
         return names[pattern.slot]
     if isinstance(pattern, p.Match):
@@ -197,9 +192,7 @@ def _pattern_text(plan: Any, pattern: Any, names: list[str]) -> str:
     return "_"
 
 
-def _step_lines(plan: Any, step: Any, names: list[str]) -> list[str]:
-    from . import plan as p
-
+def _step_lines(plan: p.Plan, step: p.Step, names: list[str]) -> list[str]:
     if isinstance(step, p.Scan):
         args = ", ".join(_pattern_text(plan, a, names) for a in step.args)
         keys = [i for i, a in enumerate(step.args) if isinstance(a, p.Match)]
@@ -225,8 +218,8 @@ def _step_lines(plan: Any, step: Any, names: list[str]) -> list[str]:
         kind = "test" if isinstance(step, p.Test) else "inline"
         return [f"{kind} {'not ' if step.negated else ''}{target}({args})"]
     target = "" if step.target is None else " " + _expr_text(plan, step.target, names)
-    keys = ", ".join(names[k] for k in step.keys)
-    lines = [f"let {names[step.slot]} = {step.op}{target} over distinct ({keys}) of:"]
+    distinct = ", ".join(names[k] for k in step.keys)
+    lines = [f"let {names[step.slot]} = {step.op}{target} over distinct ({distinct}) of:"]
     for inner in step.body:
         lines.extend("  " + text for text in _step_lines(plan, inner, names))
     return lines

@@ -25,8 +25,9 @@ from pygls import uris
 from policyc.compiler import ast
 from policyc.compiler.loader import LIBRARY_PREFIX, include_target, library_file, load_data, load_source
 from policyc.compiler.loader import file_key as key
-from policyc.compiler.pipeline import Compilation, compile_program
+from policyc.compiler.pipeline import check, compile_program, parse, resolve, stratify
 from policyc.compiler.source import Span
+from policyc.compiler.stages import Parsed, Stratified
 
 from .index import Index
 from .positions import UTF16, LineIndex
@@ -69,8 +70,8 @@ class Snapshot:
     path: str
     text: str
     version: int | None
-    checked: Compilation
-    model: Compilation
+    checked: Parsed
+    model: Stratified
     encoding: str = UTF16
     uri: str = ""  # the document's URI, as the editor names it
     deep: tuple = field(default=())  # findings of the deep checks, for this version
@@ -169,6 +170,8 @@ def build(
     else:
         checked = compile_program(program, found)
     model = (
-        checked if checked.completed == "stratify" and undecodable is None else compile_program(program, [])
+        checked
+        if isinstance(checked, Stratified) and undecodable is None
+        else stratify(check(resolve(parse(program, ()))))
     )
     return Snapshot(path, text, version, checked, model, encoding, uri)

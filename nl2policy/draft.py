@@ -20,8 +20,9 @@ from policyc.compiler import ast, codes
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.loader import load_source
 from policyc.compiler.parser import parse
-from policyc.compiler.pipeline import Compilation, compile_program
+from policyc.compiler.pipeline import compile_program
 from policyc.compiler.source import SourceFile
+from policyc.compiler.stages import Parsed
 from policyc.compiler.summary import summarize
 
 from . import problems as P
@@ -218,7 +219,7 @@ def _rule_offsets(offset: int, rules: list[Rule]) -> list[tuple[int, int]]:
     return spans
 
 
-def _compile(text: str, output: str) -> Compilation:
+def _compile(text: str, output: str) -> Parsed:
     program, found = load_source(text, output)
     return compile_program(program, found)
 

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path as FilePath
 from typing import Any, TypeVar
 
+from policyc.compiler.stages import Stratified
+
 from . import problems as P
 from .client import Chat, Settings
 from .draft import Rule, deciding, policy_text
@@ -329,7 +331,7 @@ def _decision_points(
     options: Options,
     inputs: Inputs,
     report: Report,
-    compilation: Any,
+    compilation: Stratified,
     text: str,
     rules: list[Rule],
     progress: Progress,
@@ -386,7 +388,7 @@ def _policy(plan: Any, functors: str | None, report: Report) -> Any:
         return None
 
 
-def _findings(compilation: Any, start: int, options: Options) -> list[Any]:
+def _findings(compilation: Stratified, start: int, options: Options) -> list[Any]:
     """The warnings and deep findings of the translated rules (not of the vocabulary)."""
     from policyc.analyzer.deep import analyse
     from policyc.compiler.diagnostics import sort_diagnostics

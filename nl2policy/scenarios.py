@@ -32,7 +32,8 @@ from typing import Any
 
 from policyc.compiler import ast
 from policyc.compiler.loader import load_source
-from policyc.compiler.pipeline import Compilation, compile_program
+from policyc.compiler.pipeline import compile_program
+from policyc.compiler.stages import Stratified
 
 from . import problems as P
 from .draft import Rule
@@ -85,7 +86,7 @@ class _Group:
         self.scope = scope
 
 
-def _groups(compilation: Compilation, rules: list[Rule]) -> list[_Group]:
+def _groups(compilation: Stratified, rules: list[Rule]) -> list[_Group]:
     """One group per set of decision rules that can apply to the same actions: a rule that
     names the tools it is about (``ToolCall(a, "t")``, ``is_tool(a, "t")``, or ``ToolCall(a, t)``
     with ``t`` from a relation of facts) cannot apply to a call of another tool."""
@@ -108,7 +109,7 @@ def _groups(compilation: Compilation, rules: list[Rule]) -> list[_Group]:
     return list(groups.values())
 
 
-def _tools(compilation: Compilation, rule: ast.Rule) -> frozenset[str] | None:
+def _tools(compilation: Stratified, rule: ast.Rule) -> frozenset[str] | None:
     """The tools a decision rule's action can call (``None``: any)."""
     var = _head_var(rule)
     found: set[str] = set()
@@ -130,7 +131,7 @@ def _tools(compilation: Compilation, rule: ast.Rule) -> frozenset[str] | None:
     return frozenset(found) if named else None
 
 
-def _fact_constants(compilation: Compilation, rule: ast.Rule, var: str) -> set[str] | None:
+def _fact_constants(compilation: Stratified, rule: ast.Rule, var: str) -> set[str] | None:
     """The values a variable can take from a positive atom over a relation of string facts."""
     for lit in rule.body:
         if not isinstance(lit, ast.Atom):
@@ -152,7 +153,7 @@ def _head_var(rule: ast.Rule) -> str | None:
 class _Builder:
     """The path rules of one group, as Datalog text added to the policy."""
 
-    def __init__(self, compilation: Compilation, rules: list[Rule], group: _Group, tag: int) -> None:
+    def __init__(self, compilation: Stratified, rules: list[Rule], group: _Group, tag: int) -> None:
         self.compilation = compilation
         self.translated = {rule.id for rule in rules}
         self.group = group
@@ -381,7 +382,7 @@ def _rule_id(rule: ast.Rule, translated: set[str]) -> str | None:
     return value if value in translated else None
 
 
-def _sliced(compilation: Compilation, text: str, lines: list[str]) -> str:
+def _sliced(compilation: Stratified, text: str, lines: list[str]) -> str:
     """The policy's text without the rules of its own file that the path rules cannot reach
     (the search grounds every rule it is given)."""
     from policyc.compiler.parser import parse
@@ -408,7 +409,7 @@ def _sliced(compilation: Compilation, text: str, lines: list[str]) -> str:
 
 def path_program(
     text: str, lines: list[str], paths: list[Path], output: str
-) -> tuple[Compilation, list[Path], list[P.Problem]]:
+) -> tuple[Stratified, list[Path], list[P.Problem]]:
     """The policy with a rule per path (paths whose rule does not check are left out)."""
     found: list[P.Problem] = []
     header = text + "\n// ---- decision paths (added for the search)\n"
@@ -448,7 +449,7 @@ def path_program(
 
 
 def synthesize(
-    compilation: Compilation,
+    compilation: Stratified,
     text: str,
     rules: list[Rule],
     output: str,
@@ -523,7 +524,7 @@ def synthesize(
 
 
 def _search_groups(
-    builders: list[_Builder], compilation: Compilation, text: str, output: str, bound: int, deadline: float
+    builders: list[_Builder], compilation: Stratified, text: str, output: str, bound: int, deadline: float
 ) -> list[tuple[list[Path], list[Any], list[P.Problem]]]:
     """Each group's paths and witnesses. Everything that runs in this process is prepared
     first, in this thread (z3, which the proofs use, must not run in two threads at once); the

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from policyc.compiler import ast
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.loader import PRELUDE, Program, decode, library_modules, load_source
-from policyc.compiler.pipeline import Compilation, compile_program
+from policyc.compiler.pipeline import compile_program
 from policyc.compiler.source import SourceFile
+from policyc.compiler.stages import Stratified
 
 DECISIONS = ("Allow", "Deny")
 MAX_RULES_SHOWN = 12
@@ -166,7 +167,7 @@ def _from_file(spec: str, output: str) -> str:
     return header + "\n" + "\n".join(kept)
 
 
-def _describe(specs: tuple[str, ...], text: str, compilation: Compilation) -> Vocabulary:
+def _describe(specs: tuple[str, ...], text: str, compilation: Stratified) -> Vocabulary:
     symbols = compilation.symbols
     assert symbols is not None
     program = compilation.program

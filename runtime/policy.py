@@ -23,6 +23,7 @@ from typing import Any
 
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.plan import Plan
+from policyc.compiler.stages import Parsed, Stratified
 
 from .evaluator import CompiledPlan, EvalError, Evaluation, Limits
 from .facts import FactsError, FactsInput, validate
@@ -195,7 +196,7 @@ def load_source(
     from policyc.compiler.pipeline import compile_source
     from policyc.risk.declarations import declarations_of
 
-    compilation = compile_source(text, name)
+    compilation = compile_source(text, name, upto="plan")
     return Policy(plan_of(compilation), functors, limits, risk=declarations_of(compilation))
 
 
@@ -220,13 +221,15 @@ def _load_file(path: Path, functors: Functors, verify_key: Any, limits: Limits |
     from policyc.risk.declarations import declarations_of
 
     program, found = load_data(data, str(path))
-    compilation = compile_program(program, found)
+    compilation = compile_program(program, found, upto="plan")
     return Policy(plan_of(compilation), functors, limits, risk=declarations_of(compilation))
 
 
-def plan_of(compilation: Any) -> Plan:
-    """The plan of a compiled policy, or :class:`PolicyError` with its error diagnostics."""
-    from policyc.compiler.planner import PlanningError, build_plan
+def plan_of(compilation: Parsed) -> Plan:
+    """The plan of a compiled policy (the pipeline's ``plan`` stage, run if the compilation
+    stopped before it), or :class:`PolicyError` with its error diagnostics."""
+    from policyc.compiler.pipeline import plan
+    from policyc.compiler.planner import PlanningError
 
     errors = tuple(d for d in compilation.diagnostics if d.is_error)
     if errors:
@@ -234,7 +237,9 @@ def plan_of(compilation: Any) -> Plan:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         where = f"{first.span.file}:{first.span.line}:{first.span.column}"
         raise PolicyError(f"{where}: {first.message} [{first.name}]{more}", errors)
+    if not isinstance(compilation, Stratified):
+        raise PolicyError(f"the policy was compiled only up to its {compilation.stage} stage")
     try:
-        return build_plan(compilation)
+        return plan(compilation).plan
     except PlanningError as error:
         raise PolicyError(str(error)) from None
