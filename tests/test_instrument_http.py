@@ -18,7 +18,7 @@ import pytest
 import requests
 
 import policyc
-from policyc.runtime import instrument
+from policyc.runtime import httpx_hooks, instrument, requests_hooks
 from policyc.runtime.instrument import use_session
 
 
@@ -348,7 +348,7 @@ def test_many_threads_beginning_and_ending_instrumentations() -> None:
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert instrument._HTTPX.state[0] is False and instrument._REQUESTS.state[0] is False
+    assert httpx_hooks.HOOKS.state[0] is False and requests_hooks.HOOKS.state[0] is False
 
 
 # -------------------------------------------------------------------- bodies and headers

@@ -1,0 +1,168 @@
+"""The ambient monitor session: the session and scopes code runs under (:func:`use_session`),
+what a call recorded there depends on, and recording a call and its result as events.
+
+The session travels in :mod:`contextvars`, so code between the agent loop and a tool need not
+pass it along. A scope may name the event that initiated its work (``parent``, say the model's
+message): a call inside then depends on that event and on every event recorded in the session
+since the scope began.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from .session import Session
+from .verdict import Decision, Reason
+
+current_session: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
+    "policyc_session", default=None
+)
+# the parent of the innermost scope (what a call depends on is worked out from every scope)
+current_parent: contextvars.ContextVar[str | None] = contextvars.ContextVar("policyc_parent", default=None)
+_ids = itertools.count(1)
+
+NO_SESSION = Reason(
+    "policyc:no-session",
+    "no monitor session is active, so the action cannot be decided and is refused",
+    "Run the agent's work inside `policyc.use_session(session)`.",
+    "high",
+)
+
+
+class PolicyDenied(PermissionError):
+    """The policy refused an action; ``decision`` holds the reasons, ``feedback`` the text."""
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        self.feedback = decision.feedback or "the action was refused by the policy"
+        super().__init__(self.feedback)
+
+
+def refusal(rule: str, message: str, suggestion: str | None = None) -> Decision:
+    """A denial made before the policy is asked (the action is not recorded)."""
+    return Decision(None, False, (Reason(rule, message, suggestion, "high"),))
+
+
+# ----------------------------------------------------------------------------- scopes
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """A block of :func:`use_session`: its session and parent, and the scope it is in."""
+
+    session: Session
+    parent: str | None
+    start: int  # how many events the session held when the scope began
+    outer: _Scope | None
+
+
+_scope: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("policyc_scope", default=None)
+
+
+@contextmanager
+def use_session(session: Session, parent: str | None = None) -> Iterator[Session]:
+    """Make ``session`` ambient for the code inside.
+
+    With ``parent`` (an event id), a call inside depends on that event and on every event
+    recorded in the session since the scope began; scopes of the same session nest by union
+    (see :func:`dependencies`). Without it, a call depends on the whole history.
+    """
+    scope = _Scope(session, parent, len(session.order), _scope.get())
+    tokens = current_session.set(session), current_parent.set(parent), _scope.set(scope)
+    try:
+        yield session
+    finally:
+        _scope.reset(tokens[2])
+        current_parent.reset(tokens[1])
+        current_session.reset(tokens[0])
+
+
+def dependencies(session: Session) -> list[str] | None:
+    """What a call recorded now in ``session`` depends on: ``None`` for the whole history, else
+    the parent of every enclosing scope of this session and every event recorded since the
+    outermost of them began. An enclosing scope of this session without a parent, or with a
+    parent the session has not recorded, means the whole history; so does no scope at all."""
+    parents: list[str] = []
+    start = None
+    scope = _scope.get()
+    while scope is not None:
+        if scope.session is session:
+            if scope.parent is None or scope.parent not in session.events:
+                return None
+            parents.append(scope.parent)
+            start = scope.start
+        scope = scope.outer
+    if start is None:
+        return None
+    return list(dict.fromkeys([*reversed(parents), *session.order[start:]]))
+
+
+def new_id(prefix: str, session: Session | None = None) -> str:
+    """A fresh event id (one ``session`` has not recorded, when given)."""
+    while True:
+        identifier = f"{prefix}{next(_ids)}"
+        if session is None or identifier not in session.events:
+            return identifier
+
+
+def authorize_call(
+    tool: str, args: Mapping[str, Any], session: Session | None = None, allow_outside: bool = False
+) -> tuple[Decision, str | None]:
+    """Record a call of ``tool`` in the ambient (or given) session and decide it."""
+    session = session or current_session.get()
+    if session is None:
+        return Decision(None, allow_outside, () if allow_outside else (NO_SESSION,)), None
+    identifier = new_id("call", session)
+    event: dict[str, Any] = {"id": identifier, "kind": "tool_call", "tool": tool, "args": dict(args)}
+    deps = dependencies(session)
+    if deps is not None:
+        event["deps"] = deps
+    return session.authorize(event), identifier
+
+
+def result_text(value: Any) -> str:
+    """A result as the text of its event: a string as it is, anything else as JSON if it can be."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            return str(value)
+        except Exception:
+            return f"<{type(value).__name__}>"
+
+
+def error_text(error: BaseException) -> str:
+    """What a tool that raised gives as its result: ``error: ExceptionType: message``."""
+    try:
+        message = str(error)
+    except Exception:
+        message = "<the message cannot be shown>"
+    return f"error: {type(error).__name__}: {message}" if message else f"error: {type(error).__name__}"
+
+
+def record_result(
+    session: Session | None, call: str | None, tool: str, result: Any, labels: tuple[str, ...]
+) -> None:
+    """Record ``result`` as the result of the call ``call`` of ``tool`` in the given (or
+    ambient) session, labelled ``labels``; nothing without a session or a recorded call."""
+    session = session or current_session.get()
+    if session is None or call is None:
+        return
+    event: dict[str, Any] = {
+        "id": new_id("result", session),
+        "kind": "tool_result",
+        "of": call,
+        "tool": tool,
+        "text": result_text(result),
+    }
+    if labels:
+        event["labels"] = list(labels)
+    session.record(event)
