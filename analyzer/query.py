@@ -10,15 +10,12 @@ any rule, so that a misspelt relation in a query is reported as in a policy.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from policyc.compiler import ast
 from policyc.compiler.diagnostics import Diagnostic
-from policyc.compiler.loader import Program, load_data
+from policyc.compiler.loader import Program
 from policyc.compiler.parser import parse
 from policyc.compiler.pipeline import compile_program
 from policyc.compiler.source import SourceFile
@@ -47,56 +44,22 @@ class Loaded:
 
 
 def load(path: str) -> Loaded:
-    """A policy file or a bundle, as a program."""
-    from policyc.compiler.files import read_bytes
-    from policyc.runtime.bundle import is_bundle
-
-    try:
-        data = read_bytes(path)  # a policy or a bundle
-    except OSError as error:
-        raise AnalysisError(f"cannot read `{path}`: {error.strerror or error}") from None
-    if not is_bundle(data):
-        program, found = load_data(data, path)
-        return Loaded(program, tuple(found), path)
-    return _from_bundle(data, path)
-
-
-def _from_bundle(data: bytes, path: str) -> Loaded:
-    """The program of a bundle, from the sources it carries (written to a temporary folder so
-    that includes resolve as they did), refused unless they compile to the bundle's plan: the
-    runtime runs the plan, so only then does an analysis of the sources say what runs."""
-    from policyc.runtime.bundle import bundle_sources, check_sources
+    """A policy file or a bundle, as a program. A bundle's program is read from the sources
+    it carries, and refused unless they compile to the bundle's plan: the runtime runs the
+    plan, so only then does an analysis of the sources say what runs."""
+    from policyc.runtime.bundle import Bundle
+    from policyc.runtime.opener import open_path
     from policyc.runtime.policy import PolicyError
 
     try:
-        sources, manifest, plan_data = bundle_sources(data, path)  # integrity checks
+        opened = open_path(path)  # a policy or a bundle
+        if not isinstance(opened, Bundle):
+            return Loaded(opened.program, opened.diagnostics, path)
+        opened.compilation()  # checked against the plan and the manifest
     except PolicyError as error:
         raise AnalysisError(str(error)) from None
-    own = {name: text for name, text in sources.items() if not name.startswith("<")}
-    for name in own:
-        parts = Path(name).parts
-        if not parts or os.path.isabs(name) or ".." in parts:
-            raise AnalysisError(f"`{path}`: the bundle names a source `{name}` outside its own folder")
-    included: set[str] = set()
-    for name, text in own.items():
-        module, _ = parse(SourceFile(name, text))
-        for statement in module.statements:
-            if isinstance(statement, ast.Include):
-                included.add(os.path.normpath(os.path.join(os.path.dirname(name), statement.path.value)))
-    roots = [name for name in own if os.path.normpath(name) not in included]
-    if len(roots) != 1:
-        raise AnalysisError(f"`{path}`: cannot tell which of its sources is the policy")
-    with tempfile.TemporaryDirectory() as folder:
-        for name, text in own.items():
-            target = Path(folder, name)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        program, found = load_data(Path(folder, roots[0]).read_bytes(), os.path.join(folder, roots[0]))
-    try:
-        check_sources(compile_program(program, list(found)), manifest, plan_data, path)
-    except PolicyError as error:
-        raise AnalysisError(str(error)) from None
-    return Loaded(program, tuple(found), path)
+    program, found = opened.program()
+    return Loaded(program, found, path)
 
 
 def compile_loaded(loaded: Loaded, extra: tuple[ast.Module, ...] = ()) -> Parsed:

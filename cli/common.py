@@ -293,21 +293,18 @@ def thresholds_for_monitor(path: str, policy: Any) -> Any:
 
 def thresholds_in_bundle(path: str) -> Any:
     """The thresholds a bundle carries (`policyc risk-report` without `--thresholds`)."""
-    from ..compiler.files import read_bytes
-    from ..risk.enforce import bundle_risk
-    from ..runtime.bundle import is_bundle, read_bundle
+    from ..runtime.bundle import Bundle
+    from ..runtime.opener import UNREADABLE, open_path
     from ..runtime.policy import PolicyError
 
     try:
-        source = read_bytes(path)
-    except OSError as error:
-        fail(f"cannot read `{path}`: {error.strerror or error}", EXIT_USAGE)
-    if not is_bundle(source):
-        fail("give --thresholds, or a bundle compiled with `policyc compile --thresholds`", EXIT_USAGE)
-    try:
-        thresholds = bundle_risk(read_bundle(source, path)[1], path)[1]
+        opened = open_path(path)
+        if not isinstance(opened, Bundle):
+            fail("give --thresholds, or a bundle compiled with `policyc compile --thresholds`", EXIT_USAGE)
+        thresholds = opened.sections().get("risk")
     except PolicyError as error:
-        fail(str(error))
+        fail(str(error), EXIT_USAGE if error.code == UNREADABLE else EXIT_ERRORS)
+    thresholds = getattr(thresholds, "thresholds", None)
     if thresholds is None:
         fail(f"`{path}` carries no thresholds; give --thresholds")
     return thresholds

@@ -201,10 +201,11 @@ def replay_command(
         from ..runtime.replay import TraceError, replay_file
 
         loaded = load_policy(policy, functors, verify_key)
+        options = {}
         if thresholds_path is not None:
-            loaded.thresholds = thresholds_for_monitor(thresholds_path, loaded)
+            options["thresholds"] = thresholds_for_monitor(thresholds_path, loaded)
         try:
-            sessions = replay_file(loaded, trace)
+            sessions = replay_file(loaded, trace, **options)
         except TraceError as error:
             fail(str(error))
         except OSError as error:

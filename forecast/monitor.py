@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from policyc.runtime.extensions import Attachment
 from policyc.runtime.verdict import Decision, Reason
 
 from .abstraction import Abstraction, fingerprint
@@ -130,8 +131,9 @@ class Forecast:
         }
 
 
-class BoundForecaster:
-    """A forecaster bound to a monitor's policy (the model must have been learned with it)."""
+class BoundForecaster(Attachment):
+    """A forecaster bound to a monitor's policy (the model must have been learned with it):
+    what the forecast extension attaches to the monitor (``monitor.forecaster``)."""
 
     def __init__(self, config: Forecaster, monitor: Any) -> None:
         if config.intervention not in INTERVENTIONS:
@@ -318,6 +320,7 @@ def attach(forecast: Any, monitor: Any) -> BoundForecaster:
 
 
 def session_forecast(session: Any) -> Forecast:
+    """The forecast at the session's current step (``session.forecast()``)."""
     forecaster = getattr(session.monitor, "forecaster", None)
     if forecaster is None:
         raise ForecastError(

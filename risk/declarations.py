@@ -94,27 +94,17 @@ def from_manifest(manifest: dict[str, Any], origin: str) -> Declarations:
 def read_declarations(path: str | os.PathLike[str]) -> Declarations:
     """The declarations of a policy file or a bundle (:class:`RiskError` with the reason when it
     cannot be read or has errors; its diagnostics are on ``.diagnostics``)."""
-    from policyc.compiler.files import read_bytes
-    from policyc.compiler.loader import SourceError, load_data
-    from policyc.compiler.pipeline import compile_program
-    from policyc.runtime.bundle import is_bundle, read_bundle
+    from policyc.runtime.bundle import Bundle
+    from policyc.runtime.opener import UNREADABLE, open_path
     from policyc.runtime.policy import PolicyError
 
     try:
-        data = read_bytes(path)
-    except OSError as error:
-        raise RiskError(f"cannot read `{path}`: {error.strerror or error}", io=True) from None
-    if is_bundle(data):
-        try:
-            _, manifest = read_bundle(data, str(path))
-        except PolicyError as error:
-            raise RiskError(str(error)) from None
-        return from_manifest(manifest, str(path))
-    try:
-        program, found = load_data(data, str(path))
-    except SourceError as error:
-        raise RiskError(str(error), io=True) from None
-    compilation = compile_program(program, found)
+        opened = open_path(path)
+    except PolicyError as error:
+        raise RiskError(str(error), io=error.code == UNREADABLE) from None
+    if isinstance(opened, Bundle):
+        return from_manifest(opened.manifest, str(path))
+    compilation = opened.compilation()
     errors = tuple(d for d in compilation.diagnostics if d.is_error)
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyc.runtime.extensions import Attachment
 from policyc.stdlib.events import value_text
 
 from .context import call_context
@@ -102,8 +103,9 @@ def _name(detector: Any) -> str:
         return type(detector).__name__
 
 
-class Enforcement:
-    """What a monitor adds to its sessions for a policy that imports ``risk``."""
+class Enforcement(Attachment):
+    """What a monitor adds to its sessions for a policy that imports ``risk``: the
+    ``RoleStratum`` facts every session starts with, and the facts of each recorded call."""
 
     def __init__(
         self, declarations: Declarations, thresholds: Thresholds | None, detector: Detector | None
@@ -139,7 +141,7 @@ class Enforcement:
             elif thresholds is not None and (reason := thresholds.problem_with(role, spec.budget)):
                 self.problems[role] = reason
 
-    def start_facts(self) -> dict[str, list[list[Any]]]:
+    def start_facts(self, session: Any = None) -> dict[str, list[list[Any]]]:
         """``RoleStratum`` facts: which stratum decides each role, and how it is certified."""
         if self.thresholds is None:
             return {}
@@ -150,6 +152,12 @@ class Enforcement:
             if stratum is not None and role not in self.problems:
                 rows.append([role, stratum, result.certified if result else "individually"])
         return {"RoleStratum": rows} if rows else {}
+
+    def recorded(self, session: Any, event: Mapping[str, Any], position: int) -> dict[str, list[list[Any]]]:
+        """The facts of a recorded call, scored against the events before it."""
+        if event.get("kind") != "tool_call":
+            return {}
+        return self.facts(event, session.events, session.order[:position])
 
     def facts(
         self, call: Mapping[str, Any], events: Mapping[str, Mapping[str, Any]], order: Sequence[str]
@@ -184,32 +192,23 @@ class Enforcement:
         return {name: rows for name, rows in out.items() if rows}
 
 
-def bundle_risk(manifest: Mapping[str, Any], origin: str) -> tuple[Declarations, Thresholds | None]:
-    """The roles, field roles and thresholds a bundle's manifest carries (``PolicyError`` when
-    they are malformed: the bundle is refused)."""
-    from policyc.runtime.policy import PolicyError
-
-    from .declarations import from_manifest
-    from .thresholds import from_json
-
-    try:
-        declarations = from_manifest(dict(manifest), origin)
-        data = manifest.get("thresholds")
-        return declarations, None if data is None else from_json(data, f"{origin}: manifest thresholds")
-    except RiskError as error:
-        raise PolicyError(str(error)) from None
-
-
 def imports_risk(plan: Any) -> bool:
     """Whether a plan reads the facts of the `risk` library (its input relations)."""
     return set(RELATIONS) <= {spec.name for spec in plan.relations if spec.input}
 
 
-def enforcement(policy: Any, thresholds: Any = None, detector: Detector | None = None) -> Enforcement | None:
-    """The enforcement a monitor of ``policy`` needs: None when the policy does not import
-    ``risk`` (:class:`RiskError` if thresholds or a detector were given for such a policy, or
-    the thresholds cannot be read)."""
-    if not imports_risk(policy.plan):
+def enforcement(
+    plan: Any,
+    declarations: Declarations | None,
+    loaded: Thresholds | None,
+    thresholds: Any = None,
+    detector: Detector | None = None,
+) -> Enforcement | None:
+    """The enforcement a monitor of a policy needs (``declarations`` and ``loaded``: the roles
+    and the thresholds the policy carries; ``thresholds`` and ``detector``: the monitor's
+    options): None when the policy does not import ``risk`` (:class:`RiskError` if thresholds
+    or a detector were given for such a policy, or the thresholds cannot be read)."""
+    if not imports_risk(plan):
         if thresholds is not None or detector is not None:
             raise RiskError(
                 "thresholds or a detector were given, but the policy does not `.import risk`: "
@@ -218,9 +217,8 @@ def enforcement(policy: Any, thresholds: Any = None, detector: Detector | None =
         return None
     if detector is not None and not isinstance(detector, Detector):
         raise RiskError("a detector needs a `name` and a `score(value, trusted, untrusted)` method")
-    loaded = thresholds_of(thresholds) if thresholds is not None else getattr(policy, "thresholds", None)
-    declarations = getattr(policy, "risk", None) or Declarations()
-    return Enforcement(declarations, loaded, detector)
+    given = thresholds_of(thresholds) if thresholds is not None else loaded
+    return Enforcement(declarations or Declarations(), given, detector)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
-"""Bundles: a compiled policy as one verifiable JSON file.
+"""Bundles: a compiled policy as one verifiable JSON file, written and read here.
 
 ::
 
     {"format": "policyc-bundle", "format_version": 1,
      "manifest": {"policyc_version", "default", "entrypoints", "inputs", "functors", "roles",
-                  "fields", "thresholds", "checks", "sources": [{"path", "sha256"}], "plan_sha256"},
+                  "fields", ...the extensions' sections ("thresholds"), "checks",
+                  "sources": [{"path", "sha256"}], "plan_sha256"},
      "plan": {...}, "sources": {"policy.dl": "..."},
      "signature": null | {"algorithm": "ed25519", "value": BASE64}}
 
@@ -15,14 +16,23 @@ file is JSON with the bundle's format marker, that its format version is one thi
 reads, that the plan and every source match their hashes, that the signature verifies (when
 a verification key is given), and that the plan is well formed. Any failure is a
 :class:`~policyc.runtime.policy.PolicyError` with a one-line reason.
+
+A manifest key the runtime does not own is an extension's section
+(:mod:`~policyc.runtime.extensions`): written by the extension when the bundle is compiled,
+read back by it when the bundle is loaded (:meth:`Bundle.sections`), and refused when no
+available extension reads it. A bundle also gives its sources back as a program
+(:meth:`Bundle.compilation`), read from the bundle itself, for the analyses.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +41,9 @@ from policyc.compiler.plan import Plan, PlanError
 from policyc.compiler.plan_read import from_data
 from policyc.compiler.plan_write import to_data
 from policyc.compiler.version import __version__
+
+from .extensions import Extension, library_modules, read_sections, resolve, write_sections
+from .policy import PolicyError, plan_of
 
 FORMAT = "policyc-bundle"
 FORMAT_VERSION = 1
@@ -50,14 +63,24 @@ def is_bundle(data: bytes) -> bool:
     return data.lstrip()[:1] == b"{"
 
 
+# ------------------------------------------------------------------------------- writing
+
+
 def build_bundle(
     compilation: Any,
     plan: Plan,
     signing_key: str | os.PathLike[str] | None = None,
     thresholds: Any = None,
+    *,
+    extensions: Iterable[Extension] | None = None,
+    **options: Any,
 ) -> bytes:
-    """The bytes of a bundle for a compiled policy and its plan (with the calibrated
-    ``thresholds``, a :class:`~policyc.risk.thresholds.Thresholds`, when given)."""
+    """The bytes of a bundle for a compiled policy and its plan. ``options`` go to the
+    extensions that claim them, which write their manifest sections (``thresholds=``, a
+    :class:`~policyc.risk.thresholds.Thresholds`, is the risk extension's; it may be given
+    fourth); an option none claims is a ``TypeError``."""
+    if thresholds is not None:
+        options["thresholds"] = thresholds
     program = compilation.program
     root_dir = min((os.path.dirname(r) for r in program.roots), default="")
     sources = {}
@@ -71,7 +94,7 @@ def build_bundle(
     manifest = {
         "policyc_version": __version__,
         **describe(compilation, plan),
-        "thresholds": None if thresholds is None else thresholds.to_json(),
+        **write_sections(compilation, plan, resolve(extensions), options),
         "checks": {"check": "passed", "errors": 0, "warnings": warnings},
         "sources": [
             {"path": name, "sha256": sha256(text.encode("utf-8"))} for name, text in sorted(sources.items())
@@ -119,49 +142,117 @@ def _name(role: Any) -> str:
     return role.name
 
 
-def read_bundle(
-    data: bytes, origin: str, verify_key: str | os.PathLike[str] | bytes | None = None
-) -> tuple[Plan, dict[str, Any]]:
-    """The plan and manifest of a bundle, verified; ``PolicyError`` with the reason if not."""
-    plan, manifest, _ = _read(data, origin, verify_key)
-    return plan, manifest
+# ------------------------------------------------------------------------------- reading
 
 
-def bundle_sources(data: bytes, origin: str) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
-    """The sources, manifest and plan data of a bundle, verified as :func:`read_bundle` does."""
-    _, manifest, bundle = _read(data, origin, None)
-    return bundle["sources"], manifest, bundle["plan"]
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle read and verified: its plan, manifest and sources (``origin``: where it was
+    read from)."""
 
+    origin: str
+    plan: Plan
+    manifest: dict[str, Any]
+    sources: dict[str, str]
+    plan_data: dict[str, Any]
 
-def check_sources(compilation: Any, manifest: dict[str, Any], plan_data: dict[str, Any], origin: str) -> None:
-    """Refuse (``PolicyError``) a bundle whose plan or manifest is not what its sources compile
-    to: an analysis reads the sources while the runtime runs the plan, so an analysis of such a
-    bundle would prove nothing about what runs. ``compilation`` is the sources compiled again."""
-    from .policy import PolicyError, plan_of
+    @property
+    def libraries(self) -> list[str]:
+        """The library modules the policy imports."""
+        return library_modules(entry.get("path", "") for entry in self.manifest["sources"])
 
-    what = "the analysis reads its sources but the runtime runs its plan, so it would prove nothing"
-    try:
-        plan = plan_of(compilation)
-    except PolicyError as error:
-        raise PolicyError(f"{origin}: the bundle's sources do not compile ({error}): {what}") from None
-    if canonical(to_data(plan)) != canonical(plan_data):
-        raise PolicyError(
-            f"{origin}: the bundle's plan is not the plan of its sources (the bundle was modified, "
-            f"or compiled by another policyc): {what}"
-        )
-    described = describe(compilation, plan)
-    for key, value in described.items():
-        if manifest.get(key) != value:
+    def sections(self, extensions: Iterable[Extension] | None = None) -> dict[str, Any]:
+        """What each extension keeps of the manifest, by name (the installed extensions unless
+        given): ``PolicyError`` for a section none reads or one that cannot be read."""
+        return read_sections(self.manifest, resolve(extensions), self.origin)
+
+    def program(self) -> tuple[Any, tuple[Any, ...]]:
+        """The program of the sources the bundle carries and what loading it found, read from
+        the bundle alone (its includes resolve among its sources; library modules are the
+        installed ones). A source's path is the bundle's path joined with its name."""
+        return self._program
+
+    @functools.cached_property
+    def _program(self) -> tuple[Any, tuple[Any, ...]]:
+        from policyc.compiler.loader import load_source
+
+        own = {os.path.normpath(n): text for n, text in self.sources.items() if not n.startswith("<")}
+        for name in own:
+            parts = Path(name).parts
+            if not parts or os.path.isabs(name) or ".." in parts:
+                raise PolicyError(
+                    f"`{self.origin}`: the bundle names a source `{name}` outside its own folder"
+                )
+        included = _included(own)
+        roots = [name for name in own if name not in included]
+        if len(roots) != 1:
+            raise PolicyError(f"`{self.origin}`: cannot tell which of its sources is the policy")
+        base = os.path.normpath(self.origin)
+
+        def read(path: str) -> bytes:
+            name = os.path.relpath(os.path.normpath(path), base)
+            if name not in own:
+                raise FileNotFoundError(2, "the bundle does not carry this file", path)
+            return own[name].encode("utf-8")
+
+        program, found = load_source(own[roots[0]], os.path.join(base, roots[0]), read)
+        return program, tuple(found)
+
+    @functools.cached_property
+    def _compiled(self) -> Any:
+        from policyc.compiler.pipeline import compile_program
+
+        program, found = self.program()
+        compilation = compile_program(program, list(found))
+        self.check(compilation)
+        return compilation
+
+    def compilation(self) -> Any:
+        """The bundle's sources compiled (:meth:`program`), refused (``PolicyError``) unless
+        they compile to exactly its plan and manifest (:meth:`check`)."""
+        return self._compiled
+
+    def check(self, compilation: Any) -> None:
+        """Refuse (``PolicyError``) a bundle whose plan or manifest is not what its sources
+        compile to: an analysis reads the sources while the runtime runs the plan, so an
+        analysis of such a bundle would prove nothing about what runs. ``compilation`` is the
+        sources compiled again."""
+        origin = self.origin
+        what = "the analysis reads its sources but the runtime runs its plan, so it would prove nothing"
+        try:
+            plan = plan_of(compilation)
+        except PolicyError as error:
+            raise PolicyError(f"{origin}: the bundle's sources do not compile ({error}): {what}") from None
+        if canonical(to_data(plan)) != canonical(self.plan_data):
             raise PolicyError(
-                f"{origin}: the bundle's manifest `{key}` is not what its sources declare (the bundle "
-                f"was modified): {what}"
+                f"{origin}: the bundle's plan is not the plan of its sources (the bundle was modified, "
+                f"or compiled by another policyc): {what}"
             )
+        for key, value in describe(compilation, plan).items():
+            if self.manifest.get(key) != value:
+                raise PolicyError(
+                    f"{origin}: the bundle's manifest `{key}` is not what its sources declare (the bundle "
+                    f"was modified): {what}"
+                )
 
 
-def _read(
-    data: bytes, origin: str, verify_key: str | os.PathLike[str] | bytes | None
-) -> tuple[Plan, dict[str, Any], dict[str, Any]]:
-    from .policy import PolicyError
+def _included(sources: dict[str, str]) -> set[str]:
+    """The sources some other source includes (normalised names)."""
+    from policyc.compiler import ast
+    from policyc.compiler.parser import parse
+    from policyc.compiler.source import SourceFile
+
+    included: set[str] = set()
+    for name, text in sources.items():
+        module, _ = parse(SourceFile(name, text))
+        for statement in module.statements:
+            if isinstance(statement, ast.Include):
+                included.add(os.path.normpath(os.path.join(os.path.dirname(name), statement.path.value)))
+    return included
+
+
+def read_bundle(data: bytes, origin: str, verify_key: str | os.PathLike[str] | bytes | None = None) -> Bundle:
+    """A bundle, verified; ``PolicyError`` with the reason if not."""
 
     def refuse(reason: str) -> PolicyError:
         return PolicyError(f"{origin}: {reason}")
@@ -209,7 +300,7 @@ def _read(
     expected = [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors]
     if manifest.get("functors") != expected or manifest.get("default") != plan.default:
         raise refuse("integrity check failed: the manifest does not describe the plan")
-    return plan, manifest, bundle
+    return Bundle(origin, plan, manifest, sources, plan_data)
 
 
 def _verify(signature: Any, manifest: dict, key: Any, refuse: Any) -> None:
@@ -234,8 +325,6 @@ def _private_key(path: str | os.PathLike[str]) -> Any:
 
     from policyc.compiler.files import read_bytes
 
-    from .policy import PolicyError
-
     try:
         key = load_pem_private_key(read_bytes(path, KEY_LIMIT), password=None)
     except OSError as error:
@@ -250,8 +339,6 @@ def _private_key(path: str | os.PathLike[str]) -> Any:
 def _public_key(key: Any, refuse: Any) -> Any:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
-
-    from .policy import PolicyError
 
     if isinstance(key, bytes):
         data = key

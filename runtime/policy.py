@@ -17,9 +17,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.plan import Plan
@@ -30,17 +31,23 @@ from .facts import FactsError, FactsInput, validate
 from .functors import Functors, bind
 from .verdict import Decision, decide
 
+if TYPE_CHECKING:
+    from .extensions import Extension
+
 
 class PolicyError(Exception):
     """A policy that cannot be loaded: compile errors, an unreadable or invalid bundle."""
 
-    def __init__(self, message: str, diagnostics: tuple[Diagnostic, ...] = ()) -> None:
+    def __init__(
+        self, message: str, diagnostics: tuple[Diagnostic, ...] = (), code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.diagnostics = diagnostics
+        self.code = code  # a stable code for some refusals (``missing-extension``, ``unreadable``)
 
 
 class Policy:
-    """A compiled policy with its functors bound."""
+    """A compiled policy with its functors bound, and what its extensions read of it."""
 
     def __init__(
         self,
@@ -48,16 +55,29 @@ class Policy:
         functors: Functors = None,
         limits: Limits | None = None,
         manifest: dict[str, Any] | None = None,
-        risk: Any = None,
-        thresholds: Any = None,
+        *,
+        extensions: Iterable[Extension] | None = None,
+        sections: Mapping[str, Any] | None = None,
     ) -> None:
+        from .extensions import resolve
+
         self.plan = plan
         self.compiled = CompiledPlan(plan)
         self.functors = bind(plan, functors)
         self.limits = limits or Limits()
         self.manifest = manifest
-        self.risk = risk  # the roles and field roles (policyc.risk.declarations.Declarations)
-        self.thresholds = thresholds  # calibrated thresholds the bundle carries, if any
+        # the extensions its monitors run, and what each kept of the policy (by name)
+        self.extensions = resolve(extensions)
+        self.sections = dict(sections or {})
+
+    def __getattr__(self, name: str) -> Any:
+        """An attribute an extension shows for what it read (``policy.thresholds``)."""
+        if not name.startswith("_"):
+            for extension in self.__dict__.get("extensions", ()):
+                shown = extension.attributes(self.__dict__["sections"].get(extension.name))
+                if name in shown:
+                    return shown[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def relations(self) -> list[str]:
@@ -162,13 +182,16 @@ def load(
     source: str | None = None,
     verify_key: str | os.PathLike[str] | bytes | None = None,
     limits: Limits | None = None,
+    extensions: Iterable[Extension] | None = None,
 ) -> Policy:
     """A policy from a source file, a bundle file or source text (:class:`PolicyError` if it
-    has errors or cannot be read; ``MissingFunctors`` if a functor has no implementation).
+    has errors, cannot be read, or needs an extension that is not available;
+    ``MissingFunctors`` if a functor has no implementation).
 
     ``policy`` is a path when :func:`is_path` says so, else source text; ``source=`` gives
     source text explicitly (never looked up as a file). Source text carries no signature, so
-    a ``verify_key`` with it is refused."""
+    a ``verify_key`` with it is refused. ``extensions`` are the runtime extensions its
+    monitors run (the installed ones unless given; see :mod:`~policyc.runtime.extensions`)."""
     if (policy is None) == (source is None):
         raise TypeError("policyc.load takes a policy path or text, or source=TEXT (exactly one)")
     if source is None:
@@ -176,7 +199,9 @@ def load(
         if not isinstance(policy, str | os.PathLike):
             raise TypeError(f"policyc.load takes a path or source text, not {type(policy).__name__}")
         if is_path(policy):
-            return _load_file(Path(policy), functors, verify_key, limits)
+            from .opener import open_path, to_policy
+
+            return to_policy(open_path(Path(policy), verify_key), functors, limits, extensions)
         source = policy
     elif not isinstance(source, str):
         raise TypeError(f"source= takes policy text (a str), not {type(source).__name__}")
@@ -185,44 +210,22 @@ def load(
             "a verification key was given, but the policy is source text, which carries no signature "
             "to verify (load a signed bundle by its path)"
         )
-    return load_source(source, functors, limits=limits)
+    return load_source(source, functors, limits=limits, extensions=extensions)
 
 
 def load_source(
-    text: str, functors: Functors = None, *, limits: Limits | None = None, name: str = "<source>"
+    text: str,
+    functors: Functors = None,
+    *,
+    limits: Limits | None = None,
+    name: str = "<source>",
+    extensions: Iterable[Extension] | None = None,
 ) -> Policy:
     """A policy from source text (reported as ``name``; includes are relative to the current
     folder)."""
-    from policyc.compiler.pipeline import compile_source
-    from policyc.risk.declarations import declarations_of
+    from .opener import open_text, to_policy
 
-    compilation = compile_source(text, name, upto="plan")
-    return Policy(plan_of(compilation), functors, limits, risk=declarations_of(compilation))
-
-
-def _load_file(path: Path, functors: Functors, verify_key: Any, limits: Limits | None) -> Policy:
-    from policyc.compiler.files import read_bytes
-
-    from .bundle import is_bundle, read_bundle
-
-    try:
-        data = read_bytes(path)  # a policy or a bundle
-    except OSError as error:
-        raise PolicyError(f"cannot read `{path}`: {error.strerror or error}") from None
-    if is_bundle(data):
-        plan, manifest = read_bundle(data, str(path), verify_key)
-        from policyc.risk.enforce import bundle_risk
-
-        return Policy(plan, functors, limits, manifest, *bundle_risk(manifest, str(path)))
-    if verify_key is not None:
-        raise PolicyError(f"`{path}` is not a bundle, so it carries no signature to verify")
-    from policyc.compiler.loader import load_data
-    from policyc.compiler.pipeline import compile_program
-    from policyc.risk.declarations import declarations_of
-
-    program, found = load_data(data, str(path))
-    compilation = compile_program(program, found, upto="plan")
-    return Policy(plan_of(compilation), functors, limits, risk=declarations_of(compilation))
+    return to_policy(open_text(text, name), functors, limits, extensions)
 
 
 def plan_of(compilation: Parsed) -> Plan:

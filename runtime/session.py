@@ -37,6 +37,7 @@ may be incomplete). A failure while deciding denies that decision.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
@@ -45,12 +46,14 @@ from typing import Any
 from policyc.compiler import plan as p
 from policyc.stdlib.events import SESSION_FUNCTORS, EventError, check_event, event_facts, session_functors
 
-from . import codegen, maintain
-from .evaluator import CompiledPlan, EvalError, Evaluation, LimitExceeded, Limits
+from . import maintain
+from .evaluator import EvalError, Evaluation, LimitExceeded, Limits
+from .extensions import Attachment, Extension, claim, resolve
 from .facts import FactsError, FactsInput, validate
 from .functors import is_session_placeholder, wrap
 from .prefix import Prefix
 from .relations import Relation
+from .session_plan import SessionPlan
 from .verdict import Decision, Reason, decide
 
 _NOTHING = object()
@@ -61,179 +64,6 @@ UNKNOWN_ACTION = Reason(
     "Record the call (`session.authorize(event)`) before deciding it.",
     "high",
 )
-
-
-class SessionPlan:
-    """A plan prepared for sessions: what is maintained, what is asked on demand, what is
-    recomputed per decision, and the code for each (shared by every session)."""
-
-    def __init__(self, plan: p.Plan, compiled: CompiledPlan) -> None:
-        self.plan = plan
-        self.compiled = compiled
-        index = plan.relation_index()
-        self.candidate = index.get("Candidate")
-        relations = plan.relations
-        rules_of: dict[int, list[p.RulePlan]] = {r: [] for r in range(len(relations))}
-        stratum_of: dict[int, p.Stratum] = {}
-        for stratum in plan.strata:
-            for r in stratum.relations:
-                stratum_of[r] = stratum
-            for rule in (*stratum.rules, *stratum.delta_rules):
-                rules_of[rule.head].append(rule)
-
-        incremental: set[int] = set()
-        for stratum in plan.strata:
-            members = [r for r in stratum.relations if not relations[r].inline and r != self.candidate]
-            if not members or len(members) != len([r for r in stratum.relations if not relations[r].inline]):
-                continue
-            allowed = incremental | set(members)
-            if all(_monotone(rule, allowed) for r in members for rule in rules_of[r]):
-                incremental.update(members)
-        self.incremental = frozenset(incremental)
-        self.volatile = frozenset(
-            r for r in range(len(relations)) if r not in incremental and not relations[r].inline
-        )
-
-        materialized: set[int] = set()
-        demanded: set[int] = set()
-
-        def referenced(steps: tuple[p.Step, ...]) -> Iterator[p.Step]:
-            for step in steps:
-                yield step
-                if isinstance(step, p.Aggregate):
-                    yield from referenced(step.body)
-
-        def materialize(r: int) -> None:
-            if r in materialized or r not in self.volatile:
-                return
-            materialized.add(r)
-            for rule in rules_of[r]:
-                for step in referenced(rule.steps):
-                    touch_all(step)
-
-        def touch_all(step: p.Step) -> None:
-            """A relation read by code that is not demand-aware needs every volatile relation
-            it reads in full."""
-            if isinstance(step, p.Scan | p.NotExists):
-                materialize(step.relation)
-            elif isinstance(step, p.InlineTest):
-                for bound in plan.bound_rules[step.relation]:
-                    for inner in referenced(bound.steps):
-                        touch_all(inner)
-
-        def demand(r: int) -> None:
-            if r in demanded or r in materialized or r not in self.volatile or r == self.candidate:
-                if r == self.candidate:
-                    materialized.add(r)
-                return
-            if stratum_of[r].recursive:
-                materialize(r)
-                return
-            demanded.add(r)
-            for bound in plan.bound_rules[r]:
-                for step in bound.steps:
-                    if isinstance(step, p.Scan | p.NotExists):
-                        if all(isinstance(a, p.Match) for a in step.args) and not (
-                            isinstance(step, p.Scan) and step.source != "full"
-                        ):
-                            demand(step.relation)
-                        else:
-                            materialize(step.relation)
-                    else:
-                        for inner in referenced((step,)):
-                            if inner is not step:
-                                touch_all(inner)
-                        if isinstance(step, p.InlineTest):
-                            touch_all(step)
-
-        # An input relation that also has rules and is not maintained holds the facts given for
-        # it plus what its rules derive: recomputed for each decision from those facts (seeds).
-        read = _read_relations(plan)
-        seeded = {
-            r
-            for r, spec in enumerate(relations)
-            if spec.input
-            and r in self.volatile
-            and r != self.candidate
-            and (r in read or spec.name in ("Deny", "Allow"))
-        }
-        for r in seeded:
-            materialize(r)
-        self.seeded = frozenset(seeded)
-        for name in ("Deny", "Allow"):
-            if name in index:
-                demand(index[name])
-        self.demanded = frozenset(demanded)
-        self.materialized = frozenset(materialized)
-        self.stratum_of = stratum_of
-
-        # code: one insertion pass over the incremental strata, demand-mode rules of demanded relations
-        self.stored = frozenset(
-            r
-            for r, spec in enumerate(relations)
-            if spec.input and r in incremental and (r in read or spec.name in ("Deny", "Allow"))
-        )
-        maintained = [stratum for stratum in plan.strata if any(r in incremental for r in stratum.relations)]
-        # `DependsOn` of the events vocabulary, stored and read only: an event without `deps`
-        # depends on every earlier one, which the order says (runtime/prefix.py)
-        depends = index.get("DependsOn")
-        self.prefix = (
-            depends
-            if depends is not None
-            and depends in self.stored
-            and relations[depends].arity == 2
-            and depends not in compiled.derived
-            else None
-        )
-        self.maintain_source, self.bind = maintain.compile_pass(
-            plan, maintained, self.stored, prefix=self.prefix
-        )
-        demand_set = frozenset(self.demanded)
-        self.demand_rules: dict[int, list[tuple[p.BoundRule, Callable]]] = {
-            r: [
-                (b, codegen.compile_bound_rule(plan, b, f"q{r}_{b.rule}", demand=demand_set)[1])
-                for b in plan.bound_rules[r]
-            ]
-            for r in self.demanded
-        }
-        self.recompute = [
-            entry for entry in compiled.strata if any(r in materialized for r in entry[0].relations)
-        ]
-        # a verdict read straight from maintained relations (when nothing is recomputed per decision)
-        deny, allow = index.get("Deny"), index.get("Allow")
-
-        def unary_maintained(r: int | None) -> bool:
-            return r is not None and r in incremental and relations[r].arity == 1
-
-        self.direct = (
-            not self.recompute
-            and unary_maintained(deny)
-            and (plan.default == "allow" or unary_maintained(allow))
-        )
-        self.deny, self.allow = deny, (None if plan.default == "allow" else allow)
-        self.wanted = {spec.name: r for r, spec in enumerate(relations) if r in self.stored or r in seeded}
-
-
-def _monotone(rule: p.RulePlan, allowed: set[int]) -> bool:
-    for step in rule.steps:
-        if isinstance(step, p.Scan):
-            if step.relation not in allowed:
-                return False
-        elif isinstance(step, p.NotExists | p.Aggregate | p.InlineTest):
-            return False
-    return True
-
-
-def _read_relations(plan: p.Plan) -> set[int]:
-    """Every relation some rule reads."""
-    read: set[int] = set()
-    for stratum in plan.strata:
-        for rule in (*stratum.rules, *stratum.delta_rules, *stratum.insert_rules):
-            read.update(r for r, _ in p.reads(rule.steps))
-    for rules in plan.bound_rules:
-        for bound in rules:
-            read.update(r for r, _ in p.reads(bound.steps))
-    return read
 
 
 class Monitor:
@@ -255,28 +85,32 @@ class Monitor:
     (False, 'a1 depends on untrusted input')
     """
 
-    def __init__(
-        self,
-        policy: Any,
-        *,
-        limits: Limits | None = None,
-        thresholds: Any = None,
-        detector: Any = None,
-        forecast: Any = None,
-    ) -> None:
+    def __init__(self, policy: Any, *, limits: Limits | None = None, **options: Any) -> None:
+        """``options`` go to the extensions of the policy that claim them (``thresholds=`` and
+        ``detector=`` of risk budgets, ``forecast=`` of forecasts); one that none claims is a
+        ``TypeError`` naming it."""
         self.policy = policy
         self.limits = limits or policy.limits
         self.prepared = SessionPlan(policy.plan, policy.compiled)
-        from policyc.risk.enforce import enforcement
+        extensions = getattr(policy, "extensions", None)
+        self.extensions: tuple[Extension, ...] = resolve(extensions)
+        claimed = claim(options, self.extensions, "options", "Monitor")
+        sections = getattr(policy, "sections", {})
+        # what each extension's sessions run, in the extensions' order (see runtime/extensions.py)
+        self.attached: dict[str, Attachment] = {}
+        for extension in self.extensions:
+            attachment = extension.attach(self, sections.get(extension.name), **claimed[extension.name])
+            if attachment is not None:
+                self.attached[extension.name] = attachment
+        self.hooks = tuple(self.attached.items())
 
-        # per-field risk budgets (policyc.risk): None unless the policy imports `risk`
-        self.risk = enforcement(policy, thresholds, detector)
-        # the forecast model (policyc.forecast): None unless one is given
-        self.forecaster = None
-        if forecast is not None:
-            from policyc.forecast.monitor import attach
-
-            self.forecaster = attach(forecast, self)
+    def __getattr__(self, name: str) -> Any:
+        """An extension's attachment by the monitor attribute it names (``monitor.risk``,
+        ``monitor.forecaster``): None when it attached nothing."""
+        for extension in self.__dict__.get("extensions", ()):
+            if extension.attribute == name:
+                return self.__dict__["attached"].get(extension.name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def session(
         self, session_id: str, principal: str | None = None, roles: tuple[str, ...] | list[str] = ()
@@ -339,9 +173,15 @@ class Session:
         if roles:
             identity["HasRole"] = {(role,) for role in roles}
         self._start(identity)
-        self.risk = monitor.risk  # scores the arguments with a role of each call (policyc.risk)
-        if self.risk is not None and (start := self.risk.start_facts()):
-            self.add_facts(start)
+        self.hooks = monitor.hooks  # what the monitor's extensions add (runtime/extensions.py)
+        for name, attachment in self.hooks:
+            try:
+                start = attachment.start_facts(self)
+            except Exception as error:
+                self.sticky.append(_failed(name, "starting the session", error))
+                continue
+            if start:
+                self.add_facts(start)
 
     # -------------------------------------------------------------------------- recording
 
@@ -361,12 +201,6 @@ class Session:
         order = self.order
         self.events[e] = checked
         try:
-            # a call is scored against the events before it: before it joins the order (no copy)
-            scored = (
-                self.risk.facts(checked, self.events, order)
-                if self.risk is not None and checked["kind"] == "tool_call"
-                else None
-            )
             facts = event_facts(checked, len(order), order, self.prepared.wanted, self.depends is not None)
         except Exception as error:  # nothing of the event is kept
             del self.events[e]
@@ -374,7 +208,7 @@ class Session:
                 EvalError("event", f"recording event {e!r} failed: {type(error).__name__}: {error}")
             )
             return
-        self.position[e] = len(order)
+        position = self.position[e] = len(order)
         order.append(e)
         try:
             if self.depends is not None and checked.get("deps") is None:
@@ -384,12 +218,18 @@ class Session:
                 if self.seeds:
                     self._seed(facts)
                 self._insert_indexed(facts)
-            if scored:
-                self.add_facts(scored)
         except Exception as error:  # the maintained facts may be incomplete
             self.sticky.append(
                 EvalError("event", f"recording event {e!r} failed: {type(error).__name__}: {error}")
             )
+        for name, attachment in self.hooks:
+            try:
+                added = attachment.recorded(self, checked, position)
+            except Exception as error:  # what the extension adds of the event is missing
+                self.sticky.append(_failed(name, f"recording event {e!r}", error))
+                continue
+            if added:
+                self.add_facts(added)
 
     def add_facts(self, facts: FactsInput) -> None:
         """Add domain facts (rows per input relation), checked like evaluation facts. Malformed
@@ -483,18 +323,25 @@ class Session:
                 EvalError("limit", f"the decision took longer than {limit:g} s, the time limit")
             )
             decision = decide(self, action)
-        if self.monitor.forecaster is not None:  # a forecaster may stop the session (policyc.forecast)
-            decision = self.monitor.forecaster.intervene(self, decision)
+        for name, attachment in self.hooks:  # an extension may turn the decision into a denial
+            try:
+                decision = attachment.intervene(self, decision)
+            except Exception as error:
+                self.errors.append(_failed(name, "deciding", error))
+                decision = decide(self, action)
         if decision.evaluation is self:
             decision = replace(decision, evaluation=self.view(action))
         return decision
 
-    def forecast(self) -> Any:
-        """The probability of staying safe from the current step, by the monitor's forecast
-        model (see docs/forecasting.md)."""
-        from policyc.forecast.monitor import session_forecast
-
-        return session_forecast(self)
+    def __getattr__(self, name: str) -> Any:
+        """A query an extension adds to sessions, asked as ``session.NAME()`` (for instance
+        ``session.forecast()``, see docs/forecasting.md)."""
+        monitor = self.__dict__.get("monitor")
+        for extension in getattr(monitor, "extensions", ()):
+            if name in extension.queries:
+                attachment = monitor.attached.get(extension.name)
+                return functools.partial(extension.query, name, self, attachment)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def view(self, action: Any) -> SessionView:
         """The session as it is now, deciding ``action`` (what a decision's ``explain`` explains)."""
@@ -667,6 +514,11 @@ class Session:
         evaluation.load(facts)
         evaluation.run()
         return evaluation
+
+
+def _failed(extension: str, what: str, error: Exception) -> EvalError:
+    """The error of an extension's hook that raised (it fails closed)."""
+    return EvalError("rule", f"extension `{extension}` failed while {what}: {type(error).__name__}: {error}")
 
 
 class SessionView:

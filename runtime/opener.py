@@ -1,0 +1,133 @@
+"""Opening a policy, one way for every caller: a source file, source text or a bundle.
+
+:func:`open_path` reads a file and tells a bundle from a policy source (a source never starts
+with ``{``); :func:`open_data` does the same for bytes already read and :func:`open_text` takes
+source text. What they give is :class:`Source` (the program, compiled on demand) or a verified
+:class:`~policyc.runtime.bundle.Bundle` (its plan, manifest and sources). :func:`to_policy`
+makes a runtime :class:`~policyc.runtime.policy.Policy` of either, refusing one that needs an
+extension which is not available (:mod:`~policyc.runtime.extensions`): a policy from source is
+read as the bundle it would compile to, so both are read, and refused, the same way.
+
+>>> opened = open_text(".input Send\\nDeny(a) :- Send(a).", "p.dl")
+>>> type(opened).__name__, opened.origin
+('Source', 'p.dl')
+>>> to_policy(opened).decide({"Send": [["e1"]]}, "e1").allowed
+False
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from policyc.compiler.diagnostics import Diagnostic
+from policyc.compiler.loader import Program
+
+from .bundle import Bundle, describe, is_bundle, read_bundle
+from .evaluator import Limits
+from .extensions import Extension, check_libraries, library_modules, read_sections, resolve, write_sections
+from .functors import Functors
+from .policy import Policy, PolicyError, plan_of
+
+UNREADABLE = "unreadable"  # the code of a PolicyError for a file that cannot be read
+
+
+@dataclass(frozen=True)
+class Source:
+    """A policy's source: its program and what loading it found (before any check)."""
+
+    origin: str
+    program: Program
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def libraries(self) -> list[str]:
+        """The library modules the policy imports."""
+        return library_modules(self.program.library)
+
+    @functools.cached_property
+    def _compiled(self) -> Any:
+        from policyc.compiler.pipeline import compile_program
+
+        return compile_program(self.program, list(self.diagnostics))
+
+    def compilation(self) -> Any:
+        """The program compiled as ``policyc check`` compiles it (once)."""
+        return self._compiled
+
+
+Opened = Source | Bundle
+
+
+def read_path(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a policy file or bundle (``PolicyError`` with code ``unreadable`` if the
+    file cannot be read)."""
+    from policyc.compiler.files import read_bytes
+
+    try:
+        return read_bytes(path)
+    except OSError as error:
+        raise PolicyError(f"cannot read `{path}`: {error.strerror or error}", code=UNREADABLE) from None
+
+
+def open_path(path: str | os.PathLike[str], verify_key: Any = None) -> Opened:
+    """A policy file or a bundle, by path (see :func:`open_data`)."""
+    return open_data(read_path(path), str(path), verify_key)
+
+
+def open_data(data: bytes, origin: str, verify_key: Any = None) -> Opened:
+    """A bundle, verified (with a signature by ``verify_key`` when given), or else a policy
+    source; a verification key for a source is refused, since it carries no signature."""
+    if is_bundle(data):
+        return read_bundle(data, origin, verify_key)
+    if verify_key is not None:
+        raise PolicyError(f"`{origin}` is not a bundle, so it carries no signature to verify")
+    from policyc.compiler.loader import load_data
+
+    program, found = load_data(data, origin)
+    return Source(origin, program, tuple(found))
+
+
+def open_text(text: str, name: str = "<source>") -> Source:
+    """Policy source text, reported as ``name`` (includes are relative to it)."""
+    from policyc.compiler.loader import load_source
+
+    program, found = load_source(text, name)
+    return Source(name, program, tuple(found))
+
+
+def to_policy(
+    opened: Opened,
+    functors: Functors = None,
+    limits: Limits | None = None,
+    extensions: Iterable[Extension] | None = None,
+) -> Policy:
+    """A runtime policy of what was opened (``PolicyError`` for a source with errors, or a
+    policy needing an extension that is not among ``extensions``, the installed ones unless
+    given; ``MissingFunctors`` if a functor has no implementation)."""
+    chosen = resolve(extensions)
+    if isinstance(opened, Bundle):
+        check_libraries(opened.libraries, chosen, opened.origin)
+        sections = opened.sections(chosen)
+        return Policy(opened.plan, functors, limits, opened.manifest, extensions=chosen, sections=sections)
+    return from_compilation(opened.compilation(), functors, limits, chosen, opened.origin)
+
+
+def from_compilation(
+    compilation: Any,
+    functors: Functors = None,
+    limits: Limits | None = None,
+    extensions: Iterable[Extension] | None = None,
+    origin: str | None = None,
+) -> Policy:
+    """A runtime policy of a compiled policy (see :func:`to_policy`)."""
+    chosen = resolve(extensions)
+    plan = plan_of(compilation)
+    origin = origin or min(compilation.program.roots, default="<source>")
+    check_libraries(library_modules(compilation.program.library), chosen, origin)
+    described = {**describe(compilation, plan), **write_sections(compilation, plan, chosen, {})}
+    sections = read_sections(described, chosen, origin)
+    return Policy(plan, functors, limits, extensions=chosen, sections=sections)

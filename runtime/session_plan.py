@@ -1,0 +1,189 @@
+"""What a policy's plan becomes for monitor sessions, prepared once per monitor.
+
+A relation is *incremental* (maintained as events arrive) when its rules only join relations
+that are themselves incremental; every other relation is *volatile*: asked about on demand
+with its arguments bound, or recomputed per decision when some rule needs it in full. The
+module :mod:`~policyc.runtime.session` explains what each costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from policyc.compiler import plan as p
+
+from . import codegen, maintain
+from .evaluator import CompiledPlan
+
+
+class SessionPlan:
+    """A plan prepared for sessions: what is maintained, what is asked on demand, what is
+    recomputed per decision, and the code for each (shared by every session)."""
+
+    def __init__(self, plan: p.Plan, compiled: CompiledPlan) -> None:
+        self.plan = plan
+        self.compiled = compiled
+        index = plan.relation_index()
+        self.candidate = index.get("Candidate")
+        relations = plan.relations
+        rules_of: dict[int, list[p.RulePlan]] = {r: [] for r in range(len(relations))}
+        stratum_of: dict[int, p.Stratum] = {}
+        for stratum in plan.strata:
+            for r in stratum.relations:
+                stratum_of[r] = stratum
+            for rule in (*stratum.rules, *stratum.delta_rules):
+                rules_of[rule.head].append(rule)
+
+        incremental: set[int] = set()
+        for stratum in plan.strata:
+            members = [r for r in stratum.relations if not relations[r].inline and r != self.candidate]
+            if not members or len(members) != len([r for r in stratum.relations if not relations[r].inline]):
+                continue
+            allowed = incremental | set(members)
+            if all(_monotone(rule, allowed) for r in members for rule in rules_of[r]):
+                incremental.update(members)
+        self.incremental = frozenset(incremental)
+        self.volatile = frozenset(
+            r for r in range(len(relations)) if r not in incremental and not relations[r].inline
+        )
+
+        materialized: set[int] = set()
+        demanded: set[int] = set()
+
+        def referenced(steps: tuple[p.Step, ...]) -> Iterator[p.Step]:
+            for step in steps:
+                yield step
+                if isinstance(step, p.Aggregate):
+                    yield from referenced(step.body)
+
+        def materialize(r: int) -> None:
+            if r in materialized or r not in self.volatile:
+                return
+            materialized.add(r)
+            for rule in rules_of[r]:
+                for step in referenced(rule.steps):
+                    touch_all(step)
+
+        def touch_all(step: p.Step) -> None:
+            """A relation read by code that is not demand-aware needs every volatile relation
+            it reads in full."""
+            if isinstance(step, p.Scan | p.NotExists):
+                materialize(step.relation)
+            elif isinstance(step, p.InlineTest):
+                for bound in plan.bound_rules[step.relation]:
+                    for inner in referenced(bound.steps):
+                        touch_all(inner)
+
+        def demand(r: int) -> None:
+            if r in demanded or r in materialized or r not in self.volatile or r == self.candidate:
+                if r == self.candidate:
+                    materialized.add(r)
+                return
+            if stratum_of[r].recursive:
+                materialize(r)
+                return
+            demanded.add(r)
+            for bound in plan.bound_rules[r]:
+                for step in bound.steps:
+                    if isinstance(step, p.Scan | p.NotExists):
+                        if all(isinstance(a, p.Match) for a in step.args) and not (
+                            isinstance(step, p.Scan) and step.source != "full"
+                        ):
+                            demand(step.relation)
+                        else:
+                            materialize(step.relation)
+                    else:
+                        for inner in referenced((step,)):
+                            if inner is not step:
+                                touch_all(inner)
+                        if isinstance(step, p.InlineTest):
+                            touch_all(step)
+
+        # An input relation that also has rules and is not maintained holds the facts given for
+        # it plus what its rules derive: recomputed for each decision from those facts (seeds).
+        read = _read_relations(plan)
+        seeded = {
+            r
+            for r, spec in enumerate(relations)
+            if spec.input
+            and r in self.volatile
+            and r != self.candidate
+            and (r in read or spec.name in ("Deny", "Allow"))
+        }
+        for r in seeded:
+            materialize(r)
+        self.seeded = frozenset(seeded)
+        for name in ("Deny", "Allow"):
+            if name in index:
+                demand(index[name])
+        self.demanded = frozenset(demanded)
+        self.materialized = frozenset(materialized)
+        self.stratum_of = stratum_of
+
+        # code: one insertion pass over the incremental strata, demand-mode rules of demanded relations
+        self.stored = frozenset(
+            r
+            for r, spec in enumerate(relations)
+            if spec.input and r in incremental and (r in read or spec.name in ("Deny", "Allow"))
+        )
+        maintained = [stratum for stratum in plan.strata if any(r in incremental for r in stratum.relations)]
+        # `DependsOn` of the events vocabulary, stored and read only: an event without `deps`
+        # depends on every earlier one, which the order says (runtime/prefix.py)
+        depends = index.get("DependsOn")
+        self.prefix = (
+            depends
+            if depends is not None
+            and depends in self.stored
+            and relations[depends].arity == 2
+            and depends not in compiled.derived
+            else None
+        )
+        self.maintain_source, self.bind = maintain.compile_pass(
+            plan, maintained, self.stored, prefix=self.prefix
+        )
+        demand_set = frozenset(self.demanded)
+        self.demand_rules: dict[int, list[tuple[p.BoundRule, Callable]]] = {
+            r: [
+                (b, codegen.compile_bound_rule(plan, b, f"q{r}_{b.rule}", demand=demand_set)[1])
+                for b in plan.bound_rules[r]
+            ]
+            for r in self.demanded
+        }
+        self.recompute = [
+            entry for entry in compiled.strata if any(r in materialized for r in entry[0].relations)
+        ]
+        # a verdict read straight from maintained relations (when nothing is recomputed per decision)
+        deny, allow = index.get("Deny"), index.get("Allow")
+
+        def unary_maintained(r: int | None) -> bool:
+            return r is not None and r in incremental and relations[r].arity == 1
+
+        self.direct = (
+            not self.recompute
+            and unary_maintained(deny)
+            and (plan.default == "allow" or unary_maintained(allow))
+        )
+        self.deny, self.allow = deny, (None if plan.default == "allow" else allow)
+        self.wanted = {spec.name: r for r, spec in enumerate(relations) if r in self.stored or r in seeded}
+
+
+def _monotone(rule: p.RulePlan, allowed: set[int]) -> bool:
+    for step in rule.steps:
+        if isinstance(step, p.Scan):
+            if step.relation not in allowed:
+                return False
+        elif isinstance(step, p.NotExists | p.Aggregate | p.InlineTest):
+            return False
+    return True
+
+
+def _read_relations(plan: p.Plan) -> set[int]:
+    """Every relation some rule reads."""
+    read: set[int] = set()
+    for stratum in plan.strata:
+        for rule in (*stratum.rules, *stratum.delta_rules, *stratum.insert_rules):
+            read.update(r for r, _ in p.reads(rule.steps))
+    for rules in plan.bound_rules:
+        for bound in rules:
+            read.update(r for r, _ in p.reads(bound.steps))
+    return read
