@@ -9,12 +9,30 @@ monitor report the probability of staying safe at every step and intervene below
 
 ``policyc forecast learn|query|show|replay`` is the command line; docs/forecasting.md the guide.
 Only :mod:`.build`, :mod:`.reach`, :mod:`.pac` and :mod:`.render` import numpy, scipy or
-matplotlib; a monitor loading a model needs none of them.
+matplotlib; a monitor loading a model needs none of them. The names below are imported on
+first use, so that the runtime finding the forecast extension (:mod:`.extension`) costs
+nothing until a monitor forecasts.
 """
 
-from .errors import ForecastError
-from .model import Model
-from .model import load as load_model
-from .monitor import Forecast, Forecaster
+from __future__ import annotations
 
-__all__ = ["Forecast", "ForecastError", "Forecaster", "Model", "load_model"]
+from typing import Any
+
+_LAZY = {
+    "Forecast": ("policyc.forecast.monitor", "Forecast"),
+    "ForecastError": ("policyc.forecast.errors", "ForecastError"),
+    "Forecaster": ("policyc.forecast.monitor", "Forecaster"),
+    "Model": ("policyc.forecast.model", "Model"),
+    "load_model": ("policyc.forecast.model", "load"),
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    found = _LAZY.get(name)
+    if found is None:
+        raise AttributeError(f"module 'policyc.forecast' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(found[0]), found[1])

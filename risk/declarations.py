@@ -51,16 +51,6 @@ class Declarations:
             by_tool.setdefault(tool, {})[argument] = role
         return by_tool
 
-    def to_manifest(self) -> dict[str, Any]:
-        return {
-            "roles": [
-                {"name": r.name, "budget": r.budget, "pool": r.pool} for _, r in sorted(self.roles.items())
-            ],
-            "fields": [
-                {"tool": t, "argument": a, "role": role} for (t, a), role in sorted(self.fields.items())
-            ],
-        }
-
 
 def declarations_of(compilation: Any) -> Declarations:
     """The declarations of a compiled policy."""
