@@ -1,0 +1,340 @@
+"""The syntax tree of a statement, built as the parser reduces: step 3 of :mod:`.parser`.
+
+:class:`Builder` has one method per grammar rule (or alias); the parser calls it with the
+rule's children (tokens and the nodes built so far) and it returns a frozen node whose span
+covers the rule's tokens. Values are checked here: string escapes, integers too long to read,
+floats too large to be finite; each problem is a diagnostic and a harmless value in its place.
+
+>>> from policyc.compiler.source import SourceFile
+>>> found = []
+>>> Builder(SourceFile("p.dl", "1e999"), found).float([Token("FLOAT", "1e999", 0, 5)])
+Float(value=0.0)
+>>> [d.message for d in found]
+['`1e999` is too large for a float (it would be infinite)']
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import math
+import re
+import sys
+from bisect import bisect_right
+from typing import Any
+
+from . import ast, codes
+from .diagnostics import Diagnostic
+from .source import SourceFile, Span
+from .tokens import Token
+
+
+def _is_token(x: object) -> bool:
+    return isinstance(x, Token)
+
+
+def _values(children: list) -> list:
+    """Children that are nodes, not punctuation."""
+    return [c for c in children if not isinstance(c, Token)]
+
+
+def _unescape(source: SourceFile, token: Token, diagnostics: list[Diagnostic]) -> str:
+    raw = token.value[1:-1]
+    if "\\" not in raw:
+        return raw
+    out: list[str] = []
+    i = 0
+    simple = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
+    while i < len(raw):
+        c = raw[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        e = raw[i + 1]
+        if e in simple:
+            out.append(simple[e])
+            i += 2
+            continue
+        if e == "u":
+            digits = raw[i + 2 : i + 6]
+            if len(digits) == 4 and all(d in "0123456789abcdefABCDEF" for d in digits):
+                code = int(digits, 16)
+                low = raw[i + 8 : i + 12] if raw[i + 6 : i + 8] == "\\u" else ""
+                if 0xD800 <= code <= 0xDBFF and re.fullmatch(r"[dD][c-fC-F][0-9a-fA-F]{2}", low):
+                    out.append(chr(0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)))
+                    i += 12  # a UTF-16 pair, as JSON writes a character beyond U+FFFF
+                    continue
+                if 0xD800 <= code <= 0xDFFF:  # half of a UTF-16 pair: no character of its own
+                    start = token.start + 1 + i
+                    diagnostics.append(
+                        codes.SYNTAX_ERROR(
+                            source.span(start, start + 6),
+                            f"`\\u{digits}` is a surrogate, not a character",
+                            help="write the character itself, or a \\uXXXX escape of a character",
+                        )
+                    )
+                    out.append("\ufffd")
+                else:
+                    out.append(chr(code))
+                i += 6
+                continue
+        start = token.start + 1 + i
+        diagnostics.append(
+            codes.SYNTAX_ERROR(
+                source.span(start, start + 2),
+                f"unknown escape `\\{e}` in string",
+                help='the escapes are \\" \\\\ \\/ \\n \\t \\r \\b \\f and \\uXXXX',
+            )
+        )
+        out.append(e)
+        i += 2
+    return "".join(out)
+
+
+class Builder:
+    """One method per grammar rule (or alias); each gets the rule's children, tokens included."""
+
+    def __init__(self, source: SourceFile, diagnostics: list[Diagnostic]) -> None:
+        self.source = source
+        self.diagnostics = diagnostics
+        self.path = source.path
+        self.line_starts = source.line_starts
+
+    def _span(self, first: Any, last: Any | None = None) -> Span:
+        start = first.start if type(first) is Token else first.span.start
+        if last is None:
+            last = first
+        end = last.end if type(last) is Token else last.span.end
+        starts = self.line_starts
+        line = bisect_right(starts, start)
+        same_line = line == len(starts) or end < starts[line]
+        end_line = line if same_line else bisect_right(starts, end)
+        return Span(
+            self.path,
+            start,
+            end,
+            line,
+            start - starts[line - 1] + 1,
+            end_line,
+            end - starts[end_line - 1] + 1,
+        )
+
+    def _ident(self, token: Token) -> ast.Ident:
+        return ast.Ident(token.value, span=self._span(token))
+
+    # statements
+
+    def item(self, children: list) -> ast.Statement:
+        *annotations, statement = children
+        if not annotations:
+            return statement
+        span = self._span(annotations[0], statement)
+        if isinstance(statement, ast.Rule):
+            return ast.Rule(statement.head, statement.body, tuple(annotations), span=span)
+        return ast.Misplaced(tuple(annotations), statement, span=span)
+
+    def rule(self, children: list) -> ast.Rule:
+        head, _, body, _ = children
+        return ast.Rule(head, body, span=self._span(children[0], children[-1]))
+
+    def fact(self, children: list) -> ast.Rule:
+        return ast.Rule(children[0], (), span=self._span(children[0], children[-1]))
+
+    def annotation(self, children: list) -> ast.Annotation:
+        return ast.Annotation(
+            children[1].value, tuple(_values(children[3:-1])), span=self._span(children[0], children[-1])
+        )
+
+    def bare_word(self, children: list) -> ast.Var:
+        return ast.Var(children[0].value, span=self._span(children[0]))
+
+    def body(self, children: list) -> tuple[ast.Literal, ...]:
+        return tuple(_values(children))
+
+    # literals
+
+    def atom(self, children: list) -> ast.Atom:
+        name = children[0]
+        return ast.Atom(
+            name.value,
+            tuple(_values(children[2:-1])),
+            span=self._span(name, children[-1]),
+            name_span=self._span(name),
+        )
+
+    def negation(self, children: list) -> ast.Negation:
+        return ast.Negation(children[1], span=self._span(children[0], children[1]))
+
+    def comparison(self, children: list) -> ast.Comparison:
+        left, op, right = children
+        return ast.Comparison(op.value, left, right, span=self._span(left, right))
+
+    def comparator(self, children: list) -> Token:
+        return children[0]
+
+    # terms
+
+    def binop(self, children: list) -> ast.BinOp:
+        left, op, right = children
+        return ast.BinOp(op.value, left, right, span=self._span(left, right))
+
+    def neg(self, children: list) -> ast.Term:
+        operand = children[1]
+        span = self._span(children[0], operand)
+        if isinstance(operand, ast.Integer):
+            return ast.Integer(-operand.value, span=span)
+        if isinstance(operand, ast.Float):
+            return ast.Float(-operand.value, span=span)
+        return ast.Negate(operand, span=span)
+
+    def variable(self, children: list) -> ast.Var | ast.Wildcard:
+        token = children[0]
+        if token.value == "_":
+            return ast.Wildcard(span=self._span(token))
+        return ast.Var(token.value, span=self._span(token))
+
+    def paren(self, children: list) -> ast.Term:
+        inner = children[1]
+        return _with_span(inner, self._span(children[0], children[-1]))
+
+    def call(self, children: list) -> ast.Call:
+        name = children[0]
+        return ast.Call(
+            name.value,
+            tuple(_values(children[2:-1])),
+            span=self._span(name, children[-1]),
+            name_span=self._span(name),
+        )
+
+    def aggregate(self, children: list) -> ast.Aggregate:
+        op = children[0]
+        colon = next(i for i, c in enumerate(children) if _is_token(c) and c.type == "COLON")
+        target = children[1] if colon == 2 else None
+        rest = children[colon + 1 :]
+        body = rest[1] if _is_token(rest[0]) else (rest[0],)
+        return ast.Aggregate(op.value, target, body, span=self._span(op, children[-1]))
+
+    def aggregator(self, children: list) -> Token:
+        return children[0]
+
+    def string(self, children: list) -> ast.String:
+        token = children[0]
+        return ast.String(_unescape(self.source, token, self.diagnostics), span=self._span(token))
+
+    def integer(self, children: list) -> ast.Integer:
+        return ast.Integer(self._int(children[0]), span=self._span(children[0]))
+
+    def float(self, children: list) -> ast.Float:
+        return ast.Float(self._float(children[0]), span=self._span(children[0]))
+
+    def _int(self, token: Token) -> int:
+        """An integer literal's value (0, and a diagnostic, for one Python will not convert)."""
+        try:
+            return int(token.value)
+        except ValueError:
+            digits = len(token.value.lstrip("-+"))
+            self.diagnostics.append(
+                codes.SYNTAX_ERROR(
+                    self._span(token),
+                    f"this integer has {digits:,} digits; policyc reads integers of at most "
+                    f"{sys.get_int_max_str_digits():,}",
+                )
+            )
+            return 0
+
+    def _float(self, token: Token) -> builtins.float:  # `float` is the rule's method here
+        """A float literal's value (0.0, and a diagnostic, for one too large to be finite)."""
+        value = float(token.value)
+        if math.isinf(value):
+            self.diagnostics.append(
+                codes.SYNTAX_ERROR(
+                    self._span(token),
+                    f"`{token.value[:30]}` is too large for a float (it would be infinite)",
+                    help="floats are at most about 1.8e308",
+                )
+            )
+            return 0.0
+        return value
+
+    # directives
+
+    def decl(self, children: list) -> ast.Decl:
+        inline = children[-1].type == "INLINE"
+        attributes = children[3:-2] if inline else children[3:-1]
+        return ast.Decl(
+            self._ident(children[1]),
+            tuple(_values(attributes)),
+            inline,
+            span=self._span(children[0], children[-1]),
+        )
+
+    def attribute(self, children: list) -> ast.Attribute:
+        name, _, type_ = children
+        return ast.Attribute(name.value, self._ident(type_), span=self._span(name, type_))
+
+    def input(self, children: list) -> ast.Input:
+        names = tuple(self._ident(t) for t in children[1:] if t.type == "NAME")
+        return ast.Input(names, span=self._span(children[0], children[-1]))
+
+    def output(self, children: list) -> ast.Output:
+        names = tuple(self._ident(t) for t in children[1:] if t.type == "NAME")
+        return ast.Output(names, span=self._span(children[0], children[-1]))
+
+    def include(self, children: list) -> ast.Include:
+        path = self.string([children[1]])
+        return ast.Include(path, span=self._span(children[0], children[1]))
+
+    def import_(self, children: list) -> ast.Import:
+        return ast.Import(self._ident(children[1]), span=self._span(children[0], children[1]))
+
+    def functor(self, children: list) -> ast.Functor:
+        params = tuple(c for c in children[3:-3] if isinstance(c, ast.Parameter))
+        return ast.Functor(
+            self._ident(children[1]),
+            params,
+            self._ident(children[-1]),
+            span=self._span(children[0], children[-1]),
+        )
+
+    def parameter(self, children: list) -> ast.Parameter:
+        if len(children) == 1:
+            return ast.Parameter(None, self._ident(children[0]), span=self._span(children[0]))
+        name, _, type_ = children
+        return ast.Parameter(name.value, self._ident(type_), span=self._span(name, type_))
+
+    def default(self, children: list) -> ast.Default:
+        return ast.Default(self._ident(children[1]), span=self._span(children[0], children[1]))
+
+    def role(self, children: list) -> ast.Role:
+        number = children[3]
+        if number.type == "INT":
+            budget: ast.Integer | ast.Float = ast.Integer(self._int(number), span=self._span(number))
+        else:
+            budget = ast.Float(self._float(number), span=self._span(number))
+        pool = self._ident(children[5]) if len(children) > 5 else None
+        return ast.Role(
+            self._ident(children[1]),
+            budget,
+            pool,
+            span=self._span(children[0], children[-1]),
+        )
+
+    def field(self, children: list) -> ast.FieldMap:
+        keyword, path_token, _, role = children
+        span = self._span(path_token)
+        path = self.string([path_token]).value if path_token.type == "STRING" else path_token.value
+        tool, dot, argument = path.rpartition(".")
+        if not dot or not tool or not argument:
+            self.diagnostics.append(
+                codes.INVALID_DIRECTIVE(
+                    span,
+                    f"`{path}` is not a tool argument",
+                    help="name the argument as `tool.argument`, e.g. `.field send_money.recipient : target`",
+                )
+            )
+        return ast.FieldMap(tool, argument, self._ident(role), span=self._span(keyword, role), path_span=span)
+
+
+def _with_span(node: Any, span: Span) -> Any:
+    return dataclasses.replace(node, span=span)

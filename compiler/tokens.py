@@ -1,0 +1,199 @@
+"""A policy file as tokens: step 1 of :mod:`.parser`.
+
+The whole file is tokenized with one regular expression made of the grammar's terminals
+(``grammar/policy.lark``), resuming after text no terminal matches, so that a stray character
+or an unterminated string is one error, not the end of the file. Soft keywords (``budget``,
+``pool``, ``inline``) and unknown directives (``.type``) are told apart here, from their
+neighbours.
+
+>>> tokens, comments, diagnostics = tokenize(SourceFile("p.dl", "Deny(a). // why"))
+>>> [t.type for t in tokens], [c.text for c in comments], diagnostics
+(['NAME', 'LPAR', 'NAME', 'RPAR', 'DOT'], ['// why'], [])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from importlib import resources
+
+from lark import Lark
+
+from . import ast, codes, syntax_errors
+from .diagnostics import Diagnostic
+from .source import SourceFile
+
+MAX_LEXICAL_ERRORS = 50
+
+
+@functools.cache
+def compiled_grammar() -> Lark:
+    grammar = resources.files("policyc.grammar").joinpath("policy.lark").read_text("utf-8")
+    return Lark(
+        grammar,
+        parser="lalr",
+        lexer="basic",
+        start=["item", "comment"],
+        keep_all_tokens=True,
+        maybe_placeholders=False,
+        cache=True,
+    )
+
+
+class Token:
+    """A token: its terminal's name, its text and its offsets (all the parser needs)."""
+
+    __slots__ = ("end", "start", "type", "value")
+
+    def __init__(self, type_: str, value: str, start: int, end: int) -> None:
+        self.type = type_
+        self.value = value
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"Token({self.type}, {self.value!r}, {self.start})"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Lexer:
+    """The grammar's terminals as one regular expression, tried in Lark's order.
+
+    Lark's own lexer builds the same alternation (priority, then width, then name) and turns
+    keywords that NAME also matches into a lookup on NAME's text; doing both here, with a
+    single ``finditer`` over the file, is several times faster than Lark's per-token loop.
+    Three fallback alternatives catch what no terminal matches, so that the scan never skips
+    text silently: an unterminated string, an unterminated block comment, any other character.
+    """
+
+    regex: re.Pattern[str]
+    keywords: dict[str, str]
+    ignore: frozenset[str]
+
+
+@functools.cache
+def _lexer() -> _Lexer:
+    lark = compiled_grammar()
+    terminals = [t for t in lark.terminals if t.pattern.value]
+    regexps = [t for t in terminals if t.pattern.type == "re"]
+    keywords: dict[str, str] = {}
+    embedded = set()
+    for t in terminals:
+        if t.pattern.type != "str":
+            continue
+        for r in regexps:
+            m = re.match(r.pattern.to_regexp(), t.pattern.value)
+            if r.priority == t.priority and m and m.group(0) == t.pattern.value:
+                keywords[t.pattern.value] = t.name
+                embedded.add(t.name)
+    ordered = sorted(
+        (t for t in terminals if t.name not in embedded),
+        key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
+    )
+    alternatives = [r"(?P<_BAD_COMMENT>/\*(?![\s\S]*?\*/)[\s\S]*)"]  # before `/` can match
+    alternatives += [f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in ordered]
+    alternatives += [
+        r'(?P<_BAD_STRING>"(?:[^"\\\n]|\\.)*\\?)',
+        r"(?P<_BAD_QUOTES>\u201c[^\u201d\n]*\u201d|'[^'\n]*')",
+        r"(?P<_BAD>[\s\S])",
+    ]
+    return _Lexer(re.compile("|".join(alternatives)), keywords, frozenset(lark.lexer_conf.ignore))
+
+
+def tokenize(source: SourceFile) -> tuple[list[Token], list[ast.Comment], list[Diagnostic]]:
+    """The tokens of a file, its comments, and one error per run of unreadable text."""
+    lexer = _lexer()
+    keywords, ignore = lexer.keywords, lexer.ignore
+    tokens: list[Token] = []
+    comments: list[ast.Comment] = []
+    bad: list[list[int]] = []  # [start, end) runs of unreadable text
+    append = tokens.append
+    for m in lexer.regex.finditer(source.text):
+        kind = m.lastgroup
+        if kind in ignore:
+            continue
+        if kind == "NAME":
+            value = m.group()
+            append(Token(keywords.get(value, "NAME"), value, m.start(), m.end()))
+        elif kind == "COMMENT":
+            comments.append(ast.Comment(m.group(), span=source.span(m.start(), m.end())))
+        elif kind.startswith("_BAD"):
+            start, end = m.span()
+            if kind == "_BAD" and bad and bad[-1][1] == start and tokens and tokens[-1].end == start:
+                bad[-1][1] = end  # one diagnostic for a run of unreadable characters
+                tokens[-1].end = end
+            else:
+                if len(bad) < MAX_LEXICAL_ERRORS:
+                    bad.append([start, end])
+                # the token stands for the unreadable text: the parser skips its statement quietly
+                append(Token("LEXERROR", m.group(), start, end))
+        else:
+            append(Token(kind, m.group(), m.start(), m.end()))
+    diagnostics = [syntax_errors.unexpected_character(source, s, e) for s, e in bad]
+    if len(bad) >= MAX_LEXICAL_ERRORS:
+        diagnostics.append(
+            codes.SYNTAX_ERROR(
+                source.span(bad[-1][1], bad[-1][1]),
+                "too many unreadable characters; later ones are not reported",
+            )
+        )
+    _retype_soft_keywords(tokens)
+    _mark_unknown_directives(source.text, tokens)
+    return tokens, comments, diagnostics
+
+
+def _mark_unknown_directives(text: str, tokens: list[Token]) -> None:
+    """A `.` that starts a line and is glued to a name (`.type X`) is a directive the
+    grammar does not know, not the end of the statement before it."""
+    merged: list[Token] = []
+    i = 0
+    n = len(tokens)
+    while i < n:
+        token = tokens[i]
+        if (
+            token.type == "DOT"
+            and i + 1 < n
+            and tokens[i + 1].start == token.end
+            and tokens[i + 1].type in ("NAME", "PATH")
+            and (not merged or "\n" in text[merged[-1].end : token.start])
+        ):
+            name = tokens[i + 1]
+            merged.append(Token("UNKNOWN_DIRECTIVE", "." + name.value, token.start, name.end))
+            i += 2
+            continue
+        merged.append(token)
+        i += 1
+    if len(merged) != n:
+        tokens[:] = merged
+
+
+def _retype_soft_keywords(tokens: list[Token]) -> None:
+    """``budget`` and ``pool`` are keywords only in ``.role NAME budget N pool NAME``, and
+    ``inline`` only right after the closing parenthesis of a ``.decl``."""
+    n = len(tokens)
+    for i, token in enumerate(tokens):
+        if token.type == "DECL":
+            j = i + 1
+            while j < n and tokens[j].type not in ("RPAR", "DECL"):
+                j += 1
+            if (
+                j + 1 < n
+                and tokens[j].type == "RPAR"
+                and tokens[j + 1].type == "NAME"
+                and tokens[j + 1].value == "inline"
+                and (j + 2 >= n or tokens[j + 2].type != "LPAR")
+            ):
+                tokens[j + 1].type = "INLINE"
+            continue
+        if token.type != "ROLE":
+            continue
+        if i + 2 < n and tokens[i + 2].type == "NAME" and tokens[i + 2].value == "budget":
+            tokens[i + 2].type = "BUDGET"
+        if (
+            i + 5 < n
+            and tokens[i + 4].type == "NAME"
+            and tokens[i + 4].value == "pool"
+            and tokens[i + 5].type == "NAME"
+        ):
+            tokens[i + 4].type = "POOL"
