@@ -2,12 +2,13 @@
 
 :func:`from_data` reads what :func:`policyc.compiler.plan_write.to_data` writes and checks
 every index (relation, functor, slot, rule) against the plan's own tables, every arity and
-every tag; anything malformed is a :class:`~policyc.compiler.plan.PlanError`.
+every tag; anything malformed is a :class:`~policyc.compiler.plan.PlanError` that names the
+wrong part (read through :mod:`.reading`, so a bundle's plan is refused at its line):
 
 >>> from_data({"version": 0})
 Traceback (most recent call last):
 ...
-policyc.compiler.plan.PlanError: malformed plan: unsupported plan version 0
+policyc.compiler.plan.PlanError: plan: version: unsupported plan version 0 (this policyc reads 1)
 """
 
 from __future__ import annotations
@@ -48,251 +49,215 @@ from .plan import (
     Stratum,
     Test,
 )
+from .reading import Cursor, FormatError, Source, show
 
 
 class _Reader:
     """Rebuilds a plan from data, checking every index against the plan's own tables."""
 
-    def __init__(self, data: Any) -> None:
-        self.data = data
+    def __init__(self) -> None:
         self.relations: tuple[RelationSpec, ...] = ()
         self.functors: tuple[FunctorSpec, ...] = ()
         self.rule_count = 0
 
-    def fail(self, what: str) -> PlanError:
-        return PlanError(f"malformed plan: {what}")
-
-    def read(self) -> Plan:
-        data = self.data
-        if not isinstance(data, dict):
-            raise self.fail("not an object")
-        if data.get("version") != PLAN_VERSION:
-            raise self.fail(f"unsupported plan version {data.get('version')!r}")
-        default = data.get("default")
-        if default not in ("allow", "deny"):
-            raise self.fail("default must be allow or deny")
-        self.relations = tuple(self.relation(r) for r in self.list(data.get("relations"), "relations"))
-        self.functors = tuple(self.functor(f) for f in self.list(data.get("functors"), "functors"))
-        rules = tuple(self.rule_info(r) for r in self.list(data.get("rules"), "rules"))
+    def read(self, top: Cursor) -> Plan:
+        top.object()
+        version = top.child("version")
+        if version.value != PLAN_VERSION or isinstance(version.value, bool):
+            raise version.fail(
+                f"unsupported plan version {version.value!r} (this policyc reads {PLAN_VERSION})"
+            )
+        default = top.child("default").choice(("allow", "deny"))
+        self.relations = top["relations"].items(self.relation)
+        self.functors = top["functors"].items(self.functor)
+        rules = top["rules"].items(self.rule_info)
         self.rule_count = len(rules)
-        strata = tuple(self.stratum(s) for s in self.list(data.get("strata"), "strata"))
-        bound = tuple(
-            tuple(self.bound_rule(b) for b in self.list(rs, "bound rules"))
-            for rs in self.list(data.get("bound_rules"), "bound_rules")
-        )
+        strata = top["strata"].items(self.stratum)
+        bound_at = top["bound_rules"]
+        bound = bound_at.items(lambda rs: rs.items(self.bound_rule))
         if len(bound) != len(self.relations):
-            raise self.fail("bound_rules does not match the relations")
+            raise bound_at.fail(
+                f"expected a list of rules per relation ({len(self.relations)}), got {len(bound)}"
+            )
         return Plan(self.relations, self.functors, strata, rules, bound, default)
 
-    def list(self, value: Any, what: str) -> list:
-        if not isinstance(value, list):
-            raise self.fail(f"{what} is not a list")
-        return value
-
-    def string(self, value: Any, what: str) -> str:
-        if not isinstance(value, str):
-            raise self.fail(f"{what} is not a string")
-        return value
-
-    def integer(self, value: Any, what: str, below: int | None = None) -> int:
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise self.fail(f"{what} is not an index")
-        if below is not None and value >= below:
-            raise self.fail(f"{what} {value} is out of range")
-        return value
-
-    def literal(self, value: Any) -> int:
-        """A literal index; -1 for a step no single literal owns."""
-        if value == -1 and not isinstance(value, bool):
-            return -1
-        return self.integer(value, "literal")
-
-    def boolean(self, value: Any, what: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(f"{what} is not a boolean")
-        return value
-
-    def relation(self, r: Any) -> RelationSpec:
-        if not isinstance(r, dict):
-            raise self.fail("relation is not an object")
-        types = tuple(self.list(r.get("types"), "relation types"))
-        if any(t is not None and t not in TYPES for t in types):
-            raise self.fail("unknown attribute type")
+    def relation(self, r: Cursor) -> RelationSpec:
+        r.object()
+        types = r.child("types")
+        for t in types.list():
+            if t.value is not None and t.value not in TYPES:
+                raise t.expected(f"null or one of {', '.join(TYPES)}")
         return RelationSpec(
-            self.string(r.get("name"), "relation name"),
-            types,
-            self.boolean(r.get("input"), "input"),
-            self.boolean(r.get("output"), "output"),
-            self.boolean(r.get("inline"), "inline"),
+            r.child("name").string(),
+            tuple(types.value),
+            r.child("input").boolean(),
+            r.child("output").boolean(),
+            r.child("inline").boolean(),
         )
 
-    def functor(self, f: Any) -> FunctorSpec:
-        if not isinstance(f, dict):
-            raise self.fail("functor is not an object")
-        params = tuple(self.string(p, "parameter type") for p in self.list(f.get("params"), "params"))
-        returns = self.string(f.get("returns"), "functor result")
-        if any(p not in (*TYPES, "any") for p in params) or returns not in (*TYPES, "any", "bool"):
-            raise self.fail("unknown functor type")
-        return FunctorSpec(self.string(f.get("name"), "functor name"), params, returns)
+    def functor(self, f: Cursor) -> FunctorSpec:
+        f.object()
+        params = tuple(p.choice((*TYPES, "any")) for p in f.child("params").list())
+        returns = f.child("returns").choice((*TYPES, "any", "bool"))
+        return FunctorSpec(f.child("name").string(), params, returns)
 
-    def rule_info(self, r: Any) -> RuleInfo:
-        if not isinstance(r, dict):
-            raise self.fail("rule is not an object")
-
-        def optional(key: str) -> str | None:
-            value = r.get(key)
-            return None if value is None else self.string(value, key)
-
+    def rule_info(self, r: Cursor) -> RuleInfo:
+        r.object()
         return RuleInfo(
-            id=self.string(r.get("id"), "rule id"),
-            head=self.string(r.get("head"), "rule head"),
-            file=self.string(r.get("file"), "rule file"),
-            line=self.integer(r.get("line"), "rule line"),
-            column=self.integer(r.get("column"), "rule column"),
-            text=self.string(r.get("text"), "rule text"),
-            variables=tuple(self.string(v, "variable") for v in self.list(r.get("variables"), "variables")),
-            literals=tuple(self.string(v, "literal") for v in self.list(r.get("literals"), "literals")),
-            message=optional("message"),
-            suggest=optional("suggest"),
-            severity=optional("severity"),
-            requirements=tuple(
-                self.string(q, "requirement") for q in self.list(r.get("requirements"), "reqs")
-            ),
+            id=r.child("id").string(),
+            head=r.child("head").string(),
+            file=r.child("file").string(),
+            line=r.child("line").count(),
+            column=r.child("column").count(),
+            text=r.child("text").string(),
+            variables=r.child("variables").strings(),
+            literals=r.child("literals").strings(),
+            message=r.optional("message", Cursor.string, None),
+            suggest=r.optional("suggest", Cursor.string, None),
+            severity=r.optional("severity", Cursor.string, None),
+            requirements=r.child("requirements").strings(),
         )
 
-    def stratum(self, s: Any) -> Stratum:
-        if not isinstance(s, dict):
-            raise self.fail("stratum is not an object")
-        relations = tuple(
-            self.integer(r, "relation", len(self.relations))
-            for r in self.list(s.get("relations"), "relations")
-        )
+    def stratum(self, s: Cursor) -> Stratum:
+        s.object()
+        relations = s.child("relations").counts(len(self.relations))
         return Stratum(
             relations,
-            self.boolean(s.get("recursive"), "recursive"),
-            tuple(self.rule_plan(r) for r in self.list(s.get("rules"), "rules")),
-            tuple(self.rule_plan(r) for r in self.list(s.get("delta_rules"), "delta rules")),
-            tuple(self.rule_plan(r) for r in self.list(s.get("insert_rules"), "insert rules")),
+            s.child("recursive").boolean(),
+            s.child("rules").items(self.rule_plan),
+            s.child("delta_rules").items(self.rule_plan),
+            s.child("insert_rules").items(self.rule_plan),
         )
 
-    def rule_plan(self, r: Any) -> RulePlan:
-        if not isinstance(r, dict):
-            raise self.fail("rule plan is not an object")
-        slots = self.integer(r.get("slots"), "slot count")
-        head = self.integer(r.get("head"), "head relation", len(self.relations))
-        head_args = tuple(self.expr(e, slots) for e in self.list(r.get("head_args"), "head arguments"))
-        if len(head_args) != self.relations[head].arity:
-            raise self.fail("head arity")
+    def rule_plan(self, r: Cursor) -> RulePlan:
+        r.object()
+        slots = r.child("slots").count()
+        head = r.child("head").count(len(self.relations))
+        head_args = tuple(self.expr(e, slots) for e in r.child("head_args").list(self.relations[head].arity))
         return RulePlan(
-            self.integer(r.get("rule"), "rule", self.rule_count),
+            r.child("rule").count(self.rule_count),
             head,
             head_args,
-            tuple(self.step(s, slots) for s in self.list(r.get("steps"), "steps")),
+            tuple(self.step(s, slots) for s in r.child("steps").list()),
             slots,
-            self.boolean(r.get("delta"), "delta"),
+            r.child("delta").boolean(),
         )
 
-    def bound_rule(self, b: Any) -> BoundRule:
-        if not isinstance(b, dict):
-            raise self.fail("bound rule is not an object")
-        slots = self.integer(b.get("slots"), "slot count")
-        head = tuple(self.pattern(p, slots) for p in self.list(b.get("head"), "head"))
-        if any(isinstance(p, Skip) for p in head):
-            raise self.fail("a head cannot skip")
-        steps = tuple(self.step(s, slots) for s in self.list(b.get("steps"), "steps"))
-        literals = tuple(self.literal(i) for i in self.list(b.get("literals"), "literals"))
-        if len(literals) != len(steps):
-            raise self.fail("literals do not match the steps")
+    def bound_rule(self, b: Cursor) -> BoundRule:
+        b.object()
+        slots = b.child("slots").count()
+        head = []
+        for p in b.child("head").list():
+            pattern = self.pattern(p, slots)
+            if isinstance(pattern, Skip):
+                raise p.fail("a head cannot skip")
+            head.append(pattern)
+        steps = tuple(self.step(s, slots) for s in b.child("steps").list())
+        literals = tuple(self.literal(i) for i in b.child("literals").list(len(steps)))
         return BoundRule(
-            self.integer(b.get("rule"), "rule", self.rule_count),
-            HeadMatch(head),  # type: ignore[arg-type]
+            b.child("rule").count(self.rule_count),
+            HeadMatch(tuple(head)),  # type: ignore[arg-type]
             steps,
             slots,
             literals,
         )
 
-    def expr(self, e: Any, slots: int) -> Expr:
-        if not isinstance(e, list) or not e:
-            raise self.fail("expression is not a list")
-        kind = e[0]
-        if kind == "slot" and len(e) == 2:
-            return Slot(self.integer(e[1], "slot", slots))
-        if kind == "const" and len(e) == 2:
-            value = e[1]
+    def literal(self, at: Cursor) -> int:
+        """A literal index; -1 for a step no single literal owns."""
+        if at.value == -1 and not isinstance(at.value, bool):
+            return -1
+        return at.count(what="a literal index (an integer, 0 or more, or -1)")
+
+    def tagged(self, at: Cursor, what: str) -> tuple[Any, tuple[Cursor, ...]]:
+        """A list whose first element is its tag: the tag and every element."""
+        if not isinstance(at.value, list) or not at.value:
+            raise at.expected(what)
+        parts = at.list()
+        return parts[0].value, parts
+
+    def expr(self, e: Cursor, slots: int) -> Expr:
+        kind, parts = self.tagged(e, "an expression (a list that starts with its kind)")
+        n = len(parts)
+        if kind == "slot" and n == 2:
+            return Slot(parts[1].count(slots))
+        if kind == "const" and n == 2:
+            value = parts[1].value
             if isinstance(value, bool) or not isinstance(value, str | int):
-                raise self.fail("constant is not a string or an integer")
+                raise parts[1].expected("a string or an integer")
             return Const(value)
-        if kind == "float" and len(e) == 2:
+        if kind == "float" and n == 2:
             try:
-                return Const(float(self.string(e[1], "float")))
+                return Const(float(parts[1].string()))
             except ValueError:
-                raise self.fail("float constant") from None
-        if kind == "call" and len(e) == 3:
-            functor = self.integer(e[1], "functor", len(self.functors))
-            args = tuple(self.expr(a, slots) for a in self.list(e[2], "call arguments"))
-            if len(args) != len(self.functors[functor].params):
-                raise self.fail("call arity")
-            return CallExpr(functor, args)
-        if kind == "arith" and len(e) == 4 and e[1] in OPERATORS:
-            return Arith(e[1], self.expr(e[2], slots), self.expr(e[3], slots))
-        if kind == "neg" and len(e) == 2:
-            return Neg(self.expr(e[1], slots))
-        raise self.fail(f"unknown expression {kind!r}")
+                raise parts[1].expected("a float written as a string") from None
+        if kind == "call" and n == 3:
+            functor = parts[1].count(len(self.functors))
+            arity = len(self.functors[functor].params)
+            return CallExpr(functor, tuple(self.expr(a, slots) for a in parts[2].list(arity)))
+        if kind == "arith" and n == 4:
+            return Arith(parts[1].choice(OPERATORS), self.expr(parts[2], slots), self.expr(parts[3], slots))
+        if kind == "neg" and n == 2:
+            return Neg(self.expr(parts[1], slots))
+        raise e.fail(f"unknown expression {show(kind)} of {n} elements")
 
-    def pattern(self, p: Any, slots: int) -> Pattern:
-        if not isinstance(p, list) or not p:
-            raise self.fail("pattern is not a list")
-        if p[0] == "bind" and len(p) == 2:
-            return Bind(self.integer(p[1], "slot", slots))
-        if p[0] == "match" and len(p) == 2:
-            return Match(self.expr(p[1], slots))
-        if p[0] == "skip" and len(p) == 1:
+    def pattern(self, p: Cursor, slots: int) -> Pattern:
+        kind, parts = self.tagged(p, "a pattern (a list that starts with its kind)")
+        if kind == "bind" and len(parts) == 2:
+            return Bind(parts[1].count(slots))
+        if kind == "match" and len(parts) == 2:
+            return Match(self.expr(parts[1], slots))
+        if kind == "skip" and len(parts) == 1:
             return Skip()
-        raise self.fail(f"unknown pattern {p[0]!r}")
+        raise p.fail(f"unknown pattern {show(kind)} of {len(parts)} elements")
 
-    def args(self, relation: int, patterns: Any, slots: int) -> tuple[Pattern, ...]:
-        args = tuple(self.pattern(p, slots) for p in self.list(patterns, "arguments"))
-        if len(args) != self.relations[relation].arity:
-            raise self.fail("atom arity")
-        return args
+    def args(self, relation: int, patterns: Cursor, slots: int) -> tuple[Pattern, ...]:
+        return tuple(self.pattern(p, slots) for p in patterns.list(self.relations[relation].arity))
 
-    def step(self, s: Any, slots: int) -> Step:
-        if not isinstance(s, list) or not s:
-            raise self.fail("step is not a list")
-        kind = s[0]
-        if kind == "scan" and len(s) == 4 and s[3] in ("full", "delta"):
-            relation = self.integer(s[1], "relation", len(self.relations))
-            return Scan(relation, self.args(relation, s[2], slots), s[3])
-        if kind == "not" and len(s) == 3:
-            relation = self.integer(s[1], "relation", len(self.relations))
-            args = self.args(relation, s[2], slots)
-            if any(isinstance(a, Bind) for a in args):
-                raise self.fail("negation cannot bind")
+    def step(self, s: Cursor, slots: int) -> Step:
+        kind, parts = self.tagged(s, "a step (a list that starts with its kind)")
+        n = len(parts)
+        if kind == "scan" and n == 4:
+            relation = parts[1].count(len(self.relations))
+            return Scan(relation, self.args(relation, parts[2], slots), parts[3].choice(("full", "delta")))
+        if kind == "not" and n == 3:
+            relation = parts[1].count(len(self.relations))
+            args = self.args(relation, parts[2], slots)
+            for arg, at in zip(args, parts[2].list(), strict=True):
+                if isinstance(arg, Bind):
+                    raise at.fail("a negation cannot bind")
             return NotExists(relation, args)  # type: ignore[arg-type]
-        if kind == "filter" and len(s) == 4 and s[1] in COMPARATORS:
-            return Filter(s[1], self.expr(s[2], slots), self.expr(s[3], slots))
-        if kind == "assign" and len(s) == 3:
-            return Assign(self.integer(s[1], "slot", slots), self.expr(s[2], slots))
-        if kind == "test" and len(s) == 4:
-            functor = self.integer(s[1], "functor", len(self.functors))
-            args = tuple(self.expr(a, slots) for a in self.list(s[2], "arguments"))
-            if len(args) != len(self.functors[functor].params):
-                raise self.fail("test arity")
-            return Test(functor, args, self.boolean(s[3], "negated"))
-        if kind == "inline" and len(s) == 4:
-            relation = self.integer(s[1], "relation", len(self.relations))
-            args = tuple(self.expr(a, slots) for a in self.list(s[2], "arguments"))
-            if len(args) != self.relations[relation].arity or not self.relations[relation].inline:
-                raise self.fail("inline test")
-            return InlineTest(relation, args, self.boolean(s[3], "negated"))
-        if kind == "aggregate" and len(s) == 6 and s[2] in AGGREGATES:
-            target = None if s[3] is None else self.expr(s[3], slots)
-            body = tuple(self.step(b, slots) for b in self.list(s[4], "aggregate body"))
-            keys = tuple(self.integer(k, "key slot", slots) for k in self.list(s[5], "keys"))
-            return Aggregate(self.integer(s[1], "slot", slots), s[2], target, body, keys)
-        raise self.fail(f"unknown step {kind!r}")
+        if kind == "filter" and n == 4:
+            return Filter(
+                parts[1].choice(COMPARATORS), self.expr(parts[2], slots), self.expr(parts[3], slots)
+            )
+        if kind == "assign" and n == 3:
+            return Assign(parts[1].count(slots), self.expr(parts[2], slots))
+        if kind == "test" and n == 4:
+            functor = parts[1].count(len(self.functors))
+            arity = len(self.functors[functor].params)
+            args = tuple(self.expr(a, slots) for a in parts[2].list(arity))
+            return Test(functor, args, parts[3].boolean())
+        if kind == "inline" and n == 4:
+            relation = parts[1].count(len(self.relations))
+            if not self.relations[relation].inline:
+                raise parts[1].fail(f"relation {relation} is not inline")
+            arity = self.relations[relation].arity
+            args = tuple(self.expr(a, slots) for a in parts[2].list(arity))
+            return InlineTest(relation, args, parts[3].boolean())
+        if kind == "aggregate" and n == 6:
+            op = parts[2].choice(AGGREGATES)
+            target = None if parts[3].value is None else self.expr(parts[3], slots)
+            body = tuple(self.step(b, slots) for b in parts[4].list())
+            keys = parts[5].counts(slots)
+            return Aggregate(parts[1].count(slots), op, target, body, keys)
+        raise s.fail(f"unknown step {show(kind)} of {n} elements")
 
 
-def from_data(data: Any) -> Plan:
-    """A plan from JSON data; :class:`PlanError` if it is not one."""
-    return _Reader(data).read()
+def from_data(data: Any, at: Cursor | None = None) -> Plan:
+    """A plan from JSON data; :class:`PlanError` if it is not one, located when ``at`` (the
+    cursor of ``data`` in the file it comes from) is given."""
+    top = Cursor.root(data, Source("plan")) if at is None else at
+    try:
+        return _Reader().read(top)
+    except FormatError as error:
+        raise PlanError(str(error)) from None
