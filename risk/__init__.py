@@ -10,6 +10,8 @@ enforce it per field at decision time (docs/risk-budgets.md).
 * :mod:`.detectors` — per-field scores: the lexical provenance score, and the interface;
 * :mod:`.context` — the trusted and untrusted context of a call in a session;
 * :mod:`.enforce` — what a monitor session adds for each call: scores, flags, fail-closed facts;
+* :mod:`.extension` — risk budgets as a runtime extension: the monitor's options, the bundle's
+  ``thresholds`` section, the enforcement a monitor attaches;
 * :mod:`.report`, :mod:`.plots` — violation, floors, over-intervention; plots per role.
 
 Nothing heavy is imported here: numpy, scipy and matplotlib load when a calibration, a score or

@@ -34,16 +34,21 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyc.compiler.files import replace_file
 from policyc.compiler.plan import Plan, PlanError
 from policyc.compiler.plan_read import from_data
 from policyc.compiler.plan_write import to_data
+from policyc.compiler.stages import Parsed, Resolved, Stratified
 from policyc.compiler.version import __version__
 
 from .extensions import Extension, library_modules, read_sections, resolve, write_sections
 from .policy import PolicyError, plan_of
+
+if TYPE_CHECKING:
+    from policyc.compiler.diagnostics import Diagnostic
+    from policyc.compiler.loader import Program
 
 FORMAT = "policyc-bundle"
 FORMAT_VERSION = 1
@@ -67,7 +72,7 @@ def is_bundle(data: bytes) -> bool:
 
 
 def build_bundle(
-    compilation: Any,
+    compilation: Resolved,
     plan: Plan,
     signing_key: str | os.PathLike[str] | None = None,
     thresholds: Any = None,
@@ -119,7 +124,7 @@ def build_bundle(
     return json.dumps(bundle, indent=1, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
-def describe(compilation: Any, plan: Plan) -> dict[str, Any]:
+def describe(compilation: Resolved, plan: Plan) -> dict[str, Any]:
     """The parts of a manifest that follow from the policy: what the runtime reads from a
     bundle besides its plan (the default, entry points, inputs, functors, roles, field roles)."""
     symbols = compilation.symbols
@@ -166,14 +171,14 @@ class Bundle:
         given): ``PolicyError`` for a section none reads or one that cannot be read."""
         return read_sections(self.manifest, resolve(extensions), self.origin)
 
-    def program(self) -> tuple[Any, tuple[Any, ...]]:
+    def program(self) -> tuple[Program, tuple[Diagnostic, ...]]:
         """The program of the sources the bundle carries and what loading it found, read from
         the bundle alone (its includes resolve among its sources; library modules are the
         installed ones). A source's path is the bundle's path joined with its name."""
         return self._program
 
     @functools.cached_property
-    def _program(self) -> tuple[Any, tuple[Any, ...]]:
+    def _program(self) -> tuple[Program, tuple[Diagnostic, ...]]:
         from policyc.compiler.loader import load_source
 
         own = {os.path.normpath(n): text for n, text in self.sources.items() if not n.startswith("<")}
@@ -199,7 +204,7 @@ class Bundle:
         return program, tuple(found)
 
     @functools.cached_property
-    def _compiled(self) -> Any:
+    def _compiled(self) -> Parsed:
         from policyc.compiler.pipeline import compile_program
 
         program, found = self.program()
@@ -207,12 +212,12 @@ class Bundle:
         self.check(compilation)
         return compilation
 
-    def compilation(self) -> Any:
+    def compilation(self) -> Parsed:
         """The bundle's sources compiled (:meth:`program`), refused (``PolicyError``) unless
         they compile to exactly its plan and manifest (:meth:`check`)."""
         return self._compiled
 
-    def check(self, compilation: Any) -> None:
+    def check(self, compilation: Parsed) -> None:
         """Refuse (``PolicyError``) a bundle whose plan or manifest is not what its sources
         compile to: an analysis reads the sources while the runtime runs the plan, so an
         analysis of such a bundle would prove nothing about what runs. ``compilation`` is the
@@ -228,6 +233,7 @@ class Bundle:
                 f"{origin}: the bundle's plan is not the plan of its sources (the bundle was modified, "
                 f"or compiled by another policyc): {what}"
             )
+        assert isinstance(compilation, Stratified)  # plan_of refuses anything else
         for key, value in describe(compilation, plan).items():
             if self.manifest.get(key) != value:
                 raise PolicyError(

@@ -25,6 +25,7 @@ from typing import Any
 
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.loader import Program
+from policyc.compiler.stages import Parsed, Stratified
 
 from .bundle import Bundle, describe, is_bundle, read_bundle
 from .evaluator import Limits
@@ -49,12 +50,12 @@ class Source:
         return library_modules(self.program.library)
 
     @functools.cached_property
-    def _compiled(self) -> Any:
+    def _compiled(self) -> Parsed:
         from policyc.compiler.pipeline import compile_program
 
         return compile_program(self.program, list(self.diagnostics))
 
-    def compilation(self) -> Any:
+    def compilation(self) -> Parsed:
         """The program compiled as ``policyc check`` compiles it (once)."""
         return self._compiled
 
@@ -117,7 +118,7 @@ def to_policy(
 
 
 def from_compilation(
-    compilation: Any,
+    compilation: Parsed,
     functors: Functors = None,
     limits: Limits | None = None,
     extensions: Iterable[Extension] | None = None,
@@ -126,6 +127,7 @@ def from_compilation(
     """A runtime policy of a compiled policy (see :func:`to_policy`)."""
     chosen = resolve(extensions)
     plan = plan_of(compilation)
+    assert isinstance(compilation, Stratified)  # plan_of refuses anything else
     origin = origin or min(compilation.program.roots, default="<source>")
     check_libraries(library_modules(compilation.program.library), chosen, origin)
     described = {**describe(compilation, plan), **write_sections(compilation, plan, chosen, {})}

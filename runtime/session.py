@@ -337,10 +337,11 @@ class Session:
         """A query an extension adds to sessions, asked as ``session.NAME()`` (for instance
         ``session.forecast()``, see docs/forecasting.md)."""
         monitor = self.__dict__.get("monitor")
-        for extension in getattr(monitor, "extensions", ()):
-            if name in extension.queries:
-                attachment = monitor.attached.get(extension.name)
-                return functools.partial(extension.query, name, self, attachment)
+        if isinstance(monitor, Monitor):
+            for extension in monitor.extensions:
+                if name in extension.queries:
+                    attachment = monitor.attached.get(extension.name)
+                    return functools.partial(extension.query, name, self, attachment)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def view(self, action: Any) -> SessionView:
