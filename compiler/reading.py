@@ -10,8 +10,8 @@ names, a mapping of names to something — and returns it typed, or raises a
     thresholds.json:14: strata.target.threshold: expected a number, "inf" or "-inf", got "high"
 
 The line is found only when there is an error: a source's ``locate`` maps the path of the
-wrong value to its line (for a JSON document, :func:`policyc.compiler.locate.json_line` parses
-the text again; a JSON Lines record has the line of the record). Parsing stays with the
+wrong value to its line (for a JSON document, :func:`policyc.compiler.locate.json_line` goes
+through the text again along the path; a JSON Lines record has the line of the record). Parsing stays with the
 format: :mod:`policyc.runtime.jsonio` for JSON, :mod:`tomllib` for test files.
 
 >>> source = Source("t.json")

@@ -1,2 +1,1 @@
-"""The Lark grammars: the policy language (``policy.lark``) and JSON (``json.lark``, to locate
-the values of a refused file); nothing else lives here."""
+"""The Lark grammar of the policy language (``policy.lark``); nothing else lives here."""
