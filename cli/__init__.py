@@ -14,6 +14,8 @@ import click
 from ..compiler.version import __version__
 from . import analyze, build, check, editor, forecast, risk, run, tests, translate
 
+__all__ = ["COMMANDS", "main"]
+
 COMMANDS = (
     check.check,
     build.compile_command,

@@ -7,3 +7,13 @@ and one module per feature answers from those (:mod:`.diagnostics`, :mod:`.hover
 deep checks in a child process). :mod:`.server` connects them to the protocol with pygls. The
 package is imported only by ``policyc lsp``, so the other commands never load pygls.
 """
+
+from policyc.compiler.exports import exports
+
+__all__, __getattr__ = exports(
+    __name__,
+    {
+        "create": ".server",
+        "serve": ".server",
+    },
+)

@@ -7,11 +7,17 @@ folders to packages (``package-dir``), which the import graph builder cannot fol
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
+import tomllib
+import types
 from pathlib import Path
+
+import pytest
 
 from .conftest import ROOT
 
@@ -62,3 +68,22 @@ def test_no_package_imports_the_facade(installed: Path, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
+
+
+PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["packages"]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_every_package_says_what_it_offers(name: str) -> None:
+    package = importlib.import_module(name)
+    offered = package.__all__
+    assert isinstance(offered, list) and offered == sorted(set(offered), key=offered.index)
+    for export in offered:
+        value = getattr(package, export)
+        if (
+            isinstance(value, type | types.FunctionType) and name != "policyc"
+        ):  # the facade offers the layers'
+            defined = value.__module__
+            assert defined == name or defined.startswith(name + "."), (export, defined)
+        # a name that is also a submodule would be the module once that is imported
+        assert importlib.util.find_spec(f"{name}.{export}") is None, export

@@ -17,6 +17,8 @@ from ..loader import Program
 from ..source import Span
 from ..symbols import Symbols
 
+__all__ = ["Check", "Context", "all_checks", "run_checks"]
+
 
 @dataclass(frozen=True)
 class Context:

@@ -1,0 +1,42 @@
+"""What a package offers: the names of its ``__all__``, each imported with its module on first
+use (PEP 562), so that importing a package costs nothing until a name is read.
+
+A package's ``__init__.py`` says::
+
+    __all__, __getattr__ = exports(__name__, {"Policy": ".policy", "load": ".policy"})
+
+Every module named is a module of the package itself (a name starting with a dot): a package
+offers its own names and never re-exports another package's.
+
+>>> names, get = exports("policyc.compiler", {"SourceFile": ".source"})
+>>> names
+['SourceFile']
+>>> get("SourceFile").__module__
+'policyc.compiler.source'
+>>> get("Missing")
+Traceback (most recent call last):
+...
+AttributeError: module 'policyc.compiler' has no attribute 'Missing'
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def exports(package: str, table: Mapping[str, str]) -> tuple[list[str], Callable[[str], Any]]:
+    """``__all__`` and ``__getattr__`` of ``package``, offering each name of
+    ``table`` from the module of the package it maps to (relative: ``".policy"``)."""
+    for name, module in table.items():
+        if not module.startswith(".") or module.startswith(".."):
+            raise ValueError(f"{package}.{name}: {module!r} is not a module of the package")
+
+    def get(name: str) -> Any:
+        module = table.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module, package), name)
+
+    return sorted(table), get
