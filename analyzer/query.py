@@ -150,7 +150,7 @@ def ensure_clean(compilation: Parsed, what: str) -> Stratified:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise AnalysisError(f"{what} has errors: {where}: {first.message} [{first.name}]{more}", errors)
     if not isinstance(compilation, Stratified):
-        raise AnalysisError(f"{what} was compiled only up to {compilation.stage}")
+        raise AnalysisError(f"{what} was compiled only up to {compilation.completed}")
     return compilation
 
 

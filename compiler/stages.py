@@ -17,7 +17,7 @@ type            adds                                                           s
 
 A stage's result is a subclass of the one before (a ``Planned`` is a ``Stratified``), so the
 pipeline returns the result of the last stage it reached, typed as a :class:`Parsed`; which
-stage that was is its class, and ``isinstance`` narrows it. A result can stop early for two
+stage that was is its class (``completed`` names it), and ``isinstance`` narrows it. A result can stop early for two
 reasons only: ``upto`` asked for an earlier stage, or errors: syntax errors stop after
 ``parse`` (a ``Parsed`` that is no ``Resolved``), and a policy with errors is not planned (a
 ``Stratified`` that is no ``Planned``, with ``ok`` false). Errors of ``resolve`` and
@@ -28,7 +28,7 @@ reasons only: ``upto`` asked for an earlier stage, or errors: syntax errors stop
 >>> type(broken).__name__, broken.ok
 ('Parsed', False)
 >>> result = compile_source("Deny(a) :- Send(a).\\n.input Send", upto="plan")
->>> type(result).__name__, result.stage, isinstance(result, Stratified)
+>>> type(result).__name__, result.completed, isinstance(result, Stratified)
 ('Planned', 'plan', True)
 """
 
@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # the types of the fields only: the runtime imports this modu
 class Parsed:
     """A program read and parsed, with everything it includes or imports."""
 
-    stage: ClassVar[str] = "parse"
+    completed: ClassVar[str] = "parse"  # the name of the stage this is the result of
 
     program: Program
     diagnostics: tuple[Diagnostic, ...]  # sorted, of every stage so far
@@ -66,7 +66,7 @@ class Parsed:
 class Resolved(Parsed):
     """A parsed program with its symbol table."""
 
-    stage: ClassVar[str] = "resolve"
+    completed: ClassVar[str] = "resolve"
 
     symbols: Symbols
 
@@ -75,7 +75,7 @@ class Resolved(Parsed):
 class Checked(Resolved):
     """A resolved program whose types are inferred and whose semantic checks have run."""
 
-    stage: ClassVar[str] = "check"
+    completed: ClassVar[str] = "check"
 
     types: dict[str, tuple[str | None, ...]]  # the attribute types of every relation
     graph: DependencyGraph
@@ -85,7 +85,7 @@ class Checked(Resolved):
 class Stratified(Checked):
     """A checked program with its relations ordered into strata."""
 
-    stage: ClassVar[str] = "stratify"
+    completed: ClassVar[str] = "stratify"
 
     strata: Strata
 
@@ -94,6 +94,6 @@ class Stratified(Checked):
 class Planned(Stratified):
     """A stratified program without errors, and its evaluation plan."""
 
-    stage: ClassVar[str] = "plan"
+    completed: ClassVar[str] = "plan"
 
     plan: Plan

@@ -241,7 +241,7 @@ def plan_of(compilation: Parsed) -> Plan:
         where = f"{first.span.file}:{first.span.line}:{first.span.column}"
         raise PolicyError(f"{where}: {first.message} [{first.name}]{more}", errors)
     if not isinstance(compilation, Stratified):
-        raise PolicyError(f"the policy was compiled only up to its {compilation.stage} stage")
+        raise PolicyError(f"the policy was compiled only up to its {compilation.completed} stage")
     try:
         return plan(compilation).plan
     except PlanningError as error:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from policyc.analyzer import bounded as bounded_module
 from policyc.analyzer import contain
 from policyc.analyzer import deep as deep_module
 from policyc.analyzer.deadline import Deadline
@@ -154,7 +155,7 @@ def run_expiring(monkeypatch, compilation, after: float) -> tuple[Expiring, deep
     import z3
 
     expiring = Expiring(after)
-    check, ground, solve = z3.Solver.check, clingo.Control.ground, deep_module._solve
+    check, ground, solve = z3.Solver.check, clingo.Control.ground, bounded_module.solve
 
     def checked(self, *args, **kwargs):
         assert not expiring.gone, "z3 was asked something after the deadline had passed"
@@ -171,10 +172,10 @@ def run_expiring(monkeypatch, compilation, after: float) -> tuple[Expiring, deep
     with monkeypatch.context() as patch:
         patch.setattr(z3.Solver, "check", checked)
         patch.setattr(clingo.Control, "ground", grounded)
-        patch.setattr(deep_module, "_solve", solved)
+        patch.setattr(bounded_module, "solve", solved)
         patch.setattr(deep_module, "Deadline", lambda seconds: expiring)
         # the searches in this process, so that their checks are counted here
-        patch.setattr(deep_module, "within", lambda seconds, work: work())
+        patch.setattr(bounded_module, "within", lambda seconds, work: work())
         result = analyse(compilation, 2, 6.0)
     return expiring, result
 
