@@ -37,6 +37,8 @@ CompiledRule = tuple[p.RulePlan, Callable[..., None]]
 
 @dataclass(frozen=True)
 class EvalError:
+    """A problem an evaluation met: every decision on it is a denial naming the problem."""
+
     kind: str  # functor | arithmetic | rule | limit | facts
     message: str
 
@@ -66,7 +68,10 @@ class CompiledPlan:
 
 
 class Evaluation:
-    """The state of one evaluation: relations, functor wrappers, inline relations, errors."""
+    """The state of one evaluation: relations, functor wrappers, inline relations, errors.
+
+    What sessions, the volatile keeper and explanations use of it is listed in
+    docs/runtime.md ("The evaluator's interface"); the rest is private."""
 
     def __init__(self, compiled: CompiledPlan, functors: list[Callable[..., Any]], limits: Limits) -> None:
         plan = compiled.plan
@@ -151,6 +156,7 @@ class Evaluation:
                 yield bound, slots, matched
 
     def explanation(self) -> Evaluation:
+        """What explanations walk: this evaluation (a session makes one from its events)."""
         return self
 
     def forget(self) -> None:
