@@ -20,7 +20,7 @@ refused (complete mediation) unless the guard was told otherwise.
 Each part is a module of its own, and this one gives all their public names:
 
 * :mod:`.context`: the ambient session and its scopes, recording a call and its result;
-* :mod:`.guard`: guarded tool functions;
+* :mod:`.tool_guard`: guarded tool functions;
 * :mod:`.http_hooks`: what the HTTP instrumentations share (the patches of a library, reading
   a request's body, deciding a request); :mod:`.httpx_hooks` and :mod:`.requests_hooks`: the
   patches of httpx and of requests;
@@ -42,7 +42,6 @@ from .context import (
     record_result,
     use_session,
 )
-from .guard import AMBIGUOUS, call_arguments, guard
 from .http_hooks import (
     BODY_TOO_LARGE,
     BODY_UNREADABLE,
@@ -53,6 +52,7 @@ from .http_hooks import (
 )
 from .httpx_hooks import instrument_httpx
 from .requests_hooks import instrument_requests
+from .tool_guard import AMBIGUOUS, call_arguments, guard
 
 __all__ = [
     "AMBIGUOUS",
