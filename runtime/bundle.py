@@ -13,7 +13,7 @@ Hashes are SHA-256 of canonical JSON (sorted keys, no spaces, UTF-8) for the pla
 UTF-8 text for each source. The optional Ed25519 signature covers the canonical manifest,
 which holds every hash, so it covers the whole bundle. Reading checks, in order: that the
 file is JSON with the bundle's format marker, that its format version is one this policyc
-reads, that the plan and every source match their hashes, that the signature verifies (when
+reads, that the plan and every source match their manifest_at, that the signature verifies (when
 a verification key is given), and that the plan is well formed. Any failure is a
 :class:`~policyc.runtime.policy.PolicyError` with a one-line reason.
 
@@ -258,54 +258,81 @@ def _included(sources: dict[str, str]) -> set[str]:
 
 
 def read_bundle(data: bytes, origin: str, verify_key: str | os.PathLike[str] | bytes | None = None) -> Bundle:
-    """A bundle, verified; ``PolicyError`` with the reason if not."""
+    """A bundle, verified; ``PolicyError`` with the reason if not (at the line and field of
+    the part that is wrong, when it is one part)."""
+    from policyc.compiler.reading import FormatError
+
+    try:
+        return _read_bundle(data, origin, verify_key)
+    except FormatError as error:
+        raise PolicyError(str(error)) from None
+
+
+def _read_bundle(data: bytes, origin: str, verify_key: str | os.PathLike[str] | bytes | None) -> Bundle:
+    from policyc.compiler.reading import FormatError
+
+    from .documents import document
 
     def refuse(reason: str) -> PolicyError:
         return PolicyError(f"{origin}: {reason}")
 
-    from .jsonio import MalformedJSON, loads
-
     try:
-        bundle = loads(data.decode("utf-8"))
-    except MalformedJSON as error:
-        raise refuse(f"not a policyc bundle: line {error.lineno} column {error.colno}: {error.msg}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        top = document(data.decode("utf-8"), origin)
+    except UnicodeDecodeError:
         raise refuse("not a policyc bundle: the file is truncated or is not JSON") from None
+    except FormatError as error:
+        problem = (
+            "the file is truncated or is not JSON" if "not valid JSON" in error.problem else error.problem
+        )
+        raise FormatError(origin, error.line, "", f"not a policyc bundle: {problem}", error.column) from None
+    bundle = top.value
     if not isinstance(bundle, dict) or bundle.get("format") != FORMAT:
-        raise refuse("not a policyc bundle (no `format: policyc-bundle` marker)")
-    version = bundle.get("format_version")
+        raise top.child("format").fail("not a policyc bundle (no `format: policyc-bundle` marker)")
+    format_version = top.child("format_version")
+    version = format_version.value
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise refuse(f"not a policyc bundle: unknown format version {version!r}")
+        raise format_version.fail(f"not a policyc bundle: unknown format version {version!r}")
     if version > FORMAT_VERSION:
-        raise refuse(
+        raise format_version.fail(
             f"bundle format {version} is newer than this policyc ({__version__}) reads (up to {FORMAT_VERSION}); "
             "upgrade policyc"
         )
-    manifest, plan_data, sources = bundle.get("manifest"), bundle.get("plan"), bundle.get("sources")
-    if not isinstance(manifest, dict) or not isinstance(plan_data, dict) or not isinstance(sources, dict):
-        raise refuse("corrupt bundle: the manifest, plan or sources are missing")
+    manifest_at, plan_at, sources_at = (top.child(key) for key in ("manifest", "plan", "sources"))
+    for part in (manifest_at, plan_at, sources_at):
+        if not isinstance(part.value, dict):
+            raise part.expected("an object: a bundle has a manifest, a plan and sources")
+    manifest, plan_data, sources = manifest_at.value, plan_at.value, sources_at.value
     if manifest.get("plan_sha256") != sha256(canonical(plan_data)):
-        raise refuse("integrity check failed: the plan does not match its hash (the bundle was modified)")
+        raise manifest_at.child("plan_sha256").fail(
+            "integrity check failed: the plan does not match its hash (the bundle was modified)"
+        )
     listed = manifest.get("sources")
     if (
         not isinstance(listed, list)
         or not all(isinstance(entry, dict) for entry in listed)
         or {entry.get("path") for entry in listed} != set(sources)
     ):
-        raise refuse("integrity check failed: the sources do not match the manifest")
-    for entry in listed:
+        raise manifest_at.child("sources").fail(
+            "integrity check failed: the sources do not match the manifest"
+        )
+    for i, entry in enumerate(listed):
         text = sources.get(entry.get("path"))
         if not isinstance(text, str) or entry.get("sha256") != sha256(text.encode("utf-8")):
-            raise refuse(f"integrity check failed: source `{entry.get('path')}` does not match its hash")
+            raise (
+                manifest_at.child("sources")
+                .child(i)
+                .fail(f"integrity check failed: source `{entry.get('path')}` does not match its hash")
+            )
     if verify_key is not None:
         _verify(bundle.get("signature"), manifest, verify_key, refuse)
     try:
-        plan = from_data(plan_data)
+        plan = from_data(plan_data, plan_at)
     except PlanError as error:
-        raise refuse(str(error)) from None
+        raise PolicyError(str(error)) from None
     expected = [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors]
     if manifest.get("functors") != expected or manifest.get("default") != plan.default:
-        raise refuse("integrity check failed: the manifest does not describe the plan")
+        wrong = "functors" if manifest.get("functors") != expected else "default"
+        raise manifest_at.child(wrong).fail("integrity check failed: the manifest does not describe the plan")
     return Bundle(origin, plan, manifest, sources, plan_data)
 
 

@@ -311,7 +311,6 @@ def test_policy_test_file(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="the bundle reads its plan without its text yet")
 def test_bundle_plan(tmp_path: Path, cli) -> None:
     import policyc
     from policyc.runtime.bundle import canonical, sha256
