@@ -13,7 +13,7 @@ Hashes are SHA-256 of canonical JSON (sorted keys, no spaces, UTF-8) for the pla
 UTF-8 text for each source. The optional Ed25519 signature covers the canonical manifest,
 which holds every hash, so it covers the whole bundle. Reading checks, in order: that the
 file is JSON with the bundle's format marker, that its format version is one this policyc
-reads, that the plan and every source match their manifest_at, that the signature verifies (when
+reads, that the plan and every source match their hashes, that the signature verifies (when
 a verification key is given), and that the plan is well formed. Any failure is a
 :class:`~policyc.runtime.policy.PolicyError` with a one-line reason.
 
