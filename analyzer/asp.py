@@ -28,7 +28,7 @@ inside an aggregate) have no translation: :class:`Untranslatable` says which.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from itertools import count as counter
 from itertools import product
 from typing import Any
@@ -365,7 +365,7 @@ def _variables(text: str) -> list[str]:
     return re.findall(r"\b(V_[A-Za-z0-9_]+|W\d+|F\d+)\b", text)
 
 
-def facts(rows: dict[str, Iterable[tuple]], prefix: str = "p_") -> list[str]:
+def facts(rows: Mapping[str, Iterable[tuple]], prefix: str = "p_") -> list[str]:
     """Input facts as clingo facts."""
     lines = []
     for name, tuples in rows.items():

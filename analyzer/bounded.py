@@ -257,9 +257,9 @@ class Searches:
             return [None] * len(self.questions)  # grounding cannot be stopped: not begun
         try:
             # the switches first: the grounder must know them before it meets them in a body
-            switches = [line for line in self.lines if line.startswith("#external")]
+            declared = [line for line in self.lines if line.startswith("#external")]
             rest = [line for line in self.lines if not line.startswith("#external")]
-            text = "\n".join(switches) + "\n" + self.problem.program(also=("q_",)) + "\n".join(rest) + "\n"
+            text = "\n".join(declared) + "\n" + self.problem.program(also=("q_",)) + "\n".join(rest) + "\n"
             # two solver threads, configured differently: answers come sooner and vary less
             control = clingo.Control(["--warn=none", "--opt-mode=ignore", "--parallel-mode=2"])
             control.add("base", [], text)

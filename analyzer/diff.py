@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.stages import Stratified
+from policyc.compiler.symbols import Symbols
 
 from . import asp
-from .domains import compute
+from .domains import Vocabulary, compute
 from .query import AnalysisError, Loaded, compile_loaded, ensure_clean
 from .replay import evaluate, shown_tables
-from .search import EVENT_LINKS, Model, Problem, event_feeds, event_id_links
+from .search import EVENT_LINKS, Model, Problem, Shown, event_feeds, event_id_links
 from .unsat import atom_shape, shape
 
 
@@ -89,8 +91,8 @@ class DiffResult:
         return "\n".join(lines)
 
 
-def same_rules(old: Any, new: Any) -> bool:
-    def rules(c: Any) -> list[Any]:
+def same_rules(old: Stratified, new: Stratified) -> bool:
+    def rules(c: Stratified) -> list[str]:
         found = []
         for _, rule in c.program.rules():
             names: dict[str, str] = {}
@@ -153,9 +155,15 @@ def diff(old_loaded: Loaded, new_loaded: Loaded, bound: int = 3, timeout: float 
     return DiffResult("incomparable", "proved", bound, witnesses)
 
 
-def _search(old: Any, new: Any, direction: str, bound: int, timeout: float) -> Difference | None:
+def _search(
+    old: Stratified, new: Stratified, direction: str, bound: int, timeout: float
+) -> Difference | None:
     domains = compute(
-        _Combined(old, new),
+        Vocabulary(
+            (*(rule for _, rule in old.program.rules()), *(rule for _, rule in new.program.rules())),
+            {**new.symbols.functors, **old.symbols.functors},
+            {**new.types, **old.types},
+        ),
         bound,
         (),
         [link for links in EVENT_LINKS.values() for link in links]
@@ -197,20 +205,20 @@ def _search(old: Any, new: Any, direction: str, bound: int, timeout: float) -> D
         lines.extend(f"{predicate}({asp.const(value)})." for value in domains.values(cls))
     p_old.read_inputs = set(inputs)
     p_old.read_tables = p_old.tabled | p_new.tabled
-    shown = {"goal": ("policyc_goal", ("a",))}
+    shown: Shown = {"goal": ("policyc_goal", ("a",))}
     model = p_old.solve_text("\n".join(lines) + "\n", [":- not policyc_goal(_)."], timeout, shown)
     if model is None:
         return None
     act = model.bindings.get("a")
     for compilation, problem, allows in ((old, p_old, first == "o_"), (new, p_new, first == "n_")):
-        own = Model(
+        its = Model(
             {n: r for n, r in model.facts.items() if n in compilation.symbols.relations},
             model.tables,
             numbers=model.numbers,
         )
         if "Candidate" in compilation.symbols.relations:
-            own.facts["Candidate"] = [(act,)]
-        result = evaluate(compilation, own, problem.tabled)
+            its.facts["Candidate"] = [(act,)]
+        result = evaluate(compilation, its, problem.tabled)
         if result.errored or result.decide(act).allowed != allows:
             raise AnalysisError(
                 "internal error: the evaluator does not confirm the difference the search found; please report it"
@@ -219,32 +227,9 @@ def _search(old: Any, new: Any, direction: str, bound: int, timeout: float) -> D
     return Difference(direction, act, model.facts, shown_tables(model.tables, sigs), model.numbers)
 
 
-def _arity(a: Any, b: Any, name: str) -> int:
+def _arity(a: Symbols, b: Symbols, name: str) -> int:
     for symbols in (a, b):
-        if name in symbols.relations and symbols.relations[name].arity is not None:
-            return symbols.relations[name].arity
+        relation = symbols.relations.get(name)
+        if relation is not None and relation.arity is not None:
+            return relation.arity
     return 0
-
-
-class _Combined:
-    """Two compilations seen as one, for computing domains (positions are shared by name)."""
-
-    def __init__(self, old: Any, new: Any) -> None:
-        self.symbols = _Symbols(old.symbols, new.symbols)
-        self.types = {**(new.types or {}), **(old.types or {})}
-        self.program = _Program(old.program, new.program)
-
-
-class _Symbols:
-    def __init__(self, a: Any, b: Any) -> None:
-        self.functors = {**b.functors, **a.functors}
-        self.relations = {**b.relations, **a.relations}
-
-
-class _Program:
-    def __init__(self, a: Any, b: Any) -> None:
-        self.a, self.b = a, b
-
-    def rules(self) -> Any:
-        yield from self.a.rules()
-        yield from self.b.rules()

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from policyc.compiler import ast
 from policyc.compiler.stages import Stratified
+from policyc.compiler.symbols import FunctorSig
 
 Node = tuple
 
@@ -121,8 +122,24 @@ class Domains:
         return self.names[cls]
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """What domains are computed over: rules, the functors' signatures and the relations'
+    attribute types: a policy's (:meth:`of`), or two policies' seen as one (``policyc diff``:
+    their positions are shared by name)."""
+
+    rules: tuple[ast.Rule, ...]
+    functors: Mapping[str, FunctorSig]
+    types: Mapping[str, tuple[str | None, ...]]
+
+    @classmethod
+    def of(cls, compilation: Stratified) -> Vocabulary:
+        rules = tuple(rule for _, rule in compilation.program.rules())
+        return cls(rules, compilation.symbols.functors, compilation.types)
+
+
 def compute(
-    compilation: Stratified,
+    vocabulary: Vocabulary,
     bound: int,
     extra: Iterable[ast.Rule] = (),
     links: Iterable[tuple[Node, Node]] = (),
@@ -138,9 +155,8 @@ def compute(
         uf.union(a, b)
     constants: dict[Node, set[Any]] = {}
     exact: dict[Node, set[int]] = {}
-    symbols = compilation.symbols
-    functors = symbols.functors
-    rules = [rule for _, rule in compilation.program.rules()] + list(extra)
+    functors = vocabulary.functors
+    rules = [*vocabulary.rules, *extra]
 
     wildcards = itertools.count()
     inside: list[bool] = []  # whether an aggregate's body is being visited
@@ -205,10 +221,10 @@ def compute(
                         if node is not None and inner is not None:
                             uf.union(node, inner)
                 constant = [t for t in (left, right) if isinstance(t, ast.String | ast.Integer)]
-                nodes = [
+                terms = [
                     term(t, var_node) for t in (left, right) if not isinstance(t, ast.String | ast.Integer)
                 ]
-                nodes = [n for n in nodes if n is not None]
+                nodes = [n for n in terms if n is not None]
                 if literal.op == "=" and len(nodes) == 2:
                     uf.union(nodes[0], nodes[1])
                 for c in constant:
@@ -287,7 +303,7 @@ def compute(
     # accept whatever the others say
     definite: dict[Node, set[str]] = {}
     for node, cls in classes.items():
-        kinds = _types(compilation, node)
+        kinds = _types(vocabulary, node)
         if kinds != {"symbol", "number"}:
             definite[cls] = definite[cls] & kinds if cls in definite else set(kinds)
     types = {cls: definite.get(cls, {"symbol", "number"}) for cls in set(classes.values())}
@@ -384,19 +400,19 @@ def _link_builtin(name: str, arity: int, uf: _UnionFind) -> None:
         uf.union(("arg", name, 0), ("ret", name))
 
 
-def _types(compilation: Stratified, node: Node) -> set[str]:
+def _types(vocabulary: Vocabulary, node: Node) -> set[str]:
     kind = node[0]
     declared: str | None = None
     if kind == "rel":
-        found = (compilation.types or {}).get(node[1])
+        found = vocabulary.types.get(node[1])
         if found is not None and node[2] < len(found):
             declared = found[node[2]]
     elif kind == "arg":
-        sig = compilation.symbols.functors.get(node[1])
+        sig = vocabulary.functors.get(node[1])
         if sig is not None and node[2] < len(sig.params):
             declared = sig.params[node[2]]
     elif kind == "ret":
-        sig = compilation.symbols.functors.get(node[1])
+        sig = vocabulary.functors.get(node[1])
         declared = sig.returns if sig is not None else None
     if declared in ("symbol",):
         return {"symbol"}

@@ -55,9 +55,9 @@ def never_holds(
             for need in needs:
                 waiting.setdefault(need, []).append((id(rule), name))
     while ready:
-        for rule, name in waiting.pop(ready.pop(), ()):
-            missing[rule] -= 1
-            if not missing[rule] and name not in possible:
+        for waiter, name in waiting.pop(ready.pop(), ()):
+            missing[waiter] -= 1
+            if not missing[waiter] and name not in possible:
                 possible.add(name)
                 ready.append(name)
     never: dict[str, str] = {}

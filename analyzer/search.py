@@ -31,10 +31,13 @@ from policyc.compiler.stages import Stratified
 
 from . import asp
 from .deadline import within
-from .domains import Domains, Node, compute
+from .domains import Domains, Node, Vocabulary, compute
+
+# what a model shows: a key -> the clingo predicate and the names of its arguments
+Shown = dict[str, tuple[str, tuple[str, ...]]]
 
 # the positions an event functor's arguments and result share with its relation
-EVENT_LINKS = {
+EVENT_LINKS: dict[str, list[tuple[Node, Node]]] = {
     "is_tool": [
         (("arg", "is_tool", 0), ("rel", "ToolCall", 0)),
         (("arg", "is_tool", 1), ("rel", "ToolCall", 1)),
@@ -148,7 +151,7 @@ class Problem:
             links = [link for name in self.event_functors for link in EVENT_LINKS[name]]
             links += event_id_links(self.compilation)
             self.domains = compute(
-                self.compilation, self.bound, self.extra, links, event_feeds(self.compilation)
+                Vocabulary.of(self.compilation), self.bound, self.extra, links, event_feeds(self.compilation)
             )
         self.tabled = uninterpreted_functors(self.compilation)
 
@@ -327,7 +330,7 @@ class Problem:
         d = self.domains
         assert d is not None
         p, fv = self.prefix, asp.table("tool_arg")
-        numerals = []
+        numerals: list[str] = []
         for node in d.results("tool_arg"):
             # a use with a constant key offers its numbers to that key, one without to every key
             key = asp.const(node[2]) if len(node) == 3 else "K"
@@ -350,7 +353,7 @@ class Problem:
     def solve(
         self,
         goal: Iterable[str],
-        show: dict[str, tuple[str, ...]] | None = None,
+        show: Shown | None = None,
         timeout: float = 30.0,
         minimal: bool = True,
     ) -> Model | None:
@@ -365,7 +368,7 @@ class Problem:
         program: str,
         goal: Iterable[str],
         timeout: float = 30.0,
-        show: dict[str, tuple[str, ...]] | None = None,
+        show: Shown | None = None,
         minimal: bool = True,
     ) -> Model | None:
         """:meth:`solve` over a program text built from :meth:`program` (and more rules);
@@ -378,7 +381,7 @@ class Problem:
         program: str,
         goal: Iterable[str],
         timeout: float,
-        show: dict[str, tuple[str, ...]] | None,
+        show: Shown | None,
         minimal: bool,
     ) -> Model | None:
         import clingo
@@ -410,7 +413,7 @@ class Problem:
             return None
         return self.read_model(best, sum(cost), show or {})
 
-    def read_model(self, atoms: list[Any], cost: int, show: dict[str, tuple[str, ...]]) -> Model:
+    def read_model(self, atoms: list[Any], cost: int, show: Shown) -> Model:
         """The model a solver's answer describes (its shown ``atoms``, at ``cost``). ``show``
         maps a key to a predicate and its variables, which the first such atom binds; the
         bindings of ``goal`` are the model's."""

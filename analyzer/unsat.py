@@ -16,6 +16,7 @@ strength ``"syntactic"`` or ``"proved"``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from policyc.compiler import ast
@@ -171,8 +172,8 @@ class Encoder:
     def literal(self, lit: ast.Literal) -> None:
         z3 = self.z3
         if isinstance(lit, ast.Comparison):
-            if isinstance(lit.right, ast.Aggregate) or isinstance(lit.left, ast.Aggregate):
-                agg = lit.right if isinstance(lit.right, ast.Aggregate) else lit.left
+            agg = next((t for t in (lit.right, lit.left) if isinstance(t, ast.Aggregate)), None)
+            if agg is not None:
                 other = lit.left if agg is lit.right else lit.right
                 if agg.op == "count" and lit.op == "=" and isinstance(other, ast.Var):
                     v = self.variable(other.name)
@@ -287,8 +288,8 @@ def contradiction(
 def implies(
     compilation: Stratified,
     rule: ast.Rule,
-    premises: list[ast.Literal],
-    conclusions: list[ast.Literal],
+    premises: Sequence[ast.Literal],
+    conclusions: Sequence[ast.Literal],
     deadline: Deadline | None = None,
 ) -> bool:
     """Whether the comparisons ``premises`` (in ``rule``'s variables) imply ``conclusions``

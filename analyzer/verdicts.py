@@ -478,7 +478,7 @@ def _action(rule: ast.Rule) -> str | None:
     return head.args[0].name if head.args and isinstance(head.args[0], ast.Var) else None
 
 
-def _argument(term: ast.Term, x: str) -> Any:
+def _argument(term: ast.Term, x: str | None) -> Any:
     if isinstance(term, ast.Var):
         return "action" if term.name == x else ("var", term.name)
     if isinstance(term, ast.Wildcard):

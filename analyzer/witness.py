@@ -220,11 +220,11 @@ def _search_each(
                 continue
             best: list[Any] = []
             assumptions = [(atom, i == n) for i, atom in enumerate(wanted)]
-            with control.solve(
-                assumptions=assumptions,
-                on_model=lambda model, best=best: best.__setitem__(slice(None), model.symbols(atoms=True)),
-                async_=True,
-            ) as handle:
+
+            def keep(model: clingo.Model, best: list[Any] = best) -> None:
+                best[:] = model.symbols(atoms=True)
+
+            with control.solve(assumptions=assumptions, on_model=keep, async_=True) as handle:
                 finished = handle.wait(left / (len(plan) - k))
                 if not finished:
                     handle.cancel()

@@ -250,7 +250,7 @@ class Misplaced:
     """Annotations in front of a directive (kept so the checker can say so)."""
 
     annotations: tuple[Annotation, ...]
-    statement: Statement
+    statement: Directive  # annotations in front of a rule are the rule's
     span: Span = _span()
 
 

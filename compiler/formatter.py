@@ -227,7 +227,7 @@ class _Printer:
 
     def gap(self, offset: int, line: Doc) -> list[Doc]:
         """The comments before ``offset``, around the line break ``line`` before an element."""
-        before: list[Doc] = []
+        before: list[Suffix] = []
         after: list[Doc] = []
         for run in _runs(self.take(offset)):
             if run.first_line and run.ends_line and not after and not (before and before[-1].final):

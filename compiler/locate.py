@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # in the module, not in typeshed's stub
 
 Key = str | int
 

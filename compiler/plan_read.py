@@ -146,7 +146,7 @@ class _Reader:
     def bound_rule(self, b: Cursor) -> BoundRule:
         b.object()
         slots = b.child("slots").count()
-        head = []
+        head: list[Bind | Match] = []
         for p in b.child("head").list():
             pattern = self.pattern(p, slots)
             if isinstance(pattern, Skip):
@@ -156,7 +156,7 @@ class _Reader:
         literals = tuple(self.literal(i) for i in b.child("literals").list(len(steps)))
         return BoundRule(
             b.child("rule").count(self.rule_count),
-            HeadMatch(tuple(head)),  # type: ignore[arg-type]
+            HeadMatch(tuple(head)),
             steps,
             slots,
             literals,
@@ -168,7 +168,7 @@ class _Reader:
             return -1
         return at.count(what="a literal index (an integer, 0 or more, or -1)")
 
-    def tagged(self, at: Cursor, what: str) -> tuple[Any, tuple[Cursor, ...]]:
+    def tagged(self, at: Cursor, what: str) -> tuple[Any, list[Cursor]]:
         """A list whose first element is its tag: the tag and every element."""
         if not isinstance(at.value, list) or not at.value:
             raise at.expected(what)
@@ -235,15 +235,15 @@ class _Reader:
         if kind == "test" and n == 4:
             functor = parts[1].count(len(self.functors))
             arity = len(self.functors[functor].params)
-            args = tuple(self.expr(a, slots) for a in parts[2].list(arity))
-            return Test(functor, args, parts[3].boolean())
+            operands = tuple(self.expr(a, slots) for a in parts[2].list(arity))
+            return Test(functor, operands, parts[3].boolean())
         if kind == "inline" and n == 4:
             relation = parts[1].count(len(self.relations))
             if not self.relations[relation].inline:
                 raise parts[1].fail(f"relation {relation} is not inline")
             arity = self.relations[relation].arity
-            args = tuple(self.expr(a, slots) for a in parts[2].list(arity))
-            return InlineTest(relation, args, parts[3].boolean())
+            operands = tuple(self.expr(a, slots) for a in parts[2].list(arity))
+            return InlineTest(relation, operands, parts[3].boolean())
         if kind == "aggregate" and n == 6:
             op = parts[2].choice(AGGREGATES)
             target = None if parts[3].value is None else self.expr(parts[3], slots)

@@ -195,7 +195,7 @@ class _Renderer:
         self.pending_indent = indent
 
     def render(self, doc: Doc) -> list[OutputLine]:
-        stack: list[tuple[int, bool, Doc]] = [(0, True, doc)]
+        stack: list[tuple[int, bool, Doc | _EndUnit]] = [(0, True, doc)]
         while stack:
             indent, broken, item = stack.pop()
             if isinstance(item, _EndUnit):

@@ -31,7 +31,7 @@ class Span(NamedTuple):
     end_line: int
     end_column: int
 
-    def join(self, other: Span) -> Span:  # type: ignore[override]
+    def join(self, other: Span) -> Span:
         """The smallest span covering both (which must be in the same file)."""
         first = self if self.start <= other.start else other
         last = self if self.end >= other.end else other

@@ -110,7 +110,7 @@ def tokenize(source: SourceFile) -> tuple[list[Token], list[ast.Comment], list[D
     bad: list[list[int]] = []  # [start, end) runs of unreadable text
     append = tokens.append
     for m in lexer.regex.finditer(source.text):
-        kind = m.lastgroup
+        kind = m.lastgroup or "_BAD"  # every alternative is a named group
         if kind in ignore:
             continue
         if kind == "NAME":

@@ -88,7 +88,10 @@ def _annotation(
             problems.append(error(arg.span, f"`@{name}` takes a string"))
     if problems:
         return problems
-    value = annotation.args[0].value  # type: ignore[union-attr]
+    first = annotation.args[0]
+    if not isinstance(first, ast.String):  # not reached: every argument is a string by now
+        return []
+    value = first.value
     if name == "id":
         if not value.strip():
             return [error(annotation.args[0].span, "a rule id cannot be empty")]
@@ -121,7 +124,7 @@ def _annotation(
 
 def placeholder_names(rule: ast.Rule) -> set[str]:
     """The variables the rule's ``@message`` and ``@suggest`` name (a use of each)."""
-    names = set()
+    names: set[str] = set()
     for annotation in rule.annotations:
         if (
             annotation.name in ("message", "suggest")
