@@ -104,7 +104,12 @@ def _kind(value: Any) -> str:
     return _describe(value)
 
 
-_ALLOWED = {"symbol": {str}, "number": {int}, "float": {float}, None: {str, int, float}}
+_ALLOWED: dict[str | None, set[type]] = {
+    "symbol": {str},
+    "number": {int},
+    "float": {float},
+    None: {str, int, float},
+}
 
 
 def _fast(rows: Iterable[Any], types: tuple[str | None, ...]) -> set[tuple] | None:
@@ -167,8 +172,8 @@ def _read_folder(folder: Path, plan: Plan) -> dict[str, list[list[Any]]]:
         try:
             lines = data.decode("utf-8").splitlines()
         except UnicodeDecodeError as error:
-            line = data.count(b"\n", 0, error.start) + 1
-            raise FactsError(f"{file}:{line}: not UTF-8 text ({error.reason})") from None
+            at = data.count(b"\n", 0, error.start) + 1
+            raise FactsError(f"{file}:{at}: not UTF-8 text ({error.reason})") from None
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue

@@ -76,7 +76,7 @@ def collect(source: Functors) -> dict[str, Callable[..., Any]]:
                 raise TypeError(f"the implementation of functor `{name}` is not callable")
             found[name] = fn
         return found
-    items = vars(source).values() if isinstance(source, types.ModuleType) else source
+    items: Iterable[Any] = vars(source).values() if isinstance(source, types.ModuleType) else source
     found = {}
     for fn in items:
         name = getattr(fn, MARK, None)
@@ -110,7 +110,7 @@ def _outside_session(name: str) -> Callable[..., Any]:
     def unavailable(*args: Any) -> Any:
         raise LookupError(f"`{name}` is answered from the events of a monitor session (policyc.Monitor)")
 
-    unavailable.__policyc_session__ = name
+    unavailable.__dict__["__policyc_session__"] = name
     return unavailable
 
 
@@ -151,7 +151,7 @@ def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..
             return fail(f"returned {type(value).__name__}, which is not a policy value")
         if not isinstance(value, _PYTHON_TYPES[returns]):
             return fail(f"returned {type(value).__name__} where `{returns}` is declared")
-        return float(value) if returns == "float" else value
+        return float(value) if returns == "float" and isinstance(value, int | float) else value
 
     def call(*args: Any) -> Any:
         try:

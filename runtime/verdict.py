@@ -243,7 +243,7 @@ def decide(facts: Facts, action: Any) -> Decision:
 
 def error_code(errors: Iterable[Any]) -> str:
     """The codes of what failed (:data:`ERROR_CODES`), each once, joined by commas."""
-    kinds = dict.fromkeys(ERROR_CODES.get(getattr(e, "kind", None), "evaluation-failed") for e in errors)
+    kinds = dict.fromkeys(ERROR_CODES.get(getattr(e, "kind", ""), "evaluation-failed") for e in errors)
     return ",".join(kinds) or "evaluation-failed"
 
 
