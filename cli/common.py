@@ -12,9 +12,13 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from ..compiler.plan import Plan
+    from ..compiler.stages import Parsed
 
 EXIT_OK = 0
 EXIT_ERRORS = 1  # the input has errors, or the check failed
@@ -253,7 +257,7 @@ def risk_declarations(path: str) -> Any:
     return declarations
 
 
-def thresholds_for_bundle(path: str | None, compilation: Any, plan: Any) -> Any:
+def thresholds_for_bundle(path: str | None, compilation: Parsed, plan: Plan) -> Any:
     """The thresholds `policyc compile --thresholds` puts in a bundle, checked against the policy
     (status 1 when they do not fit it)."""
     if path is None:

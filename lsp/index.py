@@ -14,11 +14,11 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from policyc.compiler import ast
 from policyc.compiler.loader import file_key, include_target
 from policyc.compiler.source import Span
+from policyc.compiler.stages import Resolved
 
 RELATION, FUNCTOR, VARIABLE, MODULE, FILE, ROLE = "relation", "functor", "variable", "module", "file", "role"
 DECLARATION, DEFINITION, DIRECTIVE, USE = "declaration", "definition", "directive", "use"
@@ -49,10 +49,10 @@ class Index:
     by_symbol: dict[Symbol, list[Occurrence]]
 
     @classmethod
-    def build(cls, compilation: Any) -> Index:
+    def build(cls, compilation: Resolved) -> Index:
         program = compilation.program
         functors = {s.name.name for _, s in program.statements() if isinstance(s, ast.Functor)}
-        functors |= set(getattr(compilation.symbols, "functors", None) or ())
+        functors |= set(compilation.symbols.functors)
         occurrences: list[Occurrence] = []
         rules: list[tuple[ast.Module, ast.Rule]] = []
         for module in program.modules:

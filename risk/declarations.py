@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyc.compiler.stages import Parsed, Resolved
+
 from .errors import RiskError
 
 
@@ -52,11 +54,11 @@ class Declarations:
         return by_tool
 
 
-def declarations_of(compilation: Any) -> Declarations:
-    """The declarations of a compiled policy."""
-    symbols = compilation.symbols
-    if symbols is None:
+def declarations_of(compilation: Parsed) -> Declarations:
+    """The declarations of a compiled policy (none before its names are resolved)."""
+    if not isinstance(compilation, Resolved):
         return Declarations()
+    symbols = compilation.symbols
     roles = {name: Role(name, info.budget, info.pool) for name, info in symbols.roles.items()}
     return Declarations(roles, dict(symbols.fields))
 

@@ -27,12 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyc.runtime.extensions import Attachment, Extension, SectionError
 
 from .declarations import Declarations
 from .errors import RiskError
+
+if TYPE_CHECKING:
+    from policyc.compiler.plan import Plan
+    from policyc.compiler.stages import Resolved
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,9 @@ class RiskExtension(Extension):
     sections = ("thresholds",)
     attribute = "risk"
 
-    def write(self, compilation: Any, plan: Any, thresholds: Any = None, **options: Any) -> dict[str, Any]:
+    def write(
+        self, compilation: Resolved, plan: Plan, thresholds: Any = None, **options: Any
+    ) -> dict[str, Any]:
         return {"thresholds": None if thresholds is None else thresholds.to_json()}
 
     def read(self, manifest: Mapping[str, Any], origin: str) -> RiskSection:

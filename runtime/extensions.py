@@ -40,6 +40,7 @@ from .policy import PolicyError
 
 if TYPE_CHECKING:
     from policyc.compiler.plan import Plan
+    from policyc.compiler.stages import Resolved
 
     from .facts import FactsInput
     from .verdict import Decision
@@ -98,7 +99,7 @@ class Extension:
     queries: ClassVar[tuple[str, ...]] = ()  # the session methods it adds
     attribute: ClassVar[str | None] = None  # the monitor attribute holding its attachment
 
-    def write(self, compilation: Any, plan: Plan, **options: Any) -> dict[str, Any]:
+    def write(self, compilation: Resolved, plan: Plan, **options: Any) -> dict[str, Any]:
         """The manifest sections of a bundle compiled with ``options`` (keys of :attr:`sections`;
         a policy loaded from source is read as the bundle compiled without options)."""
         return {}
@@ -223,7 +224,7 @@ def read_sections(
 
 
 def write_sections(
-    compilation: Any, plan: Plan, extensions: tuple[Extension, ...], options: Mapping[str, Any]
+    compilation: Resolved, plan: Plan, extensions: tuple[Extension, ...], options: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The manifest sections the extensions write for a bundle compiled with ``options``
     (``TypeError`` for an option no extension claims)."""
