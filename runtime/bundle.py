@@ -40,11 +40,11 @@ from policyc.compiler.files import replace_file
 from policyc.compiler.plan import Plan, PlanError
 from policyc.compiler.plan_read import from_data
 from policyc.compiler.plan_write import to_data
-from policyc.compiler.stages import Parsed, Resolved, Stratified
+from policyc.compiler.stages import Parsed, Resolved
 from policyc.compiler.version import __version__
 
 from .extensions import Extension, library_modules, read_sections, resolve, write_sections
-from .policy import PolicyError, plan_of
+from .policy import PolicyError, planned
 
 if TYPE_CHECKING:
     from policyc.compiler.diagnostics import Diagnostic
@@ -225,16 +225,15 @@ class Bundle:
         origin = self.origin
         what = "the analysis reads its sources but the runtime runs its plan, so it would prove nothing"
         try:
-            plan = plan_of(compilation)
+            done = planned(compilation)
         except PolicyError as error:
             raise PolicyError(f"{origin}: the bundle's sources do not compile ({error}): {what}") from None
-        if canonical(to_data(plan)) != canonical(self.plan_data):
+        if canonical(to_data(done.plan)) != canonical(self.plan_data):
             raise PolicyError(
                 f"{origin}: the bundle's plan is not the plan of its sources (the bundle was modified, "
                 f"or compiled by another policyc): {what}"
             )
-        assert isinstance(compilation, Stratified)  # plan_of refuses anything else
-        for key, value in describe(compilation, plan).items():
+        for key, value in describe(done, done.plan).items():
             if self.manifest.get(key) != value:
                 raise PolicyError(
                     f"{origin}: the bundle's manifest `{key}` is not what its sources declare (the bundle "

@@ -25,13 +25,13 @@ from typing import Any
 
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.loader import Program
-from policyc.compiler.stages import Parsed, Stratified
+from policyc.compiler.stages import Parsed
 
 from .bundle import Bundle, describe, is_bundle, read_bundle
 from .evaluator import Limits
 from .extensions import Extension, check_libraries, library_modules, read_sections, resolve, write_sections
 from .functors import Functors
-from .policy import Policy, PolicyError, plan_of
+from .policy import Policy, PolicyError, planned
 
 UNREADABLE = "unreadable"  # the code of a PolicyError for a file that cannot be read
 
@@ -126,10 +126,10 @@ def from_compilation(
 ) -> Policy:
     """A runtime policy of a compiled policy (see :func:`to_policy`)."""
     chosen = resolve(extensions)
-    plan = plan_of(compilation)
-    assert isinstance(compilation, Stratified)  # plan_of refuses anything else
-    origin = origin or min(compilation.program.roots, default="<source>")
-    check_libraries(library_modules(compilation.program.library), chosen, origin)
-    described = {**describe(compilation, plan), **write_sections(compilation, plan, chosen, {})}
+    done = planned(compilation)
+    plan = done.plan
+    origin = origin or min(done.program.roots, default="<source>")
+    check_libraries(library_modules(done.program.library), chosen, origin)
+    described = {**describe(done, plan), **write_sections(done, plan, chosen, {})}
     sections = read_sections(described, chosen, origin)
     return Policy(plan, functors, limits, extensions=chosen, sections=sections)

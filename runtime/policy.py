@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.plan import Plan
-from policyc.compiler.stages import Parsed, Stratified
+from policyc.compiler.stages import Parsed, Planned, Stratified
 
 from .evaluator import CompiledPlan, EvalError, Evaluation, Limits
 from .facts import FactsError, FactsInput, validate
@@ -229,7 +229,12 @@ def load_source(
 
 
 def plan_of(compilation: Parsed) -> Plan:
-    """The plan of a compiled policy (the pipeline's ``plan`` stage, run if the compilation
+    """The plan of a compiled policy, or :class:`PolicyError` with its error diagnostics."""
+    return planned(compilation).plan
+
+
+def planned(compilation: Parsed) -> Planned:
+    """A compiled policy, planned (the pipeline's ``plan`` stage, run if the compilation
     stopped before it), or :class:`PolicyError` with its error diagnostics."""
     from policyc.compiler.pipeline import plan
     from policyc.compiler.planner import PlanningError
@@ -243,6 +248,6 @@ def plan_of(compilation: Parsed) -> Plan:
     if not isinstance(compilation, Stratified):
         raise PolicyError(f"the policy was compiled only up to its {compilation.completed} stage")
     try:
-        return plan(compilation).plan
+        return plan(compilation)
     except PlanningError as error:
         raise PolicyError(str(error)) from None
