@@ -202,7 +202,7 @@ def load(
             from .opener import open_path, to_policy
 
             return to_policy(open_path(Path(policy), verify_key), functors, limits, extensions)
-        source = policy
+        source = os.fspath(policy)  # text: a PathLike is always a path
     elif not isinstance(source, str):
         raise TypeError(f"source= takes policy text (a str), not {type(source).__name__}")
     if verify_key is not None:
