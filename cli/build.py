@@ -25,7 +25,7 @@ def compile_command(path: str, output: str, sign_key: str | None, thresholds_pat
         from ..compiler.loader import SourceError, load_file
         from ..compiler.pipeline import compile_program
         from ..runtime.bundle import build_bundle
-        from ..runtime.policy import PolicyError, plan_of
+        from ..runtime.policy import PolicyError, planned
 
         try:
             program, found = load_file(path)
@@ -35,9 +35,10 @@ def compile_command(path: str, output: str, sign_key: str | None, thresholds_pat
         if compilation.diagnostics:
             print_diagnostics(list(compilation.diagnostics))
         try:
-            plan = plan_of(compilation)
-            thresholds = thresholds_for_bundle(thresholds_path, compilation, plan)
-            data = build_bundle(compilation, plan, sign_key, thresholds)
+            compiled = planned(compilation)
+            plan = compiled.plan
+            thresholds = thresholds_for_bundle(thresholds_path, compiled, plan)
+            data = build_bundle(compiled, plan, sign_key, thresholds)
         except PolicyError as error:
             fail(f"not compiled: {error}")
         try:

@@ -120,9 +120,10 @@ def _check(
     undecided: list[str] = []  # what --deep left undecided in the time allowed, per file and kind
     if deep is not None:
         from ..analyzer.deep import analyse
+        from ..compiler.stages import Stratified
 
         for path, compilation in compilations.items():
-            if compilation.ok:
+            if compilation.ok and isinstance(compilation, Stratified):
                 result = analyse(compilation, *deep)
                 deep_findings.extend(result.findings)
                 undecided.extend(f"{path}: {note}" for note in result.notes())

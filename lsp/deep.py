@@ -124,9 +124,10 @@ def analyse(text: str, path: str, read: Callable[[str], bytes], bound: int, time
     from policyc.analyzer.deep import analyse as deep
     from policyc.compiler.loader import load_source
     from policyc.compiler.pipeline import compile_program
+    from policyc.compiler.stages import Stratified
 
     compilation = compile_program(*load_source(text, path, read))
-    if not compilation.ok:
+    if not compilation.ok or not isinstance(compilation, Stratified):
         return Outcome((), ())
     result = deep(compilation, bound, timeout)
     return Outcome(tuple(result.findings), tuple(result.notes()))

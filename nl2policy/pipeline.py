@@ -289,7 +289,7 @@ def _write(
     requirements: tuple[Requirement, ...],
     vocabulary: Vocabulary,
     rules: list[Rule],
-) -> tuple[str, list[Rule], Any]:
+) -> tuple[str, list[Rule], Stratified]:
     """Write the policy; its text, its rules with their lines, and its compilation."""
     from policyc.compiler.loader import load_source
     from policyc.compiler.pipeline import compile_program
@@ -309,7 +309,8 @@ def _write(
     text = "\n".join(header) + "\n\n" + policy_text(vocabulary, rules)
     program, found = load_source(text, output)
     compilation = compile_program(program, found)
-    if not compilation.ok:  # the rules checked clean after the vocabulary: comments cannot break them
+    if not compilation.ok or not isinstance(compilation, Stratified):
+        # the rules checked clean after the vocabulary: comments cannot break them
         errors = [d for d in compilation.diagnostics if d.is_error]
         raise AssertionError(f"the written policy does not check: {errors[0].message}")
     placed = []
