@@ -6,13 +6,16 @@ A package's ``__init__.py`` says::
     __all__, __getattr__ = exports(__name__, {"Policy": ".policy", "load": ".policy"})
 
 Every module named is a module of the package itself (a name starting with a dot): a package
-offers its own names and never re-exports another package's.
+offers its own names and never re-exports another package's. ``".model:load"`` offers the
+module's ``load`` under the table's name.
 
 >>> names, get = exports("policyc.compiler", {"SourceFile": ".source"})
 >>> names
 ['SourceFile']
 >>> get("SourceFile").__module__
 'policyc.compiler.source'
+>>> exports("policyc.compiler", {"decode_source": ".loader:decode"})[1]("decode_source").__name__
+'decode'
 >>> get("Missing")
 Traceback (most recent call last):
 ...
@@ -37,6 +40,7 @@ def exports(package: str, table: Mapping[str, str]) -> tuple[list[str], Callable
         module = table.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(module, package), name)
+        module, _, attribute = module.partition(":")
+        return getattr(importlib.import_module(module, package), attribute or name)
 
     return sorted(table), get

@@ -14,25 +14,16 @@ first use, so that the runtime finding the forecast extension (:mod:`.extension`
 nothing until a monitor forecasts.
 """
 
-from __future__ import annotations
+from policyc.compiler.exports import exports
 
-from typing import Any
-
-_LAZY = {
-    "Forecast": ("policyc.forecast.monitor", "Forecast"),
-    "ForecastError": ("policyc.forecast.errors", "ForecastError"),
-    "Forecaster": ("policyc.forecast.monitor", "Forecaster"),
-    "Model": ("policyc.forecast.model", "Model"),
-    "load_model": ("policyc.forecast.model", "load"),
-}
-
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    found = _LAZY.get(name)
-    if found is None:
-        raise AttributeError(f"module 'policyc.forecast' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(found[0]), found[1])
+__all__, __getattr__ = exports(
+    __name__,
+    {
+        "Forecast": ".monitor",
+        "ForecastError": ".errors",
+        "Forecaster": ".monitor",
+        "Model": ".model",
+        "load_model": ".model:load",
+        "ForecastExtension": ".extension",
+    },
+)

@@ -18,33 +18,23 @@ Nothing heavy is imported here: numpy, scipy and matplotlib load when a calibrat
 a plot needs them.
 """
 
-from __future__ import annotations
+from policyc.compiler.exports import exports
 
-from typing import Any
-
-_LAZY = {
-    "RiskError": "policyc.risk.errors",
-    "Declarations": "policyc.risk.declarations",
-    "Role": "policyc.risk.declarations",
-    "Record": "policyc.risk.records",
-    "read_records": "policyc.risk.records",
-    "calibrate": "policyc.risk.calibrate",
-    "Thresholds": "policyc.risk.thresholds",
-    "read_thresholds": "policyc.risk.thresholds",
-    "Detector": "policyc.risk.detectors",
-    "LexicalProvenance": "policyc.risk.detectors",
-    "score_call": "policyc.risk.enforce",
-    "Interventions": "policyc.risk.enforce",
-    "interventions": "policyc.risk.enforce",
-}
-
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'policyc.risk' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__all__, __getattr__ = exports(
+    __name__,
+    {
+        "RiskError": ".errors",
+        "Declarations": ".declarations",
+        "Role": ".declarations",
+        "Record": ".records",
+        "read_records": ".records",
+        "Thresholds": ".thresholds",
+        "read_thresholds": ".thresholds",
+        "Detector": ".detectors",
+        "LexicalProvenance": ".detectors",
+        "score_call": ".enforce",
+        "Interventions": ".enforce",
+        "interventions": ".enforce",
+        "RiskExtension": ".extension",
+    },
+)
