@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .evaluator import causes
 
 if TYPE_CHECKING:
+    from policyc.compiler.plan import Plan
+
     from .evaluator import Evaluation
 
 ERROR_RULE = "policyc:error"
@@ -90,7 +92,7 @@ class Decision:
     allowed: bool
     reasons: tuple[Reason, ...] = ()
     errored: bool = False
-    evaluation: Facts | None = field(default=None, compare=False, repr=False)
+    evaluation: Explains | None = field(default=None, compare=False, repr=False)
 
     @property
     def feedback(self) -> str:
@@ -195,18 +197,29 @@ def interpolate(
     return _PLACEHOLDER.sub(replace, template)
 
 
-class Facts(Protocol):
+class Explains(Protocol):
+    """What a decision keeps to explain itself: the plan, and the evaluation it was made on
+    (a batch evaluation, a monitor session, a session as it was at the decision)."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    def explanation(self) -> Evaluation: ...
+
+
+class Facts(Explains, Protocol):
     """What a verdict needs to know: a batch evaluation and a monitor session both answer."""
 
-    plan: Any
-    index: Mapping[str, int]  # the plan's relations by name
-    errors: list
+    @property
+    def index(self) -> Mapping[str, int]:  # the plan's relations by name
+        ...
+
+    @property
+    def errors(self) -> list[Any]: ...
 
     def holds(self, relation: int, values: tuple) -> bool: ...
 
     def matches(self, relation: int, values: tuple) -> Iterator[tuple[Any, tuple, tuple]]: ...
-
-    def explanation(self) -> Evaluation: ...
 
 
 def decide(facts: Facts, action: Any) -> Decision:
