@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .compiler.exports import exports
 from .compiler.version import __version__
 
 if TYPE_CHECKING:
@@ -81,22 +82,15 @@ def functor(name: str | None = None) -> Any:
     return mark(name)
 
 
-_LAZY = {
-    "Monitor": "policyc.runtime.session",
-    "guard": "policyc.runtime.instrument",
-    "use_session": "policyc.runtime.instrument",
-    "PolicyDenied": "policyc.runtime.instrument",
-    "instrument_httpx": "policyc.runtime.instrument",
-    "instrument_requests": "policyc.runtime.instrument",
-    "tool_messages": "policyc.runtime.instrument",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The monitor API, imported on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'policyc' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = exports(
+    __name__,
+    {
+        "Monitor": ".runtime.session",
+        "guard": ".runtime.instrument",
+        "use_session": ".runtime.instrument",
+        "PolicyDenied": ".runtime.instrument",
+        "instrument_httpx": ".runtime.instrument",
+        "instrument_requests": ".runtime.instrument",
+        "tool_messages": ".runtime.instrument",
+    },
+)[1]  # the monitor API, imported on first use

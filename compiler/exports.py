@@ -5,8 +5,9 @@ A package's ``__init__.py`` says::
 
     __all__, __getattr__ = exports(__name__, {"Policy": ".policy", "load": ".policy"})
 
-Every module named is a module of the package itself (a name starting with a dot): a package
-offers its own names and never re-exports another package's. ``".model:load"`` offers the
+Every module named is inside the package (a name starting with one dot): a package offers
+its own names, never those of a package beside or above it (the facade ``policyc`` offers
+names of its subpackages, which are inside it). ``".model:load"`` offers the
 module's ``load`` under the table's name.
 
 >>> names, get = exports("policyc.compiler", {"SourceFile": ".source"})
