@@ -186,3 +186,20 @@ def json_difference(found: Any, expected: Any, where: str = "$", rel: float = 1e
     return (
         None if found == expected and type(found) is type(expected) else f"{where}: {found!r} != {expected!r}"
     )
+
+
+@pytest.fixture(scope="session")
+def forecast_model():
+    """The forecast example's model and learning summary, learned from its recorded sessions."""
+    import policyc
+    from policyc.forecast.build import Settings, learn_model
+    from policyc.forecast.patterns import parse_predicate, parse_predicates
+    from policyc.runtime.session import Monitor
+
+    folder = EXAMPLES / "forecast"
+    monitor = Monitor(policyc.load(folder / "copilot_forecast.dl"))
+    predicates = "Edit,Unscanned,Unchecked,Tested,Committed,OpenFinding"
+    settings = Settings(tuple(parse_predicates(predicates)), parse_predicate("Deny"))
+    return learn_model(
+        monitor, [str(folder / "train.jsonl")], settings, "examples/forecast/copilot_forecast.dl"
+    )
