@@ -107,7 +107,7 @@ def _run_call(
 ) -> str:
     function = call.get("function")
     name = function.get("name") if isinstance(function, Mapping) else None
-    if not isinstance(name, str) or not name:
+    if not isinstance(function, Mapping) or not isinstance(name, str) or not name:
         return "Invalid tool call: it names no function"
     args, problem = parse_arguments(function.get("arguments"))
     if args is None:

@@ -203,18 +203,19 @@ class Writer:
     def helper_source(self) -> list[str]:
         """The helpers' definitions (each helper's parameters are the names in scope where it
         is called that it, or a helper it calls, uses)."""
+        bodies: list[list[str]] = []
         for helper in reversed(self.helpers):  # a helper only calls later ones
             body = [str(line) for line in helper.lines]
             used = set(_NAME.findall("\n".join(body)))
             scope = dict.fromkeys([*helper.scope, *sorted(helper.always)])
             helper.params = ["n", *(name for name in scope if name in used and name != "n")]
             helper.generator = "yield" in used
-            helper.lines = body
+            bodies.append(body)
         indent = "    " * self.helper_indent
         lines = []
-        for helper in self.helpers:
+        for helper, body in zip(self.helpers, reversed(bodies), strict=True):
             lines.append(f"{indent}def {helper.name}({', '.join(helper.params)}):")
-            lines.extend(helper.lines)
+            lines.extend(body)
             lines.append(f"{indent}    return n")
         return lines
 

@@ -252,7 +252,7 @@ class Prefix(Relation):
                 watch(pairs)
 
     def index(self, positions: tuple[int, ...]) -> Any:
-        found = self.indexes.get(positions)
+        found: Any = self.indexes.get(positions)
         if found is None:
             if positions == (0,):
                 found = _Before(self)
@@ -345,7 +345,7 @@ def open_variant(rule: p.RulePlan, relation: int) -> OpenVariant:
         d = second.slot
         binder = next((i for i, s in enumerate(rest) if d in mentions(s)), None)
         step = rest[binder] if binder is not None else None
-        if isinstance(step, p.Scan) and p.Match(p.Slot(d)) in step.args:
+        if binder is not None and isinstance(step, p.Scan) and p.Match(p.Slot(d)) in step.args:
             k = step.args.index(p.Match(p.Slot(d)))
             args = (*step.args[:k], p.Bind(d), *step.args[k + 1 :])
             rest[binder : binder + 1] = [

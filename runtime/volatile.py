@@ -440,9 +440,9 @@ def starting_from(rule: p.RulePlan, position: int) -> p.RulePlan:
         ) or next((item for item in pending if item[0] == earliest and not isinstance(item[1], p.Scan)), None)
         if chosen is None:
             scans = [
-                item
-                for item in pending
-                if isinstance(item[1], p.Scan) and (item[0] == earliest or _free_scan(item[1]))
+                (i, step)
+                for i, step in pending
+                if isinstance(step, p.Scan) and (i == earliest or _free_scan(step))
             ]
             chosen = max(scans, key=lambda item: (_known(item[1], bound), -item[0]))
         pending.remove(chosen)
