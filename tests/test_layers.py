@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,3 +88,13 @@ def test_every_package_says_what_it_offers(name: str) -> None:
             assert defined == name or defined.startswith(name + "."), (export, defined)
         # a name that is also a submodule would be the module once that is imported
         assert importlib.util.find_spec(f"{name}.{export}") is None, export
+
+
+def test_the_architecture_page_lists_what_each_package_offers() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text("utf-8")
+    section = page.split("## What each package exports", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `(policyc[a-z.0-9]*)` \| (.*) \|$", section, flags=re.M))
+    assert set(rows) == set(PACKAGES) - {"policyc.compiler.checks"}
+    for name, listed in rows.items():
+        offered = importlib.import_module(name).__all__
+        assert sorted(re.findall(r"`([A-Za-z_][A-Za-z_0-9]*)`", listed)) == sorted(offered), name
