@@ -3,8 +3,11 @@
 One node per relation; an edge ``H → B`` when a rule for ``H`` uses ``B`` in its body,
 labelled with how: ``positive``, ``negative`` (under ``not``) or ``aggregate`` (inside the
 braces of an aggregate). Negative and aggregate edges are the non-monotone ones that
-stratification must not put inside a cycle. Each edge keeps the literal that created it,
+stratification must not put inside a cycle. Each edge keeps the literals that created it,
 so that a cycle can be reported literal by literal.
+
+The graph is plain dictionaries (successors in the order the program first uses them), so
+building it costs one pass over the rules' literals and no graph library.
 
 >>> from policyc.compiler.pipeline import compile_source
 >>> graph = compile_source("A(x) :- B(x), not C(x).\\n.input B, C").graph
@@ -16,14 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .loader import Program
 from .source import Span
 from .symbols import Symbols
-
-if TYPE_CHECKING:
-    import networkx
 
 
 @dataclass(frozen=True)
@@ -40,21 +39,31 @@ class Dependency:
 
 @dataclass(frozen=True)
 class DependencyGraph:
-    graph: networkx.DiGraph  # edge data: "dependencies" (list of Dependency), "monotone" (bool)
+    """The relations (``successors``' keys, declared ones in program order, then those only
+    used) and, per head, the relations its rules use with the literals that use them;
+    ``predecessors`` is the same edges by body, each head in the order its edge was made."""
+
+    successors: dict[str, dict[str, list[Dependency]]]  # head -> body -> its dependencies, in order
+    predecessors: dict[str, dict[str, list[Dependency]]]  # body -> head -> the same list
     order: dict[str, int]  # relation -> rank of its first appearance in the program
 
     def edges(self) -> Iterator[tuple[str, str, Dependency]]:
-        for head, body, data in self.graph.edges(data=True):
-            yield head, body, data["dependencies"][0]
+        """Each edge once, with the first literal that made it."""
+        for head, bodies in self.successors.items():
+            for body, dependencies in bodies.items():
+                yield head, body, dependencies[0]
 
     def dependencies(self, head: str, body: str) -> list[Dependency]:
-        return self.graph.edges[head, body]["dependencies"]
+        return self.successors[head][body]
+
+    def has_edge(self, head: str, body: str) -> bool:
+        return body in self.successors.get(head, ())
 
     def reachable_from(self, roots: set[str]) -> set[str]:
         """Every relation the given relations depend on, transitively, and themselves."""
-        seen = {r for r in roots if r in self.graph}
+        successors = self.successors
+        seen = {r for r in roots if r in successors}
         stack = list(seen)
-        successors = self.graph.succ
         while stack:
             for nxt in successors[stack.pop()]:
                 if nxt not in seen:
@@ -64,9 +73,8 @@ class DependencyGraph:
 
 
 def build(program: Program, symbols: Symbols) -> DependencyGraph:
-    import networkx as nx
-
-    graph = nx.DiGraph()
+    successors: dict[str, dict[str, list[Dependency]]] = {}
+    predecessors: dict[str, dict[str, list[Dependency]]] = {}
     order: dict[str, int] = {}
     # modules in load order, not by path: the order must not depend on where the files are
     rank = {module.path: i for i, module in enumerate(program.modules)}
@@ -74,22 +82,30 @@ def build(program: Program, symbols: Symbols) -> DependencyGraph:
         symbols.relations.items(),
         key=lambda kv: (rank.get(kv[1].span.file, len(rank)), kv[1].span.start, kv[0]),
     ):
-        graph.add_node(name)
+        successors[name] = {}
+        predecessors[name] = {}
         order[name] = len(order)
+    functors = symbols.functors
     for _, rule in program.rules():
         head = rule.head.name
-        if head in symbols.functors:
+        if head in functors:
             continue
         for atom, negated, in_aggregate in program.summary(rule).atoms:
-            if atom.name in symbols.functors:
+            body = atom.name
+            if body in functors:
                 continue
             kind = "negative" if negated else "aggregate" if in_aggregate else "positive"
-            literal_span = atom.span
-            dependency = Dependency(head, atom.name, kind, literal_span)
-            if graph.has_edge(head, atom.name):
-                data = graph.edges[head, atom.name]
-                data["dependencies"].append(dependency)
-                data["monotone"] = data["monotone"] and dependency.monotone
+            bodies = successors.get(head)
+            if bodies is None:
+                bodies = successors[head] = {}
+                predecessors[head] = {}
+            if body not in successors:
+                successors[body] = {}
+                predecessors[body] = {}
+            dependency = Dependency(head, body, kind, atom.span)
+            found = bodies.get(body)
+            if found is None:
+                bodies[body] = predecessors[body][head] = [dependency]
             else:
-                graph.add_edge(head, atom.name, dependencies=[dependency], monotone=dependency.monotone)
-    return DependencyGraph(graph, order)
+                found.append(dependency)
+    return DependencyGraph(successors, predecessors, order)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from . import depgraph, planner
+from . import depgraph
 from . import stratify as stratification
 from . import symbols as symbol_table
 from .checks import run_checks
@@ -77,6 +77,8 @@ def plan(stratified: Stratified) -> Planned:
     :class:`~policyc.compiler.planner.PlanningError` for a policy with errors."""
     if isinstance(stratified, Planned):
         return stratified
+    from . import planner  # only those who evaluate plan: `check` does not import it
+
     program, found, table = stratified.program, stratified.diagnostics, stratified.symbols
     evaluation = planner.build_plan(stratified)
     return Planned(program, found, table, stratified.types, stratified.graph, stratified.strata, evaluation)

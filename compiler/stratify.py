@@ -17,6 +17,7 @@ reported as a ``negation-cycle`` with the cycle spelled out, literal by literal.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from dataclasses import dataclass
 
@@ -41,23 +42,14 @@ class Strata:
 
 
 def stratify(graph: DependencyGraph, symbols: Symbols) -> tuple[Strata, list[Diagnostic]]:
-    import networkx as nx
-
-    g = graph.graph
-    components = [frozenset(c) for c in nx.strongly_connected_components(g)]
-    condensed = nx.condensation(g, components)
     rank = graph.order
-
-    def first(node: int) -> int:
-        return min(rank.get(r, len(rank)) for r in condensed.nodes[node]["members"])
-
-    ordered = list(nx.lexicographical_topological_sort(condensed.reverse(copy=False), key=first))
+    unranked = len(rank)
     strata: list[Stratum] = []
     of: dict[str, int] = {}
     diagnostics: list[Diagnostic] = []
-    for index, node in enumerate(ordered):
-        members = tuple(sorted(condensed.nodes[node]["members"], key=lambda r: rank.get(r, len(rank))))
-        recursive = len(members) > 1 or g.has_edge(members[0], members[0])
+    for index, component in enumerate(_ordered(graph)):
+        members = tuple(sorted(component, key=lambda r: rank.get(r, unranked)))
+        recursive = len(members) > 1 or graph.has_edge(members[0], members[0])
         computed = any(m in symbols.defined for m in members)
         strata.append(Stratum(index, members, recursive, computed))
         for member in members:
@@ -68,16 +60,93 @@ def stratify(graph: DependencyGraph, symbols: Symbols) -> tuple[Strata, list[Dia
     return Strata(tuple(strata), of), diagnostics
 
 
-def _negation_cycles(graph: DependencyGraph, component: set[str]) -> list[Diagnostic]:
-    import networkx as nx
+def _ordered(graph: DependencyGraph) -> list[set[str]]:
+    """The strongly connected components, each after those it depends on; of those ready at
+    once, first the one whose first relation comes first in the program, then the one found
+    first (linear, but for the heap of ready components)."""
+    components = _components(graph.successors)
+    rank, unranked = graph.order, len(graph.order)
+    of = {name: i for i, component in enumerate(components) for name in component}
+    waiting = [0] * len(components)  # per component: the components it depends on not yet placed
+    dependents: list[list[int]] = [[] for _ in components]
+    for i, component in enumerate(components):
+        uses = {of[body] for name in component for body in graph.successors[name]}
+        uses.discard(i)
+        waiting[i] = len(uses)
+        for used in uses:
+            dependents[used].append(i)
+    ready = [(min(rank.get(r, unranked) for r in c), i) for i, c in enumerate(components) if not waiting[i]]
+    heapq.heapify(ready)
+    ordered = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        ordered.append(components[i])
+        for dependent in dependents[i]:
+            waiting[dependent] -= 1
+            if not waiting[dependent]:
+                first = min(rank.get(r, unranked) for r in components[dependent])
+                heapq.heappush(ready, (first, dependent))
+    return ordered
 
-    sub = graph.graph.subgraph(component)
+
+def _components(successors: dict[str, dict[str, list[Dependency]]]) -> list[set[str]]:
+    """The strongly connected components, in the order Tarjan's algorithm (with Nuutila's
+    changes, without recursion) completes them, visiting relations and edges in order."""
+    preorder: dict[str, int] = {}
+    lowlink: dict[str, int] = {}
+    found: set[str] = set()
+    pending: list[str] = []
+    components: list[set[str]] = []
+    counter = 0
+    neighbours = {v: iter(bodies) for v, bodies in successors.items()}
+    for source in successors:
+        if source in found:
+            continue
+        queue = [source]
+        while queue:
+            v = queue[-1]
+            if v not in preorder:
+                counter += 1
+                preorder[v] = counter
+            done = True
+            for w in neighbours[v]:
+                if w not in preorder:
+                    queue.append(w)
+                    done = False
+                    break
+            if not done:
+                continue
+            low = preorder[v]
+            for w in successors[v]:
+                if w not in found:
+                    low = min(low, lowlink[w] if preorder[w] > preorder[v] else preorder[w])
+            lowlink[v] = low
+            queue.pop()
+            if low == preorder[v]:
+                component = {v}
+                while pending and preorder[pending[-1]] > preorder[v]:
+                    component.add(pending.pop())
+                found.update(component)
+                components.append(component)
+            else:
+                pending.append(v)
+    return components
+
+
+def _negation_cycles(graph: DependencyGraph, component: set[str]) -> list[Diagnostic]:
+    edges = [
+        (head, body, dependencies)
+        for head, bodies in graph.successors.items()
+        if head in component
+        for body, dependencies in bodies.items()
+        if body in component
+    ]
     diagnostics = []
-    for head, body, data in sorted(sub.edges(data=True), key=lambda e: e[2]["dependencies"][0].span):
-        for dependency in data["dependencies"]:
+    for head, body, dependencies in sorted(edges, key=lambda e: e[2][0].span):
+        for dependency in dependencies:
             if dependency.monotone:
                 continue
-            back = nx.shortest_path(sub, body, head)  # body ... head, closing the cycle
+            back = _shortest_path(graph, component, body, head)  # body ... head, closing the cycle
             steps = [dependency] + [_representative(graph, a, b) for a, b in itertools.pairwise(back)]
             chain = f"`{head}`" + "".join(_arrow(step) for step in steps)
             how = "negation" if dependency.kind == "negative" else "an aggregate"
@@ -106,7 +175,7 @@ def _inline_recursion(graph: DependencyGraph, symbols: Symbols, members: tuple[s
         if not symbols.is_inline(name):
             continue
         relation = symbols.relations[name]
-        uses = [d for _, body, d in graph.edges() if d.head == name and body in members]
+        uses = [found[0] for body, found in graph.successors[name].items() if body in members]
         found.append(
             codes.INVALID_DIRECTIVE(
                 relation.span,
@@ -117,6 +186,57 @@ def _inline_recursion(graph: DependencyGraph, symbols: Symbols, members: tuple[s
             )
         )
     return found
+
+
+def _shortest_path(graph: DependencyGraph, component: set[str], source: str, target: str) -> list[str]:
+    """A shortest path from ``source`` to ``target`` inside ``component``: a breadth-first
+    search from both ends, a level at a time from the end with the smaller fringe."""
+    if source == target:
+        return [source]
+    forward: dict[str, str | None] = {source: None}  # relation -> the one before it on the path
+    backward: dict[str, str | None] = {target: None}  # relation -> the one after it
+    forward_fringe, backward_fringe = [source], [target]
+    meet = None
+    while meet is None and forward_fringe and backward_fringe:
+        if len(forward_fringe) <= len(backward_fringe):
+            meet = _step(graph.successors, component, forward_fringe, forward, backward)
+        else:
+            meet = _step(graph.predecessors, component, backward_fringe, backward, forward)
+    assert meet is not None, "a strongly connected component holds a path between any two relations"
+    path: list[str] = []
+    at: str | None = meet
+    while at is not None:
+        path.append(at)
+        at = forward[at]
+    path.reverse()
+    at = backward[path[-1]]
+    while at is not None:
+        path.append(at)
+        at = backward[at]
+    return path
+
+
+def _step(
+    edges: dict[str, dict[str, list[Dependency]]],
+    component: set[str],
+    fringe: list[str],
+    reached: dict[str, str | None],
+    other: dict[str, str | None],
+) -> str | None:
+    """Extend one side of the search by a level (``fringe`` becomes the next level); the
+    relation where it meets the other side, if it does."""
+    level = fringe[:]
+    fringe.clear()
+    for at in level:
+        for nxt in edges[at]:
+            if nxt not in component:
+                continue
+            if nxt not in reached:
+                fringe.append(nxt)
+                reached[nxt] = at
+            if nxt in other:
+                return nxt
+    return None
 
 
 def _representative(graph: DependencyGraph, head: str, body: str) -> Dependency:
