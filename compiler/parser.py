@@ -1,7 +1,7 @@
 """Text to AST, reporting every syntax error of a file.
 
-The grammar (``grammar/policy.lark``) is compiled once by Lark into an LALR table (cached on
-disk). Parsing is then three steps:
+The grammar (``grammar/policy.lark``) is compiled once by Lark into an LALR table, kept as
+plain tables on disk (:mod:`.grammar_tables`). Parsing is then three steps:
 
 1. **tokenize** the whole file (:mod:`.tokens`), resuming after text it cannot read, so a
    stray character or an unterminated string is one error, not the end of the file;
@@ -25,13 +25,12 @@ import dataclasses
 import functools
 from typing import Any
 
-from lark.parsers.lalr_analysis import Shift
-
 from . import ast, codes, syntax_errors
 from .ast_builder import Builder
 from .diagnostics import Diagnostic
+from .grammar_tables import tables
 from .source import SourceFile
-from .tokens import Token, compiled_grammar, tokenize
+from .tokens import Token, tokenize
 
 MAX_NESTING = 200  # deeper terms are refused rather than risk exhausting the stack later
 
@@ -73,30 +72,8 @@ class _Automaton:
 
 @functools.cache
 def _automaton() -> _Automaton:
-    table = compiled_grammar().parse_interactive(None, start="item").parser_state.parse_conf.parse_table
-    index: dict[Any, int] = {}
-    rules: list[tuple[str, int, str | None, bool]] = []
-    for rule in compiled_grammar().rules:
-        if rule.origin.name == "comment":
-            continue  # a start symbol only there to keep COMMENT in the grammar
-        splices = any(not s.is_term and s.name.startswith("_") for s in rule.expansion)
-        if rule.origin.name.startswith("_"):
-            method = "_splice"
-        elif rule.options.expand1 and not rule.alias and len(rule.expansion) == 1:
-            method = None
-        else:
-            method = rule.alias or rule.origin.name
-        index[rule] = len(rules)
-        rules.append((rule.origin.name, len(rule.expansion), method, splices))
-    actions = {
-        state: {
-            symbol: (True, arg) if action is Shift else (False, index[arg])
-            for symbol, (action, arg) in row.items()
-            if action is Shift or arg in index
-        }
-        for state, row in table.states.items()
-    }
-    return _Automaton(actions, tuple(rules), table.start_states["item"], table.end_states["item"])
+    found = tables()
+    return _Automaton(found.actions, found.rules, found.start, found.end)
 
 
 def _reducers(builder: Builder) -> list[tuple[str, int, Any]]:

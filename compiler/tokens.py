@@ -16,29 +16,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from importlib import resources
-
-from lark import Lark
 
 from . import ast, codes, syntax_errors
 from .diagnostics import Diagnostic
+from .grammar_tables import tables
 from .source import SourceFile
 
 MAX_LEXICAL_ERRORS = 50
-
-
-@functools.cache
-def compiled_grammar() -> Lark:
-    grammar = resources.files("policyc.grammar").joinpath("policy.lark").read_text("utf-8")
-    return Lark(
-        grammar,
-        parser="lalr",
-        lexer="basic",
-        start=["item", "comment"],
-        keep_all_tokens=True,
-        maybe_placeholders=False,
-        cache=True,
-    )
 
 
 class Token:
@@ -58,13 +42,11 @@ class Token:
 
 @dataclasses.dataclass(frozen=True)
 class _Lexer:
-    """The grammar's terminals as one regular expression, tried in Lark's order.
+    """The grammar's terminals as one regular expression, tried in Lark's order
+    (:mod:`.grammar_tables` says how it is made).
 
-    Lark's own lexer builds the same alternation (priority, then width, then name) and turns
-    keywords that NAME also matches into a lookup on NAME's text; doing both here, with a
-    single ``finditer`` over the file, is several times faster than Lark's per-token loop.
-    Three fallback alternatives catch what no terminal matches, so that the scan never skips
-    text silently: an unterminated string, an unterminated block comment, any other character.
+    A single ``finditer`` over the file, with keywords looked up on NAME's text, is several
+    times faster than Lark's per-token loop.
     """
 
     regex: re.Pattern[str]
@@ -74,31 +56,8 @@ class _Lexer:
 
 @functools.cache
 def _lexer() -> _Lexer:
-    lark = compiled_grammar()
-    terminals = [t for t in lark.terminals if t.pattern.value]
-    regexps = [t for t in terminals if t.pattern.type == "re"]
-    keywords: dict[str, str] = {}
-    embedded = set()
-    for t in terminals:
-        if t.pattern.type != "str":
-            continue
-        for r in regexps:
-            m = re.match(r.pattern.to_regexp(), t.pattern.value)
-            if r.priority == t.priority and m and m.group(0) == t.pattern.value:
-                keywords[t.pattern.value] = t.name
-                embedded.add(t.name)
-    ordered = sorted(
-        (t for t in terminals if t.name not in embedded),
-        key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
-    )
-    alternatives = [r"(?P<_BAD_COMMENT>/\*(?![\s\S]*?\*/)[\s\S]*)"]  # before `/` can match
-    alternatives += [f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in ordered]
-    alternatives += [
-        r'(?P<_BAD_STRING>"(?:[^"\\\n]|\\.)*\\?)',
-        r"(?P<_BAD_QUOTES>\u201c[^\u201d\n]*\u201d|'[^'\n]*')",
-        r"(?P<_BAD>[\s\S])",
-    ]
-    return _Lexer(re.compile("|".join(alternatives)), keywords, frozenset(lark.lexer_conf.ignore))
+    found = tables()
+    return _Lexer(re.compile(found.pattern), found.keywords, found.ignore)
 
 
 def tokenize(source: SourceFile) -> tuple[list[Token], list[ast.Comment], list[Diagnostic]]:
