@@ -45,10 +45,17 @@ class Program:
     library: frozenset[str]
 
     def rules(self) -> Iterator[tuple[ast.Module, ast.Rule]]:
-        for module in self.modules:
-            for statement in module.statements:
-                if isinstance(statement, ast.Rule):
-                    yield module, statement
+        return iter(self._rules)
+
+    @functools.cached_property
+    def _rules(self) -> tuple[tuple[ast.Module, ast.Rule], ...]:
+        """Every rule with its module, in program order (each check walks them: once)."""
+        return tuple(
+            (module, statement)
+            for module in self.modules
+            for statement in module.statements
+            if isinstance(statement, ast.Rule)
+        )
 
     def statements(self) -> Iterator[tuple[ast.Module, ast.Statement]]:
         for module in self.modules:
@@ -68,7 +75,7 @@ class Program:
     @functools.cached_property
     def _by_head(self) -> dict[str, list[ast.Rule]]:
         found: dict[str, list[ast.Rule]] = {}
-        for _, rule in self.rules():
+        for _, rule in self._rules:
             found.setdefault(rule.head.name, []).append(rule)
         return found
 
@@ -78,7 +85,7 @@ class Program:
 
     @functools.cached_property
     def _summaries(self) -> dict[int, RuleSummary]:
-        return {id(rule): summarize(rule) for _, rule in self.rules()}
+        return {id(rule): summarize(rule) for _, rule in self._rules}
 
     @functools.cached_property
     def _sources(self) -> dict[str, SourceFile]:
