@@ -55,7 +55,7 @@ def stratify(graph: DependencyGraph, symbols: Symbols) -> tuple[Strata, list[Dia
         for member in members:
             of[member] = index
         if recursive:
-            diagnostics.extend(_negation_cycles(graph, set(members)))
+            diagnostics.extend(_negation_cycles(graph, members))
             diagnostics.extend(_inline_recursion(graph, symbols, members))
     return Strata(tuple(strata), of), diagnostics
 
@@ -133,14 +133,14 @@ def _components(successors: dict[str, dict[str, list[Dependency]]]) -> list[set[
     return components
 
 
-def _negation_cycles(graph: DependencyGraph, component: set[str]) -> list[Diagnostic]:
+def _negation_cycles(graph: DependencyGraph, members: tuple[str, ...]) -> list[Diagnostic]:
+    component = set(members)
     edges = [
         (head, body, dependencies)
-        for head, bodies in graph.successors.items()
-        if head in component
-        for body, dependencies in bodies.items()
+        for head in members
+        for body, dependencies in graph.successors[head].items()
         if body in component
-    ]
+    ]  # each literal makes one edge: sorted by their first literals, the edges are in one order
     diagnostics = []
     for head, body, dependencies in sorted(edges, key=lambda e: e[2][0].span):
         for dependency in dependencies:
