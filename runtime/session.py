@@ -140,7 +140,8 @@ class Session:
                 functors[i] = answers[spec.name]
         self.functors = functors
         self.state = Evaluation(prepared.compiled, functors, monitor.limits)
-        self.state.errors = self._sink = []
+        self._sink: list[EvalError] = []
+        self.state.errors = self._sink
         self.state.F = [
             wrap(spec, fn, self._sink) for spec, fn in zip(self.plan.functors, functors, strict=True)
         ]
@@ -154,8 +155,9 @@ class Session:
         self.index = self.plan.relation_index()
         state = self.state
         self.position: dict[str, int] = {}  # each event's place in the order
-        self.depends = None if prepared.prefix is None else Prefix(self.order, self.position)
-        if self.depends is not None:
+        self.depends: Prefix | None = None
+        if prepared.prefix is not None:
+            self.depends = Prefix(self.order, self.position)
             state.relations[prepared.prefix] = self.depends
         self._maintain = prepared.bind(state.relations, state.F, state.I, state.E, self._rule_failed)
         relations = state.relations
@@ -164,7 +166,7 @@ class Session:
                 relations[prepared.deny].tuples,
                 None if prepared.allow is None else relations[prepared.allow].tuples,
             )
-            if prepared.direct
+            if prepared.direct and prepared.deny is not None
             else None
         )
         identity: dict[str, set[tuple]] = {}
@@ -201,7 +203,10 @@ class Session:
         order = self.order
         self.events[e] = checked
         try:
-            facts = event_facts(checked, len(order), order, self.prepared.wanted, self.depends is not None)
+            # relation -> its new rows (and "open" -> the events it opens, below)
+            facts: dict[Any, Any] = event_facts(
+                checked, len(order), order, self.prepared.wanted, self.depends is not None
+            )
         except Exception as error:  # nothing of the event is kept
             del self.events[e]
             self.sticky.append(
@@ -486,7 +491,7 @@ class Session:
         first ``events`` events and ``given`` batches of given facts, deciding ``action`` (by
         default, everything so far and the action decided last)."""
         evaluation = Evaluation(self.prepared.compiled, self.functors, self.monitor.limits)
-        facts: dict[int, set[tuple]] = {}
+        facts: dict[Any, set[tuple]] = {}  # by relation (the indices of `inputs`)
         for r, rows in self.given[:given]:
             facts.setdefault(r, set()).update(rows)
         inputs = {spec.name: r for r, spec in enumerate(self.plan.relations) if spec.input}
@@ -495,18 +500,19 @@ class Session:
         for position, e in enumerate(order):
             event = self.events[e]
             earlier = order[:position] if event.get("deps") is None and not implicit else ()
-            for r, rows in event_facts(event, position, earlier, inputs, implicit).items():
-                facts.setdefault(r, set()).update(rows)
-        if implicit:
-            events = self.events
-            position = self.position
+            for relation, rows in event_facts(event, position, earlier, inputs, implicit).items():
+                facts.setdefault(relation, set()).update(rows)
+        prefix = self.prepared.prefix
+        if implicit and prefix is not None:
+            recorded = self.events
+            positions = self.position
 
             def depends() -> Prefix:
-                made = Prefix(order, position)
-                made.open_events(e for e in order if events[e].get("deps") is None)
+                made = Prefix(order, positions)
+                made.open_events(e for e in order if recorded[e].get("deps") is None)
                 return made
 
-            evaluation.keep(self.prepared.prefix, depends)
+            evaluation.keep(prefix, depends)
         candidate = self.prepared.candidate
         if action is _NOTHING:
             action = self.candidate
