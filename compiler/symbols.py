@@ -411,9 +411,7 @@ class _Resolver:
                 uses.append(self.inputs[name])
             if name in self.outputs:
                 uses.append(self.outputs[name])
-            for _, rule in self.program.rules():
-                if rule.head.name == name:
-                    uses.append(rule.head.name_span)
+            uses.extend(rule.head.name_span for rule in self.program.rules_of(name))
             for span in uses:
                 self.diagnostics.append(
                     codes.NAME_CONFLICT(

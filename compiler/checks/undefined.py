@@ -42,20 +42,24 @@ def check(context: Context) -> list[Diagnostic]:
                             fix=replace_name(ident.span, ident.name, close),
                         )
                     )
+    # the names a relation may be mistaken for, and each undefined name's closest, found once
+    candidates = known | {f for f, sig in symbols.functors.items() if sig.is_predicate}
+    closest: dict[str, str | None] = {}
     for module, rule in context.user_rules():
         summary = context.program.summary(rule)
         for atom, _, _ in summary.atoms:
             if atom.name in symbols.functors or atom.name in known:
                 continue
-            diagnostics.append(_undefined_relation(atom, known, symbols.functors, declare.fix(module, atom)))
+            if atom.name not in closest:
+                closest[atom.name] = did_you_mean(atom.name, candidates)
+            diagnostics.append(_undefined_relation(atom, closest[atom.name], declare.fix(module, atom)))
         for call in summary.calls:
             if call.name not in symbols.functors:
                 diagnostics.append(_undefined_function(call, known, symbols.functors))
     return diagnostics
 
 
-def _undefined_relation(atom: ast.Atom, known: set[str], functors: dict, declare: Fix) -> Diagnostic:
-    close = did_you_mean(atom.name, known | {f for f, sig in functors.items() if sig.is_predicate})
+def _undefined_relation(atom: ast.Atom, close: str | None, declare: Fix) -> Diagnostic:
     fix = replace_name(atom.name_span, atom.name, close) or declare
     if close:
         help_text = f"did you mean `{close}`?"
