@@ -9,8 +9,8 @@ of the grammar and :data:`FORMAT`, and reads that file instead when it is there,
 user's own and holds what it should; anything else about it and the tables are derived again.
 
 >>> found = tables()
->>> found.actions == derive().actions and found.keywords["not"]
-'NOT'
+>>> set(found.rules) == set(derive().rules), found.keywords["not"]
+(True, 'NOT')
 """
 
 from __future__ import annotations

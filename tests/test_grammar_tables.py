@@ -38,7 +38,7 @@ def test_the_cached_tables_are_the_derived_ones(cache) -> None:
     [
         lambda text: "{" + text,  # not JSON
         lambda text: text.replace('"format": 1', '"format": 0'),
-        lambda text: text.replace('"start": ', '"start": -'),
+        lambda text: text.replace('"start": ', '"start": -1, "was": '),
         lambda text: text.replace('"rules": [', '"rules": [["x"], '),
         lambda text: "[]",
     ],
