@@ -25,7 +25,6 @@ def test_the_base_install_holds_the_compiler_analyzer_and_runtime_only() -> None
     base = _names(PROJECT["dependencies"])
     assert {
         "lark",
-        "networkx",
         "clingo",
         "z3-solver",
         "numpy",
