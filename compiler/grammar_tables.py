@@ -225,5 +225,5 @@ def _write(path: str, found: Tables) -> None:
         except BaseException:
             os.unlink(temporary)
             raise
-    except OSError:
+    except OSError:  # a temporary folder that cannot be written: the tables are derived each time
         pass
