@@ -19,9 +19,10 @@ previous round added, as the evaluator does.
 ``bind(R, F, I, E, fail)`` binds the function to one session's relations ``R``, functor
 wrappers ``F``, inline relations ``I``, meter ``E`` (arithmetic errors and the time limit, see
 :mod:`.limits`), and ``fail(rule, error)``, which records a rule whose code raised (its
-literal fails, the session fails closed). It returns ``maintain(N, room)``: ``N`` maps input
-relations to new facts as tuples (the sets are consumed), ``room`` is how many facts may still
-be added. It returns how many facts were added, or raises :class:`Overflow` once more than
+literal fails, the session fails closed). It returns ``maintain(N, room, stored=False)``: ``N``
+maps input relations to new facts as tuples, or with ``stored`` in the form the relations store
+them (values for a unary relation: see :mod:`.fact_checks`); the sets are read, not changed.
+``room`` is how many facts may still be added. It returns how many facts were added, or raises :class:`Overflow` once more than
 ``room`` were, counting the facts derived and not yet added, or
 :class:`~policyc.runtime.limits.LimitExceeded` when the time is up. Both are checked every
 :data:`~policyc.runtime.limits.TICK` iterations of any loop of the variants, so a pass stops
@@ -43,7 +44,7 @@ from .limits import TICK
 from .prefix import mentions, open_variant
 from .relations import Relation
 
-Maintain = Callable[[dict[int, set[tuple]], int], int]
+Maintain = Callable[..., int]
 Bind = Callable[..., Maintain]
 
 
@@ -82,8 +83,10 @@ def compile_pass(
         w.line(f"new_{r} = N.get({r})")
         w.open(f"if new_{r}:")
         if plan.relations[r].arity == 1:
+            w.open("if not stored:")
             w.line(f"new_{r} = {hoisted.name(f'R[{r}].store', 'S')}(new_{r})")
-        w.line(f"new_{r} -= {hoisted.name(f'R[{r}].tuples', 'T')}")
+            w.depth -= 1
+        w.line(f"new_{r} = new_{r} - {hoisted.name(f'R[{r}].tuples', 'T')}")
         w.open(f"if new_{r}:")
         _add(w, hoisted, r, f"new_{r}")
         w.depth -= 2
@@ -104,7 +107,7 @@ def compile_pass(
         "            raise Overflow(added)",
         "        return E.tick()",
         *helpers,
-        f"    def {name}(N, room):",
+        f"    def {name}(N, room, stored=False):",
         *(str(line) for line in w.lines),
         f"    return {name}",
     ]

@@ -91,6 +91,8 @@ class _Facts:
         return bool(self.explicit) or self.owner.implied > 0
 
     def __rsub__(self, other: Iterable[tuple]) -> set[tuple]:
+        if not self.owner.open and type(other) is set:  # no fact is implied yet: the explicit ones
+            return other - self.explicit
         return {fact for fact in other if fact not in self}
 
     def update(self, facts: Iterable[tuple]) -> None:
@@ -271,7 +273,7 @@ class Prefix(Relation):
 
     def discard_all(self, gone: Iterable[Any]) -> None:
         gone = set(gone)
-        if not gone <= self.base.tuples:
+        if not gone.issubset(self.base.tuples):
             raise ValueError("facts the order implies cannot be removed")
         self.base.discard_all(gone)
 

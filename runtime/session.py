@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import replace
+from operator import itemgetter
 from typing import Any
 
 from policyc.compiler import plan as p
@@ -147,7 +148,8 @@ class Session:
         ]
         self.V: dict[int, Callable[..., Any]] = {r: self._demand(r) for r in prepared.demanded}
         self.memo: dict[tuple[int, tuple], Any] = {}
-        self.given: list[tuple[int, set[tuple]]] = []  # facts given other than by events, in order
+        # facts given other than by events, in order, as relations store them (see _give)
+        self.given: list[tuple[int, set[Any]]] = []
         self.named: set[Any] = set()  # the values given facts hold (actions that can be decided)
         self.seeds: dict[int, set[tuple]] = {r: set() for r in prepared.seeded}  # see SessionPlan
         self.candidate: Any = _NOTHING  # the action decided last
@@ -240,7 +242,10 @@ class Session:
         """Add domain facts (rows per input relation), checked like evaluation facts. Malformed
         facts poison the session."""
         try:
-            checked = validate(self.plan, facts, f"session {self.id}")
+            # the checks generated per relation take the common case; the general check the rest
+            checked = self.prepared.fact_checks(facts)
+            if checked is None:
+                checked = self._stored(validate(self.plan, facts, f"session {self.id}"))
         except FactsError as error:
             self.sticky.append(EvalError("facts", str(error)))
             return
@@ -368,33 +373,52 @@ class Session:
         except Exception as error:  # a limit, or code failing on the policy's own facts
             self.sticky.append(EvalError("rule", f"starting the session failed: {error}"))
         self._settle()
-        self._give({self.index[name]: rows for name, rows in identity.items() if name in self.index})
+        self._give(
+            self._stored({self.index[name]: rows for name, rows in identity.items() if name in self.index})
+        )
 
-    def _give(self, facts: dict[int, set[tuple]]) -> None:
-        """Facts given other than by events: kept for explanations, and maintained."""
-        stored = self.prepared.stored
+    def _stored(self, facts: Mapping[int, Collection[tuple]]) -> dict[int, set[Any]]:
+        """Facts as tuples in the form relations store them (values for a unary relation, a
+        set of tuples otherwise)."""
+        unary = self.prepared.unary
+        return {
+            r: set(map(itemgetter(0), rows)) if r in unary else rows if type(rows) is set else set(rows)
+            for r, rows in facts.items()
+        }
+
+    def _give(self, facts: dict[int, set[Any]]) -> None:
+        """Facts given other than by events, in the form relations store them: kept for
+        explanations as they are (nothing changes the sets), and maintained."""
+        unary = self.prepared.unary
         named = self.named
+        given = self.given
         for r, rows in facts.items():
-            self.given.append((r, set(rows)))
-            for row in rows:
-                named.update(row)
+            given.append((r, rows))
+            if r in unary:
+                named.update(rows)
+            else:
+                named.update(*rows)
         if self.seeds:
-            self._seed(facts)
-        self._insert_indexed({r: set(rows) for r, rows in facts.items() if r in stored})
+            self._seed(facts, stored=True)
+        # the relations no rule reads are not stored: maintenance reads only the ones it stores
+        self._insert_indexed(facts, stored=True)
 
-    def _seed(self, facts: dict[int, set[tuple]]) -> None:
-        """Keep the given facts of relations recomputed per decision (taken out of ``facts``)."""
+    def _seed(self, facts: dict[int, set[Any]], stored: bool = False) -> None:
+        """Keep the given facts of relations recomputed per decision (taken out of ``facts``),
+        as tuples."""
+        unary = self.prepared.unary
         for r in [r for r in facts if r in self.seeds]:
-            self.seeds[r].update(facts.pop(r))
+            rows = facts.pop(r)
+            self.seeds[r].update({(v,) for v in rows} if stored and r in unary else rows)
             self.dirty = True
 
-    def _insert_indexed(self, facts: dict[int, set[tuple]]) -> None:
-        """Add new facts of stored input relations (the sets are consumed) and everything
-        they derive."""
+    def _insert_indexed(self, facts: dict[int, set[Any]], stored: bool = False) -> None:
+        """Add new facts of stored input relations (as tuples, or with ``stored`` in the form
+        relations store them; the sets are not changed) and everything they derive."""
         state = self.state
         opened = state.E.start(None, "update of the session's facts")  # checked as the rules run
         try:
-            added = self._maintain(facts, state.limits.max_facts - state.facts)
+            added = self._maintain(facts, state.limits.max_facts - state.facts, stored)
         except maintain.Overflow as overflow:
             added = overflow.args[0]
             self.sticky.append(
@@ -492,8 +516,9 @@ class Session:
         default, everything so far and the action decided last)."""
         evaluation = Evaluation(self.prepared.compiled, self.functors, self.monitor.limits)
         facts: dict[Any, set[tuple]] = {}  # by relation (the indices of `inputs`)
+        unary = self.prepared.unary
         for r, rows in self.given[:given]:
-            facts.setdefault(r, set()).update(rows)
+            facts.setdefault(r, set()).update(((v,) for v in rows) if r in unary else rows)
         inputs = {spec.name: r for r, spec in enumerate(self.plan.relations) if spec.input}
         order = self.order[:events]
         implicit = self.depends is not None

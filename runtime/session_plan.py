@@ -14,6 +14,7 @@ from policyc.compiler import plan as p
 
 from . import codegen, maintain
 from .evaluator import CompiledPlan
+from .fact_checks import FactChecks
 
 
 class SessionPlan:
@@ -165,6 +166,9 @@ class SessionPlan:
         )
         self.deny, self.allow = deny, (None if plan.default == "allow" else allow)
         self.wanted = {spec.name: r for r, spec in enumerate(relations) if r in self.stored or r in seeded}
+        # given facts: checked by code generated per input relation, in the form relations store
+        self.fact_checks = FactChecks(plan)
+        self.unary = frozenset(r for r, spec in enumerate(relations) if spec.arity == 1)
 
 
 def _monotone(rule: p.RulePlan, allowed: set[int]) -> bool:
