@@ -131,6 +131,8 @@ class _Before:
 
     def get(self, e: Any, default: Any = ()) -> Any:
         owner = self.owner
+        if not owner.open:  # no open event: the explicit facts (an index has no empty entry)
+            return self.explicit.get(e, default)
         given = self.explicit.get(e, ())
         if e not in owner.open:
             return given or default
@@ -173,6 +175,8 @@ class _After:
 
     def get(self, d: Any, default: Any = ()) -> Any:
         owner = self.owner
+        if not owner.opened:  # no open event: the explicit facts (an index has no empty entry)
+            return self.explicit.get(d, default)
         given = self.explicit.get(d, ())
         at = owner.position.get(d)
         if at is None:
