@@ -124,7 +124,7 @@ VALUES = [
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))
-@pytest.mark.parametrize("value", VALUES, ids=repr)
+@pytest.mark.parametrize("value", VALUES, ids=[f"{i}-{type(v).__name__}" for i, v in enumerate(VALUES)])
 def test_every_kind_of_value_in_every_position(name, value) -> None:
     """Each value in each position of each relation's row, as a list and as a tuple: the
     generated check gives what the general check gives, or leaves the rows to it."""
