@@ -243,6 +243,9 @@ class RuleCompiler:
         self.indexes: dict[tuple[str, int, tuple[int, ...]], str] = {}
         self.prologue: list[str] = []
         self.held: list[str] = []  # the sets of facts the code fills, counted by the limit on facts
+        # how the code reads stored relations: (relation, positions of an index, or None for
+        # a scan or a test of the facts themselves)
+        self.reads: set[tuple[int, tuple[int, ...] | None]] = set()
 
     # ------------------------------------------------------------------ expressions
 
@@ -275,7 +278,10 @@ class RuleCompiler:
 
     def facts(self, source: str, relation: int) -> str:
         """The set of stored facts a scan reads (``source``: ``full`` or ``delta``)."""
-        return f"R[{relation}].tuples" if source == "full" else f"D[{relation}].tuples"
+        if source == "full":
+            self.reads.add((relation, None))
+            return f"R[{relation}].tuples"
+        return f"D[{relation}].tuples"
 
     def indexed(self, step: p.Scan) -> bool:
         """Whether a scan with some arguments known looks them up in an index (else it runs
@@ -285,6 +291,8 @@ class RuleCompiler:
     def index(self, source: str, relation: int, positions: tuple[int, ...]) -> str:
         """The name of the ``get`` of an index of a relation, bound once per call."""
         key = (source, relation, positions)
+        if source == "full":
+            self.reads.add((relation, positions))
         if key not in self.indexes:
             name = f"x{len(self.indexes)}"
             self.indexes[key] = name
@@ -360,7 +368,6 @@ class RuleCompiler:
 
     def scan(self, step: p.Scan, bound: set[int]) -> None:
         w = self.w
-        facts = self.facts(step.source, step.relation)
         arity = len(step.args)
         known: list[tuple[int, str]] = []
         after: list[tuple[int, p.Expr]] = []
@@ -384,12 +391,15 @@ class RuleCompiler:
             if step.relation in self.demand:
                 w.open(f"if V[{step.relation}]({', '.join(values)}) is True:")
             else:
-                w.open(f"if {self.stored(step.relation, values)} in {facts}:")
+                w.open(
+                    f"if {self.stored(step.relation, values)} in {self.facts(step.source, step.relation)}:"
+                )
             if self.record:
                 self.matched.append(f"({step.relation}, {self.tuple_code(values)})")
             return
         if arity == 1 or not known or not self.indexed(step):  # run through the facts
             value_of = self.names(step, range(arity), bound)
+            facts = self.facts(step.source, step.relation)
             self.loop(f"for {self.target(list(value_of.values()), arity == 1)} in {facts}:")
             if known:
                 tests = " and ".join(f"{value_of[i]} == {v}" for i, v in known)
@@ -506,8 +516,15 @@ def _finish(
     return source, namespace[name]
 
 
-def compile_rule(plan: p.Plan, rule: p.RulePlan, name: str = "rule") -> tuple[str, Callable]:
-    """The source and function ``rule(R, D, out, F, I, E)`` evaluating one rule plan."""
+def compile_rule(
+    plan: p.Plan,
+    rule: p.RulePlan,
+    name: str = "rule",
+    reads: set[tuple[int, tuple[int, ...] | None]] | None = None,
+) -> tuple[str, Callable]:
+    """The source and function ``rule(R, D, out, F, I, E)`` evaluating one rule plan. How it
+    reads stored relations is added to ``reads`` when given: ``(relation, positions)`` for an
+    index lookup, ``(relation, None)`` for a scan or a test of the facts themselves."""
     w = Writer()
     w.always.update(("R", "D", "out", "F", "I", "E", "emit", "n"))
     compiler = RuleCompiler(plan, w, record=False)
@@ -516,6 +533,8 @@ def compile_rule(plan: p.Plan, rule: p.RulePlan, name: str = "rule") -> tuple[st
     compiler.steps(rule.steps, bound)
     head = [compiler.expr(e) for e in rule.head_args]
     w.line(f"emit({compiler.stored(rule.head, head)})")
+    if reads is not None:
+        reads |= compiler.reads
     return _finish(w, compiler, f"def {name}(R, D, out, F, I, E):", name, ["emit = out.add", f"n = {TICK}"])
 
 

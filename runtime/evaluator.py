@@ -17,9 +17,9 @@ hit stops the evaluation wherever it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from policyc.compiler import plan as p
 
@@ -54,12 +54,34 @@ class CompiledPlan:
     def __init__(self, plan: p.Plan) -> None:
         self.plan = plan
         self.strata: list[tuple[p.Stratum, list[CompiledRule], list[CompiledRule]]] = []
+        reads: set[tuple[int, tuple[int, ...] | None]] = set()
         for n, stratum in enumerate(plan.strata):
-            base = [(r, codegen.compile_rule(plan, r, f"s{n}_r{r.rule}")[1]) for r in stratum.rules]
-            deltas = [(r, codegen.compile_rule(plan, r, f"s{n}_d{r.rule}")[1]) for r in stratum.delta_rules]
+            base = [(r, codegen.compile_rule(plan, r, f"s{n}_r{r.rule}", reads)[1]) for r in stratum.rules]
+            deltas = [
+                (r, codegen.compile_rule(plan, r, f"s{n}_d{r.rule}", reads)[1]) for r in stratum.delta_rules
+            ]
             self.strata.append((stratum, base, deltas))
         self.derived = {
             rule.head for stratum in plan.strata for rule in (*stratum.rules, *stratum.delta_rules)
+        }
+        indexes: dict[int, set[tuple[int, ...]]] = {}
+        scanned: set[int] = set()
+        for relation, positions in reads:
+            if positions is None:
+                scanned.add(relation)
+            else:
+                indexes.setdefault(relation, set()).add(positions)
+        # input relations the rules read through one index only (an event graph's DependsOn):
+        # an evaluation builds that index from the rows given, and their set of facts only if
+        # something else asks for it (Relation.from_rows)
+        self.index_only: dict[int, tuple[int, ...]] = {
+            r: next(iter(found))
+            for r, found in indexes.items()
+            if len(found) == 1
+            and r not in scanned
+            and plan.relations[r].input
+            and plan.relations[r].arity > 1
+            and r not in self.derived
         }
         self.bound: list[list[tuple[p.BoundRule, Callable]]] = [
             [(b, codegen.compile_bound_rule(plan, b, f"m{r}_{b.rule}")[1]) for b in rules]
@@ -80,7 +102,7 @@ class Evaluation:
         self.index = plan.relation_index()
         self.functors = functors
         self.limits = limits
-        self.inputs: dict[int, set[tuple]] = {}
+        self.inputs: Mapping[int, Collection[Any]] = {}
         self.errors: list[EvalError] = []
         self.relations = [Relation(spec.arity) for spec in plan.relations]
         self.memos: list[dict] = []
@@ -200,18 +222,34 @@ class Evaluation:
 
     # ---------------------------------------------------------------------- running
 
-    def load(self, facts: dict[int, set[tuple]]) -> None:
-        self.inputs = facts
+    def load(self, facts: Mapping[int, Collection[Any]]) -> None:
+        """Add input facts (per relation, a set of tuples or a dict whose keys are the facts in
+        the order given, as :func:`.facts.validate` makes them; for a relation of
+        :attr:`CompiledPlan.index_only`, a list or tuple of checked rows)."""
+        self.inputs = dict(facts)
         derived = self.compiled.derived
+        index_only = self.compiled.index_only
         for r, tuples in facts.items():
             relation = self.relations[r]
-            if (
+            untouched = (
                 type(relation) is Relation
-                and relation.arity != 1
                 and r not in derived
                 and not relation.tuples
-            ):
-                relation.tuples = tuples  # only read from now on: shared with `inputs`, not copied
+                and not relation.fillers
+            )
+            if isinstance(tuples, list | tuple) and untouched and r in index_only:
+                # the rows' values go into the index now: the rows themselves are not kept
+                relation = self.relations[r] = Relation.from_rows(relation.arity, tuples, index_only[r])
+                self.inputs[r] = relation
+            elif isinstance(tuples, list | tuple):  # rows, but the relation is held otherwise
+                relation.add_all(relation.store(map(tuple, tuples)))
+                self.inputs[r] = set(map(tuple, tuples))
+            elif untouched and relation.arity == 1:
+                relation.tuples = relation.store(tuples)
+            elif untouched and isinstance(tuples, set | dict):
+                # only read from now on: shared with `inputs`, not copied (a change copies it;
+                # a dict's keys are read like a set's members)
+                relation.tuples = cast(set, tuples)
             else:
                 relation.add_all(relation.store(tuples))
             self.facts += len(tuples)
@@ -300,6 +338,7 @@ class Evaluation:
                 self._merge(rule.head, out)
             return
         members = stratum.relations
+        relations = self.relations
         news: dict[int, set[tuple]] = {r: set() for r in members}
         meter.pending = tuple(news.values())
         for rule, fn in base:
@@ -307,22 +346,26 @@ class Evaluation:
         for r in members:
             self._merge(r, news[r])
         # the first delta is everything the stratum holds so far (inputs included)
-        delta = {r: Relation.owning(self.relations[r].arity, set(self.relations[r].tuples)) for r in members}
+        delta = {r: Relation.owning(relations[r].arity, set(relations[r].tuples)) for r in members}
+        # each delta rule with the relation its delta scan reads, found once
+        reading = [(rule, fn, _delta_relation(rule)) for rule, fn in deltas]
         round_number = 0
-        if self.ranks is not None:
+        ranks = self.ranks
+        if ranks is not None:
             for r in members:
-                self.ranks.setdefault(r, {}).update(dict.fromkeys(self.relations[r].as_tuples(), 0))
+                ranks.setdefault(r, {}).update(dict.fromkeys(relations[r].as_tuples(), 0))
         while any(delta[r].tuples for r in members):
             round_number += 1
             news = {r: set() for r in members}
             meter.pending = tuple(news.values())
-            for rule, fn in deltas:
-                if delta[_delta_relation(rule)].tuples:
+            for rule, fn, source in reading:
+                if delta[source].tuples:
                     self.call_rule(rule, fn, delta, news[rule.head])
-            delta = {r: Relation.owning(self.relations[r].arity, self._merge(r, news[r])) for r in members}
-            if self.ranks is not None:
+            for r in members:
+                delta[r] = Relation.owning(relations[r].arity, self._merge(r, news[r]))
+            if ranks is not None:
                 for r in members:
-                    self.ranks[r].update(dict.fromkeys(delta[r].as_tuples(), round_number))
+                    ranks[r].update(dict.fromkeys(delta[r].as_tuples(), round_number))
 
 
 def _delta_relation(rule: p.RulePlan) -> int:

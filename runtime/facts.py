@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -54,12 +55,26 @@ def convert(value: Any, type_: str | None, where: str) -> str | int | float:
     return value
 
 
-def validate(plan: Plan, facts: FactsInput, origin: str = "facts") -> dict[int, set[tuple]]:
-    """The facts as tuples per relation index; :class:`FactsError` at the first problem."""
+def validate(
+    plan: Plan,
+    facts: FactsInput,
+    origin: str = "facts",
+    *,
+    ordered: bool = False,
+    as_rows: Collection[int] = (),
+) -> dict[int, Collection[Any]]:
+    """The facts as tuples per relation index; :class:`FactsError` at the first problem.
+
+    Each relation's facts are a set, or with ``ordered`` a dict whose keys are the facts in
+    the order given (duplicates dropped): evaluation stores a relation that is only read in
+    that form, since going through facts in the order they were made is faster than in the
+    order of a set's hash table. The relations in ``as_rows`` keep the rows as given once
+    every one is checked (a list or tuple of lists or tuples, duplicates kept), for the caller
+    to take their values from at once (:meth:`.relations.Relation.from_rows`)."""
     if not isinstance(facts, Mapping):
         raise FactsError(f"{origin}: expected a mapping from relation names to rows")
     index = plan.relation_index()
-    checked: dict[int, set[tuple]] = {}
+    checked: dict[int, Collection[Any]] = {}
     for name, rows in facts.items():
         where = f"{origin}: relation `{name}`"
         if not isinstance(name, str) or name not in index:
@@ -70,11 +85,11 @@ def validate(plan: Plan, facts: FactsInput, origin: str = "facts") -> dict[int, 
             raise FactsError(f"{where} is not an input of the policy (declare it `.input {name}`)")
         if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
             raise FactsError(f"{where}: expected a list of rows, got {_kind(rows)}")
-        fast = _fast(rows, spec.types)
+        fast = _fast(rows, spec.types, ordered, r in as_rows)
         if fast is not None:
-            checked.setdefault(r, set()).update(fast)
+            checked[r] = fast
             continue
-        tuples = checked.setdefault(r, set())
+        tuples: set[tuple] = set()
         for n, row in enumerate(rows):
             at = f"{where}, row {n + 1}"
             if isinstance(row, str | bytes | Mapping | set | frozenset) or not isinstance(row, Iterable):
@@ -88,6 +103,7 @@ def validate(plan: Plan, facts: FactsInput, origin: str = "facts") -> dict[int, 
                     for i, (v, t) in enumerate(zip(values, spec.types, strict=True))
                 )
             )
+        checked[r] = tuples
     return checked
 
 
@@ -104,31 +120,52 @@ def _kind(value: Any) -> str:
     return _describe(value)
 
 
-_ALLOWED: dict[str | None, set[type]] = {
-    "symbol": {str},
-    "number": {int},
-    "float": {float},
-    None: {str, int, float},
+_ALLOWED: dict[str | None, frozenset[type]] = {
+    "symbol": frozenset({str}),
+    "number": frozenset({int}),
+    "float": frozenset({float}),
+    None: frozenset({str, int, float}),
 }
+_ROWS = frozenset({list, tuple})
 
 
-def _fast(rows: Iterable[Any], types: tuple[str | None, ...]) -> set[tuple] | None:
-    """The rows as tuples when every one is already right (the common case), checked a
-    column at a time; None to fall back to the row-by-row check that locates the problem."""
+def _fast(
+    rows: Iterable[Any], types: tuple[str | None, ...], ordered: bool, as_rows: bool = False
+) -> Collection[Any] | None:
+    """The rows as a set of tuples (``ordered``: a dict with the tuples as keys, in the
+    order given; ``as_rows``: the rows themselves) when every one is already right (the
+    common case), checked in whole passes (row kinds, lengths, then the values' types a column
+    at a time, or all at once when every attribute has the same type); None to fall back to
+    the row-by-row check that locates the problem."""
     if not isinstance(rows, list | tuple | set | frozenset):
         return None
-    if not set(map(type, rows)) <= {list, tuple}:
+    if not set(map(type, rows)) <= _ROWS:
         return None
     if rows and set(map(len, rows)) != {len(types)}:
         return None
-    for i, type_ in enumerate(types):
-        column = list(map(itemgetter(i), rows))
-        kinds = set(map(type, column))
+    # every value's type before any two rows are compared: 1, 1.0 and True are equal keys
+    columns: list[tuple[str | None, Iterable[Any]]]
+    if types and all(t == "symbol" for t in types):
+        try:  # joining checks that each is a string (or a subclass, as `convert` accepts) fastest
+            "".join(chain.from_iterable(rows))
+        except TypeError:
+            return None
+        columns = []
+    elif len(set(types)) == 1:  # one type for every attribute: one pass over every value
+        columns = [(types[0], chain.from_iterable(rows))]
+    else:
+        columns = [(type_, map(itemgetter(i), rows)) for i, type_ in enumerate(types)]
+    floats = False
+    for type_, values in columns:
+        kinds = set(map(type, values))
         if not kinds <= _ALLOWED[type_]:
             return None
-        if float in kinds and not all(map(math.isfinite, (v for v in column if type(v) is float))):
-            return None  # NaN and infinities: the row-by-row check says where
-    return set(map(tuple, rows))
+        floats = floats or float in kinds
+    if floats and not all(map(math.isfinite, (v for v in chain.from_iterable(rows) if type(v) is float))):
+        return None  # NaN and infinities: the row-by-row check says where
+    if as_rows and isinstance(rows, list | tuple):
+        return rows
+    return dict.fromkeys(map(tuple, rows)) if ordered else set(map(tuple, rows))
 
 
 def read(path: str, plan: Plan) -> dict[str, list[list[Any]]]:

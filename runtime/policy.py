@@ -88,7 +88,7 @@ class Policy:
     ) -> Evaluation:
         evaluation = Evaluation(self.compiled, self.functors, self.limits)
         try:
-            checked = validate(self.plan, facts or {}, origin)
+            checked = validate(self.plan, facts or {}, origin, ordered=True, as_rows=self.compiled.index_only)
         except FactsError as error:
             if strict:
                 raise

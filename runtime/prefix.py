@@ -219,6 +219,7 @@ class Prefix(Relation):
 
     def __init__(self, order: list[Any], position: dict[Any, int]) -> None:
         self.arity = 2
+        self.rows_index = None
         self.order = order
         self.position = position
         self.opened: list[int] = []  # the positions of the open events, increasing

@@ -27,31 +27,90 @@ so a recursive stratum's lookups see every round's new facts.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 
 class Relation:
-    __slots__ = ("arity", "fillers", "indexes", "tuples")
+    """A relation iterates and contains its facts as tuples (``in``, ``iter``)."""
+
+    __slots__ = ("arity", "fillers", "indexes", "rows_index", "tuples")
 
     def __init__(self, arity: int, items: Iterable[Any] = ()) -> None:
         self.arity = arity
-        self.tuples: set[Any] = set(items)  # values for a unary relation, tuples otherwise
+        # values for a unary relation, tuples otherwise (see owning for a dict's keys)
+        self.tuples: set[Any] = set(items)
         self.indexes: dict[tuple[int, ...], defaultdict] = {}
         # called with the facts each addition adds: one per index, and any watcher (see watch)
         self.fillers: list[Callable[[Iterable[Any]], None]] = []
+        self.rows_index: tuple[int, ...] | None = None  # see from_rows
 
     @classmethod
-    def owning(cls, arity: int, items: set[Any]) -> Relation:
-        """A relation over a set the caller hands over (no copy)."""
+    def owning(cls, arity: int, items: set[Any] | dict[Any, None]) -> Relation:
+        """A relation over a set the caller hands over (no copy), or the keys of a dict: facts
+        in the order they were made, which the relation goes through (to build an index, say)
+        faster than through a set, whose order scatters them in memory. Such a relation is read
+        as it is and copied into a set of its own when it changes."""
         relation = cls.__new__(cls)
         relation.arity = arity
-        relation.tuples = items
+        relation.tuples = cast(set, items)  # a dict's keys are read like a set's members
         relation.indexes = {}
         relation.fillers = []
+        relation.rows_index = None
         return relation
+
+    @classmethod
+    def from_rows(cls, arity: int, rows: Iterable[Sequence[Any]], positions: tuple[int, ...]) -> Relation:
+        """A relation of checked rows (sequences of ``arity`` values; the same row may come
+        twice) that is read through the index over ``positions``: the index is built from the
+        rows now, in their order, and keeps their values, not the rows. Its set of facts is
+        made from the index the first time something asks for ``tuples``; before a change,
+        the indexes are built again from that set (a row given twice is one fact).
+
+        >>> r = Relation.from_rows(2, [["a", "b"], ["c", "b"], ["a", "b"]], (1,))
+        >>> sorted(r.index((1,))["b"]), sorted(r.tuples)
+        (['a', 'a', 'c'], [('a', 'b'), ('c', 'b')])
+        >>> r.add_all({("d", "b")}); sorted(r.index((1,))["b"])
+        {('d', 'b')}
+        ['a', 'c', 'd']
+        """
+        relation = cls.__new__(cls)
+        relation.arity = arity
+        relation.fillers = []
+        index: defaultdict = defaultdict(list)
+        fill = _filler(index, arity, positions)
+        fill(rows)
+        relation.indexes = {positions: index}
+        relation.fillers.append(fill)
+        relation.rows_index = positions
+        return relation
+
+    def __getattr__(self, name: str) -> Any:
+        """``tuples`` of a relation made :meth:`from_rows`, made when first asked for."""
+        if name != "tuples" or self.rows_index is None:
+            raise AttributeError(name)
+        positions = self.rows_index
+        rest = projection(self.arity, positions)
+        made = set()
+        for key, entries in self.indexes[positions].items():
+            keys = (key,) if len(positions) == 1 else key
+            for entry in entries:
+                row = [None] * self.arity
+                for i, v in zip(positions, keys, strict=True):
+                    row[i] = v
+                for i, v in zip(rest, (entry,) if len(rest) == 1 else entry, strict=True):
+                    row[i] = v
+                made.add(tuple(row))
+        self.tuples = made
+        return made
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self.as_tuples())
+
+    def __contains__(self, fact: object) -> bool:
+        return isinstance(fact, tuple) and len(fact) == self.arity and self.contains(fact)
 
     def __len__(self) -> int:
         return len(self.tuples)
@@ -84,9 +143,15 @@ class Relation:
 
     def add_all(self, new: Iterable[Any]) -> set[Any]:
         """Add facts (in this relation's representation); the ones that were not there yet
-        (the delta) are returned. A set passed in is consumed: it becomes the delta."""
+        (the delta) are returned. A set passed in is consumed (it may become the delta)."""
         fresh = new if isinstance(new, set) else set(new)
-        fresh -= self.tuples
+        self._writable()
+        # through the smaller of the two: `a -= b` goes through b (unless b is much larger),
+        # `a - b` through a, so each round of a recursion costs what it derives, not what it holds
+        if len(fresh) > len(self.tuples):
+            fresh -= self.tuples
+        else:
+            fresh = fresh - self.tuples
         if fresh:
             self.tuples |= fresh
             for fill in self.fillers:
@@ -98,6 +163,7 @@ class Relation:
         relation and its indexes. An index entry is found in its key's list: removing costs what
         the lists of the removed facts' keys hold, not the size of the relation."""
         gone = gone if isinstance(gone, set) else set(gone)
+        self._writable()
         self.tuples -= gone
         for positions, index in self.indexes.items():
             if self.arity == 1:
@@ -133,6 +199,18 @@ class Relation:
                 row[i] = v
             yield tuple(row)
 
+    def _writable(self) -> None:
+        """Facts handed over in another collection (the facts in the order given, as keys of a
+        dict: see :meth:`owning`) become a set of this relation's own before a change, and the
+        indexes of a relation made :meth:`from_rows` are built again from its set of facts."""
+        if type(self.tuples) is not set:
+            self.tuples = set(self.tuples)
+        if self.rows_index is not None:
+            self.rows_index = None
+            for positions, index in self.indexes.items():
+                index.clear()
+                _filler(index, self.arity, positions)(self.tuples)
+
     def watch(self, callback: Callable[[Iterable[Any]], None]) -> None:
         """Call ``callback`` with the facts (in this relation's representation) each later
         addition adds, however they are added."""
@@ -164,13 +242,17 @@ def _filler(index: defaultdict, arity: int, positions: tuple[int, ...]) -> Calla
             for v in items:
                 index[v].append(())
 
-    elif arity == 2 and len(positions) == 1:
-        p = positions[0]
-        q = 1 - p
+    elif arity == 2 and positions == (0,):
 
         def fill(items: Iterable[Any]) -> None:
-            for t in items:
-                index[t[p]].append(t[q])
+            for a, b in items:
+                index[a].append(b)
+
+    elif arity == 2 and positions == (1,):
+
+        def fill(items: Iterable[Any]) -> None:
+            for a, b in items:
+                index[b].append(a)
 
     else:
         key, rest = _getters(arity, positions)
