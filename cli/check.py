@@ -160,9 +160,13 @@ def _check(
 
 
 def _print_text(diagnostics: list, compilations: dict, show: str | None) -> None:
-    from rich.console import Console
-
     from ..compiler import render_text
+
+    if not diagnostics and not show:  # nothing to colour: no need for rich
+        if compilations:
+            click.echo(render_text.summary(diagnostics))
+        return
+    from rich.console import Console
 
     console = Console(highlight=False, soft_wrap=True)
     if show:

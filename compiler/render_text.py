@@ -13,13 +13,14 @@ Colour comes from rich, and only when the output is a terminal (``NO_COLOR`` is 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-
-from rich.cells import cell_len
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from .diagnostics import Diagnostic, Severity
 from .source import SourceFile, Span
+
+if TYPE_CHECKING:  # rich is imported where text is made: a check with nothing to show needs none
+    from rich.console import Console
+    from rich.text import Text
 
 TAB = "    "
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow"}
@@ -33,6 +34,8 @@ def render(diagnostics: Iterable[Diagnostic], sources: Sources, console: Console
 
 
 def render_one(diagnostic: Diagnostic, sources: Sources) -> Text:
+    from rich.text import Text
+
     span = diagnostic.span
     style = STYLE[diagnostic.severity]
     out = Text()
@@ -96,6 +99,9 @@ def _location(span: Span) -> str:
 
 
 def _snippet(source: SourceFile, span: Span, mark: str, style: str, label: str | None, width: int) -> Text:
+    from rich.cells import cell_len
+    from rich.text import Text
+
     text = source.line_text(span.line)
     start = max(span.column - 1, 0)
     if span.end_line == span.line:
