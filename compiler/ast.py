@@ -31,29 +31,39 @@ def _span() -> Span:
 
 @dataclass(frozen=True, slots=True)
 class Var:
+    """A variable: ``x``, ``e'``."""
+
     name: str
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class Wildcard:
+    """``_``: any value, bound to nothing."""
+
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class String:
+    """A string constant: ``"untrusted"``."""
+
     value: str
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class Integer:
+    """An integer constant: ``42``."""
+
     value: int
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class Float:
+    """A float constant: ``0.5``."""
+
     value: float
     span: Span = _span()
 
@@ -70,6 +80,8 @@ class Call:
 
 @dataclass(frozen=True, slots=True)
 class BinOp:
+    """Arithmetic on two terms: ``n + 1``."""
+
     op: str  # one of + - * / %
     left: Term
     right: Term
@@ -78,6 +90,8 @@ class BinOp:
 
 @dataclass(frozen=True, slots=True)
 class Negate:
+    """A negated term: ``-n``."""
+
     operand: Term
     span: Span = _span()
 
@@ -109,12 +123,16 @@ class Atom:
 
 @dataclass(frozen=True, slots=True)
 class Negation:
+    """``!R(...)``: the atom does not hold."""
+
     atom: Atom
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
+    """A comparison of two terms: ``n > 100``, ``x != y``."""
+
     op: str  # one of = != < <= > >=
     left: Term
     right: Term
@@ -162,6 +180,8 @@ class Ident:
 
 @dataclass(frozen=True, slots=True)
 class Attribute:
+    """One attribute of a ``.decl``: ``n: number``."""
+
     name: str
     type: Ident
     span: Span = _span()
@@ -179,30 +199,40 @@ class Decl:
 
 @dataclass(frozen=True, slots=True)
 class Input:
+    """``.input A, B``: relations whose facts are given."""
+
     names: tuple[Ident, ...]
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class Output:
+    """``.output A, B``: relations whose facts are printed."""
+
     names: tuple[Ident, ...]
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class Include:
+    """``.include "other.dl"``: another file of the policy."""
+
     path: String
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class Import:
+    """``.import events``: a module of the standard library."""
+
     module: Ident
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
 class Parameter:
+    """One parameter of a ``.functor``: ``a: symbol`` (or a type alone)."""
+
     name: str | None
     type: Ident
     span: Span = _span()
@@ -220,6 +250,8 @@ class Functor:
 
 @dataclass(frozen=True, slots=True)
 class Default:
+    """``.default deny``: the verdict when no rule decides."""
+
     verdict: Ident
     span: Span = _span()
 
@@ -260,6 +292,8 @@ Statement = Rule | Directive | Misplaced
 
 @dataclass(frozen=True, slots=True)
 class Comment:
+    """A comment, kept for the formatter: ``// why``."""
+
     text: str
     span: Span = _span()
 

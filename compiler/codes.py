@@ -15,6 +15,9 @@ from .source import Span
 
 @dataclass(frozen=True)
 class Code:
+    """A diagnostic code: ``PC101`` ``undefined-relation``, its severity and what it is about;
+    calling it makes a :class:`Diagnostic` of that code."""
+
     code: str
     name: str
     severity: Severity

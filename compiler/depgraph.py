@@ -27,6 +27,9 @@ from .symbols import Symbols
 
 @dataclass(frozen=True)
 class Dependency:
+    """A rule's head depends on a relation of its body: positively, through a negation, or
+    through an aggregate."""
+
     head: str
     body: str
     kind: str  # positive | negative | aggregate

@@ -54,6 +54,9 @@ def replace_name(span: Span, name: str, close: str | None) -> Fix | None:
 
 @dataclass(frozen=True)
 class Diagnostic:
+    """A problem found in a policy: its stable code and name, severity, message and place, with
+    related places, a help text, a fix, and what a proof found (strength, bound)."""
+
     code: str
     name: str
     severity: Severity

@@ -29,6 +29,8 @@ from .symbols import Symbols
 
 @dataclass(frozen=True)
 class Stratum:
+    """Relations evaluated together (a recursive component), in dependency order."""
+
     index: int
     relations: tuple[str, ...]
     recursive: bool
@@ -37,6 +39,8 @@ class Stratum:
 
 @dataclass(frozen=True)
 class Strata:
+    """The strata in evaluation order, and each relation's stratum."""
+
     strata: tuple[Stratum, ...]
     of: dict[str, int]  # relation -> index of its stratum
 

@@ -19,6 +19,8 @@ from . import ast
 
 @dataclass(frozen=True, slots=True)
 class RuleSummary:
+    """What the checks ask of a rule, collected in one walk over it."""
+
     atoms: tuple[tuple[ast.Atom, bool, bool], ...]  # body atoms: (atom, negated, inside an aggregate)
     calls: tuple[ast.Call, ...]  # every function call, in the head, the body and aggregates
     variables: tuple[ast.Var, ...]  # every variable occurrence, in source order

@@ -32,6 +32,9 @@ DEFAULTS = ("allow", "deny")
 
 @dataclass(frozen=True)
 class Relation:
+    """A relation of the policy: arity, attribute types and names, where it is declared, and
+    whether it is an input, an output or inline."""
+
     name: str
     arity: int | None
     types: tuple[str | None, ...]  # declared attribute types (None: not declared)
@@ -46,6 +49,9 @@ class Relation:
 
 @dataclass(frozen=True)
 class FunctorSig:
+    """A functor's signature: parameter types and names, its result, and whether the
+    standard library provides it."""
+
     name: str
     params: tuple[str | None, ...]
     param_names: tuple[str | None, ...]
@@ -60,6 +66,8 @@ class FunctorSig:
 
 @dataclass(frozen=True)
 class RoleInfo:
+    """``.role NAME budget B pool P``: a role's risk budget and the pool it draws from."""
+
     name: str
     budget: float
     pool: str | None
@@ -68,6 +76,9 @@ class RoleInfo:
 
 @dataclass(frozen=True)
 class Symbols:
+    """Every name a policy defines: relations, functors, roles, field roles, the default
+    verdict."""
+
     relations: dict[str, Relation]
     functors: dict[str, FunctorSig]
     roles: dict[str, RoleInfo]

@@ -22,6 +22,8 @@ __all__ = ["Check", "Context", "all_checks", "run_checks"]
 
 @dataclass(frozen=True)
 class Context:
+    """What every check reads: the program, its symbols and its dependency graph."""
+
     program: Program
     symbols: Symbols
     graph: DependencyGraph
