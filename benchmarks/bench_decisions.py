@@ -438,6 +438,24 @@ def main() -> None:
             f"flatness: policyc add_facts at {big:,} events / at 100 events = {given[big] / given[100]:.2f} "
             "(target at least 0.8)"
         )
+    if 100 in session:
+        hand = {s: results[("hand-written", s)]["decisions_per_s"] for s in (100, big)}
+        print(
+            f"flatness of the hand-written code itself = {hand[big] / hand[100]:.2f}: taint spreads as the "
+            "graph grows, so each event derives more (the workload's own growth)"
+        )
+        steady = {}
+        for size in (100, big):
+            events = [{k: v for k, v in e.items() if k != "labels"} for e in workload(size)]
+            found = measure(
+                [("policyc session", Sessions), ("hand-written", Handwritten)], events, args.repeat
+            )
+            assert found["policyc session"]["verdicts"] == found["hand-written"]["verdicts"]
+            steady[size] = found["policyc session"]["decisions_per_s"]
+        print(
+            f"flatness: policyc session on the same graphs without labels (the same work at every length) "
+            f"= {steady[big] / steady[100]:.2f} (what the session itself adds as it grows)"
+        )
     print(
         "policyc add_facts / policyc session: "
         + ", ".join(f"{given[s] / session[s]:.2f} at {s:,}" for s in sizes)
