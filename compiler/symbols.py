@@ -10,7 +10,8 @@ declaration.
 
 Names are resolved by kind: an atom whose name is a declared functor is a foreign predicate
 call; any other atom refers to a relation. ``Allow`` and ``Deny`` are always known, unary
-and outputs.
+and outputs; ``Escalate``, the third verdict, is one too where a policy has it unary (a
+binary ``Escalate(a, why)``, as the risk library declares, is an ordinary relation).
 """
 
 from __future__ import annotations
@@ -26,8 +27,15 @@ from .syntax_errors import did_you_mean
 TYPES = ("symbol", "number", "float")
 FUNCTOR_PARAMS = (*TYPES, "any")
 FUNCTOR_RESULTS = (*TYPES, "any", "bool")
-VERDICTS = ("Allow", "Deny")
+VERDICTS = ("Allow", "Deny")  # the verdicts every policy has: unary outputs
+ESCALATE = "Escalate"  # the third verdict, where a policy has it unary
 DEFAULTS = ("allow", "deny")
+
+
+def is_verdict(name: str, arity: int | None) -> bool:
+    """Whether a relation of this name and arity is a verdict (``Allow``, ``Deny``, or a
+    unary ``Escalate``)."""
+    return name in VERDICTS or (name == ESCALATE and arity == 1)
 
 
 @dataclass(frozen=True)
@@ -138,7 +146,9 @@ class _Resolver:
             default=self.default.verdict.name if self.default else "allow",
             default_span=self.default.span if self.default else None,
             inputs=frozenset(self.inputs),
-            outputs=frozenset(self.outputs) | frozenset(VERDICTS),
+            outputs=frozenset(self.outputs)
+            | frozenset(VERDICTS)
+            | frozenset(n for n in (ESCALATE,) if n in relations and is_verdict(n, relations[n].arity)),
             defined=frozenset(defined),
         )
         return symbols, self.diagnostics
@@ -391,7 +401,7 @@ class _Resolver:
                 span=span,
                 declared=decl is not None,
                 is_input=name in self.inputs,
-                is_output=name in self.outputs or name in VERDICTS,
+                is_output=name in self.outputs or is_verdict(name, arity),
                 home=span.file,
                 inline=decl is not None and decl.inline,
             )

@@ -48,6 +48,7 @@ from policyc.compiler import plan as p
 from policyc.stdlib.events import SESSION_FUNCTORS, EventError, check_event, event_facts, session_functors
 
 from . import maintain
+from .approvals import DEFAULT_TIMEOUT, DEFAULT_TTL, Approval, Approvals, EscalationRequest
 from .evaluator import EvalError, Evaluation, LimitExceeded, Limits
 from .extensions import Attachment, Extension, claim, resolve
 from .facts import FactsError, FactsInput, validate
@@ -86,12 +87,29 @@ class Monitor:
     (False, 'a1 depends on untrusted input')
     """
 
-    def __init__(self, policy: Any, *, limits: Limits | None = None, **options: Any) -> None:
-        """``options`` go to the extensions of the policy that claim them (``thresholds=`` and
-        ``detector=`` of risk budgets, ``forecast=`` of forecasts); one that none claims is a
-        ``TypeError`` naming it."""
+    def __init__(
+        self,
+        policy: Any,
+        *,
+        limits: Limits | None = None,
+        approver: Callable[[EscalationRequest], Any] | None = None,
+        approval_timeout: float | None = DEFAULT_TIMEOUT,
+        approval_ttl: float = DEFAULT_TTL,
+        approval_clock: Callable[[], float] = time.monotonic,
+        **options: Any,
+    ) -> None:
+        """``approver`` answers escalated calls (a callable taking an
+        :class:`~.approvals.EscalationRequest`, sync or async, true for yes), within
+        ``approval_timeout`` seconds (None: no limit); an approval stays valid for
+        ``approval_ttl`` seconds of ``approval_clock`` (monotonic). ``options`` go to the
+        extensions of the policy that claim them (``thresholds=`` and ``detector=`` of risk
+        budgets, ``forecast=`` of forecasts); one that none claims is a ``TypeError`` naming it."""
         self.policy = policy
         self.limits = limits or policy.limits
+        self.approver = approver
+        self.approval_timeout = approval_timeout
+        self.approval_ttl = approval_ttl
+        self.approval_clock = approval_clock
         self.prepared = SessionPlan(policy.plan, policy.compiled)
         extensions = getattr(policy, "extensions", None)
         self.extensions: tuple[Extension, ...] = resolve(extensions)
@@ -133,6 +151,7 @@ class Session:
         self.events: dict[str, dict[str, Any]] = {}
         self.order: list[str] = []
         self.sticky: list[EvalError] = []  # problems that make every later decision a denial
+        self.approvals = Approvals(session_id, monitor.approval_clock)  # unused approvals of calls
         self.errors: list[EvalError] = []  # what the current question found (the verdict reads it)
         functors = list(monitor.policy.functors)
         answers = session_functors(self.events)
@@ -167,6 +186,7 @@ class Session:
             (
                 relations[prepared.deny].tuples,
                 None if prepared.allow is None else relations[prepared.allow].tuples,
+                None if prepared.escalate is None else relations[prepared.escalate].tuples,
             )
             if prepared.direct and prepared.deny is not None
             else None
@@ -269,9 +289,13 @@ class Session:
         verdict = self._verdict
         if verdict is None or self.sticky:
             return self._decide(action, started, prepare=True)
-        deny, allow = verdict  # the verdict reads maintained relations only: nothing to prepare
+        deny, allow, escalate = verdict  # the verdict reads maintained relations only: nothing to prepare
         try:
-            allowed = action not in deny and (allow is None or action in allow)
+            allowed = (
+                action not in deny
+                and (allow is None or action in allow)
+                and (escalate is None or action not in escalate)
+            )
         except TypeError:  # an action that cannot be a value of the policy
             return self._decide(action, started, prepare=True)
         self.candidate = action
@@ -286,6 +310,20 @@ class Session:
         self.record(event)
         action = event.get("id") if type(event) is dict or isinstance(event, Mapping) else None
         return self.decide(action)
+
+    def approve(
+        self, request: EscalationRequest, ttl: float | None = None, approver: str | None = None
+    ) -> Approval:
+        """Approve the escalated call of ``request`` (``decision.escalation``): the approval is
+        recorded as an event (kind and label ``approval``, depending on the call) and lets the
+        next decision of exactly this call in this session allow it once, within ``ttl``
+        seconds (default: the monitor's ``approval_ttl``). It never overrides a ``Deny``."""
+        if request.session != self.id:
+            raise ValueError(f"the request is for session {request.session!r}, not {self.id!r}")
+        ttl = self.monitor.approval_ttl if ttl is None else ttl
+        approval = self.approvals.grant(request, ttl, approver, taken=self.events)
+        self.record(approval.event([request.call] if request.call in self.events else None))
+        return approval
 
     # ------------------------------------------------------------------------- internals
 
@@ -325,8 +363,33 @@ class Session:
             decision = decide(self, action)
         return self._timed(action, decision, started)
 
+    def _escalated(self, action: Any, decision: Decision) -> Decision:
+        """An escalated decision with what a person must see; or, when an unused, unexpired
+        approval of exactly this call is at hand, the call allowed by it (the approval used up)."""
+        event = self.events.get(action) if isinstance(action, str) else None
+        reasons = decision.reasons
+        request = EscalationRequest(
+            self.id,
+            action,
+            None if event is None else event.get("tool"),
+            dict((event or {}).get("args") or {}),
+            frozenset(reason.rule for reason in reasons),
+            tuple(dict.fromkeys(reason.shown()[0] for reason in reasons)),
+            decision.feedback,
+        )
+        approval = self.approvals.take(request)
+        if approval is None:
+            return replace(decision, escalation=request)
+        return Decision(action, True, (), False, decision.evaluation, escalation=request, approval=approval)
+
     def _timed(self, action: Any, decision: Decision, started: float) -> Decision:
         """The decision, or a denial when it took longer than the limit."""
+        if decision.verdict == "escalate":
+            try:
+                decision = self._escalated(action, decision)
+            except Exception as error:
+                self.errors.append(EvalError("rule", f"escalating failed: {type(error).__name__}: {error}"))
+                decision = decide(self, action)
         limit = self.monitor.limits.max_seconds
         if limit is not None and decision.allowed and time.monotonic() - started > limit:
             self.errors.append(

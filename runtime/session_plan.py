@@ -15,6 +15,9 @@ from policyc.compiler import plan as p
 from . import codegen, maintain
 from .evaluator import CompiledPlan
 from .fact_checks import FactChecks
+from .verdict import escalate_relation
+
+VERDICT_RELATIONS = ("Deny", "Allow")  # what a decision asks about the action (and a unary Escalate)
 
 
 class SessionPlan:
@@ -25,6 +28,7 @@ class SessionPlan:
         self.plan = plan
         self.compiled = compiled
         index = plan.relation_index()
+        escalate = escalate_relation(plan)
         self.candidate = index.get("Candidate")
         relations = plan.relations
         rules_of: dict[int, list[p.RulePlan]] = {r: [] for r in range(len(relations))}
@@ -109,14 +113,18 @@ class SessionPlan:
             if spec.input
             and r in self.volatile
             and r != self.candidate
-            and (r in read or spec.name in ("Deny", "Allow"))
+            and (r in read or spec.name in VERDICT_RELATIONS or r == escalate)
         }
         for r in seeded:
             materialize(r)
         self.seeded = frozenset(seeded)
-        for name in ("Deny", "Allow"):
+        for name in VERDICT_RELATIONS:
             if name in index:
                 demand(index[name])
+        if escalate is not None:
+            demand(escalate)
+        if "Deny@shadow" in index:  # the rules in shadow mode (runtime/shadow.py asks about them)
+            demand(index["Deny@shadow"])
         self.demanded = frozenset(demanded)
         self.materialized = frozenset(materialized)
         self.stratum_of = stratum_of
@@ -125,7 +133,9 @@ class SessionPlan:
         self.stored = frozenset(
             r
             for r, spec in enumerate(relations)
-            if spec.input and r in incremental and (r in read or spec.name in ("Deny", "Allow"))
+            if spec.input
+            and r in incremental
+            and (r in read or spec.name in VERDICT_RELATIONS or r == escalate)
         )
         maintained = [stratum for stratum in plan.strata if any(r in incremental for r in stratum.relations)]
         # `DependsOn` of the events vocabulary, stored and read only: an event without `deps`
@@ -163,8 +173,10 @@ class SessionPlan:
             not self.recompute
             and unary_maintained(deny)
             and (plan.default == "allow" or unary_maintained(allow))
+            and (escalate is None or unary_maintained(escalate))
         )
         self.deny, self.allow = deny, (None if plan.default == "allow" else allow)
+        self.escalate = escalate
         self.wanted = {spec.name: r for r, spec in enumerate(relations) if r in self.stored or r in seeded}
         # given facts: checked by code generated per input relation, in the form relations store
         self.fact_checks = FactChecks(plan)

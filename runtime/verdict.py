@@ -1,7 +1,12 @@
 """Decisions: may this action run, and why not.
 
 The verdict is deny-overrides: an action is allowed when ``Allow(action)`` is derived or the
-policy's default is ``allow``, and no ``Deny(action)`` is derived. A denied action carries a
+policy's default is ``allow``, and no ``Deny(action)`` is derived. A policy that has
+``Escalate`` rules has a third verdict between them (deny > escalate > allow/default): an
+action for which ``Escalate(action)`` is derived and ``Deny(action)`` is not may run only if a
+person approves it (:mod:`.approvals`); its decision has ``verdict == "escalate"``, is not
+``allowed``, and holds the reasons of the escalating rules (and, in a session, the
+:class:`~.approvals.EscalationRequest` a person must see). A denied action carries a
 :class:`Reason` for every way a deny rule fired for it: the rule id, its ``@message`` and
 ``@suggest`` with ``{var}`` filled in, and the ground facts its body matched. A result that
 errored (a failing functor, a limit, malformed facts) gives a denial whose reason names the
@@ -32,10 +37,12 @@ from .evaluator import causes
 if TYPE_CHECKING:
     from policyc.compiler.plan import Plan
 
+    from .approvals import Approval, EscalationRequest
     from .evaluator import Evaluation
 
 ERROR_RULE = "policyc:error"
 DEFAULT_RULE = "policyc:default-deny"
+VERDICTS = ("allow", "deny", "escalate")  # what Decision.verdict says
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
 FEEDBACK_VALUE_LIMIT = 100  # characters of one interpolated value the feedback shows
@@ -48,6 +55,7 @@ ERROR_CODES = {
     "arithmetic": "arithmetic-failed",
     "rule": "rule-failed",
     "limit": "limit-exceeded",
+    "audit": "audit-failed",  # the decision could not be written to the audit log (runtime/audit.py)
 }
 ERROR_FEEDBACK = "the policy could not decide this action, so it was refused"
 ERROR_SUGGESTION = "Retry later, or ask an operator to check the policy's functors and facts."
@@ -88,21 +96,54 @@ class Reason:
 
 @dataclass(frozen=True)
 class Decision:
+    """A verdict on an action: ``allowed`` says whether it may run now; ``verdict`` is
+    ``"allow"``, ``"deny"`` or ``"escalate"`` (by default what ``allowed`` says); ``reasons``
+    are the denying (or escalating) rules' reasons. An escalated decision carries what a
+    person must see (``escalation``); an action allowed after escalation carries the
+    approval it used (``approval``) and still the escalation it answered."""
+
     action: Any
     allowed: bool
     reasons: tuple[Reason, ...] = ()
     errored: bool = False
     evaluation: Explains | None = field(default=None, compare=False, repr=False)
+    verdict: str = field(default="", kw_only=True)
+    escalation: EscalationRequest | None = field(default=None, kw_only=True)
+    approval: Approval | None = field(default=None, kw_only=True)
+    # shadow rollout (runtime/shadow.py): the monitor's mode ("shadow": nothing enforced, allowed
+    # is true and the verdict is what would have been), the would-deny reasons of the rules in
+    # shadow mode, and what a shadow policy would have decided
+    mode: str = field(default="enforce", kw_only=True)
+    would_deny: tuple[Reason, ...] = field(default=(), kw_only=True)
+    shadow: Any = field(default=None, kw_only=True, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.verdict not in ("", *VERDICTS):
+            raise ValueError(f"a verdict is one of {', '.join(VERDICTS)}, not {self.verdict!r}")
+        if self.allowed and self.verdict not in ("", "allow") and self.mode != "shadow":
+            raise ValueError(f"an allowed decision cannot have verdict {self.verdict!r}")
+        if not self.verdict or (self.verdict == "allow" and not self.allowed):  # a refusal denies
+            object.__setattr__(self, "verdict", "allow" if self.allowed else "deny")
+
+    @property
+    def escalated(self) -> bool:
+        """Whether the verdict is ``escalate``: the action waits for a person's approval."""
+        return self.verdict == "escalate"
 
     @property
     def feedback(self) -> str:
-        """Text for the agent: what was blocked, why, and what it can do instead."""
+        """Text for the agent: what was blocked, why, and what it can do instead (in shadow
+        mode, what would have been blocked, said to be not enforced)."""
+        if self.mode == "shadow":
+            from .shadow import shadow_feedback
+
+            return shadow_feedback(self)
         if self.allowed:
             return ""
         shown = list(dict.fromkeys(reason.shown() for reason in self.reasons))
         lines = ["Authorization issues encountered:"]
         for text, suggestion in shown[:FEEDBACK_REASONS_LIMIT]:
-            lines.append(f"- Blocked: {text}")
+            lines.append(f"- {'Needs approval' if self.escalated else 'Blocked'}: {text}")
             if suggestion:
                 lines.append(f"  Suggestion: {suggestion}")
         if len(shown) > FEEDBACK_REASONS_LIMIT:
@@ -117,12 +158,24 @@ class Decision:
         return explain_decision(self)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "action": self.action,
+            "verdict": self.verdict,
             "allowed": self.allowed,
             "errored": self.errored,
             "reasons": [r.to_json() for r in self.reasons],
         }
+        if self.escalation is not None:
+            data["escalation"] = self.escalation.to_json()
+        if self.approval is not None:
+            data["approval"] = self.approval.to_json()
+        if self.mode != "enforce":
+            data["mode"] = self.mode
+        if self.would_deny:
+            data["would_deny"] = [r.to_json() for r in self.would_deny]
+        if self.shadow is not None:
+            data["shadow"] = self.shadow.to_json()
+        return data
 
 
 def render_value(value: Any) -> str:
@@ -240,6 +293,12 @@ def decide(facts: Facts, action: Any) -> Decision:
         if facts.errors:  # asking for the reasons failed: still a denial, and it says why
             return decide(facts, action)
         return Decision(action, False, reasons, False, facts)
+    escalate = escalate_relation(plan)
+    if escalate is not None and facts.holds(escalate, (action,)):
+        reasons = tuple(deny_reasons(facts, action, "Escalate"))
+        if facts.errors:
+            return decide(facts, action)
+        return Decision(action, False, reasons, False, facts, verdict="escalate")
     if plan.default == "allow" or facts.holds(index["Allow"], (action,)):
         if facts.errors:
             return decide(facts, action)
@@ -254,15 +313,26 @@ def decide(facts: Facts, action: Any) -> Decision:
     return Decision(action, False, (reason,), False, facts)
 
 
+def escalate_relation(plan: Plan) -> int | None:
+    """The relation ``Escalate`` of a plan when it is the third verdict (unary), else None (a
+    binary ``Escalate(a, why)``, as the risk library has, is an ordinary relation)."""
+    for r, spec in enumerate(plan.relations):
+        if spec.name == "Escalate":
+            return r if spec.arity == 1 else None
+    return None
+
+
 def error_code(errors: Iterable[Any]) -> str:
     """The codes of what failed (:data:`ERROR_CODES`), each once, joined by commas."""
     kinds = dict.fromkeys(ERROR_CODES.get(getattr(e, "kind", ""), "evaluation-failed") for e in errors)
     return ",".join(kinds) or "evaluation-failed"
 
 
-def deny_reasons(facts: Facts, action: Any) -> list[Reason]:
+def deny_reasons(facts: Facts, action: Any, verdict: str = "Deny") -> list[Reason]:
+    """A reason for every way a rule of ``verdict`` (``Deny`` or ``Escalate``) fired for the
+    action, in the rules' order."""
     plan = facts.plan
-    deny = facts.index["Deny"]
+    deny = facts.index[verdict]
     reasons = []
     order: list[tuple[int, tuple[str, ...]]] = []  # the rule's place and the facts: a stable order
     seen = set()
