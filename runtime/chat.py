@@ -69,7 +69,8 @@ def tool_messages(
     The message is recorded as an assistant message; each tool call is decided, and run when
     allowed; the returned ``{"role": "tool", ...}`` messages hold each result (or, for a tool
     that raised, ``error: ExceptionType: message``, recorded as its result), or, for a denied
-    or malformed call, the text the model should read instead.
+    or malformed call, the text the model should read instead. A call the policy escalates
+    runs only once the monitor's approver approves it.
     """
     message_id = new_id("assistant", session)
     session.record(
@@ -118,6 +119,10 @@ def _run_call(
     except EventError as error:
         return f"Invalid arguments for {quote_value(name)}: {_short(str(error))}"
     decision = session.authorize(event)
+    if decision.escalated:  # a person decides (the monitor's approver)
+        from .approvers import settle
+
+        decision = settle(session, decision)
     if not decision.allowed:
         return decision.feedback
     implementation = tools.get(name)

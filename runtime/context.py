@@ -114,8 +114,35 @@ def new_id(prefix: str, session: Session | None = None) -> str:
 def authorize_call(
     tool: str, args: Mapping[str, Any], session: Session | None = None, allow_outside: bool = False
 ) -> tuple[Decision, str | None]:
-    """Record a call of ``tool`` in the ambient (or given) session and decide it."""
+    """Record a call of ``tool`` in the ambient (or given) session and decide it; an escalated
+    call is put to the monitor's approver (:func:`~.approvers.settle`), so the decision is
+    final: allowed (approved) or denied."""
+    from .approvers import settle
+
     session = session or current_session.get()
+    decision, identifier = _authorize(tool, args, session, allow_outside)
+    if session is not None and decision.escalated:
+        decision = settle(session, decision)
+    return decision, identifier
+
+
+async def authorize_call_async(
+    tool: str, args: Mapping[str, Any], session: Session | None = None, allow_outside: bool = False
+) -> tuple[Decision, str | None]:
+    """:func:`authorize_call` for async code: the approver is awaited (or run in a thread)."""
+    from .approvers import settle_async
+
+    session = session or current_session.get()
+    decision, identifier = _authorize(tool, args, session, allow_outside)
+    if session is not None and decision.escalated:
+        decision = await settle_async(session, decision)
+    return decision, identifier
+
+
+def _authorize(
+    tool: str, args: Mapping[str, Any], session: Session | None, allow_outside: bool
+) -> tuple[Decision, str | None]:
+    """Record a call of ``tool`` in ``session`` and decide it (escalated calls as they are)."""
     if session is None:
         return Decision(None, allow_outside, () if allow_outside else (NO_SESSION,)), None
     identifier = new_id("call", session)

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .context import PolicyDenied, authorize_call, error_text, record_result, refusal
+from .context import PolicyDenied, authorize_call, authorize_call_async, error_text, record_result, refusal
 from .session import Session
 from .verdict import Decision, quote_value
 
@@ -83,7 +83,8 @@ def guard(
     ``tool`` names the tool (default: the function's name); ``on_deny="raise"`` raises
     :class:`PolicyDenied`, ``on_deny="return"`` returns the feedback text instead of running;
     ``result_labels`` label what the tool returns, or the exception it raises
-    (``["untrusted"]`` for a web fetch).
+    (``["untrusted"]`` for a web fetch). A call the policy escalates runs only once the
+    monitor's approver approves it (an async tool awaits an async approver).
     """
     if on_deny not in ("raise", "return"):
         raise ValueError("on_deny is 'raise' or 'return'")
@@ -93,16 +94,28 @@ def guard(
         signature = inspect.signature(function)
         labels = tuple(result_labels)
 
-        def decide(args: tuple, kwargs: dict) -> tuple[Decision, str | None]:
+        def arguments_of(args: tuple, kwargs: dict) -> tuple[dict[str, Any], Decision | None]:
             arguments, twice = call_arguments(signature, args, kwargs)
             if twice is not None:
-                return refusal(
+                return arguments, refusal(
                     AMBIGUOUS,
                     f"argument {quote_value(twice)} of {name} is given twice, as a parameter and "
                     "as a keyword argument, so the call is refused",
                     "Pass each argument once.",
-                ), None
+                )
+            return arguments, None
+
+        def decide(args: tuple, kwargs: dict) -> tuple[Decision, str | None]:
+            arguments, ambiguous = arguments_of(args, kwargs)
+            if ambiguous is not None:
+                return ambiguous, None
             return authorize_call(name, arguments, session, allow_outside_session)
+
+        async def decide_async(args: tuple, kwargs: dict) -> tuple[Decision, str | None]:
+            arguments, ambiguous = arguments_of(args, kwargs)
+            if ambiguous is not None:
+                return ambiguous, None
+            return await authorize_call_async(name, arguments, session, allow_outside_session)
 
         def refused(decision: Decision) -> Any:
             if on_deny == "return":
@@ -113,7 +126,7 @@ def guard(
 
             @functools.wraps(function)
             async def run_async(*args: Any, **kwargs: Any) -> Any:
-                decision, call = decide(args, kwargs)
+                decision, call = await decide_async(args, kwargs)
                 if not decision.allowed:
                     return refused(decision)
                 try:

@@ -1,0 +1,210 @@
+"""Approvers: asking a person about an escalated call, and what the answer makes of it.
+
+An approver is a callable the host gives the monitor (``Monitor(policy, approver=...)``): it
+takes an :class:`~.approvals.EscalationRequest` and returns (or, when async, resolves to)
+``True`` to approve; anything else is a no. :func:`settle` (and :func:`settle_async`) turn an
+escalated decision into the final one: with a yes, the approval is recorded in the session and
+the call decided again (a ``Deny`` still wins; a call whose escalating rules changed meanwhile
+is refused); with a no, no answer within the monitor's ``approval_timeout``, an approver that
+raises, or no approver at all, the call is denied with a reason that says which.
+
+:class:`ConsoleApprover` asks on a terminal: it shows the tool, the arguments and the
+escalating rules' messages, and reads ``y``/``N``; with input that is not a terminal it
+answers no without asking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+from .approvals import EscalationRequest
+from .verdict import Decision, Reason, quote_value
+
+NO_APPROVER = "policyc:no-approver"
+APPROVAL_REFUSED = "policyc:approval-refused"
+APPROVAL_TIMEOUT = "policyc:approval-timeout"
+APPROVER_FAILED = "policyc:approver-failed"
+APPROVAL_STALE = "policyc:approval-stale"
+_SUGGESTION = "Ask the user how to proceed, or do without this call."
+
+
+def refused(decision: Decision, rule: str, message: str) -> Decision:
+    """The escalated ``decision`` denied: ``message`` first, then the escalating reasons."""
+    reason = Reason(rule, message, _SUGGESTION, "high")
+    return Decision(
+        decision.action,
+        False,
+        (reason, *(r for r in decision.reasons if r.rule != rule)),
+        decision.errored,
+        decision.evaluation,
+        escalation=decision.escalation,
+    )
+
+
+def _no_approver(decision: Decision) -> Decision:
+    return refused(
+        decision,
+        NO_APPROVER,
+        "the call needs a person's approval and no approver is set, so it is refused",
+    )
+
+
+def _answered(session: Any, decision: Decision, answer: Any, request: EscalationRequest) -> Decision:
+    """The final decision once the approver answered ``answer`` (True: approved)."""
+    if answer is not True:
+        return refused(decision, APPROVAL_REFUSED, "the approver did not approve the call, so it is refused")
+    session.approve(request)
+    again = session.decide(decision.action)
+    if again.escalated:  # the escalating rules changed since the request: the approval does not fit
+        session.approvals.pending = [a for a in session.approvals.pending if not a.covers(request)]
+        return refused(
+            again,
+            APPROVAL_STALE,
+            "the call's escalating rules changed while it was being approved, so it is refused",
+        )
+    return again
+
+
+def _failed(decision: Decision, error: BaseException) -> Decision:
+    return refused(
+        decision,
+        APPROVER_FAILED,
+        f"the approver failed ({type(error).__name__}: {error}), so the call is refused",
+    )
+
+
+def _timed_out(decision: Decision, timeout: float | None) -> Decision:
+    return refused(
+        decision, APPROVAL_TIMEOUT, f"no approval came within {timeout:g} s, so the call is refused"
+    )
+
+
+def settle(session: Any, decision: Decision) -> Decision:
+    """The final decision of an escalated one, asking the session's approver (synchronously,
+    at most the monitor's ``approval_timeout`` seconds); any other decision as it is."""
+    if not decision.escalated or decision.escalation is None:
+        return decision
+    monitor = session.monitor
+    approver = monitor.approver
+    if approver is None:
+        return _no_approver(decision)
+    request = decision.escalation
+    timeout = monitor.approval_timeout
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def ask() -> None:
+        try:
+            answer = approver(request)
+            if inspect.isawaitable(answer):
+                answer = asyncio.run(_awaited(answer))
+            outcome["answer"] = answer
+        except BaseException as error:
+            outcome["error"] = error
+        finally:
+            done.set()
+
+    # a thread of its own, so that an approver that never answers only leaves the call refused
+    threading.Thread(target=ask, name="policyc-approver", daemon=True).start()
+    if not done.wait(timeout):
+        return _timed_out(decision, timeout)
+    if "error" in outcome:
+        return _failed(decision, outcome["error"])
+    return _answered(session, decision, outcome.get("answer"), request)
+
+
+async def settle_async(session: Any, decision: Decision) -> Decision:
+    """:func:`settle` for async code: an async approver is awaited in the running loop, a sync
+    one runs in a thread; either has at most ``approval_timeout`` seconds."""
+    if not decision.escalated or decision.escalation is None:
+        return decision
+    monitor = session.monitor
+    approver = monitor.approver
+    if approver is None:
+        return _no_approver(decision)
+    request = decision.escalation
+    timeout = monitor.approval_timeout
+
+    async def ask() -> Any:
+        if _is_async(approver):
+            return await approver(request)
+        answer = await asyncio.to_thread(approver, request)
+        return await answer if inspect.isawaitable(answer) else answer
+
+    try:
+        answer = await asyncio.wait_for(ask(), timeout)
+    except TimeoutError:
+        return _timed_out(decision, timeout)
+    except Exception as error:
+        return _failed(decision, error)
+    return _answered(session, decision, answer, request)
+
+
+def _is_async(approver: Any) -> bool:
+    """Whether calling the approver gives a coroutine (an async function, or an object whose
+    ``__call__`` is one)."""
+    method = type(approver).__dict__.get("__call__")  # an object whose __call__ is async
+    return inspect.iscoroutinefunction(approver) or inspect.iscoroutinefunction(method)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+@dataclass(frozen=True)
+class ConsoleApprover:
+    """An approver that asks on a terminal: the tool, the arguments and the escalating rules'
+    messages, then ``Approve this call? [y/N]``; ``y`` or ``yes`` approves, anything else (or
+    the end of input) does not. Input that is not a terminal gets no question and a no, unless
+    ``interactive`` says otherwise (for tests driving it with streams)."""
+
+    input: IO[str] | None = None  # default: sys.stdin
+    output: IO[str] | None = None  # default: sys.stderr
+    interactive: bool | None = None  # None: whether the input is a terminal
+
+    def __call__(self, request: EscalationRequest) -> bool:
+        source = self.input if self.input is not None else sys.stdin
+        sink = self.output if self.output is not None else sys.stderr
+        interactive = self.interactive
+        if interactive is None:
+            try:
+                interactive = bool(source.isatty())
+            except (AttributeError, ValueError, OSError):
+                interactive = False
+        if not interactive:
+            return False
+        sink.write(prompt(request))
+        sink.flush()
+        answer = source.readline()
+        return answer.strip().lower() in ("y", "yes")
+
+
+def prompt(request: EscalationRequest) -> str:
+    """What :class:`ConsoleApprover` shows: every value quoted, so that no argument can write
+    control characters to the terminal."""
+    lines = [
+        f"policyc: a call needs your approval (session {quote_value(request.session)})",
+        f"  tool: {quote_value(request.tool or '')}",
+    ]
+    for key in sorted(request.arguments):
+        value = request.arguments[key]
+        shown = (
+            value
+            if isinstance(value, str | int | float) and not isinstance(value, bool)
+            else json.dumps(value)
+        )
+        lines.append(f"  {quote_value(key)}: {quote_value(shown)}")
+    for message in request.messages:
+        lines.append(f"  why: {message}")
+    lines.append("Approve this call? [y/N] ")
+    return "\n".join(lines)
+
+
+Approver = Callable[[EscalationRequest], Any]
