@@ -175,6 +175,16 @@ def _sorted_rows(rows: set[tuple]) -> list[list]:
     return [list(row) for row in sorted(rows, key=lambda row: [(type(v).__name__ != "str", v) for v in row])]
 
 
+def _verdict_text(decision: dict[str, Any]) -> str:
+    """A replayed decision's verdict as `policyc replay` prints it."""
+    if decision["allowed"]:
+        approval = decision.get("approval")
+        return "allowed" if approval is None else f"allowed (approval {approval})"
+    if decision["errored"]:
+        return "DENIED (error)"
+    return "ESCALATED (needs approval)" if decision.get("verdict") == "escalate" else "DENIED"
+
+
 @click.command("replay")
 @POLICY
 @click.argument("trace", metavar="TRACE.jsonl")
@@ -218,7 +228,7 @@ def replay_command(
         for session in sessions:
             click.echo(f"session {session['session']}")
             for d in session["decisions"]:
-                verdict = "allowed" if d["allowed"] else ("DENIED (error)" if d["errored"] else "DENIED")
+                verdict = _verdict_text(d)
                 click.echo(f"  {d['event']} {d['tool']}: {verdict}")
                 for reason in d["reasons"]:
                     click.echo(f"    [{reason['rule']}] {reason['message'] or ''}".rstrip())

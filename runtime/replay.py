@@ -4,6 +4,11 @@ A trace is a JSON Lines file: one session per line, an object with an ``events``
 records as the monitor takes them) and optionally ``session``, ``principal``, ``roles`` and
 ``facts`` (domain facts added before the first event). Other fields are kept out of the way,
 so recorded benchmark runs replay as they are.
+
+Decisions have the three verdicts (allow, deny, escalate); no approver is asked. An
+``approval`` event of the trace (as :meth:`~.session.Session.approve` records it) is an
+approval again, valid from where it is recorded for the monitor's ``approval_ttl``, so the
+escalated call it approved is allowed once when it is decided again, as it was when recorded.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 
 from policyc.compiler.reading import Cursor, FormatError
 
+from .approvals import APPROVAL_KIND, approval_of_event
 from .session import Monitor, Session
 
 
@@ -24,7 +30,7 @@ class TraceError(ValueError):
 def steps(monitor: Monitor, record: dict[str, Any], session_id: str) -> Iterator[tuple[Session, Any, Any]]:
     """A recorded session replayed through a fresh monitor session, step by step: the session
     as it starts (no event), then after each event, with the decision of each tool call,
-    made where it was made."""
+    made where it was made (and again after an approval of it)."""
     session = monitor.session(session_id, record.get("principal"), record.get("roles") or ())
     if record.get("facts"):
         session.add_facts(record["facts"])
@@ -34,7 +40,23 @@ def steps(monitor: Monitor, record: dict[str, Any], session_id: str) -> Iterator
             yield session, event, session.authorize(event)
         else:
             session.record(event)
+            approval = _approval(monitor, session, event)
             yield session, event, None
+            call = None if approval is None else session.events.get(approval.call)
+            if call is not None and call.get("kind") == "tool_call":  # decided again, approved
+                yield session, call, session.decide(approval.call)
+
+
+def _approval(monitor: Monitor, session: Session, event: Any) -> Any:
+    """The approval a recorded ``approval`` event holds, kept by the session (None if none)."""
+    if not isinstance(event, dict) or event.get("kind") != APPROVAL_KIND:
+        return None
+    if session.events.get(event.get("id")) is None:  # not recorded: malformed
+        return None
+    approval = approval_of_event(event, session.id, monitor.approval_clock() + monitor.approval_ttl)
+    if approval is not None:
+        session.approvals.add(approval)
+    return approval
 
 
 def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[str, Any]:
@@ -50,9 +72,11 @@ def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[
                 {
                     "event": event.get("id"),
                     "tool": event.get("tool"),
+                    "verdict": decision.verdict,
                     "allowed": decision.allowed,
                     "errored": decision.errored,
                     "reasons": [r.to_json() for r in decision.reasons],
+                    "approval": None if decision.approval is None else decision.approval.id,
                 }
             )
     problems = [] if session is None else list(dict.fromkeys(e.message for e in session.sticky))

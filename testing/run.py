@@ -22,7 +22,7 @@ from .spec import Case, TestFile
 
 @dataclass(frozen=True)
 class Failure:
-    check: str  # "deny", "allow", "reasons", "derived", "not_derived", "decision", "input"
+    check: str  # "deny", "allow", "escalate", "reasons", "derived", "not_derived", "decision", "input"
     subject: str  # the action or fact it is about
     expected: str
     actual: str
@@ -135,10 +135,9 @@ def _run_case(policy: Any, case: Case, fired: set[int] | None) -> CaseResult:
         failures.append(
             Failure("input", "evaluation", "no evaluation error", "; ".join(e.message for e in final.errors))
         )
-    for action in case.deny:
-        failures.extend(_verdict(decisions, action, expected=False))
-    for action in case.allow:
-        failures.extend(_verdict(decisions, action, expected=True))
+    for verdict, actions in (("deny", case.deny), ("allow", case.allow), ("escalate", case.escalate)):
+        for action in actions:
+            failures.extend(_verdict(decisions, action, verdict))
     for action, ids in case.reasons.items():
         decision = _find(decisions, action)
         if decision is None:
@@ -175,7 +174,7 @@ def _session(policy: Any, case: Case, facts: Any) -> tuple[dict[Any, Any], Any]:
 
 def _evaluation(policy: Any, case: Case, facts: Any) -> tuple[dict[Any, Any], Any]:
     result = policy.evaluate(facts or {})
-    actions = [*case.deny, *case.allow, *case.reasons]
+    actions = [*case.deny, *case.allow, *case.escalate, *case.reasons]
     return {a: result.decide(a) for a in actions}, result.evaluation
 
 
@@ -188,15 +187,18 @@ def _find(decisions: dict[Any, Any], action: Any) -> Any:
     return None
 
 
-def _verdict(decisions: dict[Any, Any], action: Any, expected: bool) -> list[Failure]:
-    check = "allow" if expected else "deny"
+WANTED = {"allow": "allowed", "deny": "denied", "escalate": "escalated"}
+
+
+def _verdict(decisions: dict[Any, Any], action: Any, check: str) -> list[Failure]:
+    """What is wrong with the decision of ``action``, expected to have verdict ``check``."""
     decision = _find(decisions, action)
-    wanted = "allowed" if expected else "denied"
+    wanted = WANTED[check]
     if decision is None:
         return [Failure(check, str(action), wanted, "never decided (no tool call with this id)")]
     if decision.errored:
         return [Failure("decision", str(action), wanted, _describe(decision))]
-    if decision.allowed != expected:
+    if decision.verdict != check:
         return [Failure(check, str(action), wanted, _describe(decision))]
     return []
 
@@ -205,8 +207,9 @@ def _describe(decision: Any) -> str:
     if decision.errored:
         return "the decision failed: " + "; ".join(r.message or "" for r in decision.reasons)
     if decision.allowed:
-        return "allowed"
-    return "denied by " + ", ".join(dict.fromkeys(r.rule for r in decision.reasons))
+        return "allowed" if decision.approval is None else f"allowed by approval {decision.approval.id}"
+    rules = ", ".join(dict.fromkeys(r.rule for r in decision.reasons))
+    return f"escalated by {rules}" if decision.verdict == "escalate" else f"denied by {rules}"
 
 
 def _fact(evaluation: Any, check: str, text: str, wanted: bool) -> list[Failure]:

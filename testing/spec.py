@@ -13,6 +13,7 @@ A test file is TOML, named ``*_test.toml``, next to the policy it tests::
     ]
     deny = ["c1"]                     # actions that must be denied
     allow = []                        # actions that must be allowed
+    escalate = []                     # actions that must wait for a person's approval
     reasons = { c1 = ["toxic-flow"] } # rule ids each denial must give
     derived = ['Tainted("c1")']       # facts that must hold at the end
     not_derived = ['HasSecret("c1")'] # facts that must not
@@ -21,7 +22,12 @@ A case's input is ``events`` (inline) or ``trace`` (a JSON Lines file as ``polic
 reads it; ``session`` picks one of its lines, by its ``session`` name or 1-based number,
 default the first), and/or ``facts`` (rows per input relation, or the path of a facts file as
 ``policyc eval`` reads it). With events, the case runs as a monitor session; with facts only,
-as one evaluation, and ``deny``/``allow`` name the actions decided on it.
+as one evaluation, and ``deny``/``allow``/``escalate`` name the actions decided on it.
+
+The verdicts are checked exactly: an escalated call (``Escalate``, no ``Deny``) is neither in
+``deny`` nor in ``allow``, but in ``escalate``; ``reasons`` of an escalated call are the
+escalating rules' ids. The case's monitor has no approver, so a call is allowed after an
+escalation only by an ``approval`` event of its trace (as :meth:`Session.approve` records it).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ CASE_KEYS = {
     "facts",
     "deny",
     "allow",
+    "escalate",
     "reasons",
     "derived",
     "not_derived",
@@ -69,6 +76,7 @@ class Case:
     not_derived: tuple[str, ...] = ()
     principal: str | None = None  # a session's, from its trace
     roles: tuple[str, ...] = ()
+    escalate: tuple[Any, ...] = ()  # actions that must be escalated
 
 
 @dataclass(frozen=True)
@@ -254,14 +262,20 @@ def _case(path: Path, item: Cursor, i: int, line: int) -> Case:
         isinstance(v, list) and all(isinstance(x, str) for x in v) for v in reasons.values()
     ):
         raise reasons_at.expected("a table mapping actions to lists of rule ids")
-    deny, allow = actions("deny"), actions("allow")
+    deny, allow, escalate = actions("deny"), actions("allow"), actions("escalate")
     both = set(deny) & set(allow)
     if both:
         raise item["allow"].fail(f"`{sorted(map(str, both))[0]}` is both in `deny` and in `allow`")
+    for other, given in (("deny", deny), ("allow", allow)):
+        both = set(escalate) & set(given)
+        if both:
+            raise item["escalate"].fail(
+                f"`{sorted(map(str, both))[0]}` is both in `{other}` and in `escalate`"
+            )
     derived, not_derived = strings("derived"), strings("not_derived")
-    if not (deny or allow or reasons or derived or not_derived):
+    if not (deny or allow or escalate or reasons or derived or not_derived):
         raise item.fail(
-            f"{where} expects nothing: give `deny`, `allow`, `reasons`, `derived` or `not_derived`"
+            f"{where} expects nothing: give `deny`, `allow`, `escalate`, `reasons`, `derived` or `not_derived`"
         )
     return Case(
         name,
@@ -275,6 +289,7 @@ def _case(path: Path, item: Cursor, i: int, line: int) -> Case:
         not_derived,
         principal if isinstance(principal, str) else None,
         tuple(str(r) for r in roles),
+        escalate,
     )
 
 
