@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .runtime.policy import Policy
 
 __all__ = [
+    "AuditLog",
     "Monitor",
     "PolicyDenied",
     "__version__",
@@ -86,6 +87,7 @@ __getattr__ = exports(
     __name__,
     {
         "Monitor": ".runtime.session",
+        "AuditLog": ".runtime.audit",
         "guard": ".runtime.instrument",
         "use_session": ".runtime.instrument",
         "PolicyDenied": ".runtime.instrument",

@@ -11,6 +11,10 @@ A recursive stratum gets *base* rules (no atom of the stratum in the body), eval
 and one *delta variant* per recursive atom of every other rule, evaluated each round with
 that atom reading only the facts derived in the previous round (semi-naive evaluation).
 
+A rule in shadow mode (``@mode("shadow")`` on a ``Deny`` rule) is planned with a relation of
+its own as head (``Deny@shadow``, placed right after ``Deny`` in its stratum): the enforced
+verdict never reads it, and a monitor reports what it derives as would-deny.
+
 Every rule is also planned with its head given (:class:`~policyc.compiler.plan.BoundRule`):
 that is how inline relations are evaluated, and how deny reasons and explanations find the
 bindings that derive a particular fact.
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 
 from . import ast
 from . import plan as p
+from .checks.rule_annotations import SHADOW_RELATIONS, rule_mode
 from .loader import Program
 from .stages import Stratified
 from .summary import summarize
@@ -65,11 +70,20 @@ class _Planner:
         self.strata = compilation.strata
         self.types = compilation.types
         # a relation nothing uses or declares has no arity, and nothing to evaluate: left out
+        # the rules in shadow mode, by index, with the relation they derive instead of their head
+        self.heads = {
+            index: SHADOW_RELATIONS[rule.head.name]
+            for index, (_, rule) in enumerate(self.program.rules())
+            if rule.head.name in SHADOW_RELATIONS and rule_mode(rule) == "shadow"
+        }
+        self.shadowed = {SHADOW_RELATIONS[name]: name for name in SHADOW_RELATIONS}
+        shadows = set(self.heads.values())
         order = [
-            name
+            member
             for s in self.strata.strata
             for name in s.relations
             if name in self.symbols.relations and self.symbols.relations[name].arity is not None
+            for member in (name, *[n for n in shadows if self.shadowed[n] == name])
         ]
         self.relation_names = order
         self.rel = {name: i for i, name in enumerate(order)}
@@ -82,13 +96,13 @@ class _Planner:
 
     def run(self) -> p.Plan:
         rules = [rule for _, rule in self.program.rules()]
-        infos = [self.rule_info(module, rule) for module, rule in self.program.rules()]
+        infos = [self.rule_info(i, module, rule) for i, (module, rule) in enumerate(self.program.rules())]
         by_head: dict[str, list[int]] = {}
         for index, rule in enumerate(rules):
-            by_head.setdefault(rule.head.name, []).append(index)
+            by_head.setdefault(self.heads.get(index, rule.head.name), []).append(index)
         strata = []
         for stratum in self.strata.strata:
-            members = [r for r in stratum.relations if r in self.rel]
+            members = [m for r in stratum.relations if r in self.rel for m in self.with_shadow(r)]
             stored = [r for r in members if not self.symbols.is_inline(r)]
             base: list[p.RulePlan] = []
             deltas: list[p.RulePlan] = []
@@ -123,10 +137,10 @@ class _Planner:
         relations = tuple(
             p.RelationSpec(
                 name,
-                tuple(self.types.get(name, ())),
-                self.symbols.relations[name].is_input,
-                self.symbols.relations[name].is_output,
-                self.symbols.is_inline(name),
+                tuple(self.types.get(self.shadowed.get(name, name), ())),
+                name not in self.shadowed and self.symbols.relations[name].is_input,
+                name not in self.shadowed and self.symbols.relations[name].is_output,
+                name not in self.shadowed and self.symbols.is_inline(name),
             )
             for name in self.relation_names
         )
@@ -140,7 +154,11 @@ class _Planner:
         )
         return p.Plan(relations, functors, tuple(strata), tuple(infos), bound, self.symbols.default)
 
-    def rule_info(self, module: ast.Module, rule: ast.Rule) -> p.RuleInfo:
+    def with_shadow(self, name: str) -> list[str]:
+        """A relation and the relation of its rules in shadow mode, if it has any."""
+        return [name, *[s for s, base in self.shadowed.items() if base == name and s in self.rel]]
+
+    def rule_info(self, index: int, module: ast.Module, rule: ast.Rule) -> p.RuleInfo:
         path = (
             os.path.relpath(module.path, self.root_dir)
             if not self.program.is_library(module.path)
@@ -163,7 +181,7 @@ class _Planner:
         )
         return p.RuleInfo(
             id=annotation("id") or f"{rule.head.name}@{path}:{rule.head.span.line}",
-            head=rule.head.name,
+            head=self.heads.get(index, rule.head.name),
             file=path,
             line=rule.head.span.line,
             column=rule.head.span.column,
@@ -202,7 +220,12 @@ class _Planner:
         head_args = tuple(self.expr(arg, ctx) for arg in rule.head.args)
         steps.extend(self.take_prelude(ctx))
         return p.RulePlan(
-            index, self.rel[rule.head.name], head_args, tuple(steps), ctx.hidden, delta_literal is not None
+            index,
+            self.rel[self.heads.get(index, rule.head.name)],
+            head_args,
+            tuple(steps),
+            ctx.hidden,
+            delta_literal is not None,
         )
 
     def bound_rule(self, index: int, rule: ast.Rule) -> p.BoundRule:

@@ -37,5 +37,9 @@ __all__, __getattr__ = exports(
         "instrument_httpx": ".instrument",
         "instrument_requests": ".instrument",
         "tool_messages": ".instrument",
+        "AuditLog": ".audit",
+        "AuditError": ".audit",
+        "verify_audit_log": ".audit:verify",
+        "ShadowResult": ".shadow",
     },
 )

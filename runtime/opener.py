@@ -132,4 +132,5 @@ def from_compilation(
     check_libraries(library_modules(done.program.library), chosen, origin)
     described = {**describe(done, plan), **write_sections(done, plan, chosen, {})}
     sections = read_sections(described, chosen, origin)
-    return Policy(plan, functors, limits, extensions=chosen, sections=sections)
+    fields = dict(done.symbols.fields)
+    return Policy(plan, functors, limits, extensions=chosen, sections=sections, fields=fields)

@@ -58,6 +58,7 @@ class Policy:
         *,
         extensions: Iterable[Extension] | None = None,
         sections: Mapping[str, Any] | None = None,
+        fields: Mapping[tuple[str, str], str] | None = None,
     ) -> None:
         from .extensions import resolve
 
@@ -69,6 +70,8 @@ class Policy:
         # the extensions its monitors run, and what each kept of the policy (by name)
         self.extensions = resolve(extensions)
         self.sections = dict(sections or {})
+        # each declared field's role, `(tool, argument) -> role` (`.field`; a bundle's manifest)
+        self.fields = dict(fields) if fields is not None else field_roles(manifest)
 
     def __getattr__(self, name: str) -> Any:
         """An attribute an extension shows for what it read (``policy.thresholds``)."""
@@ -111,6 +114,15 @@ class Policy:
     def decide(self, facts: FactsInput | None, action: Any) -> Decision:
         """The verdict on one action given the facts (an errored evaluation denies)."""
         return self.evaluate(facts).decide(action)
+
+
+def field_roles(manifest: Mapping[str, Any] | None) -> dict[tuple[str, str], str]:
+    """The roles of the fields a bundle's manifest declares, by ``(tool, argument)``."""
+    roles: dict[tuple[str, str], str] = {}
+    for entry in (manifest or {}).get("fields") or ():
+        if isinstance(entry, Mapping):
+            roles[(str(entry.get("tool")), str(entry.get("argument")))] = str(entry.get("role"))
+    return roles
 
 
 class EvaluationError(Exception):

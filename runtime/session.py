@@ -56,6 +56,7 @@ from .functors import is_session_placeholder, wrap
 from .prefix import Prefix
 from .relations import Relation
 from .session_plan import SessionPlan
+from .shadow import watching
 from .verdict import Decision, Reason, decide
 
 _NOTHING = object()
@@ -96,6 +97,9 @@ class Monitor:
         approval_timeout: float | None = DEFAULT_TIMEOUT,
         approval_ttl: float = DEFAULT_TTL,
         approval_clock: Callable[[], float] = time.monotonic,
+        shadow: Any = None,
+        mode: str = "enforce",
+        audit: Any = None,
         **options: Any,
     ) -> None:
         """``approver`` answers escalated calls (a callable taking an
@@ -122,6 +126,8 @@ class Monitor:
             if attachment is not None:
                 self.attached[extension.name] = attachment
         self.hooks = tuple(self.attached.items())
+        # a shadow policy, the monitor's mode and its audit log (runtime/shadow.py): None for none
+        self.watch = watching(self, shadow, mode, audit)
 
     def __getattr__(self, name: str) -> Any:
         """An extension's attachment by the monitor attribute it names (``monitor.risk``,
@@ -197,6 +203,7 @@ class Session:
         if roles:
             identity["HasRole"] = {(role,) for role in roles}
         self._start(identity)
+        self.watched = None if monitor.watch is None else monitor.watch.session(self)
         self.hooks = monitor.hooks  # what the monitor's extensions add (runtime/extensions.py)
         for name, attachment in self.hooks:
             try:
@@ -212,6 +219,8 @@ class Session:
     def record(self, event: Mapping[str, Any]) -> None:
         """Add an event to the session. A malformed one, or any failure while recording it,
         poisons the session: every later decision denies, saying why."""
+        if self.watched is not None:  # to the shadow policy's session and the audit log
+            self.watched.recorded(event)
         try:
             copy = dict(event) if type(event) is dict or isinstance(event, Mapping) else event
             checked = check_event(copy, self.events)
@@ -261,6 +270,8 @@ class Session:
     def add_facts(self, facts: FactsInput) -> None:
         """Add domain facts (rows per input relation), checked like evaluation facts. Malformed
         facts poison the session."""
+        if self.watched is not None:
+            self.watched.given(facts)
         try:
             # the checks generated per relation take the common case; the general check the rest
             checked = self.prepared.fact_checks(facts)
@@ -404,6 +415,8 @@ class Session:
                 decision = decide(self, action)
         if decision.evaluation is self:
             decision = replace(decision, evaluation=self.view(action))
+        if self.watched is not None:  # shadow results, the monitor's mode, the audit log
+            decision = self.watched.decided(decision)
         return decision
 
     def __getattr__(self, name: str) -> Any:

@@ -8,10 +8,15 @@ annotation     meaning                                         argument
 ``@message``   why the action is denied, for the agent         one string; ``{var}`` ok
 ``@suggest``   what the agent can do instead                   one string; ``{var}`` ok
 ``@severity``  how serious a violation is                      low, medium, high, critical
+``@mode``      ``shadow``: a ``Deny`` rule that only logs          enforce (default), shadow
 =============  ==============================================  ==========================
 
 Placeholders ``{var}`` in ``@message`` and ``@suggest`` must name a variable that the rule
 binds outside any aggregate (``{{`` and ``}}`` stand for literal braces).
+
+``@mode("shadow")`` makes a ``Deny`` rule log-only: the planner gives it a relation of its own
+(:data:`SHADOW_RELATIONS`), which the enforced verdict never reads; a monitor reports its
+denials as *would-deny* (docs/verdicts.md, "Shadow rollout").
 """
 
 from __future__ import annotations
@@ -25,7 +30,17 @@ from ..syntax_errors import did_you_mean
 from . import Context
 
 SEVERITIES = ("low", "medium", "high", "critical")
-ANNOTATIONS = {"id": (1, 1), "req": (1, None), "message": (1, 1), "suggest": (1, 1), "severity": (1, 1)}
+ANNOTATIONS = {
+    "id": (1, 1),
+    "req": (1, None),
+    "message": (1, 1),
+    "suggest": (1, 1),
+    "severity": (1, 1),
+    "mode": (1, 1),
+}
+MODES = ("enforce", "shadow")
+# the verdict relations a rule in shadow mode may have as head, and the relation it gets instead
+SHADOW_RELATIONS = {"Deny": "Deny@shadow"}
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 
 
@@ -117,9 +132,44 @@ def _annotation(
                 fix=_replace_in(context, annotation.args[0].span, value, close),
             )
         ]
+    elif name == "mode":
+        return _mode(annotation, value, rule, context)
     elif name in ("message", "suggest"):
         return _placeholders(annotation, context.program.summary(rule).outer_variables, context)
     return []
+
+
+def _mode(annotation: ast.Annotation, value: str, rule: ast.Rule, context: Context) -> list[Diagnostic]:
+    """``@mode`` names a mode, and only a verdict rule can be in shadow mode."""
+    span = annotation.args[0].span
+    if value not in MODES:
+        close = did_you_mean(value, MODES)
+        return [
+            codes.INVALID_ANNOTATION(
+                span,
+                f"unknown mode `{value}`",
+                help=(f"did you mean `{close}`? " if close else "") + "the modes are `enforce` and `shadow`",
+                fix=_replace_in(context, span, value, close),
+            )
+        ]
+    if value == "shadow" and rule.head.name not in SHADOW_RELATIONS:
+        heads = ", ".join(f"`{h}`" for h in SHADOW_RELATIONS)
+        return [
+            codes.INVALID_ANNOTATION(
+                span,
+                f'`@mode("shadow")` applies to {heads} rules, not to `{rule.head.name}`',
+                help="a rule in shadow mode reports its denials as would-deny without enforcing them",
+            )
+        ]
+    return []
+
+
+def rule_mode(rule: ast.Rule) -> str:
+    """The rule's ``@mode`` (``enforce`` unless it says ``shadow``)."""
+    found = rule.annotation("mode")
+    if found and found.args and isinstance(found.args[0], ast.String) and found.args[0].value == "shadow":
+        return "shadow"
+    return "enforce"
 
 
 def placeholder_names(rule: ast.Rule) -> set[str]:

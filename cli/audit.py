@@ -1,0 +1,79 @@
+"""`policyc audit`: verify a monitor's audit log, and show the decisions it holds.
+
+Exit status of ``verify``: 0 when the log is intact, 1 when a record is bad (the first one is
+named by its line, with a stable code), 2 when the log or the key cannot be read.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .common import EXIT_ERRORS, EXIT_USAGE, echo_json, fail, internal_errors
+
+
+@click.group("audit")
+def audit_group() -> None:
+    """Verify and read the audit logs of monitors (see docs/verdicts.md, "Audit log")."""
+
+
+@audit_group.command("verify")
+@click.argument("log", metavar="LOG")
+@click.option(
+    "--key", metavar="PUB", help="Check every checkpoint's signature with this Ed25519 public key (PEM)."
+)
+@click.option("--format", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def verify_command(log: str, key: str | None, output: str) -> None:
+    """Check that no record of LOG was changed, deleted, inserted or moved, and that its tail is whole."""
+    with internal_errors():
+        from ..runtime.audit import AuditError, verify
+
+        try:
+            verified = verify(log, key)
+        except AuditError as error:
+            fail(str(error), EXIT_USAGE)
+        problem = verified.problem
+        if output == "json":
+            echo_json(
+                {
+                    "ok": verified.ok,
+                    "records": verified.records,
+                    "checkpoints": verified.checkpoints,
+                    "signed": verified.signed,
+                    "problem": None
+                    if problem is None
+                    else {"line": problem.line, "code": problem.code, "message": problem.message},
+                }
+            )
+        elif problem is None:
+            signed = f", {verified.signed} signatures verified" if key else ""
+            click.echo(f"{log}: ok: {verified.records} records, {verified.checkpoints} checkpoints{signed}")
+        else:
+            click.echo(f"{log}:{problem.line}: {problem.message} [{problem.code}]")
+        if problem is not None:
+            raise SystemExit(EXIT_ERRORS)
+
+
+@audit_group.command("show")
+@click.argument("log", metavar="LOG")
+@click.option("--session", metavar="S", help="Only the decisions of this session.")
+@click.option(
+    "--verdict",
+    type=click.Choice(["allow", "deny", "escalate"]),
+    help="Only the decisions with this verdict.",
+)
+@click.option("--format", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def show_command(log: str, session: str | None, verdict: str | None, output: str) -> None:
+    """Print the decisions of LOG with their reasons (it is not verified: see `policyc audit verify`)."""
+    with internal_errors():
+        from ..runtime.audit import AuditError, decisions, read_records, render_decision
+
+        try:
+            records = read_records(log)
+        except AuditError as error:
+            fail(str(error), EXIT_USAGE)
+        chosen = decisions(records, session, verdict)
+        if output == "json":
+            echo_json(chosen, ensure_ascii=False)
+            return
+        for record in chosen:
+            click.echo(render_decision(record))
