@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "risk:calibrate_command",
     "risk-report": "risk:risk_report_command",
     "forecast": "forecast:forecast_group",
+    "audit": "audit:audit_group",
 }
 """Each command's name and ``module:attribute`` in this package."""
 
