@@ -29,6 +29,7 @@ from typing import Any
 from policyc.compiler import ast, codes
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.stages import Stratified
+from policyc.compiler.symbols import ESCALATE, is_verdict
 
 from . import asp
 from .deadline import Deadline, within
@@ -166,8 +167,9 @@ class Searches:
             self.questions.append(
                 _Question(f"policyc_ask_redundant({n})", (f"policyc_skip({n})",), "redundant", rule=r)
             )
-        # shadowed allows: the rule fires for an action no Deny denies
+        # shadowed allows: the rule fires for an action no Deny denies (nor Escalate escalates)
         p_translator = problem.translator()
+        unless = "".join(f", not p_{name}(A)" for name in _stronger(symbols) if name != "Deny")
         if "Deny" in symbols.relations:
             allows = [x for x in rules if x.rule.head.name == "Allow" and x not in shadowed]
             for n, r in enumerate(
@@ -176,7 +178,7 @@ class Searches:
                 self.lines.extend(p_translator.rule(r.rule, head_name=f"policyc_fires{n}"))
                 self.lines += [
                     f"#external policyc_ask_shadow({n}). [free]",
-                    f"policyc_wins({n}) :- policyc_fires{n}(A), not p_Deny(A).",
+                    f"policyc_wins({n}) :- policyc_fires{n}(A), not p_Deny(A){unless}.",
                     f":- policyc_ask_shadow({n}), not policyc_wins({n}).",
                 ]
                 self.questions.append(_Question(f"policyc_ask_shadow({n})", (), "shadowed", rule=r))
@@ -186,7 +188,7 @@ class Searches:
             beyond = any(
                 _counts_beyond(r.rule, self.bound) or not width.fits(r.rule, "Deny")
                 for r in rules
-                if r.rule.head.name in ("Allow", "Deny")
+                if r.rule.head.name in ("Allow", *_stronger(symbols))
             )
             for n, tool in enumerate(tools if not beyond else ()):
                 asked = self._tool_lines(n, tool, "p_")
@@ -214,6 +216,7 @@ class Searches:
         if not calls:
             return []
         verdict = f"not {prefix}Deny(A)" if "Deny" in symbols.relations else "#true"
+        verdict += "".join(f", not {prefix}{name}(A)" for name in _stronger(symbols) if name != "Deny")
         if symbols.default == "deny":
             verdict += f", {prefix}Allow(A)" if "Allow" in symbols.relations else ", #false"
         lines = [f"policyc_call({n},A) :- {call}." for call in calls]
@@ -433,6 +436,13 @@ class _Width:
 def _add(total: dict[Any, int], more: dict[Any, int]) -> None:
     for cls, k in more.items():
         total[cls] = total.get(cls, 0) + k
+
+
+def _stronger(symbols: Any) -> tuple[str, ...]:
+    """The verdicts that win over `Allow`: `Deny`, and a unary `Escalate` when the policy has it
+    (an escalated call is not allowed as it is)."""
+    relation = symbols.relations.get(ESCALATE)
+    return ("Deny", ESCALATE) if relation is not None and is_verdict(ESCALATE, relation.arity) else ("Deny",)
 
 
 def _counts_beyond(rule: ast.Rule, bound: int) -> bool:

@@ -7,7 +7,10 @@
   otherwise a bounded search for a database on which the rule derives a fact no other rule
   derives: none means bounded.
 * ``shadowed-allow`` — a `Deny` rule covers an `Allow` rule (proved), or no database within the
-  bound lets the `Allow` rule fire for an action without a `Deny` (bounded).
+  bound lets the `Allow` rule fire for an action without a `Deny` (bounded). An `Escalate`
+  rule counts as a `Deny` here: an escalated call is not allowed without a person's approval.
+* ``shadowed-escalate`` — a `Deny` rule covers an `Escalate` rule (proved): deny wins over
+  escalate, so no one is ever asked.
 * ``always-deny`` / ``always-allow`` — a tool the policy names (``is_tool(a, "t")``,
   ``ToolCall(a, "t")``, ``tool_name(a) = "t"``, ``Tool(a, "t")``...) whose every call is
   denied, or none of whose calls is, whichever rules name it (:mod:`verdicts`): proved when z3
@@ -16,7 +19,7 @@
   unsat core of z3's formulas, or for a bounded finding, of the switches of one more
   translation (``r_``, built only then) in which each rule deciding verdicts can be removed. A
   verdict one rule gives whatever the call (``Deny(a) :- is_tool(a, "rm").``) is meant, and
-  not reported.
+  not reported. A call an `Escalate` rule escalates counts as denied (it cannot run as it is).
 
 The bounded questions share one grounding (:mod:`.bounded`, which asks them). Policies of
 more than :data:`SEARCH_LIMIT` rules get the proofs only. Findings are only reported for the files the user wrote, never for the
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 from policyc.compiler import ast, codes
 from policyc.compiler.diagnostics import Diagnostic, Related
 from policyc.compiler.stages import Stratified
+from policyc.compiler.symbols import ESCALATE, is_verdict
 
 from .bounded import Modelled, PlacedRule, Searches
 from .contain import Candidates, covers
@@ -168,13 +172,15 @@ def analyse(compilation: Stratified, bound: int = 2, timeout: float = 6.0) -> De
     note(("redundant-rule",), unsure, "rules")
     shadowed, unsure = _shadowed_by_containment(compilation, live, every, deadline)
     note(("shadowed-allow",), unsure, "`Allow` rules")
+    unasked, unsure = _shadowed_by_containment(compilation, live, every, deadline, "Escalate")
+    note(("shadowed-escalate",), unsure, "`Escalate` rules")
     # the tools the rules that can fire name (a dead rule is reported as such)
     firing = [r.rule for r in every if id(r.rule) not in dead]
     verdicts = Verdicts(compilation, firing, [r.rule for r in user if id(r.rule) not in dead])
     tools = verdicts.questions(deadline)
     for q in tools:
         if q.strength == "proved":
-            deny = ("Deny",) if q.kind == "always-allow" else ()
+            deny = ("Deny", *_escalate(compilation)) if q.kind == "always-allow" else ()
             findings.append(finding(q, compilation.symbols.default, None, modelled.of(tuple(q.core), deny)))
     # without searches, a proof not decided in time leaves its tool unchecked
     expired = {q.tool for q in tools if q.expired and not q.strength} if searches is None else set()
@@ -196,13 +202,35 @@ def analyse(compilation: Stratified, bound: int = 2, timeout: float = 6.0) -> De
             )
         )
     for r, cover in shadowed.items():
+        head = cover.rule.head.name
         findings.append(
             codes.SHADOWED_ALLOW(
                 r.rule.span,
-                f"this `Allow` never takes effect: whenever it fires, the `Deny` rule at line {cover.rule.span.line} "
+                f"this `Allow` never takes effect: whenever it fires, the `{head}` rule at line {cover.rule.span.line} "
                 "fires for the same action",
-                related=(Related(cover.rule.span, "this rule denies every action it allows"),),
-                help="deny wins over allow: narrow the `Deny` rule or drop this one",
+                related=(
+                    Related(
+                        cover.rule.span,
+                        "this rule denies every action it allows"
+                        if head == "Deny"
+                        else "this rule escalates every action it allows",
+                    ),
+                ),
+                help="deny wins over allow: narrow the `Deny` rule or drop this one"
+                if head == "Deny"
+                else "escalate wins over allow: narrow the `Escalate` rule or drop this one",
+                strength="proved",
+                uninterpreted=modelled.of((r.rule, cover.rule)),
+            )
+        )
+    for r, cover in unasked.items():
+        findings.append(
+            codes.SHADOWED_ESCALATE(
+                r.rule.span,
+                f"this `Escalate` never asks anyone: whenever it fires, the `Deny` rule at line "
+                f"{cover.rule.span.line} fires for the same action",
+                related=(Related(cover.rule.span, "this rule denies every action it escalates"),),
+                help="deny wins over escalate: narrow the `Deny` rule or drop this one",
                 strength="proved",
                 uninterpreted=modelled.of((r.rule, cover.rule)),
             )
@@ -270,13 +298,27 @@ def _redundant_by_containment(
     return found, unchecked
 
 
+def _escalate(compilation: Stratified) -> tuple[str, ...]:
+    """``("Escalate",)`` when the policy has the third verdict (a unary `Escalate`), else ()."""
+    relation = compilation.symbols.relations.get(ESCALATE)
+    return (ESCALATE,) if relation is not None and is_verdict(ESCALATE, relation.arity) else ()
+
+
 def _shadowed_by_containment(
-    compilation: Stratified, rules: list[PlacedRule], every: list[PlacedRule], deadline: Deadline
+    compilation: Stratified,
+    rules: list[PlacedRule],
+    every: list[PlacedRule],
+    deadline: Deadline,
+    verdict: str = "Allow",
 ) -> tuple[dict[PlacedRule, PlacedRule], int]:
-    """The `Allow` rules a `Deny` rule covers, with the first that does; and how many were not
+    """The rules of ``verdict`` (`Allow`, or `Escalate`) a rule of a stronger verdict covers
+    (`Deny`, and for `Allow` also `Escalate`), with the first that does; and how many were not
     checked in time."""
-    allows = [r for r in rules if r.rule.head.name == "Allow"]
-    denies = [r for r in every if r.rule.head.name == "Deny"]
+    stronger = ("Deny", *_escalate(compilation)) if verdict == "Allow" else ("Deny",)
+    if verdict not in ("Allow", *_escalate(compilation)):
+        return {}, 0
+    allows = [r for r in rules if r.rule.head.name == verdict]
+    denies = [r for r in every if r.rule.head.name in stronger]
     if not allows or not denies:
         return {}, 0
     if deadline.passed():

@@ -6,7 +6,8 @@ the policy's own whose name says it holds tools (``Tool(a, "t")``, ``uses_tool(a
 where ``a`` is the action the rule is about: the head's first argument, in an `Allow` or
 `Deny` rule or in a rule of a relation they read with their action there (``Risky(a)`` in
 ``Deny(a) :- Risky(a)``). A rule reached from `Deny` names it on the *deny side*, one reached
-from `Allow` on the *allow side*.
+from `Allow` on the *allow side*. A unary `Escalate` counts as `Deny` throughout: an escalated
+call cannot run as it is, so "always denied" means never allowed without a person's approval.
 
 **Which tools are asked about.** Every tool named on either side, both ways, except when the
 uniform verdict is what one rule says on purpose: a tool one `Deny` rule denies whatever the
@@ -38,6 +39,7 @@ from typing import Any
 from policyc.compiler import ast, codes
 from policyc.compiler.diagnostics import Diagnostic, Related
 from policyc.compiler.stages import Stratified
+from policyc.compiler.symbols import ESCALATE, is_verdict
 
 from .deadline import Deadline
 from .search import event_functors, from_events
@@ -98,9 +100,13 @@ class Verdicts:
             if not rule.is_fact:
                 self.by_head.setdefault(rule.head.name, []).append(rule)
         self.facts = {rule.head.name for rule in rules if rule.is_fact}
-        self.denies = self.by_head.get("Deny", [])
+        escalate = relations.get(ESCALATE)
+        escalating = escalate is not None and is_verdict(ESCALATE, escalate.arity)
+        # an escalated call is not allowed as it is: `Escalate` rules decide like `Deny` rules
+        self.denies = self.by_head.get("Deny", []) + (self.by_head.get(ESCALATE, []) if escalating else [])
         self.allows = self.by_head.get("Allow", [])
-        self.sides = {"Deny": self._reached("Deny"), "Allow": self._reached("Allow")}
+        deny_side = self._reached("Deny") | (self._reached(ESCALATE) if escalating else set())
+        self.sides = {"Deny": deny_side, "Allow": self._reached("Allow")}
         self.mentions: dict[str, list[Mention]] = {}
         self.unasked: list[str] = []  # the tools the time allowed ran out before (see questions)
         self._reach: dict[int, frozenset[str]] = {}
@@ -579,6 +585,8 @@ def _role(rule: ast.Rule, tool: str) -> str:
         return f"denies calls of `{tool}`"
     if rule.head.name == "Allow":
         return f"allows calls of `{tool}`"
+    if rule.head.name == ESCALATE:
+        return f"escalates calls of `{tool}`"
     return f"derives `{rule.head.name}` for calls of `{tool}`"
 
 

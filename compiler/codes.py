@@ -92,6 +92,9 @@ REDUNDANT_RULE = Code("PC303", "redundant-rule", W, "removing a rule never chang
 SHADOWED_ALLOW = Code("PC304", "shadowed-allow", W, "whenever an `Allow` rule fires, a `Deny` fires too")
 ALWAYS_DENY = Code("PC305", "always-deny", W, "every call of a tool is denied, on every database")
 ALWAYS_ALLOW = Code("PC306", "always-allow", W, "no call of a tool is ever denied")
+SHADOWED_ESCALATE = Code(
+    "PC307", "shadowed-escalate", W, "whenever an `Escalate` rule fires, a `Deny` fires too"
+)
 
 CATALOG: tuple[Code, ...] = (
     SYNTAX_ERROR,
@@ -116,6 +119,7 @@ CATALOG: tuple[Code, ...] = (
     SHADOWED_ALLOW,
     ALWAYS_DENY,
     ALWAYS_ALLOW,
+    SHADOWED_ESCALATE,
 )
 
 BY_NAME: dict[str, Code] = {c.name: c for c in CATALOG}
