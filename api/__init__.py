@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuditLog",
+    "ConsoleApprover",
     "Monitor",
     "PolicyDenied",
     "__version__",
@@ -88,6 +89,7 @@ __getattr__ = exports(
     {
         "Monitor": ".runtime.session",
         "AuditLog": ".runtime.audit",
+        "ConsoleApprover": ".runtime.approvers",
         "guard": ".runtime.instrument",
         "use_session": ".runtime.instrument",
         "PolicyDenied": ".runtime.instrument",

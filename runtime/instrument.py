@@ -11,6 +11,9 @@
 * :func:`tool_messages` runs the tool calls of an OpenAI-style chat-completions message and
   turns each denial into the tool message the model sees.
 
+A call the policy escalates (``Escalate``) is put to the monitor's approver by each of them
+(:mod:`.approvers`) and runs only if it approves.
+
 The session travels in :mod:`contextvars` (:func:`use_session`), so code between the agent
 loop and a tool need not pass it along. A scope may name the event that initiated its work
 (``parent``, say the model's message): a call inside then depends on that event and on every
@@ -24,7 +27,9 @@ Each part is a module of its own, and this one gives all their public names:
 * :mod:`.http_hooks`: what the HTTP instrumentations share (the patches of a library, reading
   a request's body, deciding a request); :mod:`.httpx_hooks` and :mod:`.requests_hooks`: the
   patches of httpx and of requests;
-* :mod:`.chat`: the tool calls of a chat-completions message.
+* :mod:`.chat`: the tool calls of a chat-completions message;
+* :mod:`.approvers`: asking the approver about an escalated call (:mod:`.approvals`: the
+  approvals a session keeps).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from .context import (
     NO_SESSION,
     PolicyDenied,
     authorize_call,
+    authorize_call_async,
     current_parent,
     current_session,
     dependencies,
@@ -66,6 +72,7 @@ __all__ = [
     "Instrumentation",
     "PolicyDenied",
     "authorize_call",
+    "authorize_call_async",
     "call_arguments",
     "current_parent",
     "current_session",
