@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "risk-report": "risk:risk_report_command",
     "forecast": "forecast:forecast_group",
     "audit": "audit:audit_group",
+    "serve": "serve:serve_group",
 }
 """Each command's name and ``module:attribute`` in this package."""
 

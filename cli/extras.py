@@ -1,8 +1,8 @@
 """The optional parts of policyc and the extra that installs each.
 
 A runtime deployment installs the compiler, the analyzer and the monitor only; translation, plots
-and the language server come with extras (``pip install 'policyc[translate]'``, ``[plots]``,
-``[lsp]``, or ``[all]``). A command that needs a missing one says which in one line.
+the language server and the HTTP service come with extras (``pip install 'policyc[translate]'``,
+``[plots]``, ``[lsp]``, ``[serve]``, or ``[all]``). A command that needs a missing one says which in one line.
 
 >>> extra_of("matplotlib.pyplot")
 'plots'
@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "translate": ("openai",),
     "plots": ("matplotlib",),
     "lsp": ("pygls", "lsprotocol"),
+    "serve": ("uvicorn", "starlette", "orjson", "prometheus_client"),
 }
 
 

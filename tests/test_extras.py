@@ -33,13 +33,14 @@ def test_the_base_install_holds_the_compiler_analyzer_and_runtime_only() -> None
         "rich",
         "cryptography",
     } <= base
-    assert not base & {"openai", "matplotlib", "pygls"}
+    assert not base & {"openai", "matplotlib", "pygls", "uvicorn", "starlette", "orjson", "prometheus-client"}
     extras = PROJECT["optional-dependencies"]
     assert _names(extras["translate"]) == {"openai"}
     assert _names(extras["plots"]) == {"matplotlib"}
     assert _names(extras["lsp"]) == {"pygls"}
-    assert set(EXTRAS) == {"translate", "plots", "lsp"}
-    assert extras["all"] == ["policyc[translate,plots,lsp]"]
+    assert _names(extras["serve"]) == {"uvicorn", "starlette", "orjson", "prometheus-client"}
+    assert set(EXTRAS) == {"translate", "plots", "lsp", "serve"}
+    assert extras["all"] == ["policyc[translate,plots,lsp,serve]"]
     assert any(r.startswith("policyc[all") for r in extras["test"])
 
 

@@ -1,0 +1,97 @@
+"""`policyc serve`: the monitor as an HTTP service (docs/serve.md), and `policyc serve keygen`."""
+
+from __future__ import annotations
+
+import click
+
+from .common import EXIT_USAGE, fail, internal_errors, load_policy
+
+
+class _ServeGroup(click.Group):
+    """``policyc serve POLICY ...`` starts the service; ``policyc serve keygen ...`` and the
+    other subcommands run themselves."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] in self.commands:
+            return super().resolve_command(ctx, args)
+        return "start", self.commands["start"], args
+
+
+@click.group("serve", cls=_ServeGroup, invoke_without_command=False)
+def serve_group() -> None:
+    """Run the monitor as an HTTP service: POLICY --keys KEYS.toml [--db PATH] [--host H] [--port P]."""
+
+
+@serve_group.command("start", hidden=True)
+@click.argument("policy", metavar="POLICY_OR_BUNDLE")
+@click.option("--keys", "keys", required=True, metavar="KEYS.toml", help="Principals, roles and key hashes.")
+@click.option(
+    "--db", default="policyc-serve.db", show_default=True, help="The SQLite database: the only state."
+)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8181, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--functors", metavar="MODULE", help="A Python module implementing the policy's functors.")
+@click.option("--tls-cert", metavar="FILE", help="Serve HTTPS with this certificate (PEM)...")
+@click.option("--tls-key", metavar="FILE", help="...and this private key (PEM).")
+@click.option(
+    "--max-body",
+    default=1 << 20,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Largest request body, in bytes.",
+)
+@click.option(
+    "--wait",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(0, 600),
+    help="Seconds an authorization waits for its session to reach `after_seq` before it is denied.",
+)
+def start_command(
+    policy: str,
+    keys: str,
+    db: str,
+    host: str,
+    port: int,
+    functors: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    max_body: int,
+    wait: float,
+) -> None:
+    with internal_errors():
+        from ..serve.keys import KeysError
+        from ..serve.server import Settings, build, run
+        from ..serve.store import StoreError
+
+        if (tls_cert is None) != (tls_key is None):
+            fail("--tls-cert and --tls-key go together", EXIT_USAGE)
+        settings = Settings(policy, keys, db, host, port, functors, tls_cert, tls_key, max_body, wait)
+        loaded = load_policy(policy, functors, None)
+        try:
+            service = build(settings, loaded)
+        except (KeysError, StoreError) as error:
+            fail(str(error), EXIT_USAGE)
+        except OSError as error:
+            fail(f"cannot open `{error.filename}`: {error.strerror}", EXIT_USAGE)
+        run(settings, service)
+
+
+@serve_group.command("keygen")
+@click.option("--principal", required=True, help="Who the key is for.")
+@click.option("--role", "roles", multiple=True, help="A role of the principal (repeat for several).")
+def keygen_command(principal: str, roles: tuple[str, ...]) -> None:
+    """Make a key for PRINCIPAL: prints the key once, and the KEYS.toml table to add."""
+    with internal_errors():
+        import json
+
+        from ..serve.keys import new_key
+
+        key, digest = new_key()
+        click.echo(f"key (shown once): {key}")
+        click.echo("add to KEYS.toml:")
+        click.echo(f"[principals.{json.dumps(principal)}]")
+        click.echo(f"roles = {json.dumps(list(roles))}")
+        click.echo(f'keys = ["{digest}"]')

@@ -1,0 +1,20 @@
+"""The reference monitor as an HTTP service (``policyc serve``, docs/serve.md): keys, the SQLite
+store of sessions and decisions, the Starlette application and its OpenAPI document."""
+
+from policyc.compiler.exports import exports
+
+__all__, __getattr__ = exports(
+    __name__,
+    {
+        "Service": ".app",
+        "application": ".app",
+        "Keys": ".keys",
+        "KeysError": ".keys",
+        "Principal": ".keys",
+        "new_key": ".keys",
+        "read_keys": ".keys",
+        "Store": ".store",
+        "StoreError": ".store",
+        "Settings": ".server",
+    },
+)

@@ -1,0 +1,394 @@
+"""The reference monitor as an HTTP service: a Starlette application over one monitor.
+
+Every request but ``GET /healthz`` carries ``Authorization: Bearer KEY``; a missing or unknown
+key is answered 401 before any policy code runs. A principal sees its own sessions only: another
+principal's session is 404, as a missing one is. Every error is ``{"error": {"code", "message"}}``
+with a stable code. Bodies larger than the limit are 413 before they are read whole.
+
+State lives in the database (:mod:`.store`): an event batch and a decision are committed before
+the answer, and the sessions are rebuilt from it when the service starts (:meth:`Service.restore`),
+replaying each session's events in order, candidates authorized again, so that decisions after a
+restart are those of a service that never stopped. docs/serve.md describes the API; the OpenAPI
+document (:mod:`.openapi`) is served at ``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from policyc.runtime.session import Monitor, Session
+from policyc.runtime.verdict import Decision
+from policyc.stdlib.events import EventError, check_event
+
+from .keys import Keys, Principal
+from .metrics import Metrics
+from .store import Store
+
+MAX_BODY = 1 << 20  # bytes a request body may have, by default
+MAX_BATCH = 10_000  # events in one batch
+WAIT = 5.0  # seconds an authorization waits for the graph to reach `after_seq`
+ID_LIMIT = 256  # characters of a session id
+
+
+class Problem(Exception):
+    """An error answer: HTTP status, stable code, message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Live:
+    """A session in memory: the runtime session, its last sequence number, and the condition
+    authorizations wait on for the graph to reach theirs."""
+
+    session: Session
+    seq: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    advanced: asyncio.Condition | None = None
+
+
+class Service:
+    """One monitor, its sessions by (principal, id), and the database that holds them."""
+
+    def __init__(
+        self,
+        monitor: Monitor,
+        policy_digest: str,
+        keys: Keys,
+        store: Store,
+        *,
+        max_body: int = MAX_BODY,
+        wait: float = WAIT,
+    ) -> None:
+        self.monitor = monitor
+        self.policy_digest = policy_digest
+        self.keys = keys
+        self.store = store
+        self.max_body = max_body
+        self.wait = wait
+        self.live: dict[tuple[str, str], Live] = {}
+        self.metrics = Metrics()
+
+    # ------------------------------------------------------------------------ state
+
+    def restore(self) -> int:
+        """Rebuild every session of the database; how many there are."""
+        for stored in self.store.sessions():
+            session = self.monitor.session(stored.session, stored.principal, stored.roles)
+            live = Live(session)
+            for seq, how, body in self.store.events(stored.principal, stored.session):
+                event = orjson.loads(body)
+                if how == "record":
+                    session.record(event)
+                else:
+                    session.authorize(event)
+                live.seq = seq
+            self.live[(stored.principal, stored.session)] = live
+        self.metrics.holding(len(self.live))
+        return len(self.live)
+
+    def find(self, principal: Principal, session: str) -> Live:
+        live = self.live.get((principal.name, session))
+        if live is None:
+            raise Problem(404, "not-found", f"no session `{_short(session)}`")
+        return live
+
+    # ------------------------------------------------------------------------ requests
+
+    async def create(self, principal: Principal, body: Any) -> Response:
+        session = _session_id(body.get("session") if isinstance(body, dict) else None)
+        roles = body.get("roles", list(principal.roles))
+        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+            raise Problem(422, "malformed-request", "`roles` must be a list of role names")
+        missing = sorted(set(roles) - set(principal.roles))
+        if missing:
+            raise Problem(403, "role-not-held", f"the key's principal does not hold the role `{missing[0]}`")
+        if (principal.name, session) in self.live or not self.store.create_session(
+            principal.name, session, roles, self.policy_digest
+        ):
+            raise Problem(409, "session-exists", f"session `{_short(session)}` exists")
+        self.live[(principal.name, session)] = Live(
+            self.monitor.session(session, principal.name, tuple(roles))
+        )
+        self.metrics.holding(len(self.live))
+        return _json({"session": session, "seq": 0}, 201)
+
+    async def events(self, principal: Principal, session: str, body: Any) -> Response:
+        live = self.find(principal, session)
+        batch = body.get("events") if isinstance(body, dict) else None
+        if not isinstance(batch, list) or not batch:
+            raise Problem(
+                422, "malformed-request", 'expected {"events": [EVENT, ...]} with at least one event'
+            )
+        if len(batch) > MAX_BATCH:
+            raise Problem(413, "too-many-events", f"a batch holds at most {MAX_BATCH:,} events")
+        with self.metrics.waiting.track_inprogress():
+            return await self._record(principal, session, live, batch)
+
+    async def _record(self, principal: Principal, session: str, live: Live, batch: list[Any]) -> Response:
+        async with live.lock:
+            checked = _check_batch(batch, live.session.events)
+            rows = [("record", orjson.dumps(event).decode()) for event in checked]
+            live.seq = self.store.append(principal.name, session, rows, live.seq)
+            for event in checked:
+                live.session.record(event)
+            await self._advanced(live)
+            return _json({"seq": live.seq})
+
+    async def authorize(self, principal: Principal, session: str, body: Any) -> Response:
+        started = time.perf_counter()
+        live = self.find(principal, session)
+        if not isinstance(body, dict) or "event" not in body:
+            raise Problem(422, "malformed-request", 'expected {"event": EVENT, "after_seq": N}')
+        after = body.get("after_seq", 0)
+        if type(after) is not int or after < 0:
+            raise Problem(422, "malformed-request", "`after_seq` must be a non-negative integer")
+        behind = await self._reach(live, after)
+        async with live.lock:
+            (event,) = _check_batch([body["event"]], live.session.events)
+            if behind:  # the graph never reached the sequence number the client acted on
+                decision_body = self._refusal(event, live, after)
+            else:
+                live.seq = self.store.append(
+                    principal.name, session, [("authorize", orjson.dumps(event).decode())], live.seq
+                )
+                decision = live.session.authorize(event)
+                decision_body = _decision_json(decision, live.seq)
+                await self._advanced(live)
+            decision_id = "d-" + uuid.uuid4().hex
+            decision_body = {"decision_id": decision_id, **decision_body}
+            self.store.decided(
+                decision_id,
+                principal.name,
+                session,
+                decision_body["seq"],
+                decision_body["verdict"],
+                orjson.dumps(decision_body).decode(),
+            )
+        self.metrics.decided(decision_body["verdict"], time.perf_counter() - started)
+        return _json(decision_body)
+
+    async def decision(self, principal: Principal, session: str, decision_id: str) -> Response:
+        self.find(principal, session)
+        found = self.store.decision(principal.name, session, decision_id)
+        if found is None:
+            raise Problem(
+                404, "not-found", f"no decision `{_short(decision_id)}` in session `{_short(session)}`"
+            )
+        stored = orjson.loads(found)
+        stored["explanation"] = self._explain(principal, session, stored)
+        return _json(stored)
+
+    # ---------------------------------------------------------------------- private
+
+    def _explain(self, principal: Principal, session: str, stored: dict[str, Any]) -> Any:
+        """The decision's explanation, from a session replayed up to its sequence number."""
+        again = self.monitor.session(
+            session, principal.name, self.live[(principal.name, session)].session.roles
+        )
+        decision: Decision | None = None
+        for seq, how, body in self.store.events(principal.name, session):
+            if seq > stored["seq"]:
+                break
+            event = orjson.loads(body)
+            if how == "record":
+                again.record(event)
+            else:
+                decision = again.authorize(event)
+        if decision is None:
+            return None
+        explained = decision.explain()
+        return explained.to_json() if hasattr(explained, "to_json") else str(explained)
+
+    def _refusal(self, event: dict[str, Any], live: Live, after: int) -> dict[str, Any]:
+        message = (
+            f"the session's graph is at sequence number {live.seq}, behind the {after} the request "
+            f"was made after, and did not reach it within {self.wait:g} s"
+        )
+        return {
+            "verdict": "deny",
+            "allowed": False,
+            "reasons": [
+                {"rule": "<service>", "message": message, "suggestion": "send the missing events first"}
+            ],
+            "feedback": f"Authorization issues encountered:\n- Blocked: {message}",
+            "seq": live.seq,
+            "action": event["id"],
+        }
+
+    async def _reach(self, live: Live, seq: int) -> bool:
+        """Wait until the session's graph holds ``seq``; whether it did not in time."""
+        if live.seq >= seq:
+            return False
+        if live.advanced is None:
+            live.advanced = asyncio.Condition()
+        async with live.advanced:
+            try:
+                await asyncio.wait_for(live.advanced.wait_for(lambda: live.seq >= seq), self.wait)
+            except TimeoutError:
+                return True
+        return False
+
+    async def _advanced(self, live: Live) -> None:
+        if live.advanced is not None:
+            async with live.advanced:
+                live.advanced.notify_all()
+
+
+def _check_batch(batch: list[Any], known: dict[str, Any]) -> list[dict[str, Any]]:
+    """The events of a batch, each checked against the session and the batch before it; the
+    first malformed one refuses the whole batch (422 naming it)."""
+    seen = dict(known)
+    checked = []
+    for n, event in enumerate(batch):
+        try:
+            event = check_event(dict(event) if isinstance(event, dict) else event, seen)
+        except EventError as error:
+            raise Problem(422, "malformed-event", f"event {n + 1} of the batch: {error}") from None
+        seen[event["id"]] = event
+        checked.append(event)
+    return checked
+
+
+def _decision_json(decision: Decision, seq: int) -> dict[str, Any]:
+    verdict = getattr(decision, "verdict", None) or ("allow" if decision.allowed else "deny")
+    return {
+        "verdict": verdict,
+        "allowed": decision.allowed,
+        "reasons": [
+            {"rule": r.rule, "message": r.shown()[0], "suggestion": r.shown()[1]} for r in decision.reasons
+        ],
+        "feedback": decision.feedback,
+        "seq": seq,
+        "action": decision.action,
+    }
+
+
+def _session_id(value: Any) -> str:
+    if not isinstance(value, str) or not value or len(value) > ID_LIMIT or not value.isprintable():
+        raise Problem(
+            422, "malformed-request", f"`session` must be a printable id of 1-{ID_LIMIT} characters"
+        )
+    return value
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def _error(status: int, code: str, message: str) -> Response:
+    return _json({"error": {"code": code, "message": message}}, status)
+
+
+# ------------------------------------------------------------------------- the application
+
+
+def application(service: Service) -> Starlette:
+    """The ASGI application of a service."""
+
+    def authenticated(
+        handler: Callable[..., Awaitable[Response]], with_body: bool = True
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                principal = _principal(request, service.keys)
+                arguments = dict(request.path_params)
+                if with_body:
+                    arguments["body"] = await _body(request, service.max_body)
+                return await handler(principal, **arguments)
+            except Problem as problem:
+                return _error(problem.status, problem.code, problem.message)
+
+        return endpoint
+
+    async def health(request: Request) -> Response:
+        return _json({"status": "ok", "sessions": len(service.live)})
+
+    async def metrics(request: Request) -> Response:
+        try:
+            _principal(request, service.keys)
+        except Problem as problem:
+            return _error(problem.status, problem.code, problem.message)
+        return Response(service.metrics.text(), media_type="text/plain; version=0.0.4")
+
+    async def openapi(request: Request) -> Response:
+        from .openapi import document
+
+        try:
+            _principal(request, service.keys)
+        except Problem as problem:
+            return _error(problem.status, problem.code, problem.message)
+        return _json(document())
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return _error(404, "not-found", f"no route {request.method} {request.url.path}")
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return _error(405, "method-not-allowed", f"{request.method} is not allowed on {request.url.path}")
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        return _error(500, "internal-error", f"the service failed: {type(exc).__name__}")
+
+    routes = [
+        Route("/healthz", health, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/v1/sessions", authenticated(service.create), methods=["POST"]),
+        Route("/v1/sessions/{session}/events", authenticated(service.events), methods=["POST"]),
+        Route("/v1/sessions/{session}/authorize", authenticated(service.authorize), methods=["POST"]),
+        Route(
+            "/v1/sessions/{session}/decisions/{decision_id}",
+            authenticated(service.decision, with_body=False),
+            methods=["GET"],
+        ),
+    ]
+    return Starlette(
+        routes=routes, exception_handlers={404: not_found, 405: not_allowed, 500: crashed, Exception: crashed}
+    )
+
+
+def _principal(request: Request, keys: Keys) -> Principal:
+    header = request.headers.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise Problem(401, "unauthorized", "send `Authorization: Bearer KEY` with a key of KEYS.toml")
+    principal = keys.principal(key.strip())
+    if principal is None:
+        raise Problem(401, "unauthorized", "the key is not one of KEYS.toml")
+    return principal
+
+
+async def _body(request: Request, limit: int) -> Any:
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise Problem(413, "too-large", f"a request body holds at most {limit:,} bytes")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise Problem(413, "too-large", f"a request body holds at most {limit:,} bytes")
+        chunks.append(chunk)
+    try:
+        return orjson.loads(b"".join(chunks))
+    except orjson.JSONDecodeError as error:
+        raise Problem(400, "malformed-json", f"the body is not JSON: {error}") from None

@@ -1,0 +1,239 @@
+"""The OpenAPI 3.1 document of the service: every route, request and answer, served at
+``GET /openapi.json`` and the source of docs/serve.md's API reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policyc.compiler.version import __version__
+
+ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+
+EVENT = {
+    "type": "object",
+    "description": "An event of docs/events.md: a message, a tool call or a tool result.",
+    "required": ["id", "kind"],
+    "properties": {
+        "id": {"type": "string", "minLength": 1},
+        "kind": {"type": "string", "minLength": 1},
+        "text": {"type": ["string", "null"]},
+        "tool": {"type": ["string", "null"]},
+        "args": {"type": ["object", "null"]},
+        "of": {"type": ["string", "null"]},
+        "deps": {"type": ["array", "null"], "items": {"type": "string"}},
+        "agent": {"type": ["string", "null"]},
+        "labels": {"type": ["array", "null"], "items": {"type": "string"}},
+        "role": {"type": ["string", "null"]},
+    },
+    "additionalProperties": False,
+}
+
+REASON = {
+    "type": "object",
+    "required": ["rule", "message", "suggestion"],
+    "properties": {
+        "rule": {"type": "string"},
+        "message": {"type": ["string", "null"]},
+        "suggestion": {"type": ["string", "null"]},
+    },
+}
+
+DECISION = {
+    "type": "object",
+    "required": ["decision_id", "verdict", "allowed", "reasons", "feedback", "seq"],
+    "properties": {
+        "decision_id": {"type": "string"},
+        "verdict": {"enum": ["allow", "deny", "escalate"]},
+        "allowed": {"type": "boolean"},
+        "reasons": {"type": "array", "items": {"$ref": "#/components/schemas/Reason"}},
+        "feedback": {"type": "string"},
+        "seq": {"type": "integer", "minimum": 0},
+        "action": {"type": "string"},
+        "explanation": {},
+    },
+}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    meaning = {
+        400: "The body is not JSON.",
+        401: "No key, or a key that is not one of KEYS.toml.",
+        403: "The key's principal does not hold a role the request names.",
+        404: "No such session (or another principal's).",
+        409: "The principal has a session of that id.",
+        413: "The body is larger than the limit.",
+        422: "The request or one of its events is malformed; nothing was recorded.",
+    }
+    return {
+        str(status): {
+            "description": meaning[status],
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+        for status in statuses
+    }
+
+
+def _json_body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def _answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+SESSION_PARAMETER = {"name": "session", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def document() -> dict[str, Any]:
+    """The service's OpenAPI document."""
+    secured = [{"bearer": []}]
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "policyc serve", "version": __version__},
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {"Error": ERROR, "Event": EVENT, "Reason": REASON, "Decision": DECISION},
+        },
+        "paths": {
+            "/healthz": {
+                "get": {
+                    "summary": "Whether the service runs (no key needed)",
+                    "responses": {
+                        "200": _answer(
+                            "It runs.",
+                            {
+                                "type": "object",
+                                "required": ["status"],
+                                "properties": {"status": {"const": "ok"}, "sessions": {"type": "integer"}},
+                            },
+                        )
+                    },
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Counters in the Prometheus text format",
+                    "security": secured,
+                    "responses": {
+                        "200": {
+                            "description": "The counters.",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        },
+                        **_errors(401),
+                    },
+                }
+            },
+            "/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "security": secured,
+                    "responses": {"200": _answer("The document.", {"type": "object"}), **_errors(401)},
+                }
+            },
+            "/v1/sessions": {
+                "post": {
+                    "summary": "Start a session of the key's principal",
+                    "security": secured,
+                    "requestBody": _json_body(
+                        {
+                            "type": "object",
+                            "required": ["session"],
+                            "properties": {
+                                "session": {"type": "string", "minLength": 1, "maxLength": 256},
+                                "roles": {"type": "array", "items": {"type": "string"}},
+                            },
+                        }
+                    ),
+                    "responses": {
+                        "201": _answer(
+                            "The session, at sequence number 0.",
+                            {
+                                "type": "object",
+                                "required": ["session", "seq"],
+                                "properties": {"session": {"type": "string"}, "seq": {"const": 0}},
+                            },
+                        ),
+                        **_errors(400, 401, 403, 409, 413, 422),
+                    },
+                }
+            },
+            "/v1/sessions/{session}/events": {
+                "post": {
+                    "summary": "Record events; durable when this answers",
+                    "security": secured,
+                    "parameters": [SESSION_PARAMETER],
+                    "requestBody": _json_body(
+                        {
+                            "type": "object",
+                            "required": ["events"],
+                            "properties": {
+                                "events": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {"$ref": "#/components/schemas/Event"},
+                                }
+                            },
+                        }
+                    ),
+                    "responses": {
+                        "200": _answer(
+                            "The session's sequence number after the batch.",
+                            {
+                                "type": "object",
+                                "required": ["seq"],
+                                "properties": {"seq": {"type": "integer"}},
+                            },
+                        ),
+                        **_errors(400, 401, 404, 413, 422),
+                    },
+                }
+            },
+            "/v1/sessions/{session}/authorize": {
+                "post": {
+                    "summary": "Record a candidate action and decide it",
+                    "security": secured,
+                    "parameters": [SESSION_PARAMETER],
+                    "requestBody": _json_body(
+                        {
+                            "type": "object",
+                            "required": ["event"],
+                            "properties": {
+                                "event": {"$ref": "#/components/schemas/Event"},
+                                "after_seq": {"type": "integer", "minimum": 0},
+                            },
+                        }
+                    ),
+                    "responses": {
+                        "200": _answer("The decision.", {"$ref": "#/components/schemas/Decision"}),
+                        **_errors(400, 401, 404, 413, 422),
+                    },
+                }
+            },
+            "/v1/sessions/{session}/decisions/{decision_id}": {
+                "get": {
+                    "summary": "A decision with its explanation",
+                    "security": secured,
+                    "parameters": [
+                        SESSION_PARAMETER,
+                        {"name": "decision_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                    ],
+                    "responses": {
+                        "200": _answer(
+                            "The decision and its explanation.", {"$ref": "#/components/schemas/Decision"}
+                        ),
+                        **_errors(401, 404),
+                    },
+                }
+            },
+        },
+    }

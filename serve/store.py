@@ -1,0 +1,159 @@
+"""The service's only state: a SQLite database of sessions, their events and the decisions.
+
+Every session is a row (its principal, id, roles and the digest of the policy it runs); every
+event a row numbered by its sequence number within the session (``seq``, from 1), with whether
+it was recorded or authorized; every decision a row with its verdict and its JSON answer. A
+write is committed before the service answers, in WAL mode with ``synchronous=FULL``: an answer
+means the rows are on disk, whatever happens to the process afterwards (``kill -9`` included),
+and on start the sessions are rebuilt from these rows alone (:meth:`Store.replay`).
+
+>>> import tempfile, os
+>>> store = Store(os.path.join(tempfile.mkdtemp(), "monitor.db"))
+>>> store.create_session("agent", "s1", ("agent",), "sha256:p")
+True
+>>> store.create_session("agent", "s1", (), "sha256:p")
+False
+>>> store.append("agent", "s1", [("record", '{"id":"e1"}')], 0)
+1
+>>> [(s.session, s.roles) for s in store.sessions()], list(store.events("agent", "s1"))
+([('s1', ('agent',))], [(1, 'record', '{"id":"e1"}')])
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+FORMAT = "1"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    principal TEXT NOT NULL, session TEXT NOT NULL, roles TEXT NOT NULL, policy TEXT NOT NULL,
+    created REAL NOT NULL, PRIMARY KEY (principal, session)
+);
+CREATE TABLE IF NOT EXISTS events (
+    principal TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL,
+    how TEXT NOT NULL CHECK (how IN ('record', 'authorize')), body TEXT NOT NULL,
+    PRIMARY KEY (principal, session, seq)
+);
+CREATE TABLE IF NOT EXISTS decisions (
+    id TEXT PRIMARY KEY, principal TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL,
+    verdict TEXT NOT NULL, body TEXT NOT NULL, created REAL NOT NULL
+);
+"""
+
+
+class StoreError(RuntimeError):
+    """A database that is not a policyc service's, or of another format."""
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """A session as the database holds it."""
+
+    principal: str
+    session: str
+    roles: tuple[str, ...]
+    policy: str
+
+
+class Store:
+    """One connection to the database, used by one thread at a time (a lock says so)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("PRAGMA busy_timeout=5000")
+        self.db.executescript(SCHEMA)
+        found = self.db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        if found is None:
+            self.db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+        elif found[0] != FORMAT:
+            raise StoreError(f"{path}: a database of format {found[0]}, this policyc reads format {FORMAT}")
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self.db)
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
+
+    def create_session(self, principal: str, session: str, roles: Sequence[str], policy: str) -> bool:
+        """Add a session; False when the principal has one of that id already."""
+        with self.lock, self._transaction():
+            try:
+                self.db.execute(
+                    "INSERT INTO sessions VALUES (?, ?, ?, ?, ?)",
+                    (principal, session, json.dumps(list(roles)), policy, time.time()),
+                )
+            except sqlite3.IntegrityError:
+                return False
+        return True
+
+    def append(self, principal: str, session: str, rows: Sequence[tuple[str, str]], seq: int) -> int:
+        """Add events (``(how, JSON text)``) after sequence number ``seq``, the session's last;
+        the new last sequence number. All of them or none are committed."""
+        with self.lock, self._transaction():
+            self.db.executemany(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                [(principal, session, seq + n, how, body) for n, (how, body) in enumerate(rows, 1)],
+            )
+        return seq + len(rows)
+
+    def decided(self, decision: str, principal: str, session: str, seq: int, verdict: str, body: str) -> None:
+        with self.lock, self._transaction():
+            self.db.execute(
+                "INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (decision, principal, session, seq, verdict, body, time.time()),
+            )
+
+    def decision(self, principal: str, session: str, decision: str) -> str | None:
+        with self.lock:
+            found = self.db.execute(
+                "SELECT body FROM decisions WHERE id = ? AND principal = ? AND session = ?",
+                (decision, principal, session),
+            ).fetchone()
+        return None if found is None else str(found[0])
+
+    def sessions(self) -> Iterator[StoredSession]:
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT principal, session, roles, policy FROM sessions ORDER BY created, principal, session"
+            ).fetchall()
+        for principal, session, roles, policy in rows:
+            yield StoredSession(principal, session, tuple(json.loads(roles)), policy)
+
+    def events(self, principal: str, session: str) -> Iterator[tuple[int, str, str]]:
+        """A session's events in order: ``(seq, how, JSON text)``."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT seq, how, body FROM events WHERE principal = ? AND session = ? ORDER BY seq",
+                (principal, session),
+            ).fetchall()
+        yield from rows
+
+    def counts(self) -> dict[str, int]:
+        with self.lock:
+            rows = self.db.execute("SELECT verdict, count(*) FROM decisions GROUP BY verdict").fetchall()
+        return {str(verdict): int(n) for verdict, n in rows}
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` when the block raises)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        self.db.execute("ROLLBACK" if kind is not None else "COMMIT")

@@ -1,0 +1,355 @@
+"""`policyc serve` as its users run it: the installed command on 127.0.0.1, driven over HTTP.
+
+Every answer is checked against the OpenAPI document the service publishes; the crash test
+kills the server with SIGKILL in the middle of a stream of events and checks, after a restart,
+that every acknowledged event is there and that decisions are those of an in-process monitor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+
+import policyc
+
+POLICY = """
+.import events
+Influenced(e, d) :- DependsOn(e, d).
+Influenced(e, d) :- DependsOn(e, x), Influenced(x, d).
+@id("untrusted-send")
+@message("{a} sends what an untrusted result influenced")
+Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def policyc_command() -> str:
+    found = shutil.which("policyc", path=str(Path(sys.executable).parent))
+    assert found is not None
+    return found
+
+
+def new_key(principal: str, *roles: str) -> tuple[str, str]:
+    args = [policyc_command(), "serve", "keygen", "--principal", principal]
+    for role in roles:
+        args += ["--role", role]
+    done = subprocess.run(args, capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    return lines[0].split()[-1], "\n".join(lines[2:]) + "\n"
+
+
+class Server:
+    """A `policyc serve` process on a free port of 127.0.0.1."""
+
+    def __init__(self, folder: Path, *extra: str) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [
+                policyc_command(),
+                "serve",
+                str(folder / "policy.dl"),
+                "--keys",
+                str(folder / "keys.toml"),
+                "--db",
+                str(folder / "monitor.db"),
+                "--port",
+                str(self.port),
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line.startswith(f"policyc serve: listening on http://127.0.0.1:{self.port}"), line
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "policy.dl").write_text(POLICY, "utf-8")
+    return tmp_path
+
+
+@pytest.fixture
+def keys(folder: Path) -> dict[str, str]:
+    found = {}
+    tables = []
+    for principal, roles in (("agent", ("agent",)), ("other", ())):
+        key, table = new_key(principal, *roles)
+        found[principal] = key
+        tables.append(table)
+    (folder / "keys.toml").write_text("\n".join(tables), "utf-8")
+    return found
+
+
+@pytest.fixture
+def server(folder: Path, keys: dict[str, str]):
+    running = Server(folder, "--wait", "0.3")
+    yield running
+    running.stop()
+
+
+DOCUMENT: dict[str, Any] = {}
+
+
+def conforms(response: httpx.Response, route: str, method: str) -> Any:
+    """The JSON body, checked against the published document's schema for the answer."""
+    if not DOCUMENT:
+        DOCUMENT.update(policyc.serve.openapi.document() if hasattr(policyc, "serve") else _document())
+    operation = DOCUMENT["paths"][route][method]
+    answer = operation["responses"][str(response.status_code)]
+    body = response.json()
+    schema = dict(answer["content"]["application/json"]["schema"], components=DOCUMENT["components"])
+    jsonschema.validate(body, schema)
+    return body
+
+
+def _document() -> dict[str, Any]:
+    from policyc.serve.openapi import document
+
+    return document()
+
+
+def client(server: Server, key: str | None) -> httpx.Client:
+    headers = {} if key is None else {"authorization": f"Bearer {key}"}
+    return httpx.Client(base_url=server.url, headers=headers, timeout=10)
+
+
+def event(identifier: str, kind: str = "tool_result", **fields: Any) -> dict[str, Any]:
+    return {"id": identifier, "kind": kind, **fields}
+
+
+def test_every_request_but_health_needs_a_known_key(server: Server, keys: dict[str, str]) -> None:
+    with client(server, None) as anonymous:
+        assert anonymous.get("/healthz").json()["status"] == "ok"
+        for method, route in (("post", "/v1/sessions"), ("get", "/metrics"), ("get", "/openapi.json")):
+            answer = anonymous.request(method.upper(), route, json={"session": "s"})
+            assert answer.status_code == 401
+            assert conforms(answer, route, method)["error"]["code"] == "unauthorized"
+    with client(server, "pck_not-a-key") as stranger:
+        answer = stranger.post("/v1/sessions", json={"session": "s"})
+        assert answer.status_code == 401 and answer.json()["error"]["code"] == "unauthorized"
+
+
+def test_a_principal_sees_its_own_sessions_only(server: Server, keys: dict[str, str]) -> None:
+    with client(server, keys["agent"]) as agent, client(server, keys["other"]) as other:
+        created = agent.post("/v1/sessions", json={"session": "s1"})
+        assert created.status_code == 201
+        assert conforms(created, "/v1/sessions", "post") == {"session": "s1", "seq": 0}
+        again = agent.post("/v1/sessions", json={"session": "s1"})
+        assert (
+            again.status_code == 409
+            and conforms(again, "/v1/sessions", "post")["error"]["code"] == "session-exists"
+        )
+        foreign = other.post("/v1/sessions/s1/events", json={"events": [event("e1")]})
+        missing = other.post("/v1/sessions/nope/events", json={"events": [event("e1")]})
+        assert foreign.status_code == missing.status_code == 404
+        assert foreign.json()["error"]["code"] == missing.json()["error"]["code"] == "not-found"
+        assert other.post("/v1/sessions", json={"session": "s1"}).status_code == 201, "ids are per principal"
+        role = other.post("/v1/sessions", json={"session": "s2", "roles": ["agent"]})
+        assert role.status_code == 403 and role.json()["error"]["code"] == "role-not-held"
+
+
+def test_a_batch_with_a_malformed_event_records_nothing(server: Server, keys: dict[str, str]) -> None:
+    route = "/v1/sessions/{session}/events"
+    with client(server, keys["agent"]) as agent:
+        agent.post("/v1/sessions", json={"session": "s1"})
+        bad = agent.post(
+            "/v1/sessions/s1/events", json={"events": [event("e1"), event("e2", deps=["nowhere"])]}
+        )
+        assert bad.status_code == 422
+        error = conforms(bad, route, "post")["error"]
+        assert (
+            error["code"] == "malformed-event"
+            and "event 2" in error["message"]
+            and "nowhere" in error["message"]
+        )
+        good = agent.post("/v1/sessions/s1/events", json={"events": [event("e1"), event("e2", deps=["e1"])]})
+        assert good.status_code == 200 and conforms(good, route, "post") == {"seq": 2}, (
+            "e1 was not recorded before"
+        )
+        assert agent.post("/v1/sessions/s1/events", content=b"{not json").status_code == 400
+        big = agent.post(
+            "/v1/sessions/s1/events", content=b" " * (2 << 20), headers={"content-type": "application/json"}
+        )
+        assert big.status_code == 413 and big.json()["error"]["code"] == "too-large"
+
+
+def test_decisions_are_those_of_the_policy_and_explained(server: Server, keys: dict[str, str]) -> None:
+    route = "/v1/sessions/{session}/authorize"
+    with client(server, keys["agent"]) as agent:
+        agent.post("/v1/sessions", json={"session": "s1"})
+        agent.post(
+            "/v1/sessions/s1/events",
+            json={
+                "events": [
+                    event("r1", tool="fetch", text="page", labels=["untrusted"], deps=[]),
+                    event("r2", tool="read", deps=[]),
+                ]
+            },
+        )
+        allowed = conforms(
+            agent.post(
+                "/v1/sessions/s1/authorize",
+                json={"event": event("a1", "tool_call", tool="send_email", deps=["r2"])},
+            ),
+            route,
+            "post",
+        )
+        assert allowed["verdict"] == "allow" and allowed["allowed"] is True and allowed["seq"] == 3
+        denied = conforms(
+            agent.post(
+                "/v1/sessions/s1/authorize",
+                json={"event": event("a2", "tool_call", tool="send_email", deps=["r1"]), "after_seq": 3},
+            ),
+            route,
+            "post",
+        )
+        assert denied["verdict"] == "deny" and denied["allowed"] is False
+        assert [r["rule"] for r in denied["reasons"]] == ["untrusted-send"]
+        assert '"a2" sends what an untrusted result influenced' in denied["feedback"]
+        shown = agent.get(f"/v1/sessions/s1/decisions/{denied['decision_id']}")
+        assert shown.status_code == 200
+        body = conforms(shown, "/v1/sessions/{session}/decisions/{decision_id}", "get")
+        assert body["decision_id"] == denied["decision_id"] and "untrusted" in json.dumps(body["explanation"])
+        metrics = agent.get("/metrics").text
+        assert 'policyc_decisions_total{verdict="deny"} 1.0' in metrics
+        assert 'policyc_decisions_total{verdict="allow"} 1.0' in metrics
+
+
+def test_an_authorization_ahead_of_the_graph_waits_then_denies(server: Server, keys: dict[str, str]) -> None:
+    with client(server, keys["agent"]) as agent:
+        agent.post("/v1/sessions", json={"session": "s1"})
+        started = time.monotonic()
+        answer = agent.post(
+            "/v1/sessions/s1/authorize", json={"event": event("a1", "tool_call", tool="read"), "after_seq": 5}
+        )
+        body = conforms(answer, "/v1/sessions/{session}/authorize", "post")
+        assert time.monotonic() - started >= 0.3
+        assert body["verdict"] == "deny" and "behind the 5" in body["reasons"][0]["message"]
+        assert body["seq"] == 0, "the candidate was not recorded"
+
+
+def test_a_killed_server_loses_no_acknowledged_event(folder: Path, keys: dict[str, str]) -> None:
+    """SIGKILL while a client streams events and authorizations from another thread: after a
+    restart every acknowledged event is there, and the decisions are an in-process monitor's."""
+    # two chains of results: one from an untrusted page (even), one from a file (odd)
+    events = [event("r0", tool="fetch", labels=["untrusted"], deps=[]), event("r1", tool="read", deps=[])] + [
+        event(f"e{i}", tool="read", deps=[f"e{i - 2}" if i > 1 else f"r{i}"]) for i in range(200)
+    ]
+    calls = {
+        n: event(f"a{n}", "tool_call", tool="send_email", deps=[events[n]["id"]]) for n in range(5, 202, 5)
+    }
+    acknowledged: list[int] = []
+    decisions: dict[str, bool] = {}
+    first = Server(folder)
+
+    def stream() -> None:
+        with client(first, keys["agent"]) as agent:
+            agent.post("/v1/sessions", json={"session": "s1"})
+            try:
+                for n, one in enumerate(events):
+                    assert agent.post("/v1/sessions/s1/events", json={"events": [one]}).status_code == 200
+                    acknowledged.append(n)
+                    if n in calls:
+                        answer = agent.post("/v1/sessions/s1/authorize", json={"event": calls[n]})
+                        decisions[calls[n]["id"]] = answer.json()["allowed"]
+            except httpx.TransportError:
+                return  # the server is gone: what was not answered was not acknowledged
+
+    import threading
+
+    streaming = threading.Thread(target=stream)
+    streaming.start()
+    deadline = time.monotonic() + 60
+    while len(acknowledged) < 60 and time.monotonic() < deadline and streaming.is_alive():
+        time.sleep(0.001)
+    first.kill()
+    streaming.join(timeout=30)
+    assert 60 <= len(acknowledged) < len(events), "killed in the middle of the stream"
+    second = Server(folder)
+    present = []
+    try:
+        with client(second, keys["agent"]) as agent:
+            for n, one in enumerate(events):
+                answer = agent.post("/v1/sessions/s1/events", json={"events": [one]})
+                if answer.status_code == 422:
+                    assert "already" in answer.json()["error"]["message"]
+                    present.append(n)
+                else:
+                    assert answer.status_code == 200, answer.text
+            final = agent.post(
+                "/v1/sessions/s1/authorize",
+                json={"event": event("last", "tool_call", tool="send_email", deps=["e198"])},
+            ).json()
+    finally:
+        second.stop()
+    assert set(acknowledged) <= set(present), "every acknowledged event is in the restarted service"
+    assert present == list(range(len(present))), "the events it holds are a prefix of the stream"
+    # an in-process monitor on the same events decides the same
+    session = policyc.Monitor(policyc.load(POLICY)).session("s1", "agent", ("agent",))
+    expected = {}
+    for n, one in enumerate(events[: len(present)]):
+        session.record(one)
+        if n in calls and calls[n]["id"] in decisions:
+            expected[calls[n]["id"]] = session.authorize(calls[n]).allowed
+    assert decisions == expected
+    assert set(expected.values()) == {True, False}, "both verdicts are among the decisions compared"
+    for one in events[len(present) :]:
+        session.record(one)
+    assert (
+        final["allowed"]
+        is session.authorize(event("last", "tool_call", tool="send_email", deps=["e198"])).allowed
+    )
+    assert final["verdict"] == "deny"
+
+
+def test_bad_keys_files_are_refused_before_it_listens(folder: Path) -> None:
+    (folder / "keys.toml").write_text('[principals.a]\nroles = ["x"]\nkeys = ["not-a-hash"]\n', "utf-8")
+    done = subprocess.run(
+        [
+            policyc_command(),
+            "serve",
+            str(folder / "policy.dl"),
+            "--keys",
+            str(folder / "keys.toml"),
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
+    assert done.returncode == 2
+    assert "keys.toml: [principals.a]: `not-a-hash` is not a SHA-256" in done.stderr
+    assert "Traceback" not in done.stderr
