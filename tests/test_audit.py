@@ -312,3 +312,58 @@ def test_policyc_audit_verify_and_show(tmp_path, keys) -> None:
     assert as_json.status == 0
     assert {r["session"] for r in json.loads(as_json.stdout)} == {"s0", "s1"}
     assert "hunter2-secret" not in as_json.stdout
+
+
+# ------------------------------------------------------------------------------ end to end
+
+ROLLOUT = """
+.import events
+@id("needs-approval") @message("{a} pays money")
+Escalate(a) :- ToolCall(a, "pay").
+@id("new-no-read") @mode("shadow") @message("{a} reads a file")
+Deny(a) :- ToolCall(a, "read").
+"""
+
+
+def test_an_approved_call_and_a_would_deny_run_and_their_log_verifies(tmp_path, keys) -> None:
+    import io
+
+    from policyc.runtime.approvers import ConsoleApprover
+
+    private, public, _ = keys
+    path = tmp_path / "audit.jsonl"
+    asked = io.StringIO()
+    approver = ConsoleApprover(input=io.StringIO("y\n"), output=asked, interactive=True)
+    ran: list[str] = []
+
+    @policyc.guard
+    def pay(amount: int) -> str:
+        ran.append(f"pay {amount}")
+        return "paid"
+
+    @policyc.guard
+    def read(name: str) -> str:
+        ran.append(f"read {name}")
+        return "text"
+
+    with AuditLog(path, key=private, checkpoint_every=4) as log:
+        monitor = policyc.Monitor(policyc.load(source=ROLLOUT), approver=approver, audit=log)
+        with policyc.use_session(monitor.session("s")):
+            assert pay(5) == "paid"  # escalated, approved on the console, run
+            assert read("notes.txt") == "text"  # a would-deny of the rule in shadow mode: run
+    assert ran == ["pay 5", "read notes.txt"]
+    assert "Approve this call?" in asked.getvalue()
+    assert verify(path, public).ok
+    records = read_records(path)
+    decisions = [r for r in records if r["type"] == "decision"]
+    assert [(r["verdict"], r["allowed"]) for r in decisions] == [("escalate", False), ("allow", True), ("allow", True)]
+    assert decisions[1]["approval"]["rules"] == ["needs-approval"]
+    assert [r["rule"] for r in decisions[2]["would_deny"]] == ["new-no-read"]
+    assert any(r["type"] == "event" and r["event"].get("kind") == "approval" for r in records)
+    # any edit of any record is found
+    lines = lines_of(path.read_bytes())
+    for i in range(len(lines)):
+        changed = lines[:]
+        changed[i] = changed[i].replace(b'"', b"'", 1)
+        assert not verify_bytes(joined(changed)).ok, i
+        assert not verify_bytes(joined(lines[:i] + lines[i + 1 :])).ok, i
