@@ -356,7 +356,11 @@ def test_an_approved_call_and_a_would_deny_run_and_their_log_verifies(tmp_path, 
     assert verify(path, public).ok
     records = read_records(path)
     decisions = [r for r in records if r["type"] == "decision"]
-    assert [(r["verdict"], r["allowed"]) for r in decisions] == [("escalate", False), ("allow", True), ("allow", True)]
+    assert [(r["verdict"], r["allowed"]) for r in decisions] == [
+        ("escalate", False),
+        ("allow", True),
+        ("allow", True),
+    ]
     assert decisions[1]["approval"]["rules"] == ["needs-approval"]
     assert [r["rule"] for r in decisions[2]["would_deny"]] == ["new-no-read"]
     assert any(r["type"] == "event" and r["event"].get("kind") == "approval" for r in records)
