@@ -270,8 +270,8 @@ class Session:
     def add_facts(self, facts: FactsInput) -> None:
         """Add domain facts (rows per input relation), checked like evaluation facts. Malformed
         facts poison the session."""
-        if self.watched is not None:
-            self.watched.given(facts)
+        if self.watched is not None:  # rows read once (a generator) are read here, once
+            facts = self.watched.given(facts)
         try:
             # the checks generated per relation take the common case; the general check the rest
             checked = self.prepared.fact_checks(facts)

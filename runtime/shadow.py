@@ -202,9 +202,18 @@ class Watched:
                 logged = f"<unreadable event: {type(error).__name__}>"
             self.write({"type": "event", "session": self.session.id, "event": logged}, "recording an event")
 
-    def given(self, facts: Any) -> None:
+    def given(self, facts: Any) -> Any:
         """Facts given to the session: to the shadow session (those of relations it has) and
-        the log."""
+        the log. The facts the session is to take: rows that are not a collection (a
+        generator) are read into a list, so that each reader sees them all."""
+        if isinstance(facts, Mapping):
+            try:
+                facts = {
+                    name: rows if isinstance(rows, list | tuple | set | frozenset) else list(rows)
+                    for name, rows in facts.items()
+                }
+            except Exception:  # the session's check says what is wrong with them
+                pass
         if self.shadow is not None:
             try:
                 known = self.shadow.index
@@ -221,6 +230,7 @@ class Watched:
             except Exception as error:
                 logged = f"<unreadable facts: {type(error).__name__}>"
             self.write({"type": "facts", "session": self.session.id, "facts": logged}, "adding facts")
+        return facts
 
     def decided(self, decision: Decision) -> Decision:
         """The final decision, with what the rules in shadow mode and the shadow policy would

@@ -97,6 +97,74 @@ def test_a_shadow_policy_never_changes_the_enforced_decisions(drawn) -> None:
         )
 
 
+BASE = TOXIC + 'Reviewed(e) :- Label(e, "reviewed").\n' + ".decl Flagged(e: symbol)\n.input Flagged\n"
+RULES = [
+    'Deny(a) :- ToolCall(a, "send"), Tainted(a).',
+    'Deny(a) :- ToolCall(a, "read"), Label(a, "external").',
+    "Deny(a) :- Action(a), HasSecret(a), !Reviewed(a).",
+    'Allow(a) :- Action(a), Label(a, "ok").',
+    "Allow(a) :- ToolCall(a, _), !Tainted(a).",
+    "Deny(a) :- ToolCall(a, _), n = count : { DependsOn(a, _) }, n > 3.",
+    'Escalate(a) :- ToolCall(a, "send"), Label(a, "sensitive").',
+    "Deny(a) :- ToolResult(r, a, _), Tainted(r), Action(a).",
+    "Deny(a) :- Action(a), Flagged(a).",
+    "Escalate(a) :- Action(a), DependsOn(a, d), Flagged(d).",
+]
+
+
+@st.composite
+def random_policies(draw) -> str:
+    chosen = draw(st.lists(st.integers(0, len(RULES) - 1), min_size=1, max_size=5, unique=True))
+    lines = [f'@id("r{i}") @message("{{a}} by r{i}")\n{RULES[i]}' for i in sorted(chosen)]
+    default = ".default deny\n" if draw(st.booleans()) else ""
+    return BASE + default + "\n".join(lines) + "\n"
+
+
+@st.composite
+def random_sessions(draw):
+    _, events = draw(streams())
+    flagged = draw(st.lists(st.sampled_from([e["id"] for e in events]), max_size=3))
+    return draw(random_policies()), draw(random_policies()), events, flagged
+
+
+def run_with_facts(monitor, events, flagged) -> list:
+    s = monitor.session("s")
+    found = []
+    for event in events:
+        if event["kind"] == "tool_call":
+            found.append(s.authorize(event))
+        else:
+            s.record(event)
+        if event["id"] in flagged:  # rows given as a generator: read once
+            s.add_facts({"Flagged": ((e,) for e in [event["id"]])})
+    return found
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(random_sessions())
+def test_random_shadow_policies_never_change_the_enforced_decisions(drawn) -> None:
+    enforced_source, shadow_source, events, flagged = drawn
+    enforced, shadow = policyc.load(source=enforced_source), policyc.load(source=shadow_source)
+    alone = run_with_facts(policyc.Monitor(enforced), events, flagged)
+    shadow_alone = run_with_facts(policyc.Monitor(shadow), events, flagged)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "audit.jsonl"
+        with AuditLog(path, checkpoint_every=5) as log:
+            beside = run_with_facts(policyc.Monitor(enforced, shadow=shadow, audit=log), events, flagged)
+        assert verify(path).ok
+        logged = [r for r in read_records(path) if r["type"] == "decision"]
+    assert [verdict(d) for d in beside] == [verdict(d) for d in alone]
+    assert [(d.shadow.verdict, d.shadow.allowed, d.shadow.errored) for d in beside] == [
+        (d.verdict, d.allowed, d.errored) for d in shadow_alone
+    ]
+    assert [[(r.rule, r.message) for r in d.shadow.reasons] for d in beside] == [
+        [(r.rule, r.message) for r in d.reasons] for d in shadow_alone
+    ]
+    assert [(r["verdict"], r["shadow"]["verdict"]) for r in logged] == [
+        (a.verdict, b.verdict) for a, b in zip(alone, shadow_alone, strict=True)
+    ]
+
+
 def boom(x: str) -> bool:
     raise RuntimeError("the shadow functor fails")
 
