@@ -105,7 +105,10 @@ class Monitor:
         """``approver`` answers escalated calls (a callable taking an
         :class:`~.approvals.EscalationRequest`, sync or async, true for yes), within
         ``approval_timeout`` seconds (None: no limit); an approval stays valid for
-        ``approval_ttl`` seconds of ``approval_clock`` (monotonic). ``options`` go to the
+        ``approval_ttl`` seconds of ``approval_clock`` (monotonic). ``shadow`` (a policy or a
+        monitor) decides every call too, without being enforced; ``mode="shadow"`` enforces
+        nothing and says so; ``audit`` (an :class:`~.audit.AuditLog` or a path) logs every
+        event and decision (:mod:`.shadow`, docs/verdicts.md). ``options`` go to the
         extensions of the policy that claim them (``thresholds=`` and ``detector=`` of risk
         budgets, ``forecast=`` of forecasts); one that none claims is a ``TypeError`` naming it."""
         self.policy = policy
