@@ -145,6 +145,7 @@ class AuditLog:
         self._seq = 0
         self._prev = GENESIS
         self._since = 0  # records since the last checkpoint
+        self._mode: str | None = None  # the mode the last header named (checkpoints say it too)
         self._lock = threading.Lock()
         self.closed = False
 
@@ -198,6 +199,8 @@ class AuditLog:
         it cannot be written)."""
         with self._lock:
             self._open()
+            if record.get("type") == "header":
+                self._mode = record.get("mode")
             self._write(dict(record))
             if self._since >= self.checkpoint_every:
                 self._checkpoint(final=False)
@@ -225,6 +228,8 @@ class AuditLog:
 
     def _checkpoint(self, final: bool) -> None:
         record: dict[str, Any] = {"type": "checkpoint", "final": final, "records": self._seq}
+        if self._mode is not None:
+            record["mode"] = self._mode
         self._write(record, seal=True)
 
     def _write(self, record: dict[str, Any], seal: bool = False) -> None:
