@@ -1,5 +1,6 @@
 """The reference monitor as an HTTP service (``policyc serve``, docs/serve.md): keys, the SQLite
-store of sessions and decisions, the Starlette application and its OpenAPI document."""
+store of sessions and decisions, the Starlette application and its OpenAPI document, and the
+Python client (:func:`connect`: a remote monitor with the in-process session API)."""
 
 from policyc.compiler.exports import exports
 
@@ -16,5 +17,9 @@ __all__, __getattr__ = exports(
         "Store": ".store",
         "StoreError": ".store",
         "Settings": ".server",
+        "connect": ".client",
+        "RemoteMonitor": ".client",
+        "RemoteSession": ".client",
+        "RemoteDecision": ".client",
     },
 )

@@ -280,10 +280,10 @@ def _decision_json(decision: Decision, seq: int) -> dict[str, Any]:
 
 
 def _session_id(value: Any) -> str:
-    if not isinstance(value, str) or not value or len(value) > ID_LIMIT or not value.isprintable():
-        raise Problem(
-            422, "malformed-request", f"`session` must be a printable id of 1-{ID_LIMIT} characters"
-        )
+    """A session id: any text of 1 to :data:`ID_LIMIT` characters (it is only ever a key, and
+    shown JSON-encoded)."""
+    if not isinstance(value, str) or not value or len(value) > ID_LIMIT:
+        raise Problem(422, "malformed-request", f"`session` must be a string of 1-{ID_LIMIT} characters")
     return value
 
 
@@ -343,7 +343,11 @@ def application(service: Service) -> Starlette:
         return _error(404, "not-found", f"no route {request.method} {request.url.path}")
 
     async def not_allowed(request: Request, exc: Exception) -> Response:
-        return _error(405, "method-not-allowed", f"{request.method} is not allowed on {request.url.path}")
+        answer = _error(405, "method-not-allowed", f"{request.method} is not allowed on {request.url.path}")
+        allow = (getattr(exc, "headers", None) or {}).get("Allow")
+        if allow:  # the methods the route has (RFC 9110 asks for them)
+            answer.headers["Allow"] = allow
+        return answer
 
     async def crashed(request: Request, exc: Exception) -> Response:
         return _error(500, "internal-error", f"the service failed: {type(exc).__name__}")

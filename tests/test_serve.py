@@ -353,3 +353,45 @@ def test_bad_keys_files_are_refused_before_it_listens(folder: Path) -> None:
     assert done.returncode == 2
     assert "keys.toml: [principals.a]: `not-a-hash` is not a SHA-256" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+CLIENT = r"""
+import json, sys, httpx
+url, key, session, prefix, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+out = {}
+with httpx.Client(base_url=url, headers={"authorization": f"Bearer {key}"}, timeout=30) as c:
+    if c.post("/v1/sessions", json={"session": session}).status_code not in (201, 409):
+        sys.exit(3)
+    for i in range(n):
+        label = ["untrusted"] if i % 3 == 0 else []
+        r = c.post(f"/v1/sessions/{session}/events", json={"events": [
+            {"id": f"{prefix}r{i}", "kind": "tool_result", "tool": "fetch", "labels": label, "deps": []}]})
+        assert r.status_code == 200, r.text
+        d = c.post(f"/v1/sessions/{session}/authorize", json={"event": {
+            "id": f"{prefix}a{i}", "kind": "tool_call", "tool": "send_email", "deps": [f"{prefix}r{i}"]}}).json()
+        out[f"{prefix}a{i}"] = d["allowed"]
+print(json.dumps(out))
+"""
+
+
+def test_client_processes_on_the_same_and_on_other_sessions(server: Server, keys: dict[str, str]) -> None:
+    """Four client processes at once: two on one session (independent chains of events), two on
+    sessions of their own; every decision is the policy's on the events it depends on."""
+    runs = [("shared", "p"), ("shared", "q"), ("own1", "x"), ("own2", "y")]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLIENT, server.url, keys["agent"], session, prefix, "25"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for session, prefix in runs
+    ]
+    decided: dict[str, bool] = {}
+    for process in processes:
+        out, _ = process.communicate(timeout=120)
+        assert process.returncode == 0
+        decided.update(json.loads(out))
+    assert len(decided) == 100
+    for name, allowed in decided.items():
+        i = int(name.split("a")[1])
+        assert allowed is (i % 3 != 0), name  # denied exactly when its result is untrusted
