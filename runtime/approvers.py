@@ -122,7 +122,7 @@ def settle(session: Any, decision: Decision) -> Decision:
 
 async def settle_async(session: Any, decision: Decision) -> Decision:
     """:func:`settle` for async code: an async approver is awaited in the running loop, a sync
-    one runs in a thread; either has at most ``approval_timeout`` seconds."""
+    one runs in a thread of its own; either has at most ``approval_timeout`` seconds."""
     if not decision.escalated or decision.escalation is None:
         return decision
     monitor = session.monitor
@@ -135,8 +135,7 @@ async def settle_async(session: Any, decision: Decision) -> Decision:
     async def ask() -> Any:
         if _is_async(approver):
             return await approver(request)
-        answer = await asyncio.to_thread(approver, request)
-        return await answer if inspect.isawaitable(answer) else answer
+        return await _in_thread(approver, request)
 
     try:
         answer = await asyncio.wait_for(ask(), timeout)
@@ -145,6 +144,38 @@ async def settle_async(session: Any, decision: Decision) -> Decision:
     except Exception as error:
         return _failed(decision, error)
     return _answered(session, decision, answer, request)
+
+
+def _in_thread(approver: Callable[[EscalationRequest], Any], request: EscalationRequest) -> asyncio.Future:
+    """The approver's answer, from a daemon thread of its own (not the loop's executor, which
+    would keep a loop that closes waiting for an approver that never answers)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def settled(answer: Any, error: BaseException | None) -> None:
+        if future.done():  # given up on (timed out)
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(answer)
+
+    def ask() -> None:
+        try:
+            answer = approver(request)
+            if inspect.isawaitable(answer):
+                answer = asyncio.run(_awaited(answer))
+        except BaseException as error:
+            answer, failed = None, error
+        else:
+            failed = None
+        try:
+            loop.call_soon_threadsafe(settled, answer, failed)
+        except RuntimeError:  # the loop is closed: nobody waits for the answer any more
+            pass
+
+    threading.Thread(target=ask, name="policyc-approver", daemon=True).start()
+    return future
 
 
 def _is_async(approver: Any) -> bool:

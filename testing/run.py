@@ -162,7 +162,7 @@ def _session(policy: Any, case: Case, facts: Any) -> tuple[dict[Any, Any], Any]:
 
     record = {"principal": case.principal, "roles": case.roles, "facts": facts, "events": case.events or []}
     decisions: dict[Any, Any] = {}
-    played = steps(Monitor(policy), record, case.name)
+    played = steps(Monitor(policy), record, case.session or case.name)
     session, _, _ = next(played)  # as it starts
     for _, event, decision in played:
         if decision is not None:

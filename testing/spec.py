@@ -77,6 +77,7 @@ class Case:
     principal: str | None = None  # a session's, from its trace
     roles: tuple[str, ...] = ()
     escalate: tuple[Any, ...] = ()  # actions that must be escalated
+    session: str | None = None  # the session's id, from its trace (its approvals name it)
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,7 @@ def _case(path: Path, item: Cursor, i: int, line: int) -> Case:
     events = item.child("events").value
     facts_at = item.child("facts")
     facts = facts_at.value
-    principal, roles = None, ()
+    principal, roles, session = None, (), None
     if item.has("trace"):
         if events is not None:
             raise item["trace"].fail(f"{where} has both `events` and `trace`")
@@ -227,6 +228,7 @@ def _case(path: Path, item: Cursor, i: int, line: int) -> Case:
             facts = record["facts"]
         principal = record.get("principal")
         roles = tuple(record.get("roles") or ())
+        session = record.get("session")
     elif item.has("session"):
         raise item["session"].fail(f"{where}: `session` picks a session of a `trace`")
     if events is not None and (not isinstance(events, list) or not all(isinstance(e, dict) for e in events)):
@@ -290,6 +292,7 @@ def _case(path: Path, item: Cursor, i: int, line: int) -> Case:
         principal if isinstance(principal, str) else None,
         tuple(str(r) for r in roles),
         escalate,
+        None if session is None else str(session),
     )
 
 
