@@ -29,6 +29,7 @@ __all__ = [
     "__version__",
     "check",
     "check_source",
+    "connect",
     "functor",
     "guard",
     "instrument_httpx",
@@ -96,5 +97,6 @@ __getattr__ = exports(
         "instrument_httpx": ".runtime.instrument",
         "instrument_requests": ".runtime.instrument",
         "tool_messages": ".runtime.instrument",
+        "connect": ".serve.client",
     },
 )[1]  # the monitor API, imported on first use

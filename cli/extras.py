@@ -19,7 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "translate": ("openai",),
     "plots": ("matplotlib",),
     "lsp": ("pygls", "lsprotocol"),
-    "serve": ("uvicorn", "starlette", "orjson", "prometheus_client"),
+    "serve": ("uvicorn", "starlette", "orjson", "prometheus_client", "httpx"),
 }
 
 

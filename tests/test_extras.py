@@ -38,7 +38,7 @@ def test_the_base_install_holds_the_compiler_analyzer_and_runtime_only() -> None
     assert _names(extras["translate"]) == {"openai"}
     assert _names(extras["plots"]) == {"matplotlib"}
     assert _names(extras["lsp"]) == {"pygls"}
-    assert _names(extras["serve"]) == {"uvicorn", "starlette", "orjson", "prometheus-client"}
+    assert _names(extras["serve"]) == {"uvicorn", "starlette", "orjson", "prometheus-client", "httpx"}
     assert set(EXTRAS) == {"translate", "plots", "lsp", "serve"}
     assert extras["all"] == ["policyc[translate,plots,lsp,serve]"]
     assert any(r.startswith("policyc[all") for r in extras["test"])

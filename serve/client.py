@@ -1,0 +1,426 @@
+"""A remote monitor: the sessions of a ``policyc serve`` service with the in-process API.
+
+:func:`connect` gives a :class:`RemoteMonitor`; its :meth:`~RemoteMonitor.session` creates a
+session at the service and returns a :class:`RemoteSession`, which answers what runtime code
+asks of a :class:`~policyc.runtime.session.Session`: ``record``, ``add_facts``, ``authorize``,
+``decide``, ``id``, and the events it recorded (``events``, ``order``), so that
+``policyc.guard``, ``policyc.instrument_httpx`` and ``policyc.tool_messages`` run under
+``policyc.use_session(remote)`` unchanged. Decisions are
+:class:`~policyc.runtime.verdict.Decision` objects (:class:`RemoteDecision`, whose
+``explain()`` asks the service).
+
+The client fails closed. A transport error, a timeout, a 5xx, any status the route does not
+answer with, or an answer that does not parse or lacks a field is never an allow: it is an
+errored denial whose reason names what happened (``service unreachable: ...``, ``service
+answered 503 ...``) and whose feedback, as for any errored decision, gives a short code only
+(:data:`CODES`). An event the service did not acknowledge poisons the session object, as a
+malformed event poisons an in-process session: from then on every decision is a denial saying
+why, and nothing more is sent. The service has no route for given facts, so ``add_facts``
+poisons the session too (``facts-not-supported``).
+
+The client's own requests to the service are marked decided for the HTTP instrumentation
+(:data:`policyc.runtime.http_hooks.decided`), so ``instrument_httpx`` never asks the monitor
+about the monitor's own traffic.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from policyc.runtime.verdict import ERROR_RULE, ERROR_SUGGESTION, VERDICTS, Decision, Reason
+from policyc.stdlib.events import EventError, check_event
+
+if TYPE_CHECKING:
+    import httpx
+
+TIMEOUT = 10.0  # seconds a request to the service may take
+# the code an errored decision's feedback shows, by what went wrong
+CODES = {
+    "unreachable": "service-unreachable",  # no connection, a timeout, a broken transfer
+    "failed": "service-failed",  # a 5xx
+    "refused": "service-refused",  # a 4xx the route should not give (a wrong key: 401)
+    "garbled": "service-answer-malformed",  # an answer that does not parse or lacks a field
+    "exists": "session-exists",  # the session id is taken and attach=False
+    "facts": "facts-not-supported",  # add_facts: the service has no route for given facts
+    "event": "malformed-event",  # the event is malformed (here or at the service)
+}
+_CODE = re.compile(r"\(([\w,-]+)\)$")  # the code at the end of an errored reason as the service shows it
+
+
+def connect(
+    url: str, key: str, *, timeout: float = TIMEOUT, session_roles: Iterable[str] | None = None
+) -> RemoteMonitor:
+    """The monitor a ``policyc serve`` service at ``url`` runs, for the principal of ``key``.
+
+    ``timeout`` bounds each request (seconds); ``session_roles`` are the roles sessions take
+    when :meth:`RemoteMonitor.session` names none (default: every role of the key's
+    principal). Nothing is sent until a session is made."""
+    return RemoteMonitor(url, key, timeout=timeout, session_roles=session_roles)
+
+
+class RemoteMonitor:
+    """The sessions of one service for one key, over one HTTP connection pool (``close()``, or
+    a ``with`` block, ends it)."""
+
+    approver = None  # escalated calls are approved at the service (its approvals endpoints)
+    approval_timeout = None
+
+    def __init__(
+        self, url: str, key: str, *, timeout: float = TIMEOUT, session_roles: Iterable[str] | None = None
+    ) -> None:
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.session_roles = None if session_roles is None else list(session_roles)
+        self.http = httpx.Client(
+            base_url=self.url,
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {key}"},
+            follow_redirects=False,
+        )
+
+    def session(
+        self, session_id: str, roles: Iterable[str] | None = None, *, attach: bool = False
+    ) -> RemoteSession:
+        """A new session ``session_id`` at the service (``POST /v1/sessions``), with ``roles``
+        (default: the monitor's ``session_roles``, else the key's). With ``attach=True``, a
+        session of this id the key's principal made before is continued instead (its earlier
+        events stay at the service; this object knows only those it records). A session the
+        service did not make (unreachable, a wrong key, an id taken without ``attach``) is
+        returned poisoned: every decision denies, saying why."""
+        session = RemoteSession(self, session_id)
+        chosen = self.session_roles if roles is None else list(roles)
+        body: dict[str, Any] = {"session": session_id}
+        if chosen is not None:
+            body["roles"] = chosen
+        answer = self.request("POST", "/v1/sessions", body)
+        if isinstance(answer, Reason):
+            session.poison(answer)
+        elif answer.status_code == 409 and attach:
+            pass  # continued: the service keeps its events and sequence number
+        elif answer.status_code == 409:
+            session.poison(
+                failure(
+                    "exists",
+                    f"the service holds a session `{session_id}` already (pass attach=True to continue it)",
+                )
+            )
+        elif answer.status_code != 201:
+            session.poison(unexpected(answer))
+        else:
+            body_seq = _json(answer)
+            seq = body_seq.get("seq") if isinstance(body_seq, dict) else None
+            if type(seq) is not int or seq < 0:
+                session.poison(garbled(answer, "no sequence number `seq`"))
+            else:
+                session.seq = seq
+        return session
+
+    def request(self, method: str, path: str, body: Any = None) -> httpx.Response | Reason:
+        """The service's answer, or the reason it gave none (a transport error, a timeout)."""
+        import httpx
+
+        from policyc.runtime.http_hooks import decided
+
+        try:
+            content = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError, RecursionError) as error:
+            return failure("event", f"the request cannot be sent as JSON: {type(error).__name__}: {error}")
+        headers = {"Content-Type": "application/json"} if content is not None else {}
+        try:
+            request = self.http.build_request(method, path, content=content, headers=headers)
+            token = decided.set(request)  # the monitor's own traffic is not an action of the agent
+            try:
+                return self.http.send(request)
+            finally:
+                decided.reset(token)
+        except httpx.TimeoutException as error:
+            return failure(
+                "unreachable",
+                f"service unreachable: no answer within {self.timeout:g} s ({type(error).__name__})",
+            )
+        except (httpx.HTTPError, OSError, RuntimeError) as error:  # RuntimeError: a closed client
+            return failure("unreachable", f"service unreachable: {type(error).__name__}: {error}")
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> RemoteMonitor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class RemoteSession:
+    """A session at the service with the API of an in-process session: ``record``,
+    ``add_facts``, ``authorize``, ``decide``; ``id``; ``events`` and ``order``, the events this
+    object recorded (what :func:`~policyc.runtime.context.use_session`, ``guard`` and
+    ``tool_messages`` read); ``seq``, the last sequence number the service acknowledged, sent
+    as ``after_seq`` with every authorization; ``sticky``, the reasons it is poisoned."""
+
+    def __init__(self, monitor: RemoteMonitor, session_id: str) -> None:
+        self.monitor = monitor
+        self.id = session_id
+        self.events: dict[str, dict[str, Any]] = {}
+        self.order: list[str] = []
+        self.seq = 0
+        self.sticky: list[Reason] = []
+        self.decided: dict[Any, Decision] = {}  # the last decision of each action authorized here
+        self.lock = threading.Lock()
+        self.path = "/v1/sessions/" + _quote(session_id)
+
+    # ---------------------------------------------------------------------- the session API
+
+    def record(self, event: Mapping[str, Any]) -> None:
+        """Send an event to the service (``POST .../events``); it is durable there when this
+        returns. A malformed event, or one the service does not acknowledge, poisons the
+        session: every later decision denies, saying why."""
+        with self.lock:
+            checked = self._take(event)
+            if checked is None or self.sticky:
+                return
+            answer = self.monitor.request("POST", self.path + "/events", {"events": [checked]})
+            if isinstance(answer, Reason):
+                self.poison(answer)
+            elif answer.status_code != 200:
+                self.poison(unexpected(answer))
+            else:
+                body = _json(answer)
+                seq = body.get("seq") if isinstance(body, dict) else None
+                if type(seq) is not int or seq < self.seq:
+                    self.poison(garbled(answer, "no sequence number `seq` after the last one"))
+                else:
+                    self.seq = seq
+
+    def add_facts(self, facts: Any) -> None:
+        """Given facts: the service has no route for them, so the session is poisoned (every
+        later decision denies, saying that given facts are not supported by the service)."""
+        with self.lock:
+            self.poison(
+                failure(
+                    "facts", "given facts (add_facts) are not supported by the service, so none were sent"
+                )
+            )
+
+    def authorize(self, event: Mapping[str, Any]) -> Decision:
+        """Record a candidate action at the service and have it decided there, on a graph that
+        holds every event this session recorded (``after_seq``)."""
+        action = event.get("id") if isinstance(event, Mapping) else None
+        with self.lock:
+            checked = self._take(event)
+            if checked is None or self.sticky:
+                return self._poisoned(action)
+            answer = self.monitor.request(
+                "POST", self.path + "/authorize", {"event": checked, "after_seq": self.seq}
+            )
+            if isinstance(answer, Reason):
+                return _denial(action, answer)
+            if answer.status_code == 422 and _code(answer) == "malformed-event":
+                self.poison(unexpected(answer, "event"))  # as an in-process session records it
+                return self._poisoned(action)
+            if answer.status_code != 200:
+                return _denial(action, unexpected(answer))
+            decision = self._decision(answer, action)
+            self.decided[action] = decision
+            return decision
+
+    def decide(self, action: Any) -> Decision:
+        """The decision of an action this session authorized (the service decides a candidate
+        when it records it); any other action is denied, saying why."""
+        with self.lock:
+            if self.sticky:
+                return self._poisoned(action)
+            try:
+                found = self.decided.get(action)
+            except TypeError:
+                found = None
+            if found is not None:
+                return found
+            reason = Reason(
+                "policyc:unknown-action",
+                "the service decides only the candidates `authorize` sends it, and this session "
+                "sent it no such action, so it is refused",
+                "Authorize the call (`session.authorize(event)`) instead of deciding it.",
+                "high",
+            )
+            return Decision(action, False, (reason,), True)
+
+    # --------------------------------------------------------------------------- poisoning
+
+    def poison(self, reason: Reason) -> None:
+        """From now on every decision denies with ``reason`` (and nothing more is sent)."""
+        self.sticky.append(reason)
+
+    def _poisoned(self, action: Any) -> Decision:
+        codes = ",".join(dict.fromkeys(r.code or "" for r in self.sticky))
+        messages = "; ".join(dict.fromkeys(r.message or "" for r in self.sticky))
+        reason = Reason(
+            ERROR_RULE,
+            f"the policy could not be evaluated, so the action is denied: {messages}",
+            ERROR_SUGGESTION,
+            "high",
+            code=codes,
+        )
+        return Decision(action, False, (reason,), True)
+
+    def _take(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The event checked as the service checks it and kept here; None (and the session
+        poisoned) if it is malformed."""
+        try:
+            copy = dict(event) if isinstance(event, Mapping) else event
+            checked = check_event(copy, self.events)
+        except EventError as error:
+            self.poison(failure("event", f"malformed event: {error}"))
+            return None
+        except Exception as error:  # a mapping that fails to copy, a key that fails to hash, ...
+            self.poison(failure("event", f"malformed event: {type(error).__name__}: {error}"))
+            return None
+        self.events[checked["id"]] = checked
+        self.order.append(checked["id"])
+        return checked
+
+    def _decision(self, answer: httpx.Response, action: Any) -> Decision:
+        body = _json(answer)
+        try:
+            decision = RemoteDecision.from_json(body, action, self)
+        except (KeyError, TypeError, ValueError) as error:
+            return _denial(action, garbled(answer, str(error)))
+        self.seq = max(self.seq, decision.seq)
+        return decision
+
+
+# ------------------------------------------------------------------------------ decisions
+
+
+@dataclass(frozen=True)
+class RemoteDecision(Decision):
+    """A decision the service made: the runtime's :class:`Decision` with the service's id for
+    it, the sequence number it was made at and its feedback text; ``explain()`` asks the
+    service (``GET .../decisions/{decision_id}``)."""
+
+    decision_id: str = field(default="", kw_only=True)
+    seq: int = field(default=0, kw_only=True)
+    told: str = field(default="", kw_only=True)  # the feedback the service gave
+    origin: RemoteSession | None = field(default=None, kw_only=True, compare=False, repr=False)
+
+    @property
+    def feedback(self) -> str:
+        return self.told
+
+    def explain(self) -> Any:
+        """The service's explanation of the decision (its JSON), or what kept it from answering."""
+        if self.origin is None:
+            raise ValueError("the decision is not from a session of the service")
+        answer = self.origin.monitor.request(
+            "GET", f"{self.origin.path}/decisions/{_quote(self.decision_id)}"
+        )
+        if isinstance(answer, Reason):
+            raise ConnectionError(answer.message)
+        if answer.status_code != 200:
+            raise ConnectionError(unexpected(answer).message)
+        body = _json(answer)
+        if not isinstance(body, dict) or "explanation" not in body:
+            raise ConnectionError(garbled(answer, "no `explanation`").message)
+        return body["explanation"]
+
+    @classmethod
+    def from_json(cls, body: Any, action: Any, origin: RemoteSession | None = None) -> RemoteDecision:
+        """The decision an answer of ``POST .../authorize`` holds (``ValueError``, ``KeyError``
+        or ``TypeError`` if it lacks a field or contradicts itself)."""
+        if not isinstance(body, dict):
+            raise ValueError("the answer is not an object")
+        verdict, allowed, reasons = body["verdict"], body["allowed"], body["reasons"]
+        if verdict not in VERDICTS or type(allowed) is not bool or not isinstance(reasons, list):
+            raise ValueError("`verdict`, `allowed` or `reasons` is not what a decision holds")
+        mode = body.get("mode", "enforce")
+        if mode not in ("enforce", "shadow") or (allowed != (verdict == "allow") and mode != "shadow"):
+            raise ValueError(f"`allowed` {allowed} contradicts `verdict` {verdict!r}")
+        if "action" in body and body["action"] != action:
+            raise ValueError(f"the decision is of `{body['action']}`, not of `{action}`")
+        decision_id, seq, told = body["decision_id"], body["seq"], body["feedback"]
+        if not isinstance(decision_id, str) or type(seq) is not int or not isinstance(told, str):
+            raise ValueError("`decision_id`, `seq` or `feedback` is not what a decision holds")
+        parsed = tuple(_reason(r) for r in reasons)
+        return cls(
+            action,
+            allowed,
+            parsed,
+            any(r.rule == ERROR_RULE for r in parsed),
+            verdict=verdict,
+            mode=mode,
+            decision_id=decision_id,
+            seq=seq,
+            told=told,
+            origin=origin,
+        )
+
+
+def _reason(data: Any) -> Reason:
+    """A reason as the service gives it (its message and suggestion as the model reads them)."""
+    if not isinstance(data, dict):
+        raise ValueError("a reason is not an object")
+    rule, message, suggestion = data["rule"], data.get("message"), data.get("suggestion")
+    if not isinstance(rule, str) or not all(v is None or isinstance(v, str) for v in (message, suggestion)):
+        raise ValueError("a reason's `rule`, `message` or `suggestion` is not text")
+    if rule == ERROR_RULE:
+        found = _CODE.search(message or "")
+        return Reason(rule, message, suggestion, "high", code=found.group(1) if found else None)
+    return Reason(rule, message, suggestion)
+
+
+# ------------------------------------------------------------------------------- failures
+
+
+def failure(kind: str, message: str) -> Reason:
+    """The reason of a denial the client makes itself (``kind``: a key of :data:`CODES`)."""
+    return Reason(ERROR_RULE, message, ERROR_SUGGESTION, "high", code=CODES[kind])
+
+
+def unexpected(answer: httpx.Response, kind: str | None = None) -> Reason:
+    """The reason of an answer with a status the route should not give."""
+    status = answer.status_code
+    error = _error(answer)
+    said = f" {error[0]}: {error[1]}" if error else ""
+    return failure(kind or ("failed" if status >= 500 else "refused"), f"service answered {status}{said}")
+
+
+def garbled(answer: httpx.Response, why: str) -> Reason:
+    return failure("garbled", f"service answered {answer.status_code} with a malformed body: {why}")
+
+
+def _denial(action: Any, reason: Reason) -> Decision:
+    return Decision(action, False, (reason,), True)
+
+
+def _json(answer: httpx.Response) -> Any:
+    try:
+        return json.loads(answer.content)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _error(answer: httpx.Response) -> tuple[str, str] | None:
+    """The code and message of an error body ``{"error": {"code", "message"}}``."""
+    body = _json(answer)
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("code"), str):
+        return error["code"], str(error.get("message", ""))[:500]
+    return None
+
+
+def _code(answer: httpx.Response) -> str | None:
+    error = _error(answer)
+    return error[0] if error else None
+
+
+def _quote(part: str) -> str:
+    from urllib.parse import quote
+
+    return quote(part, safe="")
