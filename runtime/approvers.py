@@ -161,14 +161,14 @@ def _in_thread(approver: Callable[[EscalationRequest], Any], request: Escalation
             future.set_result(answer)
 
     def ask() -> None:
+        answer: Any = None
+        failed: BaseException | None = None
         try:
             answer = approver(request)
             if inspect.isawaitable(answer):
                 answer = asyncio.run(_awaited(answer))
         except BaseException as error:
-            answer, failed = None, error
-        else:
-            failed = None
+            failed = error
         try:
             loop.call_soon_threadsafe(settled, answer, failed)
         except RuntimeError:  # the loop is closed: nobody waits for the answer any more

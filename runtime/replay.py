@@ -18,7 +18,7 @@ from typing import Any
 
 from policyc.compiler.reading import Cursor, FormatError
 
-from .approvals import APPROVAL_KIND, approval_of_event
+from .approvals import APPROVAL_KIND, Approval, approval_of_event
 from .session import Monitor, Session
 
 
@@ -43,15 +43,16 @@ def steps(monitor: Monitor, record: dict[str, Any], session_id: str) -> Iterator
             approval = _approval(monitor, session, event)
             yield session, event, None
             call = None if approval is None else session.events.get(approval.call)
-            if call is not None and call.get("kind") == "tool_call":  # decided again, approved
-                yield session, call, session.decide(approval.call)
+            if approval is not None and call is not None and call.get("kind") == "tool_call":
+                yield session, call, session.decide(approval.call)  # decided again, approved
 
 
-def _approval(monitor: Monitor, session: Session, event: Any) -> Any:
+def _approval(monitor: Monitor, session: Session, event: Any) -> Approval | None:
     """The approval a recorded ``approval`` event holds, kept by the session (None if none)."""
     if not isinstance(event, dict) or event.get("kind") != APPROVAL_KIND:
         return None
-    if session.events.get(event.get("id")) is None:  # not recorded: malformed
+    identifier = event.get("id")
+    if not isinstance(identifier, str) or identifier not in session.events:  # not recorded: malformed
         return None
     approval = approval_of_event(event, session.id, monitor.approval_clock() + monitor.approval_ttl)
     if approval is not None:

@@ -336,7 +336,7 @@ class Session:
             raise ValueError(f"the request is for session {request.session!r}, not {self.id!r}")
         ttl = self.monitor.approval_ttl if ttl is None else ttl
         approval = self.approvals.grant(request, ttl, approver, taken=self.events)
-        self.record(approval.event([request.call] if request.call in self.events else None))
+        self.record(approval.event([request.call] if request.call in self.events else []))
         return approval
 
     # ------------------------------------------------------------------------- internals
@@ -388,7 +388,7 @@ class Session:
             None if event is None else event.get("tool"),
             dict((event or {}).get("args") or {}),
             frozenset(reason.rule for reason in reasons),
-            tuple(dict.fromkeys(reason.shown()[0] for reason in reasons)),
+            tuple(dict.fromkeys(reason.shown(True)[0] for reason in reasons)),
             decision.feedback,
         )
         approval = self.approvals.take(request)

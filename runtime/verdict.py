@@ -73,15 +73,16 @@ class Reason:
     templates: tuple[str | None, str | None] | None = field(default=None, compare=False, repr=False)
     code: str | None = None  # for an errored decision: what failed (see ERROR_CODES)
 
-    def shown(self) -> tuple[str, str | None]:
-        """The message and suggestion as the agent's model reads them (see the module)."""
+    def shown(self, escalated: bool = False) -> tuple[str, str | None]:
+        """The message and suggestion as the agent's model reads them (see the module); a rule
+        without a message is named (``escalated``: as one that escalated the action)."""
         if self.rule == ERROR_RULE:
             return f"{ERROR_FEEDBACK} ({self.code or 'evaluation-failed'})", ERROR_SUGGESTION
         message, suggestion = self.message, self.suggestion
         if self.templates is not None:
             message = interpolate(self.templates[0], self.bindings, quote_value)
             suggestion = interpolate(self.templates[1], self.bindings, quote_value)
-        return message or f"denied by rule {self.rule}", suggestion
+        return message or f"{'escalated' if escalated else 'denied'} by rule {self.rule}", suggestion
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,7 +141,7 @@ class Decision:
             return shadow_feedback(self)
         if self.allowed:
             return ""
-        shown = list(dict.fromkeys(reason.shown() for reason in self.reasons))
+        shown = list(dict.fromkeys(reason.shown(self.escalated) for reason in self.reasons))
         lines = ["Authorization issues encountered:"]
         for text, suggestion in shown[:FEEDBACK_REASONS_LIMIT]:
             lines.append(f"- {'Needs approval' if self.escalated else 'Blocked'}: {text}")
