@@ -49,6 +49,14 @@ def serve_group() -> None:
     type=click.FloatRange(0, 600),
     help="Seconds an authorization waits for its session to reach `after_seq` before it is denied.",
 )
+@click.option(
+    "--sync",
+    type=click.Choice(["normal", "full"]),
+    default="normal",
+    show_default=True,
+    help="When a commit reaches the disk: `normal` survives the process being killed, "
+    "`full` also a power cut (every commit waits for the disk).",
+)
 def start_command(
     policy: str,
     keys: str,
@@ -60,6 +68,7 @@ def start_command(
     tls_key: str | None,
     max_body: int,
     wait: float,
+    sync: str,
 ) -> None:
     with internal_errors():
         from ..serve.keys import KeysError
@@ -68,7 +77,7 @@ def start_command(
 
         if (tls_cert is None) != (tls_key is None):
             fail("--tls-cert and --tls-key go together", EXIT_USAGE)
-        settings = Settings(policy, keys, db, host, port, functors, tls_cert, tls_key, max_body, wait)
+        settings = Settings(policy, keys, db, host, port, functors, tls_cert, tls_key, max_body, wait, sync)
         loaded = load_policy(policy, functors, None)
         try:
             service = build(settings, loaded)

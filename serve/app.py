@@ -15,6 +15,7 @@ document (:mod:`.openapi`) is served at ``/openapi.json``.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -89,18 +90,27 @@ class Service:
     def restore(self) -> int:
         """Rebuild every session of the database; how many there are."""
         for stored in self.store.sessions():
-            session = self.monitor.session(stored.session, stored.principal, stored.roles)
-            live = Live(session)
-            for seq, how, body in self.store.events(stored.principal, stored.session):
-                event = orjson.loads(body)
-                if how == "record":
-                    session.record(event)
-                else:
-                    session.authorize(event)
-                live.seq = seq
-            self.live[(stored.principal, stored.session)] = live
+            self.live[(stored.principal, stored.session)] = self._replayed(
+                stored.principal, stored.session, stored.roles
+            )
         self.metrics.holding(len(self.live))
         return len(self.live)
+
+    def _replayed(
+        self, principal: str, session: str, roles: tuple[str, ...], live: Live | None = None
+    ) -> Live:
+        """The session as the database holds it: a new runtime session, its events replayed in
+        order (candidates authorized again), keeping ``live``'s lock and condition."""
+        again = self.monitor.session(session, principal, roles)
+        rebuilt = Live(again) if live is None else Live(again, 0, live.lock, live.advanced)
+        for seq, how, body in self.store.events(principal, session):
+            event = orjson.loads(body)
+            if how == "record":
+                again.record(event)
+            else:
+                again.authorize(event)
+            rebuilt.seq = seq
+        return rebuilt
 
     def find(self, principal: Principal, session: str) -> Live:
         live = self.live.get((principal.name, session))
@@ -144,7 +154,10 @@ class Service:
         async with live.lock:
             checked = _check_batch(batch, live.session.events)
             rows = [("record", orjson.dumps(event).decode()) for event in checked]
-            live.seq = self.store.append(principal.name, session, rows, live.seq)
+            try:
+                live.seq = self.store.append(principal.name, session, rows, live.seq)
+            except sqlite3.Error as error:
+                raise Problem(503, "not-recorded", f"the events could not be recorded: {error}") from None
             for event in checked:
                 live.session.record(event)
             await self._advanced(live)
@@ -161,27 +174,41 @@ class Service:
         behind = await self._reach(live, after)
         async with live.lock:
             (event,) = _check_batch([body["event"]], live.session.events)
-            if behind:  # the graph never reached the sequence number the client acted on
-                decision_body = self._refusal(event, live, after)
-            else:
-                live.seq = self.store.append(
-                    principal.name, session, [("authorize", orjson.dumps(event).decode())], live.seq
-                )
-                decision = live.session.authorize(event)
-                decision_body = _decision_json(decision, live.seq)
-                await self._advanced(live)
             decision_id = "d-" + uuid.uuid4().hex
-            decision_body = {"decision_id": decision_id, **decision_body}
-            self.store.decided(
-                decision_id,
-                principal.name,
-                session,
-                decision_body["seq"],
-                decision_body["verdict"],
-                orjson.dumps(decision_body).decode(),
-            )
-        self.metrics.decided(decision_body["verdict"], time.perf_counter() - started)
-        return _json(decision_body)
+            if behind:  # the graph never reached the sequence number the client acted on
+                decision_body = {"decision_id": decision_id, **self._refusal(event, live, after)}
+                candidate = None
+            else:
+                decision = live.session.authorize(event)
+                decision_body = {"decision_id": decision_id, **_decision_json(decision, live.seq + 1)}
+                candidate = orjson.dumps(event).decode()
+            try:
+                self.store.decided(
+                    decision_id,
+                    principal.name,
+                    session,
+                    decision_body["seq"],
+                    decision_body["verdict"],
+                    orjson.dumps(decision_body).decode(),
+                    candidate,
+                )
+            except sqlite3.Error as error:
+                if candidate is not None:  # the session in memory holds what the database does not
+                    self.live[(principal.name, session)] = self._replayed(
+                        principal.name, session, live.session.roles, live
+                    )
+                raise Problem(
+                    503, "not-recorded", f"the decision could not be recorded, so it is not given: {error}"
+                ) from None
+            if candidate is not None:
+                live.seq += 1
+                await self._advanced(live)
+        took = time.perf_counter() - started
+        self.metrics.decided(decision_body["verdict"], took)
+        answer = _json(decision_body)
+        # the time inside the service (committing included), for clients that measure latency
+        answer.headers["Server-Timing"] = f"decide;dur={took * 1000:.3f}"
+        return answer
 
     async def decision(self, principal: Principal, session: str, decision_id: str) -> Response:
         self.find(principal, session)

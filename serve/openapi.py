@@ -73,6 +73,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
         409: "The principal has a session of that id.",
         413: "The body is larger than the limit.",
         422: "The request or one of its events is malformed; nothing was recorded.",
+        503: "What was asked could not be recorded; nothing was (and no decision is given).",
     }
     return {
         str(status): {
@@ -194,7 +195,7 @@ def document() -> dict[str, Any]:
                                 "properties": {"seq": {"type": "integer"}},
                             },
                         ),
-                        **_errors(400, 401, 404, 413, 422),
+                        **_errors(400, 401, 404, 413, 422, 503),
                     },
                 }
             },
@@ -215,7 +216,7 @@ def document() -> dict[str, Any]:
                     ),
                     "responses": {
                         "200": _answer("The decision.", {"$ref": "#/components/schemas/Decision"}),
-                        **_errors(400, 401, 404, 413, 422),
+                        **_errors(400, 401, 404, 413, 422, 503),
                     },
                 }
             },

@@ -27,6 +27,7 @@ class Settings:
     tls_key: str | None = None
     max_body: int = MAX_BODY
     wait: float = WAIT
+    sync: str = "normal"
 
 
 def policy_digest(path: str) -> str:
@@ -43,7 +44,7 @@ def build(settings: Settings, policy: Any) -> Service:
         Monitor(policy),
         policy_digest(settings.policy),
         read_keys(settings.keys),
-        Store(settings.db),
+        Store(settings.db, settings.sync),
         max_body=settings.max_body,
         wait=settings.wait,
     )

@@ -3,9 +3,13 @@
 Every session is a row (its principal, id, roles and the digest of the policy it runs); every
 event a row numbered by its sequence number within the session (``seq``, from 1), with whether
 it was recorded or authorized; every decision a row with its verdict and its JSON answer. A
-write is committed before the service answers, in WAL mode with ``synchronous=FULL``: an answer
-means the rows are on disk, whatever happens to the process afterwards (``kill -9`` included),
-and on start the sessions are rebuilt from these rows alone (:meth:`Store.replay`).
+write is committed before the service answers, in WAL mode: an answer means the rows are in the
+database file's log, whatever happens to the process afterwards (``kill -9`` included), and on
+start the sessions are rebuilt from these rows alone. With ``sync="full"`` every commit also
+waits for the disk (``synchronous=FULL``), so an answer outlives a power cut too; by default
+(``synchronous=NORMAL``) the log is synced at checkpoints, and a power cut may lose the last
+commits (never corrupt the database). A decision and the candidate it decided are one
+transaction.
 
 >>> import tempfile, os
 >>> store = Store(os.path.join(tempfile.mkdtemp(), "monitor.db"))
@@ -65,12 +69,14 @@ class StoredSession:
 class Store:
     """One connection to the database, used by one thread at a time (a lock says so)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, sync: str = "normal") -> None:
+        if sync not in ("normal", "full"):
+            raise ValueError(f"sync is `normal` or `full`, not {sync!r}")
         self.path = path
         self.lock = threading.Lock()
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute(f"PRAGMA synchronous={sync.upper()}")
         self.db.execute("PRAGMA busy_timeout=5000")
         self.db.executescript(SCHEMA)
         found = self.db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -108,8 +114,24 @@ class Store:
             )
         return seq + len(rows)
 
-    def decided(self, decision: str, principal: str, session: str, seq: int, verdict: str, body: str) -> None:
+    def decided(
+        self,
+        decision: str,
+        principal: str,
+        session: str,
+        seq: int,
+        verdict: str,
+        body: str,
+        candidate: str | None = None,
+    ) -> None:
+        """Add a decision; with ``candidate`` (its JSON text), the candidate event it decided as
+        the session's event ``seq``, in the same transaction."""
         with self.lock, self._transaction():
+            if candidate is not None:
+                self.db.execute(
+                    "INSERT INTO events VALUES (?, ?, ?, 'authorize', ?)",
+                    (principal, session, seq, candidate),
+                )
             self.db.execute(
                 "INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (decision, principal, session, seq, verdict, body, time.time()),
