@@ -332,3 +332,38 @@ def test_deep_check_counts_escalate_as_deny(tmp_path) -> None:
     run = run_policyc("check", "--deep", "p.dl", "--format", "json", cwd=tmp_path)
     found = {(d["name"], d["line"]) for d in run.json()["diagnostics"]}
     assert ("shadowed-allow", 3) in found and ("shadowed-escalate", 4) in found, run.stdout
+
+
+def test_an_approved_run_is_in_the_audit_log_and_the_log_verifies(tmp_path) -> None:
+    """The guard runs the escalated call after the console's yes; the audit log has the
+    escalation, the approval event and the allow that used it, verifies, and fails after an
+    edit."""
+    from policyc.runtime.audit import AuditLog, read_records, verify
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    approver = ConsoleApprover(io.StringIO("y\n"), io.StringIO(), interactive=True)
+    monitor = policyc.Monitor(policyc.load_source(POLICY), approver=approver, audit=log)
+    session = monitor.session("s1")
+    ran = []
+
+    @policyc.guard(session=session)
+    def pay(to: str, amount: int) -> str:
+        ran.append((to, amount))
+        return "paid"
+
+    assert pay("bob", 500) == "paid" and ran == [("bob", 500)]
+    log.close()
+    records = read_records(path)
+    decisions = [r for r in records if r["type"] == "decision"]
+    assert [d["verdict"] for d in decisions] == ["escalate", "allow"]
+    approval = decisions[1]["approval"]
+    assert approval["rules"] == ["large-payment"] and approval["tool"] == "pay"
+    events = [r["event"] for r in records if r["type"] == "event"]
+    assert [e["kind"] for e in events] == ["tool_call", "approval", "tool_result"]
+    assert verify(path).ok
+    lines = path.read_text("utf-8").splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if '"approval"' in line and '"type":"event"' in line)
+    lines[at] = lines[at].replace("large-payment", "small-payment")
+    path.write_text("".join(lines), "utf-8")
+    assert not verify(path).ok
