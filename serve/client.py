@@ -348,11 +348,14 @@ class RemoteDecision(Decision):
         if not isinstance(decision_id, str) or type(seq) is not int or not isinstance(told, str):
             raise ValueError("`decision_id`, `seq` or `feedback` is not what a decision holds")
         parsed = tuple(_reason(r) for r in reasons)
+        errored = any(r.rule == ERROR_RULE for r in parsed)
+        if errored and allowed:
+            raise ValueError("an allowed decision says the policy could not be evaluated")
         return cls(
             action,
             allowed,
             parsed,
-            any(r.rule == ERROR_RULE for r in parsed),
+            errored,
             verdict=verdict,
             mode=mode,
             decision_id=decision_id,

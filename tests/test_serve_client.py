@@ -201,6 +201,30 @@ def test_instrument_httpx_against_a_remote_session_refuses_an_untrusted_url(serv
         ]
 
 
+def test_an_async_guarded_tool_against_a_remote_session(service) -> None:
+    import asyncio
+
+    server, keys = service
+
+    @policyc.guard(result_labels=["untrusted"])
+    async def fetch(url: str) -> str:
+        return "a page"
+
+    @policyc.guard(on_deny="return")
+    async def send_email(to: str) -> str:
+        return "sent"
+
+    async def agent(session) -> list[str]:
+        with policyc.use_session(session):
+            first = await send_email("a@example.com")
+            await fetch("https://example.com")
+            return [first, await send_email("b@example.com")]
+
+    with policyc.connect(server.url, keys["agent"]) as monitor:
+        first, second = asyncio.run(agent(monitor.session(fresh())))
+    assert first == "sent" and "sends what an untrusted result influenced" in second
+
+
 def test_explain_asks_the_service(service) -> None:
     server, keys = service
     with policyc.connect(server.url, keys["agent"]) as monitor:
@@ -299,6 +323,18 @@ def test_a_malformed_event_poisons_as_in_process(service) -> None:
             200,
             b'{"verdict": "deny", "allowed": true, "reasons": [], "seq": 1, "decision_id": "d", "feedback": ""}',
             "contradicts",
+        ),
+        (
+            200,
+            b'{"verdict": "allow", "allowed": true, "reasons": [{"rule": "policyc:error", "message": "x"}], '
+            b'"seq": 1, "decision_id": "d", "feedback": ""}',
+            "could not be evaluated",
+        ),
+        (
+            200,
+            b'{"verdict": "allow", "allowed": true, "reasons": [], "seq": 1, "decision_id": "d", '
+            b'"feedback": "", "action": "other"}',
+            "not of `a1`",
         ),
         (503, b'{"error": {"code": "busy", "message": "try later"}}', "service answered 503 busy: try later"),
         (302, b"", "service answered 302"),
