@@ -33,6 +33,9 @@ Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
 @id("untrusted-request")
 @message("{a} requests a URL an untrusted result influenced")
 Deny(a) :- ToolCall(a, "http_request"), Influenced(a, d), Label(d, "untrusted").
+@id("untrusted-search")
+@message("{a} searches for what an untrusted result influenced")
+Escalate(a) :- ToolCall(a, "search"), Influenced(a, d), Label(d, "untrusted").
 """
 
 
@@ -223,6 +226,25 @@ def test_an_async_guarded_tool_against_a_remote_session(service) -> None:
     with policyc.connect(server.url, keys["agent"]) as monitor:
         first, second = asyncio.run(agent(monitor.session(fresh())))
     assert first == "sent" and "sends what an untrusted result influenced" in second
+
+
+def test_an_escalated_call_is_refused_as_needing_approval(service) -> None:
+    server, keys = service
+    with policyc.connect(server.url, keys["agent"]) as monitor:
+        session = monitor.session(fresh())
+        session.record({"id": "r1", "kind": "tool_result", "text": "x", "labels": ["untrusted"]})
+
+        @policyc.guard
+        def search(query: str) -> str:
+            return "found"
+
+        with policyc.use_session(session), pytest.raises(policyc.PolicyDenied) as denied:
+            search("what the page said")
+    assert denied.value.decision.verdict == "escalate" and not denied.value.decision.allowed
+    assert (
+        "Needs approval" in denied.value.feedback
+        and "searches for what an untrusted" in denied.value.feedback
+    )
 
 
 def test_explain_asks_the_service(service) -> None:
