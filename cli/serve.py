@@ -57,6 +57,13 @@ def serve_group() -> None:
     help="When a commit reaches the disk: `normal` survives the process being killed, "
     "`full` also a power cut (every commit waits for the disk).",
 )
+@click.option(
+    "--workers",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 64),
+    help="Evaluator processes the sessions are sharded over (0: decide in the server process).",
+)
 def start_command(
     policy: str,
     keys: str,
@@ -69,6 +76,7 @@ def start_command(
     max_body: int,
     wait: float,
     sync: str,
+    workers: int,
 ) -> None:
     with internal_errors():
         from ..serve.keys import KeysError
@@ -77,7 +85,9 @@ def start_command(
 
         if (tls_cert is None) != (tls_key is None):
             fail("--tls-cert and --tls-key go together", EXIT_USAGE)
-        settings = Settings(policy, keys, db, host, port, functors, tls_cert, tls_key, max_body, wait, sync)
+        settings = Settings(
+            policy, keys, db, host, port, functors, tls_cert, tls_key, max_body, wait, sync, workers
+        )
         loaded = load_policy(policy, functors, None)
         try:
             service = build(settings, loaded)

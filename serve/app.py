@@ -8,7 +8,10 @@ with a stable code. Bodies larger than the limit are 413 before they are read wh
 State lives in the database (:mod:`.store`): an event batch and a decision are committed before
 the answer, and the sessions are rebuilt from it when the service starts (:meth:`Service.restore`),
 replaying each session's events in order, candidates authorized again, so that decisions after a
-restart are those of a service that never stopped. docs/serve.md describes the API; the OpenAPI
+restart are those of a service that never stopped. Sessions are decided by an evaluator: in this
+process (:class:`~.sessions.Local`) or in worker processes (:class:`~.workers.Pool`); a change is
+committed only after the evaluator made it, and an evaluator whose commit failed rebuilds the
+session from the database. docs/serve.md describes the API; the OpenAPI
 document (:mod:`.openapi`) is served at ``/openapi.json``.
 """
 
@@ -20,7 +23,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from starlette.applications import Starlette
@@ -28,12 +31,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from policyc.runtime.session import Monitor, Session
-from policyc.runtime.verdict import Decision
-from policyc.stdlib.events import EventError, check_event
-
 from .keys import Keys, Principal
 from .metrics import Metrics
+from .sessions import Key, Problem
 from .store import Store
 
 MAX_BODY = 1 << 20  # bytes a request body may have, by default
@@ -42,33 +42,33 @@ WAIT = 5.0  # seconds an authorization waits for the graph to reach `after_seq`
 ID_LIMIT = 256  # characters of a session id
 
 
-class Problem(Exception):
-    """An error answer: HTTP status, stable code, message."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
 @dataclass
 class Live:
-    """A session in memory: the runtime session, its last sequence number, and the condition
-    authorizations wait on for the graph to reach theirs."""
+    """A session as the server process follows it: its last sequence number, the lock that
+    orders its requests, and the condition authorizations wait on for the graph to reach theirs
+    (the runtime session itself is in the evaluator: this process, or a worker)."""
 
-    session: Session
     seq: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     advanced: asyncio.Condition | None = None
 
 
+class Evaluator(Protocol):
+    """Where sessions are decided (:class:`~.sessions.Local` or :class:`~.workers.Pool`)."""
+
+    def start(self) -> dict[Key, int]: ...
+
+    async def call(self, key: Key, operation: str, *args: Any, then: Any = None) -> Any: ...
+
+    def stop(self) -> None: ...
+
+
 class Service:
-    """One monitor, its sessions by (principal, id), and the database that holds them."""
+    """The sessions by (principal, id), where they are decided, and the database that holds them."""
 
     def __init__(
         self,
-        monitor: Monitor,
+        evaluator: Evaluator,
         policy_digest: str,
         keys: Keys,
         store: Store,
@@ -76,41 +76,22 @@ class Service:
         max_body: int = MAX_BODY,
         wait: float = WAIT,
     ) -> None:
-        self.monitor = monitor
+        self.evaluator = evaluator
         self.policy_digest = policy_digest
         self.keys = keys
         self.store = store
         self.max_body = max_body
         self.wait = wait
-        self.live: dict[tuple[str, str], Live] = {}
+        self.live: dict[Key, Live] = {}
         self.metrics = Metrics()
-
-    # ------------------------------------------------------------------------ state
 
     def restore(self) -> int:
         """Rebuild every session of the database; how many there are."""
-        for stored in self.store.sessions():
-            self.live[(stored.principal, stored.session)] = self._replayed(
-                stored.principal, stored.session, stored.roles
-            )
+        self.live = {key: Live(seq) for key, seq in self.evaluator.start().items()}
+        for stored in self.store.sessions():  # sessions without events yet
+            self.live.setdefault((stored.principal, stored.session), Live())
         self.metrics.holding(len(self.live))
         return len(self.live)
-
-    def _replayed(
-        self, principal: str, session: str, roles: tuple[str, ...], live: Live | None = None
-    ) -> Live:
-        """The session as the database holds it: a new runtime session, its events replayed in
-        order (candidates authorized again), keeping ``live``'s lock and condition."""
-        again = self.monitor.session(session, principal, roles)
-        rebuilt = Live(again) if live is None else Live(again, 0, live.lock, live.advanced)
-        for seq, how, body in self.store.events(principal, session):
-            event = orjson.loads(body)
-            if how == "record":
-                again.record(event)
-            else:
-                again.authorize(event)
-            rebuilt.seq = seq
-        return rebuilt
 
     def find(self, principal: Principal, session: str) -> Live:
         live = self.live.get((principal.name, session))
@@ -128,13 +109,21 @@ class Service:
         missing = sorted(set(roles) - set(principal.roles))
         if missing:
             raise Problem(403, "role-not-held", f"the key's principal does not hold the role `{missing[0]}`")
-        if (principal.name, session) in self.live or not self.store.create_session(
-            principal.name, session, roles, self.policy_digest
-        ):
+        key = (principal.name, session)
+        if key in self.live:
             raise Problem(409, "session-exists", f"session `{_short(session)}` exists")
-        self.live[(principal.name, session)] = Live(
-            self.monitor.session(session, principal.name, tuple(roles))
-        )
+        live = self.live[key] = Live()
+        async with live.lock:
+
+            def commit(_: Any) -> None:
+                if not self.store.create_session(principal.name, session, roles, self.policy_digest):
+                    raise Problem(409, "session-exists", f"session `{_short(session)}` exists")
+
+            try:
+                await self.evaluator.call(key, "create", tuple(roles), then=commit)
+            except BaseException:
+                del self.live[key]
+                raise
         self.metrics.holding(len(self.live))
         return _json({"session": session, "seq": 0}, 201)
 
@@ -147,21 +136,23 @@ class Service:
             )
         if len(batch) > MAX_BATCH:
             raise Problem(413, "too-many-events", f"a batch holds at most {MAX_BATCH:,} events")
+        key = (principal.name, session)
         with self.metrics.waiting.track_inprogress():
-            return await self._record(principal, session, live, batch)
+            async with live.lock:
 
-    async def _record(self, principal: Principal, session: str, live: Live, batch: list[Any]) -> Response:
-        async with live.lock:
-            checked = _check_batch(batch, live.session.events)
-            rows = [("record", orjson.dumps(event).decode()) for event in checked]
-            try:
-                live.seq = self.store.append(principal.name, session, rows, live.seq)
-            except sqlite3.Error as error:
-                raise Problem(503, "not-recorded", f"the events could not be recorded: {error}") from None
-            for event in checked:
-                live.session.record(event)
-            await self._advanced(live)
-            return _json({"seq": live.seq})
+                def commit(checked: list[dict[str, Any]]) -> None:
+                    rows = [("record", orjson.dumps(event).decode()) for event in checked]
+                    try:
+                        self.store.append(principal.name, session, rows, live.seq)
+                    except sqlite3.Error as error:
+                        raise Problem(
+                            503, "not-recorded", f"the events could not be recorded: {error}"
+                        ) from None
+
+                checked = await self.evaluator.call(key, "record", batch, then=commit)
+                live.seq += len(checked)
+                await self._advanced(live)
+                return _json({"seq": live.seq})
 
     async def authorize(self, principal: Principal, session: str, body: Any) -> Response:
         started = time.perf_counter()
@@ -171,38 +162,27 @@ class Service:
         after = body.get("after_seq", 0)
         if type(after) is not int or after < 0:
             raise Problem(422, "malformed-request", "`after_seq` must be a non-negative integer")
+        key = (principal.name, session)
         behind = await self._reach(live, after)
-        async with live.lock:
-            (event,) = _check_batch([body["event"]], live.session.events)
-            decision_id = "d-" + uuid.uuid4().hex
-            if behind:  # the graph never reached the sequence number the client acted on
-                decision_body = {"decision_id": decision_id, **self._refusal(event, live, after)}
-                candidate = None
-            else:
-                decision = live.session.authorize(event)
-                decision_body = {"decision_id": decision_id, **_decision_json(decision, live.seq + 1)}
-                candidate = orjson.dumps(event).decode()
-            try:
-                self.store.decided(
-                    decision_id,
-                    principal.name,
-                    session,
-                    decision_body["seq"],
-                    decision_body["verdict"],
-                    orjson.dumps(decision_body).decode(),
-                    candidate,
-                )
-            except sqlite3.Error as error:
-                if candidate is not None:  # the session in memory holds what the database does not
-                    self.live[(principal.name, session)] = self._replayed(
-                        principal.name, session, live.session.roles, live
+        with self.metrics.waiting.track_inprogress():
+            async with live.lock:
+                decision_id = "d-" + uuid.uuid4().hex
+                if behind:  # the graph never reached the sequence number the client acted on
+                    event = await self.evaluator.call(key, "check", body["event"])
+                    decision_body = {"decision_id": decision_id, **self._refusal(event, live, after)}
+                    self._commit_decision(key, decision_body, None)
+                else:
+
+                    def commit(answer: tuple[dict[str, Any], dict[str, Any]]) -> None:
+                        candidate, decided = answer
+                        self._commit_decision(key, {"decision_id": decision_id, **decided}, candidate)
+
+                    _, decided = await self.evaluator.call(
+                        key, "authorize", body["event"], live.seq + 1, then=commit
                     )
-                raise Problem(
-                    503, "not-recorded", f"the decision could not be recorded, so it is not given: {error}"
-                ) from None
-            if candidate is not None:
-                live.seq += 1
-                await self._advanced(live)
+                    decision_body = {"decision_id": decision_id, **decided}
+                    live.seq += 1
+                    await self._advanced(live)
         took = time.perf_counter() - started
         self.metrics.decided(decision_body["verdict"], took)
         answer = _json(decision_body)
@@ -218,29 +198,26 @@ class Service:
                 404, "not-found", f"no decision `{_short(decision_id)}` in session `{_short(session)}`"
             )
         stored = orjson.loads(found)
-        stored["explanation"] = self._explain(principal, session, stored)
+        stored["explanation"] = await self.evaluator.call((principal.name, session), "explain", stored["seq"])
         return _json(stored)
 
     # ---------------------------------------------------------------------- private
 
-    def _explain(self, principal: Principal, session: str, stored: dict[str, Any]) -> Any:
-        """The decision's explanation, from a session replayed up to its sequence number."""
-        again = self.monitor.session(
-            session, principal.name, self.live[(principal.name, session)].session.roles
-        )
-        decision: Decision | None = None
-        for seq, how, body in self.store.events(principal.name, session):
-            if seq > stored["seq"]:
-                break
-            event = orjson.loads(body)
-            if how == "record":
-                again.record(event)
-            else:
-                decision = again.authorize(event)
-        if decision is None:
-            return None
-        explained = decision.explain()
-        return explained.to_json() if hasattr(explained, "to_json") else str(explained)
+    def _commit_decision(self, key: Key, decision: dict[str, Any], candidate: dict[str, Any] | None) -> None:
+        try:
+            self.store.decided(
+                decision["decision_id"],
+                key[0],
+                key[1],
+                decision["seq"],
+                decision["verdict"],
+                orjson.dumps(decision).decode(),
+                None if candidate is None else orjson.dumps(candidate).decode(),
+            )
+        except sqlite3.Error as error:
+            raise Problem(
+                503, "not-recorded", f"the decision could not be recorded, so it is not given: {error}"
+            ) from None
 
     def _refusal(self, event: dict[str, Any], live: Live, after: int) -> dict[str, Any]:
         message = (
@@ -275,35 +252,6 @@ class Service:
         if live.advanced is not None:
             async with live.advanced:
                 live.advanced.notify_all()
-
-
-def _check_batch(batch: list[Any], known: dict[str, Any]) -> list[dict[str, Any]]:
-    """The events of a batch, each checked against the session and the batch before it; the
-    first malformed one refuses the whole batch (422 naming it)."""
-    seen = dict(known)
-    checked = []
-    for n, event in enumerate(batch):
-        try:
-            event = check_event(dict(event) if isinstance(event, dict) else event, seen)
-        except EventError as error:
-            raise Problem(422, "malformed-event", f"event {n + 1} of the batch: {error}") from None
-        seen[event["id"]] = event
-        checked.append(event)
-    return checked
-
-
-def _decision_json(decision: Decision, seq: int) -> dict[str, Any]:
-    verdict = getattr(decision, "verdict", None) or ("allow" if decision.allowed else "deny")
-    return {
-        "verdict": verdict,
-        "allowed": decision.allowed,
-        "reasons": [
-            {"rule": r.rule, "message": r.shown()[0], "suggestion": r.shown()[1]} for r in decision.reasons
-        ],
-        "feedback": decision.feedback,
-        "seq": seq,
-        "action": decision.action,
-    }
 
 
 def _session_id(value: Any) -> str:

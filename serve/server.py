@@ -28,6 +28,7 @@ class Settings:
     max_body: int = MAX_BODY
     wait: float = WAIT
     sync: str = "normal"
+    workers: int = 0
 
 
 def policy_digest(path: str) -> str:
@@ -37,14 +38,25 @@ def policy_digest(path: str) -> str:
 
 
 def build(settings: Settings, policy: Any) -> Service:
-    """The service of a loaded policy, its sessions rebuilt from the database."""
-    from policyc.runtime.session import Monitor
+    """The service of a loaded policy, its sessions rebuilt from the database (in this process,
+    or in ``settings.workers`` worker processes that load the policy themselves)."""
+    store = Store(settings.db, settings.sync)
+    evaluator: Any
+    if settings.workers:
+        from .workers import Pool
 
+        evaluator = Pool(settings.workers, settings.policy, settings.functors, settings.db)
+    else:
+        from policyc.runtime.session import Monitor
+
+        from .sessions import Local, Sessions
+
+        evaluator = Local(Sessions(Monitor(policy), store))
     service = Service(
-        Monitor(policy),
+        evaluator,
         policy_digest(settings.policy),
         read_keys(settings.keys),
-        Store(settings.db, settings.sync),
+        store,
         max_body=settings.max_body,
         wait=settings.wait,
     )
@@ -79,6 +91,9 @@ def run(settings: Settings, service: Service) -> None:
         ssl_keyfile=settings.tls_key,
         lifespan="off",
     )
-    Server(config).run()
-    service.store.close()
+    try:
+        Server(config).run()
+    finally:
+        service.evaluator.stop()
+        service.store.close()
     sys.stdout.flush()

@@ -145,6 +145,17 @@ class Store:
             ).fetchone()
         return None if found is None else str(found[0])
 
+    def session(self, principal: str, session: str) -> StoredSession | None:
+        with self.lock:
+            found = self.db.execute(
+                "SELECT roles, policy FROM sessions WHERE principal = ? AND session = ?", (principal, session)
+            ).fetchone()
+        return (
+            None
+            if found is None
+            else StoredSession(principal, session, tuple(json.loads(found[0])), found[1])
+        )
+
     def sessions(self) -> Iterator[StoredSession]:
         with self.lock:
             rows = self.db.execute(

@@ -1,0 +1,183 @@
+"""The sessions a service decides with: runtime sessions by (principal, id), rebuilt from the
+database, in the server process or in a worker process (:mod:`.workers`) that holds a shard.
+
+What a request asks of them is checked before anything changes: a batch with a malformed event
+changes nothing (:class:`Problem` 422 naming it). A session whose memory may differ from the
+database (a commit that failed after the change) is rebuilt from the database
+(:meth:`Sessions.rebuild`), so memory never holds what was not recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from policyc.runtime.session import Monitor, Session
+from policyc.runtime.verdict import Decision
+from policyc.stdlib.events import EventError, check_event
+
+from .store import Store
+
+Key = tuple[str, str]  # (principal, session id)
+
+
+class Problem(Exception):
+    """An error answer: HTTP status, stable code, message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class Sessions:
+    """Runtime sessions of one monitor, those of the database that ``mine`` accepts."""
+
+    def __init__(
+        self, monitor: Monitor, store: Store, mine: Callable[[Key], bool] = lambda key: True
+    ) -> None:
+        self.monitor = monitor
+        self.store = store
+        self.mine = mine
+        self.held: dict[Key, Session] = {}
+
+    def restore(self) -> dict[Key, int]:
+        """Rebuild every session of the database that is ``mine``; each one's last sequence number."""
+        seqs = {}
+        for stored in self.store.sessions():
+            key = (stored.principal, stored.session)
+            if self.mine(key):
+                self.held[key], seqs[key] = self._replayed(key, stored.roles)
+        return seqs
+
+    def create(self, key: Key, roles: tuple[str, ...]) -> None:
+        self.held[key] = self.monitor.session(key[1], key[0], roles)
+
+    def drop(self, key: Key) -> None:
+        self.held.pop(key, None)
+
+    def session(self, key: Key) -> Session:
+        """The session, rebuilt from the database if this process does not hold it yet."""
+        found = self.held.get(key)
+        if found is None:
+            stored = self.store.session(*key)
+            if stored is None:
+                raise Problem(404, "not-found", "no such session")
+            found, _ = self._replayed(key, stored.roles)
+            self.held[key] = found
+        return found
+
+    def record(self, key: Key, batch: list[Any]) -> list[dict[str, Any]]:
+        """Record a batch (all of it, or nothing when an event is malformed); the events as checked."""
+        session = self.session(key)
+        checked = check_batch(batch, session.events)
+        for event in checked:
+            session.record(event)
+        return checked
+
+    def authorize(self, key: Key, event: Any, seq: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Record a candidate and decide it; the candidate as checked and the decision's JSON
+        (``seq``: the candidate's sequence number)."""
+        session = self.session(key)
+        (checked,) = check_batch([event], session.events)
+        return checked, decision_json(session.authorize(checked), seq)
+
+    def check(self, key: Key, event: Any) -> dict[str, Any]:
+        """The event as checked against the session, recording nothing."""
+        (checked,) = check_batch([event], self.session(key).events)
+        return checked
+
+    def rebuild(self, key: Key) -> int:
+        """The session again from the database (what memory holds may not have been recorded);
+        its last sequence number."""
+        stored = self.store.session(*key)
+        if stored is None:
+            self.held.pop(key, None)
+            return 0
+        self.held[key], seq = self._replayed(key, stored.roles)
+        return seq
+
+    def explain(self, key: Key, seq: int) -> Any:
+        """The explanation of the decision on the candidate at sequence number ``seq``, from the
+        session replayed up to it."""
+        again = self.monitor.session(key[1], key[0], self.session(key).roles)
+        decision: Decision | None = None
+        for at, how, body in self.store.events(*key):
+            if at > seq:
+                break
+            event = orjson.loads(body)
+            if how == "record":
+                again.record(event)
+            else:
+                decision = again.authorize(event)
+        if decision is None:
+            return None
+        explained = decision.explain()
+        return explained.to_json() if hasattr(explained, "to_json") else str(explained)
+
+    def _replayed(self, key: Key, roles: tuple[str, ...]) -> tuple[Session, int]:
+        session = self.monitor.session(key[1], key[0], roles)
+        last = 0
+        for at, how, body in self.store.events(*key):
+            event = orjson.loads(body)
+            if how == "record":
+                session.record(event)
+            else:
+                session.authorize(event)
+            last = at
+        return session, last
+
+
+def check_batch(batch: list[Any], known: dict[str, Any]) -> list[dict[str, Any]]:
+    """The events of a batch, each checked against the session and the batch before it; the
+    first malformed one refuses the whole batch (422 naming it)."""
+    seen = dict(known)
+    checked = []
+    for n, event in enumerate(batch):
+        try:
+            event = check_event(dict(event) if isinstance(event, dict) else event, seen)
+        except EventError as error:
+            raise Problem(422, "malformed-event", f"event {n + 1} of the batch: {error}") from None
+        seen[event["id"]] = event
+        checked.append(event)
+    return checked
+
+
+def decision_json(decision: Decision, seq: int) -> dict[str, Any]:
+    verdict = getattr(decision, "verdict", None) or ("allow" if decision.allowed else "deny")
+    return {
+        "verdict": verdict,
+        "allowed": decision.allowed,
+        "reasons": [
+            {"rule": r.rule, "message": r.shown()[0], "suggestion": r.shown()[1]} for r in decision.reasons
+        ],
+        "feedback": decision.feedback,
+        "seq": seq,
+        "action": decision.action,
+    }
+
+
+class Local:
+    """The sessions in the server process itself (no ``--workers``): asked directly."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+
+    def start(self) -> dict[Key, int]:
+        return self.sessions.restore()
+
+    async def call(self, key: Key, operation: str, *args: Any, then: Any = None) -> Any:
+        value = getattr(self.sessions, operation)(key, *args)
+        if then is not None:
+            try:
+                then(value)
+            except BaseException:
+                self.sessions.rebuild(key)
+                raise
+        return value
+
+    def stop(self) -> None:
+        pass

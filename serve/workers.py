@@ -1,0 +1,159 @@
+"""Evaluator processes: the service's sessions sharded over ``--workers`` processes.
+
+A session lives in one worker, chosen by a hash of its principal and id. Each worker loads the
+policy itself, opens the database for reading and rebuilds the sessions of its shard from it;
+the server process keeps answering HTTP and writing the database. A request for a session goes
+to its worker over a pipe and waits for the answer. A worker that dies (killed, crashed) is
+started again and rebuilds its shard from the database while the requests for it wait; the
+request that was being answered is asked once more (nothing of it was committed: the server
+commits only what a worker has answered), and when the new worker fails on it too the request
+is refused (503 ``worker-failed``), never answered by a guess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import multiprocessing
+import threading
+from multiprocessing.connection import Connection
+from typing import Any
+
+from .sessions import Key, Problem
+
+RESTARTS = 1  # times a request is asked again of a restarted worker
+
+
+def shard(key: Key, count: int) -> int:
+    digest = hashlib.sha256(f"{key[0]}\0{key[1]}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def _serve_shard(
+    policy: str, functors: str | None, db: str, index: int, count: int, pipe: Connection
+) -> None:
+    """A worker's life: load the policy, rebuild its shard, answer requests until the pipe closes."""
+    from pathlib import Path
+
+    from policyc.runtime.functors import load_module
+    from policyc.runtime.policy import load
+    from policyc.runtime.session import Monitor
+
+    from .sessions import Sessions
+    from .store import Store
+
+    loaded = load(Path(policy), load_module(functors) if functors else None)
+    sessions = Sessions(Monitor(loaded), Store(db), lambda key: shard(key, count) == index)
+    pipe.send(("ready", sessions.restore()))
+    while True:
+        try:
+            operation, args = pipe.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            answer: Any = ("ok", getattr(sessions, operation)(*args))
+        except Problem as problem:
+            answer = ("problem", (problem.status, problem.code, problem.message))
+        except Exception as error:  # the request fails; the worker goes on
+            answer = (
+                "problem",
+                (500, "internal-error", f"the worker failed: {type(error).__name__}: {error}"),
+            )
+        pipe.send(answer)
+
+
+class Worker:
+    """One evaluator process and the pipe to it (one request at a time)."""
+
+    def __init__(self, index: int, count: int, policy: str, functors: str | None, db: str) -> None:
+        self.index = index
+        self.count = count
+        self.spec = (policy, functors, db)
+        self.lock = threading.Lock()
+        self.process: Any = None
+        self.pipe: Connection | None = None
+        self.seqs: dict[Key, int] = {}
+
+    def start(self) -> dict[Key, int]:
+        """Start the process; the last sequence number of every session of its shard."""
+        context = multiprocessing.get_context("spawn")
+        here, there = context.Pipe()
+        self.process = context.Process(
+            target=_serve_shard, args=(*self.spec, self.index, self.count, there), daemon=True
+        )
+        self.process.start()
+        there.close()
+        self.pipe = here
+        kind, seqs = here.recv()
+        if kind != "ready":
+            raise RuntimeError(f"worker {self.index} did not start")
+        return dict(seqs)
+
+    def call(self, operation: str, key: Key, *args: Any, then: Any = None) -> Any:
+        """Ask the worker about a session (restarting it, and asking again, when it died); then,
+        while no other request reaches the worker, ``then(answer)`` (the commit): if that
+        fails, the worker rebuilds the session from the database before the error goes on."""
+        with self.lock:
+            value = self._ask(operation, key, *args)
+            if then is not None:
+                try:
+                    then(value)
+                except BaseException:
+                    self._ask("rebuild", key)
+                    raise
+            return value
+
+    def _ask(self, operation: str, *args: Any) -> Any:
+        for attempt in range(RESTARTS + 1):
+            try:
+                assert self.pipe is not None
+                self.pipe.send((operation, args))
+                kind, value = self.pipe.recv()
+            except (EOFError, OSError):
+                self._restart()
+                if attempt == RESTARTS:
+                    raise Problem(
+                        503, "worker-failed", f"worker {self.index} failed on this request"
+                    ) from None
+                continue
+            if kind == "problem":
+                raise Problem(*value)
+            return value
+        raise AssertionError("unreachable")
+
+    def _restart(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.join(timeout=10)
+        self.start()
+
+    def stop(self) -> None:
+        if self.pipe is not None:
+            self.pipe.close()
+        if self.process is not None:
+            self.process.join(timeout=10)
+            if self.process.is_alive():
+                self.process.kill()
+
+
+class Pool:
+    """The workers of a service, asked from the event loop without blocking it."""
+
+    def __init__(self, count: int, policy: str, functors: str | None, db: str) -> None:
+        self.workers = [Worker(i, count, policy, functors, db) for i in range(count)]
+
+    def start(self) -> dict[Key, int]:
+        seqs: dict[Key, int] = {}
+        for worker in self.workers:
+            seqs.update(worker.start())
+        return seqs
+
+    def of(self, key: Key) -> Worker:
+        return self.workers[shard(key, len(self.workers))]
+
+    async def call(self, key: Key, operation: str, *args: Any, then: Any = None) -> Any:
+        return await asyncio.to_thread(self.of(key).call, operation, key, *args, then=then)
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop()
