@@ -1,7 +1,8 @@
 """`policyc audit`: verify a monitor's audit log, and show the decisions it holds.
 
 Exit status of ``verify``: 0 when the log is intact, 1 when a record is bad (the first one is
-named by its line, with a stable code), 2 when the log or the key cannot be read.
+named by its line, with a stable code, on standard error), 2 when the log or the key cannot be
+read. ``show`` exits with 1 for a log with a line that is not a record, 2 for one it cannot read.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def verify_command(log: str, key: str | None, output: str) -> None:
             signed = f", {verified.signed} signatures verified" if key else ""
             click.echo(f"{log}: ok: {verified.records} records, {verified.checkpoints} checkpoints{signed}")
         else:
-            click.echo(f"{log}:{problem.line}: {problem.message} [{problem.code}]")
+            click.echo(f"{log}:{problem.line}: {problem.message} [{problem.code}]", err=True)
         if problem is not None:
             raise SystemExit(EXIT_ERRORS)
 
@@ -70,10 +71,10 @@ def show_command(log: str, session: str | None, verdict: str | None, output: str
         try:
             records = read_records(log)
         except AuditError as error:
-            fail(str(error), EXIT_USAGE)
+            fail(str(error), EXIT_USAGE if str(error).startswith("cannot read") else EXIT_ERRORS)
         chosen = decisions(records, session, verdict)
         if output == "json":
-            echo_json(chosen, ensure_ascii=False)
+            echo_json(chosen)
             return
         for record in chosen:
             click.echo(render_decision(record))

@@ -51,6 +51,7 @@ FORMAT = "policyc-audit/1"
 GENESIS = "0" * 64
 TYPES = ("header", "session", "event", "facts", "decision", "checkpoint")
 DEFAULT_CHECKPOINT_EVERY = 1000
+KEY_LIMIT = 64 * 1024  # a PEM key is a few hundred bytes
 
 # what `verify` finds, by code (the first bad record is named by its line)
 CODES = {
@@ -273,13 +274,20 @@ def _last_line(handle: Any) -> bytes | None:
     return data.rstrip(b"\n").rsplit(b"\n", 1)[-1]
 
 
+def _read(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """A regular file's bytes (never blocking on a FIFO, never reading a device without end)."""
+    from policyc.compiler.files import DATA_LIMIT, read_bytes
+
+    return read_bytes(path, DATA_LIMIT if limit is None else limit)
+
+
 def private_key(path: str | os.PathLike[str]) -> Any:
     """The Ed25519 private key in a PEM file (:class:`AuditError` if it is not one)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     try:
-        key = load_pem_private_key(Path(path).read_bytes(), password=None)
+        key = load_pem_private_key(_read(path, KEY_LIMIT), password=None)
     except OSError as error:
         raise AuditError(f"cannot read the signing key `{path}`: {error.strerror or error}") from None
     except (ValueError, TypeError):
@@ -295,7 +303,7 @@ def public_key(path: str | os.PathLike[str]) -> Any:
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
     try:
-        key = load_pem_public_key(Path(path).read_bytes())
+        key = load_pem_public_key(_read(path, KEY_LIMIT))
     except OSError as error:
         raise AuditError(f"cannot read the verification key `{path}`: {error.strerror or error}") from None
     except (ValueError, TypeError):
@@ -435,7 +443,7 @@ def verify(path: str | os.PathLike[str], key: str | os.PathLike[str] | None = No
     :class:`AuditError` if the file or the key cannot be read."""
     public = None if key is None else public_key(key)
     try:
-        data = Path(path).read_bytes()
+        data = _read(path)
     except OSError as error:
         raise AuditError(f"cannot read `{path}`: {error.strerror or error}") from None
     return verify_bytes(data, public)
@@ -455,11 +463,12 @@ def verify_bytes(data: bytes, public: Any = None) -> Verified:
     for number, raw in enumerate(lines, 1):
         try:
             record = json.loads(raw)
-        except ValueError:
+            written = canonical(record)  # a lone surrogate has no UTF-8: not a record
+        except (ValueError, RecursionError):
             return result(number, "malformed-record", "the line is not JSON")
         if not isinstance(record, dict):
             return result(number, "malformed-record", "the line is not a JSON object")
-        if canonical(record) != raw:
+        if written != raw:
             return result(number, "not-canonical", "the record is not written as canonical JSON")
         if record.get("prev") != prev:
             return result(
@@ -533,25 +542,32 @@ def _checkpoint_problem(record: dict[str, Any], number: int, public: Any) -> tup
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The records of a log, each with its ``line`` (lines that are not JSON objects are left
-    out: :func:`verify` says what is wrong with a log)."""
+    """The records of a log, each with its ``line`` (it is not verified: :func:`verify` says
+    whether it is intact). :class:`AuditError` if the file cannot be read, holds no record, or
+    has a line that is not an audit record (naming the file and the line)."""
     try:
-        data = Path(path).read_bytes()
+        data = _read(path)
     except OSError as error:
         raise AuditError(f"cannot read `{path}`: {error.strerror or error}") from None
-    return list(_records(data))
+    records = list(_records(data, str(path)))
+    if not records:
+        raise AuditError(f"{path}: the log holds no record")
+    return records
 
 
-def _records(data: bytes) -> Iterator[dict[str, Any]]:
+def _records(data: bytes, origin: str) -> Iterator[dict[str, Any]]:
     for number, raw in enumerate(data.split(b"\n"), 1):
         if not raw.strip():
             continue
         try:
             record = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            yield {**record, "line": number}
+        except (ValueError, RecursionError):
+            record = None
+        if not isinstance(record, dict):
+            raise AuditError(f"{origin}:{number}: the line is not a JSON object [malformed-record]")
+        if record.get("type") not in TYPES or not isinstance(record.get("seq"), int):
+            raise AuditError(f"{origin}:{number}: the line is not an audit record [bad-record]")
+        yield {**record, "line": number}
 
 
 def decisions(
@@ -568,21 +584,35 @@ def decisions(
 
 
 def render_decision(record: Mapping[str, Any]) -> str:
-    """A decision record as ``policyc audit show`` prints it."""
+    """A decision record as ``policyc audit show`` prints it (every character that is not
+    printable escaped: a log's text never writes control characters to a terminal)."""
     mode = " (shadow mode: not enforced)" if record.get("mode") == "shadow" else ""
     lines = [
-        f"line {record.get('line')}: session {record.get('session')} action {record.get('action')}: "
-        f"{record.get('verdict')}{mode}"
+        f"line {record.get('line')}: session {_shown(record.get('session'))} action "
+        f"{_shown(record.get('action'))}: {_shown(record.get('verdict'))}{mode}"
     ]
     for label, key in (("", "reasons"), ("would-deny ", "would_deny")):
-        for reason in record.get(key) or ():
+        for reason in _dicts(record.get(key)):
             message = reason.get("message")
-            lines.append(f"  - {label}{reason.get('rule')}" + (f": {message}" if message else ""))
+            lines.append(
+                f"  - {label}{_shown(reason.get('rule'))}" + (f": {_shown(message)}" if message else "")
+            )
     approval = record.get("approval")
-    if approval:
-        lines.append(f"  approval {approval.get('id')}")
+    if isinstance(approval, dict):
+        lines.append(f"  approval {_shown(approval.get('id'))}")
     shadow = record.get("shadow")
-    if shadow and shadow.get("differs"):
-        rules = ", ".join(r.get("rule", "") for r in shadow.get("reasons") or ())
-        lines.append(f"  shadow policy: {shadow.get('verdict')}" + (f" ({rules})" if rules else ""))
+    if isinstance(shadow, dict) and shadow.get("differs"):
+        rules = ", ".join(_shown(r.get("rule")) for r in _dicts(shadow.get("reasons")))
+        lines.append(f"  shadow policy: {_shown(shadow.get('verdict'))}" + (f" ({rules})" if rules else ""))
     return "\n".join(lines)
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode() for c in text
+    )

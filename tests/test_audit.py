@@ -294,7 +294,7 @@ def test_policyc_audit_verify_and_show(tmp_path, keys) -> None:
     done = run_policyc("audit", "verify", str(path), "--key", str(public))
     assert done.status == 0 and "signatures verified" in done.stdout
     done = run_policyc("audit", "verify", str(path), "--key", str(other))
-    assert done.status == 1 and "[bad-signature]" in done.stdout
+    assert done.status == 1 and "[bad-signature]" in done.stderr and not done.stdout
     lines = lines_of(path.read_bytes())
     edited_path = tmp_path / "edited.jsonl"
     edited_path.write_bytes(joined([*lines[:4], lines[4].replace(b'"s0"', b'"s9"'), *lines[5:]]))

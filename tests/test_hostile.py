@@ -196,6 +196,10 @@ SLOTS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
             ),
         ),
     ],
+    "jsonl-audit": [
+        ("audit-verify", ("audit", "verify", "{hostile}")),
+        ("audit-show", ("audit", "show", "{hostile}")),
+    ],
     "jsonl-records": [
         ("calibrate", ("calibrate", str(RISK), "--data", "{hostile}", "-o", "{tmp}/t.json")),
         ("risk-report", ("risk-report", str(RISK), "--data", "{hostile}", "--thresholds", str(THRESHOLDS))),
@@ -264,6 +268,7 @@ FORMATS = {
     "json-bundle": {k: v for k, v in JSON.items() if k != "empty"},
     "jsonl-trace": JSONL,
     "jsonl-records": RECORDS,
+    "jsonl-audit": JSONL,
     "policy": POLICY,
     "toml": TOML,
     "text": TEXT,
@@ -406,6 +411,14 @@ OPTIONS: list[Case] = [
 # other commands and arguments
 OTHERS: list[Case] = [
     Case("keygen-key-is-a-folder", ("keygen", "{tmp}/folder-key"), "folder-key.key"),
+    Case(
+        "audit-verify-key-fifo", ("audit", "verify", "{facts}", "--key", "{tmp}/fifo-key.key"), "fifo-key.key"
+    ),
+    Case(
+        "audit-verify-key-folder",
+        ("audit", "verify", "{facts}", "--key", "{tmp}/folder-key.key"),
+        "folder-key.key",
+    ),
     Case("keygen-key-is-a-fifo", ("keygen", "{tmp}/fifo-key"), "fifo-key.key"),
     Case("keygen-missing-folder", ("keygen", "{tmp}/missing/team"), "team.key"),
     Case("new-traversal", ("new", "../escape", "--dir", "{tmp}"), "../escape"),
