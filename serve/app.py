@@ -190,6 +190,99 @@ class Service:
         answer.headers["Server-Timing"] = f"decide;dur={took * 1000:.3f}"
         return answer
 
+    async def decide(self, principal: Principal, session: str, body: Any) -> Response:
+        """Decide a recorded candidate again (once a person approved it, say)."""
+        started = time.perf_counter()
+        live = self.find(principal, session)
+        if not isinstance(body, dict) or "action" not in body:
+            raise Problem(422, "malformed-request", 'expected {"action": ID, "after_seq": N}')
+        after = body.get("after_seq", 0)
+        if type(after) is not int or after < 0:
+            raise Problem(422, "malformed-request", "`after_seq` must be a non-negative integer")
+        key = (principal.name, session)
+        behind = await self._reach(live, after)
+        async with live.lock:
+            decision_id = "d-" + uuid.uuid4().hex
+            if behind:
+                decision_body = {
+                    "decision_id": decision_id,
+                    **self._refusal({"id": body["action"]}, live, after),
+                }
+                self._commit_decision(key, decision_body, None)
+            else:
+
+                def commit(answer: tuple[dict[str, Any], dict[str, Any]]) -> None:
+                    kept, decided = answer
+                    self._commit_decision(key, {"decision_id": decision_id, **decided}, kept, "decide")
+
+                _, decided = await self.evaluator.call(
+                    key, "decide", body["action"], live.seq + 1, then=commit
+                )
+                decision_body = {"decision_id": decision_id, **decided}
+                live.seq += 1
+                await self._advanced(live)
+        took = time.perf_counter() - started
+        self.metrics.decided(decision_body["verdict"], took)
+        answer = _json(decision_body)
+        answer.headers["Server-Timing"] = f"decide;dur={took * 1000:.3f}"
+        return answer
+
+    async def approvals(self, principal: Principal) -> Response:
+        """The escalated calls waiting for a person (to a key with the ``approver`` role)."""
+        _approver(principal)
+        waiting = []
+        for decision_id, owner, session, body in self.store.pending():
+            decision = orjson.loads(body)
+            waiting.append(
+                {
+                    "approval_id": decision_id,
+                    "principal": owner,
+                    "session": session,
+                    "request": decision.get("escalation"),
+                    "feedback": decision.get("feedback", ""),
+                }
+            )
+        return _json({"pending": waiting})
+
+    async def answer(self, principal: Principal, approval_id: str, body: Any) -> Response:
+        """A person's answer to an escalated call: yes (for ``ttl`` seconds, once) or no."""
+        _approver(principal)
+        if not isinstance(body, dict) or type(body.get("approve")) is not bool:
+            raise Problem(422, "malformed-request", 'expected {"approve": true|false, "ttl": SECONDS}')
+        ttl = body.get("ttl", 300)
+        if type(ttl) not in (int, float) or not 0 < ttl <= 86_400:
+            raise Problem(422, "malformed-request", "`ttl` must be a number of seconds, at most a day")
+        found = self.store.decision_row(approval_id)
+        if found is None or orjson.loads(found[2]).get("verdict") != "escalate":
+            raise Problem(404, "not-found", f"no escalated call `{_short(approval_id)}`")
+        owner, session, decision_text = found
+        decision = orjson.loads(decision_text)
+        key = (owner, session)
+        live = self.live.get(key)
+        if live is None:
+            raise Problem(404, "not-found", f"no escalated call `{_short(approval_id)}`")
+        async with live.lock:
+            if not body["approve"]:
+                if not self.store.answered(approval_id, False, principal.name, None):
+                    raise Problem(409, "already-answered", f"`{_short(approval_id)}` was answered before")
+                return _json(
+                    {"approval_id": approval_id, "approved": False, "approval": None, "seq": live.seq}
+                )
+
+            def commit(kept: dict[str, Any]) -> None:
+                row = (owner, session, live.seq + 1, orjson.dumps(kept).decode())
+                if not self.store.answered(approval_id, True, principal.name, row):
+                    raise Problem(409, "already-answered", f"`{_short(approval_id)}` was answered before")
+
+            kept = await self.evaluator.call(
+                key, "approve", decision["escalation"], float(ttl), principal.name, then=commit
+            )
+            live.seq += 1
+            await self._advanced(live)
+        return _json(
+            {"approval_id": approval_id, "approved": True, "approval": kept["approval"], "seq": live.seq}
+        )
+
     async def decision(self, principal: Principal, session: str, decision_id: str) -> Response:
         self.find(principal, session)
         found = self.store.decision(principal.name, session, decision_id)
@@ -203,7 +296,9 @@ class Service:
 
     # ---------------------------------------------------------------------- private
 
-    def _commit_decision(self, key: Key, decision: dict[str, Any], candidate: dict[str, Any] | None) -> None:
+    def _commit_decision(
+        self, key: Key, decision: dict[str, Any], candidate: dict[str, Any] | None, how: str = "authorize"
+    ) -> None:
         try:
             self.store.decided(
                 decision["decision_id"],
@@ -213,6 +308,7 @@ class Service:
                 decision["verdict"],
                 orjson.dumps(decision).decode(),
                 None if candidate is None else orjson.dumps(candidate).decode(),
+                how,
             )
         except sqlite3.Error as error:
             raise Problem(
@@ -334,6 +430,9 @@ def application(service: Service) -> Starlette:
         Route("/v1/sessions", authenticated(service.create), methods=["POST"]),
         Route("/v1/sessions/{session}/events", authenticated(service.events), methods=["POST"]),
         Route("/v1/sessions/{session}/authorize", authenticated(service.authorize), methods=["POST"]),
+        Route("/v1/sessions/{session}/decide", authenticated(service.decide), methods=["POST"]),
+        Route("/v1/approvals", authenticated(service.approvals, with_body=False), methods=["GET"]),
+        Route("/v1/approvals/{approval_id}", authenticated(service.answer), methods=["POST"]),
         Route(
             "/v1/sessions/{session}/decisions/{decision_id}",
             authenticated(service.decision, with_body=False),
@@ -343,6 +442,13 @@ def application(service: Service) -> Starlette:
     return Starlette(
         routes=routes, exception_handlers={404: not_found, 405: not_allowed, 500: crashed, Exception: crashed}
     )
+
+
+def _approver(principal: Principal) -> None:
+    if "approver" not in principal.roles:
+        raise Problem(
+            403, "not-an-approver", "answering escalated calls needs a key with the `approver` role"
+        )
 
 
 def _principal(request: Request, keys: Keys) -> Principal:

@@ -59,6 +59,8 @@ DECISION = {
         "feedback": {"type": "string"},
         "seq": {"type": "integer", "minimum": 0},
         "action": {"type": "string"},
+        "escalation": {"type": "object", "description": "What a person must see to approve the call."},
+        "approval": {"type": "object", "description": "The approval an allow after escalation used."},
         "explanation": {},
     },
 }
@@ -68,9 +70,9 @@ def _errors(*statuses: int) -> dict[str, Any]:
     meaning = {
         400: "The body is not JSON.",
         401: "No key, or a key that is not one of KEYS.toml.",
-        403: "The key's principal does not hold a role the request names.",
+        403: "The key's principal does not hold a role the request names (or is not an approver).",
         404: "No such session (or another principal's).",
-        409: "The principal has a session of that id.",
+        409: "The principal has a session of that id (or the escalated call was answered).",
         413: "The body is larger than the limit.",
         422: "The request or one of its events is malformed; nothing was recorded.",
         503: "What was asked could not be recorded; nothing was (and no decision is given).",
@@ -217,6 +219,87 @@ def document() -> dict[str, Any]:
                     "responses": {
                         "200": _answer("The decision.", {"$ref": "#/components/schemas/Decision"}),
                         **_errors(400, 401, 404, 413, 422, 503),
+                    },
+                }
+            },
+            "/v1/sessions/{session}/decide": {
+                "post": {
+                    "summary": "Decide a recorded candidate again (after an approval)",
+                    "security": secured,
+                    "parameters": [SESSION_PARAMETER],
+                    "requestBody": _json_body(
+                        {
+                            "type": "object",
+                            "required": ["action"],
+                            "properties": {
+                                "action": {"type": "string"},
+                                "after_seq": {"type": "integer", "minimum": 0},
+                            },
+                        }
+                    ),
+                    "responses": {
+                        "200": _answer("The decision.", {"$ref": "#/components/schemas/Decision"}),
+                        **_errors(400, 401, 404, 413, 422, 503),
+                    },
+                }
+            },
+            "/v1/approvals": {
+                "get": {
+                    "summary": "Escalated calls waiting for a person (approver keys)",
+                    "security": secured,
+                    "responses": {
+                        "200": _answer(
+                            "The calls, oldest first.",
+                            {
+                                "type": "object",
+                                "required": ["pending"],
+                                "properties": {
+                                    "pending": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "required": ["approval_id", "principal", "session", "request"],
+                                        },
+                                    }
+                                },
+                            },
+                        ),
+                        **_errors(401, 403),
+                    },
+                }
+            },
+            "/v1/approvals/{approval_id}": {
+                "post": {
+                    "summary": "Answer an escalated call: approve it once, for ttl seconds, or refuse it",
+                    "security": secured,
+                    "parameters": [
+                        {"name": "approval_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                    ],
+                    "requestBody": _json_body(
+                        {
+                            "type": "object",
+                            "required": ["approve"],
+                            "properties": {
+                                "approve": {"type": "boolean"},
+                                "ttl": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
+                            },
+                        }
+                    ),
+                    "responses": {
+                        "200": _answer(
+                            "The answer, recorded.",
+                            {
+                                "type": "object",
+                                "required": ["approval_id", "approved", "approval", "seq"],
+                                "properties": {
+                                    "approval_id": {"type": "string"},
+                                    "approved": {"type": "boolean"},
+                                    "approval": {"type": ["object", "null"]},
+                                    "seq": {"type": "integer"},
+                                },
+                            },
+                        ),
+                        **_errors(400, 401, 403, 404, 409, 413, 422, 503),
                     },
                 }
             },

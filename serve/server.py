@@ -40,6 +40,7 @@ def policy_digest(path: str) -> str:
 def build(settings: Settings, policy: Any) -> Service:
     """The service of a loaded policy, its sessions rebuilt from the database (in this process,
     or in ``settings.workers`` worker processes that load the policy themselves)."""
+    keys = read_keys(settings.keys)  # a bad keys file is refused before the database is touched
     store = Store(settings.db, settings.sync)
     evaluator: Any
     if settings.workers:
@@ -55,7 +56,7 @@ def build(settings: Settings, policy: Any) -> Service:
     service = Service(
         evaluator,
         policy_digest(settings.policy),
-        read_keys(settings.keys),
+        keys,
         store,
         max_body=settings.max_body,
         wait=settings.wait,

@@ -9,6 +9,7 @@ database (a commit that failed after the change) is rebuilt from the database
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +86,39 @@ class Sessions:
         (checked,) = check_batch([event], session.events)
         return checked, decision_json(session.authorize(checked), seq)
 
+    def decide(self, key: Key, action: Any, seq: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Decide a recorded candidate again (after an approval, say); what is kept of it, and the
+        decision's JSON (``seq``: the decision's sequence number: it may use an approval)."""
+        session = self.session(key)
+        if not isinstance(action, str) or action not in session.events:
+            raise Problem(422, "malformed-request", "`action` must be the id of an event of the session")
+        return {"action": action}, decision_json(session.decide(action), seq)
+
+    def approve(self, key: Key, request: dict[str, Any], ttl: float, approver: str) -> dict[str, Any]:
+        """Approve the escalated call ``request`` (an escalation's JSON) for ``ttl`` seconds;
+        what the database keeps of it (the approval, its event and when it expires)."""
+        from policyc.runtime.approvals import EscalationRequest
+
+        session = self.session(key)
+        approval = session.approve(
+            EscalationRequest(
+                key[1],
+                request["call"],
+                request["tool"],
+                dict(request["arguments"] or {}),
+                frozenset(request["rules"]),
+                tuple(request["messages"]),
+                request.get("feedback", ""),
+            ),
+            ttl,
+            approver,
+        )
+        return {
+            "approval": approval.to_json(),
+            "event": session.events[approval.id],
+            "expires_at": time.time() + ttl,
+        }
+
     def check(self, key: Key, event: Any) -> dict[str, Any]:
         """The event as checked against the session, recording nothing."""
         (checked,) = check_batch([event], self.session(key).events)
@@ -108,11 +142,7 @@ class Sessions:
         for at, how, body in self.store.events(*key):
             if at > seq:
                 break
-            event = orjson.loads(body)
-            if how == "record":
-                again.record(event)
-            else:
-                decision = again.authorize(event)
+            decision = replay(again, how, orjson.loads(body)) or decision
         if decision is None:
             return None
         explained = decision.explain()
@@ -122,13 +152,39 @@ class Sessions:
         session = self.monitor.session(key[1], key[0], roles)
         last = 0
         for at, how, body in self.store.events(*key):
-            event = orjson.loads(body)
-            if how == "record":
-                session.record(event)
-            else:
-                session.authorize(event)
+            replay(session, how, orjson.loads(body))
             last = at
         return session, last
+
+
+def replay(session: Session, how: str, row: dict[str, Any]) -> Decision | None:
+    """Do again what a row of the database did to a session; the decision, for one that decided."""
+    if how == "record":
+        session.record(row)
+    elif how == "authorize":
+        return session.authorize(row)
+    elif how == "decide":
+        return session.decide(row["action"])
+    elif how == "approval":
+        from policyc.runtime.approvals import Approval
+
+        data = row["approval"]
+        remaining = row["expires_at"] - time.time()
+        if remaining > 0:  # an approval whose time is up is recorded, but cannot be used
+            session.approvals.add(
+                Approval(
+                    data["id"],
+                    session.id,
+                    data["tool"],
+                    data["digest"],
+                    frozenset(data["rules"]),
+                    session.approvals.clock() + remaining,
+                    data["call"],
+                    data["approver"],
+                )
+            )
+        session.record(row["event"])
+    return None
 
 
 def check_batch(batch: list[Any], known: dict[str, Any]) -> list[dict[str, Any]]:
@@ -157,6 +213,8 @@ def decision_json(decision: Decision, seq: int) -> dict[str, Any]:
         "feedback": decision.feedback,
         "seq": seq,
         "action": decision.action,
+        **({"escalation": decision.escalation.to_json()} if getattr(decision, "escalation", None) else {}),
+        **({"approval": decision.approval.to_json()} if getattr(decision, "approval", None) else {}),
     }
 
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-FORMAT = "1"
+FORMAT = "2"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -42,12 +42,16 @@ CREATE TABLE IF NOT EXISTS sessions (
 );
 CREATE TABLE IF NOT EXISTS events (
     principal TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL,
-    how TEXT NOT NULL CHECK (how IN ('record', 'authorize')), body TEXT NOT NULL,
+    how TEXT NOT NULL CHECK (how IN ('record', 'authorize', 'decide', 'approval')), body TEXT NOT NULL,
     PRIMARY KEY (principal, session, seq)
 );
 CREATE TABLE IF NOT EXISTS decisions (
     id TEXT PRIMARY KEY, principal TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL,
     verdict TEXT NOT NULL, body TEXT NOT NULL, created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS answers (
+    decision TEXT PRIMARY KEY REFERENCES decisions (id), approved INTEGER NOT NULL,
+    approver TEXT NOT NULL, created REAL NOT NULL
 );
 """
 
@@ -123,19 +127,54 @@ class Store:
         verdict: str,
         body: str,
         candidate: str | None = None,
+        how: str = "authorize",
     ) -> None:
-        """Add a decision; with ``candidate`` (its JSON text), the candidate event it decided as
-        the session's event ``seq``, in the same transaction."""
+        """Add a decision; with ``candidate`` (its JSON text), what it changed in the session
+        as the session's row ``seq`` (``how``: a candidate ``authorize``d, or an action
+        ``decide``d again), in the same transaction."""
         with self.lock, self._transaction():
             if candidate is not None:
                 self.db.execute(
-                    "INSERT INTO events VALUES (?, ?, ?, 'authorize', ?)",
-                    (principal, session, seq, candidate),
+                    "INSERT INTO events VALUES (?, ?, ?, ?, ?)", (principal, session, seq, how, candidate)
                 )
             self.db.execute(
                 "INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (decision, principal, session, seq, verdict, body, time.time()),
             )
+
+    def answered(
+        self, decision: str, approved: bool, approver: str, row: tuple[str, str, int, str] | None
+    ) -> bool:
+        """Answer an escalated decision (False when it was answered before); with ``row``
+        (principal, session, seq, JSON text), the approval recorded in the session."""
+        with self.lock, self._transaction():
+            try:
+                self.db.execute(
+                    "INSERT INTO answers VALUES (?, ?, ?, ?)",
+                    (decision, int(approved), approver, time.time()),
+                )
+            except sqlite3.IntegrityError:
+                return False
+            if row is not None:
+                self.db.execute("INSERT INTO events VALUES (?, ?, ?, 'approval', ?)", row)
+        return True
+
+    def pending(self) -> list[tuple[str, str, str, str]]:
+        """Escalated decisions no one answered yet: (id, principal, session, JSON text), oldest first."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT id, principal, session, body FROM decisions WHERE verdict = 'escalate' "
+                "AND id NOT IN (SELECT decision FROM answers) ORDER BY created"
+            ).fetchall()
+        return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
+
+    def decision_row(self, decision: str) -> tuple[str, str, str] | None:
+        """(principal, session, JSON text) of a decision, whoever's it is."""
+        with self.lock:
+            found = self.db.execute(
+                "SELECT principal, session, body FROM decisions WHERE id = ?", (decision,)
+            ).fetchone()
+        return None if found is None else (str(found[0]), str(found[1]), str(found[2]))
 
     def decision(self, principal: str, session: str, decision: str) -> str | None:
         with self.lock:

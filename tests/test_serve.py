@@ -348,10 +348,11 @@ def test_bad_keys_files_are_refused_before_it_listens(folder: Path) -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        env=dict(os.environ),
+        cwd=folder,
     )
     assert done.returncode == 2
     assert "keys.toml: [principals.a]: `not-a-hash` is not a SHA-256" in done.stderr
+    assert not (folder / "policyc-serve.db").exists(), "the database is not opened before the keys are read"
     assert "Traceback" not in done.stderr
 
 
@@ -473,3 +474,63 @@ def test_sessions_sharded_over_workers_survive_a_killed_worker(folder: Path, key
             expected.append((call["id"], session.authorize(call).allowed))
         assert answers[name] == expected, name
     assert {allowed for name in sessions for _, allowed in answers[name]} == {True, False}
+
+
+ESCALATING = """
+.import events
+@id("pay-needs-a-person")
+@message("{a} pays: a person must approve it")
+Escalate(a) :- ToolCall(a, "pay").
+"""
+
+
+def test_an_escalated_call_runs_once_after_a_person_approves_it(tmp_path: Path) -> None:
+    (tmp_path / "policy.dl").write_text(ESCALATING, "utf-8")
+    agent_key, agent_table = new_key("agent", "agent")
+    approver_key, approver_table = new_key("oncall", "approver")
+    (tmp_path / "keys.toml").write_text(agent_table + "\n" + approver_table, "utf-8")
+    server = Server(tmp_path)
+    pay = event("p1", "tool_call", tool="pay", args={"to": "bob", "amount": 5}, deps=[])
+    try:
+        with client(server, agent_key) as agent, client(server, approver_key) as oncall:
+            agent.post("/v1/sessions", json={"session": "s1"})
+            escalated = conforms(
+                agent.post("/v1/sessions/s1/authorize", json={"event": pay}),
+                "/v1/sessions/{session}/authorize",
+                "post",
+            )
+            assert (escalated["verdict"], escalated["allowed"]) == ("escalate", False)
+            assert escalated["escalation"]["rules"] == ["pay-needs-a-person"]
+            assert escalated["escalation"]["arguments"] == {"to": "bob", "amount": 5}
+            assert agent.get("/v1/approvals").status_code == 403, "an agent's key cannot approve"
+            pending = conforms(oncall.get("/v1/approvals"), "/v1/approvals", "get")["pending"]
+            assert [p["approval_id"] for p in pending] == [escalated["decision_id"]]
+            approved = oncall.post(
+                f"/v1/approvals/{escalated['decision_id']}", json={"approve": True, "ttl": 60}
+            )
+            body = conforms(approved, "/v1/approvals/{approval_id}", "post")
+            assert body["approved"] is True and body["approval"]["rules"] == ["pay-needs-a-person"]
+            again = oncall.post(f"/v1/approvals/{escalated['decision_id']}", json={"approve": True})
+            assert again.status_code == 409 and again.json()["error"]["code"] == "already-answered"
+            assert oncall.get("/v1/approvals").json()["pending"] == []
+            allowed = conforms(
+                agent.post("/v1/sessions/s1/decide", json={"action": "p1"}),
+                "/v1/sessions/{session}/decide",
+                "post",
+            )
+            assert (allowed["verdict"], allowed["allowed"]) == ("allow", True)
+            assert allowed["approval"]["id"] == body["approval"]["id"]
+            once = agent.post("/v1/sessions/s1/decide", json={"action": "p1"}).json()
+            assert (once["verdict"], once["allowed"]) == ("escalate", False), "an approval is used once"
+    finally:
+        server.stop()
+    restarted = Server(tmp_path)
+    try:
+        with client(restarted, agent_key) as agent, client(restarted, approver_key) as oncall:
+            assert [p["approval_id"] for p in oncall.get("/v1/approvals").json()["pending"]] == [
+                once["decision_id"]
+            ]
+            after = agent.post("/v1/sessions/s1/decide", json={"action": "p1"}).json()
+            assert (after["verdict"], after["allowed"]) == ("escalate", False), "the used approval stays used"
+    finally:
+        restarted.stop()
