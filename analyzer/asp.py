@@ -34,6 +34,7 @@ from itertools import product
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.checks.rule_annotations import rule_mode
 from policyc.compiler.stages import Stratified
 
 _TRANSLATORS = counter()
@@ -272,7 +273,10 @@ class Translator:
 
     def rule(self, rule: ast.Rule, head_name: str | None = None) -> list[str]:
         """The clingo rules of a policy rule (several when a positive inline relation expands);
-        ``head_name`` renames its head (to tell rules of one relation apart)."""
+        ``head_name`` renames its head (to tell rules of one relation apart). A ``Deny`` rule in
+        shadow mode derives a relation nothing reads, as the planner has it (it decides nothing)."""
+        if head_name is None and rule_mode(rule) == "shadow":
+            head_name = SHADOW_HEAD
         env: dict[str, str] = {}
         head = rule.head.name
         fixed: list[str] = []
@@ -348,6 +352,7 @@ class Translator:
 
 
 ORDERINGS = ("<", "<=", ">", ">=")
+SHADOW_HEAD = "policyc_shadow_deny"  # the head of a rule in shadow mode (see Translator.rule)
 SAME_KIND = "policyc_same_kind"  # answered by the grounding context, never a policy's functor
 
 

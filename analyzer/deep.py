@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policyc.compiler import ast, codes
+from policyc.compiler.checks.rule_annotations import rule_mode
 from policyc.compiler.diagnostics import Diagnostic, Related
 from policyc.compiler.stages import Stratified
 from policyc.compiler.symbols import ESCALATE, is_verdict
@@ -166,6 +167,10 @@ def analyse(compilation: Stratified, bound: int = 2, timeout: float = 6.0) -> De
             )
     note(("unreachable-rule",), undecided, "rules")
 
+    # a `Deny` rule in shadow mode decides nothing (the planner gives it a relation of its own):
+    # checked above as a rule that may never fire, never counted as a verdict below
+    every = [r for r in every if rule_mode(r.rule) != "shadow"]
+    user = [r for r in user if rule_mode(r.rule) != "shadow"]
     live = [r for r in user if id(r.rule) not in dead and not compilation.symbols.is_inline(r.rule.head.name)]
     searches = Searches(compilation, bound, timeout) if _size(compilation) <= SEARCH_LIMIT else None
     redundant, unsure = _redundant_by_containment(compilation, live, deadline)

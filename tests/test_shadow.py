@@ -341,3 +341,18 @@ def test_the_decision_json_of_a_shadow_result_is_json() -> None:
         "error": None,
         "reasons": [],
     }
+
+
+def test_the_deep_check_counts_no_rule_in_shadow_mode_as_a_verdict() -> None:
+    from policyc.analyzer.deep import deep_findings
+    from policyc.compiler.pipeline import compile_source
+
+    shadow = (
+        '.import events\n.default deny\n@id("new") @mode("shadow")\nDeny(a) :- ToolCall(a, "send").\n'
+        '@id("ok") Allow(a) :- ToolCall(a, "send").\n'
+    )
+    assert [d.name for d in deep_findings(compile_source(shadow))] == []
+    enforced = shadow.replace('@mode("shadow")', "")
+    assert {"shadowed-allow", "always-deny"} <= {d.name for d in deep_findings(compile_source(enforced))}
+    dead = '.import events\n@id("dead") @mode("shadow")\nDeny(a) :- ToolCall(a, "send"), 1 > 2.\n'
+    assert [d.name for d in deep_findings(compile_source(dead))] == ["unsatisfiable-rule"]
