@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from .approvals import Approval, EscalationRequest
     from .evaluator import Evaluation
+    from .shadow import ShadowResult
 
 ERROR_RULE = "policyc:error"
 DEFAULT_RULE = "policyc:default-deny"
@@ -116,7 +117,7 @@ class Decision:
     # shadow mode, and what a shadow policy would have decided
     mode: str = field(default="enforce", kw_only=True)
     would_deny: tuple[Reason, ...] = field(default=(), kw_only=True)
-    shadow: Any = field(default=None, kw_only=True, compare=False)
+    shadow: ShadowResult | None = field(default=None, kw_only=True, compare=False)
 
     def __post_init__(self) -> None:
         if self.verdict not in ("", *VERDICTS):
