@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import EXIT_USAGE, fail, internal_errors, load_policy
+from .common import EXIT_USAGE, fail, internal_errors, print_diagnostics
 
 
 class _ServeGroup(click.Group):
@@ -64,6 +64,11 @@ def serve_group() -> None:
     type=click.IntRange(0, 64),
     help="Evaluator processes the sessions are sharded over (0: decide in the server process).",
 )
+@click.option(
+    "--verify-key",
+    metavar="PUB",
+    help="Serve only a bundle signed with this Ed25519 public key (`policyc keygen`).",
+)
 def start_command(
     policy: str,
     keys: str,
@@ -77,8 +82,11 @@ def start_command(
     wait: float,
     sync: str,
     workers: int,
+    verify_key: str | None,
 ) -> None:
     with internal_errors():
+        from ..runtime.functors import MissingFunctors
+        from ..runtime.policy import PolicyError
         from ..serve.keys import KeysError
         from ..serve.server import Settings, build, run
         from ..serve.store import StoreError
@@ -86,16 +94,51 @@ def start_command(
         if (tls_cert is None) != (tls_key is None):
             fail("--tls-cert and --tls-key go together", EXIT_USAGE)
         settings = Settings(
-            policy, keys, db, host, port, functors, tls_cert, tls_key, max_body, wait, sync, workers
+            policy,
+            keys,
+            db,
+            host,
+            port,
+            functors,
+            tls_cert,
+            tls_key,
+            max_body,
+            wait,
+            sync,
+            workers,
+            verify_key,
         )
-        loaded = load_policy(policy, functors, None)
         try:
-            service = build(settings, loaded)
+            service = build(settings)
+        except PolicyError as error:
+            if error.diagnostics:
+                print_diagnostics(list(error.diagnostics))
+            fail(str(error))
+        except MissingFunctors as error:
+            fail(str(error))
         except (KeysError, StoreError) as error:
             fail(str(error), EXIT_USAGE)
         except OSError as error:
             fail(f"cannot open `{error.filename}`: {error.strerror}", EXIT_USAGE)
         run(settings, service)
+
+
+@serve_group.command("reload")
+@click.option(
+    "--db", default="policyc-serve.db", show_default=True, help="The database of the running service."
+)
+def reload_command(db: str) -> None:
+    """Make the running service read its policy again: new sessions run it, existing ones keep theirs."""
+    with internal_errors():
+        from ..serve.server import ask_reload
+
+        try:
+            outcome = ask_reload(db)
+        except (OSError, TimeoutError) as error:
+            fail(str(error), EXIT_USAGE)
+        click.echo(outcome["message"])
+        if not outcome["ok"]:
+            fail("the service runs the policy it ran before")
 
 
 @serve_group.command("keygen")

@@ -113,19 +113,20 @@ class Service:
         if key in self.live:
             raise Problem(409, "session-exists", f"session `{_short(session)}` exists")
         live = self.live[key] = Live()
+        digest = self.policy_digest  # a session runs the policy current when it is created, always
         async with live.lock:
 
             def commit(_: Any) -> None:
-                if not self.store.create_session(principal.name, session, roles, self.policy_digest):
+                if not self.store.create_session(principal.name, session, roles, digest):
                     raise Problem(409, "session-exists", f"session `{_short(session)}` exists")
 
             try:
-                await self.evaluator.call(key, "create", tuple(roles), then=commit)
+                await self.evaluator.call(key, "create", tuple(roles), digest, then=commit)
             except BaseException:
                 del self.live[key]
                 raise
         self.metrics.holding(len(self.live))
-        return _json({"session": session, "seq": 0}, 201)
+        return _json({"session": session, "seq": 0, "policy": digest}, 201)
 
     async def events(self, principal: Principal, session: str, body: Any) -> Response:
         live = self.find(principal, session)

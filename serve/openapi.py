@@ -162,8 +162,15 @@ def document() -> dict[str, Any]:
                             "The session, at sequence number 0.",
                             {
                                 "type": "object",
-                                "required": ["session", "seq"],
-                                "properties": {"session": {"type": "string"}, "seq": {"const": 0}},
+                                "required": ["session", "seq", "policy"],
+                                "properties": {
+                                    "session": {"type": "string"},
+                                    "seq": {"const": 0},
+                                    "policy": {
+                                        "type": "string",
+                                        "description": "The digest of the policy it runs.",
+                                    },
+                                },
                             },
                         ),
                         **_errors(400, 401, 403, 409, 413, 422),

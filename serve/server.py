@@ -1,15 +1,21 @@
-"""Starting the service: open the policy, the keys and the database, rebuild the sessions, and
-serve the application on uvicorn, saying where it listens once the socket is bound."""
+"""Starting the service: read the keys, keep the policy's bundle in the database, rebuild the
+sessions, and serve the application on uvicorn, saying where it listens once the socket is
+bound. SIGHUP reloads the policy (:func:`reload`): new sessions run the new one, existing ones
+keep theirs; ``policyc serve reload`` sends it and prints what the service did."""
 
 from __future__ import annotations
 
-import hashlib
+import json
+import os
+import signal
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from .app import MAX_BODY, WAIT, Service, application
 from .keys import read_keys
+from .policies import frozen
 from .store import Store
 
 
@@ -29,49 +35,78 @@ class Settings:
     wait: float = WAIT
     sync: str = "normal"
     workers: int = 0
+    verify_key: str | None = None
 
 
-def policy_digest(path: str) -> str:
-    """``sha256:`` and the hex digest of the policy file or bundle as read."""
-    with open(path, "rb") as file:
-        return "sha256:" + hashlib.sha256(file.read()).hexdigest()
-
-
-def build(settings: Settings, policy: Any) -> Service:
-    """The service of a loaded policy, its sessions rebuilt from the database (in this process,
-    or in ``settings.workers`` worker processes that load the policy themselves)."""
-    keys = read_keys(settings.keys)  # a bad keys file is refused before the database is touched
+def build(settings: Settings) -> Service:
+    """The service, its sessions rebuilt from the database (in this process, or in
+    ``settings.workers`` worker processes that load the policies from the database).
+    ``PolicyError`` for a policy that cannot be read, has errors or does not verify;
+    ``KeysError`` for a bad keys file (read first: the database is not touched then)."""
+    keys = read_keys(settings.keys)
+    digest, bundle = frozen(settings.policy, settings.verify_key)
     store = Store(settings.db, settings.sync)
+    store.keep_policy(digest, settings.policy, bundle)
+    store.set_meta("current", digest)
+    store.set_meta("pid", str(os.getpid()))
     evaluator: Any
     if settings.workers:
         from .workers import Pool
 
-        evaluator = Pool(settings.workers, settings.policy, settings.functors, settings.db)
+        evaluator = Pool(settings.workers, settings.functors, settings.db)
     else:
-        from policyc.runtime.session import Monitor
+        from policyc.runtime.functors import load_module
 
         from .sessions import Local, Sessions
 
-        evaluator = Local(Sessions(Monitor(policy), store))
-    service = Service(
-        evaluator,
-        policy_digest(settings.policy),
-        keys,
-        store,
-        max_body=settings.max_body,
-        wait=settings.wait,
-    )
+        evaluator = Local(Sessions(store, load_module(settings.functors) if settings.functors else None))
+    service = Service(evaluator, digest, keys, store, max_body=settings.max_body, wait=settings.wait)
     service.restore()
     return service
 
 
+def reload(settings: Settings, service: Service) -> dict[str, Any]:
+    """Read the policy again: new sessions run it, existing ones keep theirs. What happened
+    is kept in the database (meta ``reload``) for ``policyc serve reload`` to print; a policy
+    that cannot be used leaves the service as it was."""
+    from policyc.runtime.policy import PolicyError
+
+    try:
+        digest, bundle = frozen(settings.policy, settings.verify_key)
+    except PolicyError as error:
+        outcome = {"ok": False, "policy": service.policy_digest, "message": f"not reloaded: {error}"}
+    else:
+        service.store.keep_policy(digest, settings.policy, bundle)
+        service.store.set_meta("current", digest)
+        kept = sum(1 for stored in service.store.sessions() if stored.policy != digest)
+        changed = digest != service.policy_digest
+        service.policy_digest = digest
+        outcome = {
+            "ok": True,
+            "policy": digest,
+            "message": (
+                f"reloaded {settings.policy}: new sessions run {digest}; "
+                f"{kept} existing session{'s' if kept != 1 else ''} keep their policy"
+                + ("" if changed else " (the policy did not change)")
+            ),
+        }
+    outcome["at"] = time.time()
+    service.store.set_meta("reload", json.dumps(outcome))
+    print(f"policyc serve: {outcome['message']}", flush=True)
+    return outcome
+
+
 def run(settings: Settings, service: Service) -> None:
-    """Serve until interrupted (SIGINT, SIGTERM)."""
+    """Serve until interrupted (SIGINT, SIGTERM); SIGHUP reloads the policy."""
+    import asyncio
+
     import uvicorn
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGHUP, reload, settings, service)
             for server in self.servers:
                 for sock in server.sockets:
                     host, port = sock.getsockname()[:2]
@@ -96,5 +131,40 @@ def run(settings: Settings, service: Service) -> None:
         Server(config).run()
     finally:
         service.evaluator.stop()
+        service.store.set_meta("pid", "")
         service.store.close()
-    sys.stdout.flush()
+        sys.stdout.flush()
+
+
+def ask_reload(db: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Send SIGHUP to the service of database ``db`` and wait for what it did (``OSError``
+    when no service of that database runs; ``TimeoutError`` when it does not answer)."""
+    store = Store(db)
+    try:
+        pid = store.meta("pid")
+        if not pid or not _is_service(int(pid)):
+            raise ProcessLookupError(f"{db}: no policyc serve runs on this database")
+        before = store.meta("reload")
+        os.kill(int(pid), signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            now = store.meta("reload")
+            if now is not None and now != before:
+                return dict(json.loads(now))
+            time.sleep(0.05)
+        raise TimeoutError(f"the service (pid {pid}) did not reload within {timeout:g} s")
+    finally:
+        store.close()
+
+
+def _is_service(pid: int) -> bool:
+    """Whether ``pid`` is a running ``policyc serve`` (checked before it is sent a signal)."""
+    try:
+        command = open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        try:
+            os.kill(pid, 0)  # no /proc: at least a process of ours by that number
+        except OSError:
+            return False
+        return True
+    return b"serve" in command and (b"policyc" in command or b"uvicorn" in command)

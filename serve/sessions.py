@@ -35,15 +35,29 @@ class Problem(Exception):
 
 
 class Sessions:
-    """Runtime sessions of one monitor, those of the database that ``mine`` accepts."""
+    """Runtime sessions, those of the database that ``mine`` accepts, each with the monitor of
+    the policy it was created with (a bundle of the database, loaded once per process)."""
 
     def __init__(
-        self, monitor: Monitor, store: Store, mine: Callable[[Key], bool] = lambda key: True
+        self, store: Store, functors: Any = None, mine: Callable[[Key], bool] = lambda key: True
     ) -> None:
-        self.monitor = monitor
         self.store = store
+        self.functors = functors
         self.mine = mine
         self.held: dict[Key, Session] = {}
+        self.monitors: dict[str, Monitor] = {}
+
+    def monitor(self, digest: str) -> Monitor:
+        """The monitor of a stored policy."""
+        found = self.monitors.get(digest)
+        if found is None:
+            from .policies import policy_of
+
+            stored = self.store.policy(digest)
+            if stored is None:
+                raise Problem(500, "policy-missing", f"the database holds no policy {digest}")
+            found = self.monitors[digest] = Monitor(policy_of(stored[1], stored[0], self.functors))
+        return found
 
     def restore(self) -> dict[Key, int]:
         """Rebuild every session of the database that is ``mine``; each one's last sequence number."""
@@ -51,11 +65,11 @@ class Sessions:
         for stored in self.store.sessions():
             key = (stored.principal, stored.session)
             if self.mine(key):
-                self.held[key], seqs[key] = self._replayed(key, stored.roles)
+                self.held[key], seqs[key] = self._replayed(key, stored.roles, stored.policy)
         return seqs
 
-    def create(self, key: Key, roles: tuple[str, ...]) -> None:
-        self.held[key] = self.monitor.session(key[1], key[0], roles)
+    def create(self, key: Key, roles: tuple[str, ...], digest: str) -> None:
+        self.held[key] = self.monitor(digest).session(key[1], key[0], roles)
 
     def drop(self, key: Key) -> None:
         self.held.pop(key, None)
@@ -67,7 +81,7 @@ class Sessions:
             stored = self.store.session(*key)
             if stored is None:
                 raise Problem(404, "not-found", "no such session")
-            found, _ = self._replayed(key, stored.roles)
+            found, _ = self._replayed(key, stored.roles, stored.policy)
             self.held[key] = found
         return found
 
@@ -131,13 +145,16 @@ class Sessions:
         if stored is None:
             self.held.pop(key, None)
             return 0
-        self.held[key], seq = self._replayed(key, stored.roles)
+        self.held[key], seq = self._replayed(key, stored.roles, stored.policy)
         return seq
 
     def explain(self, key: Key, seq: int) -> Any:
         """The explanation of the decision on the candidate at sequence number ``seq``, from the
         session replayed up to it."""
-        again = self.monitor.session(key[1], key[0], self.session(key).roles)
+        stored = self.store.session(*key)
+        if stored is None:
+            raise Problem(404, "not-found", "no such session")
+        again = self.monitor(stored.policy).session(key[1], key[0], stored.roles)
         decision: Decision | None = None
         for at, how, body in self.store.events(*key):
             if at > seq:
@@ -148,8 +165,8 @@ class Sessions:
         explained = decision.explain()
         return explained.to_json() if hasattr(explained, "to_json") else str(explained)
 
-    def _replayed(self, key: Key, roles: tuple[str, ...]) -> tuple[Session, int]:
-        session = self.monitor.session(key[1], key[0], roles)
+    def _replayed(self, key: Key, roles: tuple[str, ...], digest: str) -> tuple[Session, int]:
+        session = self.monitor(digest).session(key[1], key[0], roles)
         last = 0
         for at, how, body in self.store.events(*key):
             replay(session, how, orjson.loads(body))

@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS decisions (
     id TEXT PRIMARY KEY, principal TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL,
     verdict TEXT NOT NULL, body TEXT NOT NULL, created REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS policies (
+    digest TEXT PRIMARY KEY, origin TEXT NOT NULL, bundle BLOB NOT NULL, created REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS answers (
     decision TEXT PRIMARY KEY REFERENCES decisions (id), approved INTEGER NOT NULL,
     approver TEXT NOT NULL, created REAL NOT NULL
@@ -182,6 +185,30 @@ class Store:
                 "SELECT body FROM decisions WHERE id = ? AND principal = ? AND session = ?",
                 (decision, principal, session),
             ).fetchone()
+        return None if found is None else str(found[0])
+
+    def keep_policy(self, digest: str, origin: str, bundle: bytes) -> None:
+        """Store a policy's bundle (once: a digest names one bundle)."""
+        with self.lock, self._transaction():
+            self.db.execute(
+                "INSERT OR IGNORE INTO policies VALUES (?, ?, ?, ?)", (digest, origin, bundle, time.time())
+            )
+
+    def policy(self, digest: str) -> tuple[str, bytes] | None:
+        """A stored policy's origin and bundle."""
+        with self.lock:
+            found = self.db.execute(
+                "SELECT origin, bundle FROM policies WHERE digest = ?", (digest,)
+            ).fetchone()
+        return None if found is None else (str(found[0]), bytes(found[1]))
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.lock, self._transaction():
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def meta(self, key: str) -> str | None:
+        with self.lock:
+            found = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if found is None else str(found[0])
 
     def session(self, principal: str, session: str) -> StoredSession | None:

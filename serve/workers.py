@@ -1,7 +1,7 @@
 """Evaluator processes: the service's sessions sharded over ``--workers`` processes.
 
-A session lives in one worker, chosen by a hash of its principal and id. Each worker loads the
-policy itself, opens the database for reading and rebuilds the sessions of its shard from it;
+A session lives in one worker, chosen by a hash of its principal and id. Each worker opens the
+database, loads the policies its sessions run from it and rebuilds the sessions of its shard;
 the server process keeps answering HTTP and writing the database. A request for a session goes
 to its worker over a pipe and waits for the answer. A worker that dies (killed, crashed) is
 started again and rebuilds its shard from the database while the requests for it wait; the
@@ -29,21 +29,15 @@ def shard(key: Key, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count
 
 
-def _serve_shard(
-    policy: str, functors: str | None, db: str, index: int, count: int, pipe: Connection
-) -> None:
-    """A worker's life: load the policy, rebuild its shard, answer requests until the pipe closes."""
-    from pathlib import Path
-
+def _serve_shard(functors: str | None, db: str, index: int, count: int, pipe: Connection) -> None:
+    """A worker's life: rebuild its shard, answer requests until the pipe closes."""
     from policyc.runtime.functors import load_module
-    from policyc.runtime.policy import load
-    from policyc.runtime.session import Monitor
 
     from .sessions import Sessions
     from .store import Store
 
-    loaded = load(Path(policy), load_module(functors) if functors else None)
-    sessions = Sessions(Monitor(loaded), Store(db), lambda key: shard(key, count) == index)
+    chosen = load_module(functors) if functors else None
+    sessions = Sessions(Store(db), chosen, lambda key: shard(key, count) == index)
     pipe.send(("ready", sessions.restore()))
     while True:
         try:
@@ -65,10 +59,10 @@ def _serve_shard(
 class Worker:
     """One evaluator process and the pipe to it (one request at a time)."""
 
-    def __init__(self, index: int, count: int, policy: str, functors: str | None, db: str) -> None:
+    def __init__(self, index: int, count: int, functors: str | None, db: str) -> None:
         self.index = index
         self.count = count
-        self.spec = (policy, functors, db)
+        self.spec = (functors, db)
         self.lock = threading.Lock()
         self.process: Any = None
         self.pipe: Connection | None = None
@@ -139,8 +133,8 @@ class Worker:
 class Pool:
     """The workers of a service, asked from the event loop without blocking it."""
 
-    def __init__(self, count: int, policy: str, functors: str | None, db: str) -> None:
-        self.workers = [Worker(i, count, policy, functors, db) for i in range(count)]
+    def __init__(self, count: int, functors: str | None, db: str) -> None:
+        self.workers = [Worker(i, count, functors, db) for i in range(count)]
 
     def start(self) -> dict[Key, int]:
         seqs: dict[Key, int] = {}

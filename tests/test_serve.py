@@ -164,7 +164,8 @@ def test_a_principal_sees_its_own_sessions_only(server: Server, keys: dict[str, 
     with client(server, keys["agent"]) as agent, client(server, keys["other"]) as other:
         created = agent.post("/v1/sessions", json={"session": "s1"})
         assert created.status_code == 201
-        assert conforms(created, "/v1/sessions", "post") == {"session": "s1", "seq": 0}
+        body = conforms(created, "/v1/sessions", "post")
+        assert (body["session"], body["seq"]) == ("s1", 0) and body["policy"].startswith("sha256:")
         again = agent.post("/v1/sessions", json={"session": "s1"})
         assert (
             again.status_code == 409
@@ -534,3 +535,54 @@ def test_an_escalated_call_runs_once_after_a_person_approves_it(tmp_path: Path) 
             assert (after["verdict"], after["allowed"]) == ("escalate", False), "the used approval stays used"
     finally:
         restarted.stop()
+
+
+STRICTER = (
+    POLICY
+    + """
+@id("no-mail")
+Deny(a) :- ToolCall(a, "send_email").
+"""
+)
+
+
+def test_a_reload_gives_new_sessions_the_new_policy_and_keeps_the_old_ones(
+    folder: Path, keys: dict[str, str]
+) -> None:
+    server = Server(folder)
+    clean = event("c1", tool="read", deps=[])
+    mail = event("m1", "tool_call", tool="send_email", deps=["c1"])
+
+    def allowed(agent: httpx.Client, session: str) -> bool:
+        agent.post(f"/v1/sessions/{session}/events", json={"events": [clean]})
+        return bool(agent.post(f"/v1/sessions/{session}/authorize", json={"event": mail}).json()["allowed"])
+
+    reload = [policyc_command(), "serve", "reload", "--db", str(folder / "monitor.db")]
+    try:
+        with client(server, keys["agent"]) as agent:
+            first = agent.post("/v1/sessions", json={"session": "old"}).json()["policy"]
+            (folder / "policy.dl").write_text(STRICTER, "utf-8")
+            done = subprocess.run(reload, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            assert "new sessions run sha256:" in done.stdout and "1 existing session keep" in done.stdout
+            second = agent.post("/v1/sessions", json={"session": "new"}).json()["policy"]
+            assert first != second
+            assert allowed(agent, "old") is True, "an existing session keeps the policy it was created with"
+            assert allowed(agent, "new") is False, "a new session runs the reloaded policy"
+            (folder / "policy.dl").write_text("Deny(a) :- Nowhere(a", "utf-8")
+            broken = subprocess.run(reload, capture_output=True, text=True, timeout=60)
+            assert broken.returncode == 1 and "not reloaded" in broken.stdout
+            assert agent.post("/v1/sessions", json={"session": "third"}).json()["policy"] == second
+    finally:
+        server.stop()
+    (folder / "policy.dl").write_text(STRICTER, "utf-8")
+    again = Server(folder)
+    try:
+        with client(again, keys["agent"]) as agent:
+            mail2 = event("m2", "tool_call", tool="send_email", deps=["c1"])
+            assert agent.post("/v1/sessions/old/authorize", json={"event": mail2}).json()["allowed"] is True
+            assert agent.post("/v1/sessions/new/authorize", json={"event": mail2}).json()["allowed"] is False
+    finally:
+        again.stop()
+    stopped = subprocess.run(reload, capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 2 and "no policyc serve runs on this database" in stopped.stderr
