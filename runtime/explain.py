@@ -311,6 +311,14 @@ def explain_decision(decision: Decision) -> Explanation:
     deny = why(evaluation, "Deny", (action,))
     if deny is not None:
         return Explanation(action, False, f"denied: {render_fact('Deny', (action,))} holds", (deny,))
+    if decision.verdict == "escalate" or decision.approval is not None:
+        escalate = why(evaluation, "Escalate", (action,))
+        if escalate is not None:
+            fact = render_fact("Escalate", (action,))
+            if decision.approval is not None:
+                summary = f"allowed: {fact} holds and approval {decision.approval.id} approved the call"
+                return Explanation(action, True, summary, (escalate,))
+            return Explanation(action, False, f"needs approval: {fact} holds and no Deny", (escalate,))
     allow = why(evaluation, "Allow", (action,))
     if allow is not None:
         return Explanation(

@@ -296,3 +296,13 @@ def test_an_approval_event_reads_back() -> None:
     assert again == approval
     assert approval_of_event(event, "s2", 10.0) is None
     assert approval_of_event({**event, "text": "nonsense"}, "s1", 10.0) is None
+
+
+def test_an_escalated_decision_explains_itself() -> None:
+    s = monitor("direct").session("s1")
+    decision = s.authorize(event(0, ("pay", {"amount": 500}, [])))
+    explained = decision.explain()
+    assert explained.summary == 'needs approval: Escalate("c0") holds and no Deny' and not explained.allowed
+    approval = s.approve(decision.escalation)
+    again = s.decide("c0").explain()
+    assert again.allowed and again.summary.endswith(f"approval {approval.id} approved the call")
