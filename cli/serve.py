@@ -11,6 +11,15 @@ class _ServeGroup(click.Group):
     """``policyc serve POLICY ...`` starts the service; ``policyc serve keygen ...`` and the
     other subcommands run themselves."""
 
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "POLICY_OR_BUNDLE --keys KEYS.toml [OPTIONS]")
+        formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="   or: ")
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        start = self.commands["start"]
+        start.format_options(click.Context(start, info_name=ctx.info_name, parent=ctx.parent), formatter)
+        self.format_commands(ctx, formatter)
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
@@ -21,7 +30,7 @@ class _ServeGroup(click.Group):
 
 @click.group("serve", cls=_ServeGroup, invoke_without_command=False)
 def serve_group() -> None:
-    """Run the monitor as an HTTP service: POLICY --keys KEYS.toml [--db PATH] [--host H] [--port P]."""
+    """Run the monitor as an HTTP service (docs/serve.md); `keygen` makes keys, `reload` reloads the policy."""
 
 
 @serve_group.command("start", hidden=True)
