@@ -156,10 +156,23 @@ class Service:
                 return _json({"seq": live.seq})
 
     async def authorize(self, principal: Principal, session: str, body: Any) -> Response:
+        """Record a candidate event and decide it."""
+        return await self._decided(principal, session, body, "event", "authorize")
+
+    async def decide(self, principal: Principal, session: str, body: Any) -> Response:
+        """Decide a recorded candidate again (once a person approved it, say)."""
+        return await self._decided(principal, session, body, "action", "decide")
+
+    async def _decided(
+        self, principal: Principal, session: str, body: Any, field: str, operation: str
+    ) -> Response:
+        """A decision on a graph that holds ``after_seq``: the candidate in ``body[field]`` is
+        authorized or decided again (``operation``), the change and the decision committed as
+        one, or a denial saying the graph is behind."""
         started = time.perf_counter()
         live = self.find(principal, session)
-        if not isinstance(body, dict) or "event" not in body:
-            raise Problem(422, "malformed-request", 'expected {"event": EVENT, "after_seq": N}')
+        if not isinstance(body, dict) or field not in body:
+            raise Problem(422, "malformed-request", f'expected {{"{field}": ..., "after_seq": N}}')
         after = body.get("after_seq", 0)
         if type(after) is not int or after < 0:
             raise Problem(422, "malformed-request", "`after_seq` must be a non-negative integer")
@@ -169,17 +182,19 @@ class Service:
             async with live.lock:
                 decision_id = "d-" + uuid.uuid4().hex
                 if behind:  # the graph never reached the sequence number the client acted on
-                    event = await self.evaluator.call(key, "check", body["event"])
-                    decision_body = {"decision_id": decision_id, **self._refusal(event, live, after)}
+                    action = body[field]
+                    if operation == "authorize":
+                        action = (await self.evaluator.call(key, "check", action))["id"]
+                    decision_body = {"decision_id": decision_id, **self._refusal(action, live, after)}
                     self._commit_decision(key, decision_body, None)
                 else:
 
                     def commit(answer: tuple[dict[str, Any], dict[str, Any]]) -> None:
-                        candidate, decided = answer
-                        self._commit_decision(key, {"decision_id": decision_id, **decided}, candidate)
+                        kept, decided = answer
+                        self._commit_decision(key, {"decision_id": decision_id, **decided}, kept, operation)
 
                     _, decided = await self.evaluator.call(
-                        key, "authorize", body["event"], live.seq + 1, then=commit
+                        key, operation, body[field], live.seq + 1, then=commit
                     )
                     decision_body = {"decision_id": decision_id, **decided}
                     live.seq += 1
@@ -188,43 +203,6 @@ class Service:
         self.metrics.decided(decision_body["verdict"], took)
         answer = _json(decision_body)
         # the time inside the service (committing included), for clients that measure latency
-        answer.headers["Server-Timing"] = f"decide;dur={took * 1000:.3f}"
-        return answer
-
-    async def decide(self, principal: Principal, session: str, body: Any) -> Response:
-        """Decide a recorded candidate again (once a person approved it, say)."""
-        started = time.perf_counter()
-        live = self.find(principal, session)
-        if not isinstance(body, dict) or "action" not in body:
-            raise Problem(422, "malformed-request", 'expected {"action": ID, "after_seq": N}')
-        after = body.get("after_seq", 0)
-        if type(after) is not int or after < 0:
-            raise Problem(422, "malformed-request", "`after_seq` must be a non-negative integer")
-        key = (principal.name, session)
-        behind = await self._reach(live, after)
-        async with live.lock:
-            decision_id = "d-" + uuid.uuid4().hex
-            if behind:
-                decision_body = {
-                    "decision_id": decision_id,
-                    **self._refusal({"id": body["action"]}, live, after),
-                }
-                self._commit_decision(key, decision_body, None)
-            else:
-
-                def commit(answer: tuple[dict[str, Any], dict[str, Any]]) -> None:
-                    kept, decided = answer
-                    self._commit_decision(key, {"decision_id": decision_id, **decided}, kept, "decide")
-
-                _, decided = await self.evaluator.call(
-                    key, "decide", body["action"], live.seq + 1, then=commit
-                )
-                decision_body = {"decision_id": decision_id, **decided}
-                live.seq += 1
-                await self._advanced(live)
-        took = time.perf_counter() - started
-        self.metrics.decided(decision_body["verdict"], took)
-        answer = _json(decision_body)
         answer.headers["Server-Timing"] = f"decide;dur={took * 1000:.3f}"
         return answer
 
@@ -316,7 +294,7 @@ class Service:
                 503, "not-recorded", f"the decision could not be recorded, so it is not given: {error}"
             ) from None
 
-    def _refusal(self, event: dict[str, Any], live: Live, after: int) -> dict[str, Any]:
+    def _refusal(self, action: Any, live: Live, after: int) -> dict[str, Any]:
         message = (
             f"the session's graph is at sequence number {live.seq}, behind the {after} the request "
             f"was made after, and did not reach it within {self.wait:g} s"
@@ -329,7 +307,7 @@ class Service:
             ],
             "feedback": f"Authorization issues encountered:\n- Blocked: {message}",
             "seq": live.seq,
-            "action": event["id"],
+            "action": action,
         }
 
     async def _reach(self, live: Live, seq: int) -> bool:
