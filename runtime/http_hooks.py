@@ -16,7 +16,7 @@ import threading
 from collections.abc import AsyncIterable, Callable, Iterable
 from typing import Any
 
-from .context import PolicyDenied, authorize_call, refusal
+from .context import PolicyDenied, authorize_call, authorize_call_async, refusal
 
 MAX_BODY_BYTES = 1024 * 1024  # the most of a request body read to decide it (default)
 REDACTED = "[redacted]"
@@ -114,7 +114,27 @@ def header_values(items: Iterable[tuple[Any, Any]]) -> dict[str, str]:
 
 def decide_request(hooks: Hooks, method: Any, url: str, headers: dict[str, str], body: bytes | str) -> None:
     """Decide a request as the action ``http_request`` in the ambient session (outside one, as
-    the active instrumentations of ``hooks`` say): :class:`~.context.PolicyDenied` if refused."""
+    the active instrumentations of ``hooks`` say): :class:`~.context.PolicyDenied` if refused
+    (an escalated request is put to the monitor's approver first)."""
+    decision, _ = authorize_call(
+        "http_request", request_arguments(method, url, headers, body), None, hooks.state[1]
+    )
+    if not decision.allowed:
+        raise PolicyDenied(decision)
+
+
+async def decide_request_async(
+    hooks: Hooks, method: Any, url: str, headers: dict[str, str], body: bytes | str
+) -> None:
+    """:func:`decide_request` for async clients: an approver is awaited, not waited for."""
+    arguments = request_arguments(method, url, headers, body)
+    decision, _ = await authorize_call_async("http_request", arguments, None, hooks.state[1])
+    if not decision.allowed:
+        raise PolicyDenied(decision)
+
+
+def request_arguments(method: Any, url: str, headers: dict[str, str], body: bytes | str) -> dict[str, Any]:
+    """The arguments of the action ``http_request``: method, URL, host, body and headers."""
     from urllib.parse import urlsplit
 
     if isinstance(method, bytes):
@@ -123,16 +143,13 @@ def decide_request(hooks: Hooks, method: Any, url: str, headers: dict[str, str],
         host = urlsplit(url).hostname or ""
     except ValueError:
         host = ""
-    args = {
+    return {
         "method": str(method).upper(),
         "url": url,
         "host": host,
         "body": body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body,
         "headers": headers,
     }
-    decision, _ = authorize_call("http_request", args, None, hooks.state[1])
-    if not decision.allowed:
-        raise PolicyDenied(decision)
 
 
 def too_large(limit: int) -> PolicyDenied:

@@ -15,6 +15,7 @@ from .http_hooks import (
     Instrumentation,
     agather,
     decide_request,
+    decide_request_async,
     decided,
     gather,
     header_values,
@@ -89,7 +90,9 @@ def _httpx_async(original: Callable[..., Any]) -> Callable[..., Any]:
             else:
                 raise unreadable()
             body = _httpx_buffered(request, body)
-        _httpx_decide(request, body)
+        await decide_request_async(
+            HOOKS, request.method, str(request.url), header_values(request.headers.multi_items()), body
+        )
         token = decided.set(request)
         try:
             return await original(self, request, *args, **kwargs)

@@ -367,3 +367,27 @@ def test_an_approved_run_is_in_the_audit_log_and_the_log_verifies(tmp_path) -> N
     lines[at] = lines[at].replace("large-payment", "small-payment")
     path.write_text("".join(lines), "utf-8")
     assert not verify(path).ok
+
+
+def test_an_async_http_client_awaits_the_approver() -> None:
+    httpx = pytest.importorskip("httpx")
+    policy = policyc.load_source(
+        '.import events\n@id("post") Escalate(a) :- ToolCall(a, "http_request"), tool_arg(a, "method") = "POST".'
+    )
+
+    async def approver(request):
+        await asyncio.sleep(0)
+        return request.arguments["url"].endswith("/ok")
+
+    session = policyc.Monitor(policy, approver=approver).session("s1")
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text="sent"))
+
+    async def run():
+        async with httpx.AsyncClient(transport=transport) as client:
+            sent = (await client.post("https://example.com/ok", content=b"x")).text
+            with pytest.raises(policyc.PolicyDenied) as denied:
+                await client.post("https://example.com/no", content=b"x")
+            return sent, denied.value.decision.reasons[0].rule
+
+    with policyc.instrument_httpx(), policyc.use_session(session):
+        assert asyncio.run(run()) == ("sent", APPROVAL_REFUSED)
