@@ -12,7 +12,7 @@ and one *delta variant* per recursive atom of every other rule, evaluated each r
 that atom reading only the facts derived in the previous round (semi-naive evaluation).
 
 A rule in shadow mode (``@mode("shadow")`` on a ``Deny`` rule) is planned with a relation of
-its own as head (``Deny@shadow``, placed right after ``Deny`` in its stratum): the enforced
+its own as head (``Deny@shadow``, in a stratum of its own right after ``Deny``'s): the enforced
 verdict never reads it, and a monitor reports what it derives as would-deny.
 
 Every rule is also planned with its head given (:class:`~policyc.compiler.plan.BoundRule`):
@@ -102,35 +102,14 @@ class _Planner:
             by_head.setdefault(self.heads.get(index, rule.head.name), []).append(index)
         strata = []
         for stratum in self.strata.strata:
-            members = [m for r in stratum.relations if r in self.rel for m in self.with_shadow(r)]
-            stored = [r for r in members if not self.symbols.is_inline(r)]
-            base: list[p.RulePlan] = []
-            deltas: list[p.RulePlan] = []
-            inserts: list[p.RulePlan] = []
-            for name in stored:
-                for index in by_head.get(name, []):
-                    rule = rules[index]
-                    recursive = [
-                        i
-                        for i, lit in enumerate(rule.body)
-                        if isinstance(lit, ast.Atom) and stratum.recursive and lit.name in stratum.relations
-                    ]
-                    if not recursive:
-                        base.append(self.rule_plan(index, rule, delta_literal=None))
-                    for i in recursive:
-                        deltas.append(self.rule_plan(index, rule, delta_literal=i))
-                    for i, lit in enumerate(rule.body):
-                        if isinstance(lit, ast.Atom) and self.binds(lit) and lit.name in self.rel:
-                            inserts.append(self.rule_plan(index, rule, delta_literal=i))
+            members = [r for r in stratum.relations if r in self.rel]
             strata.append(
-                p.Stratum(
-                    tuple(self.rel[r] for r in members),
-                    stratum.recursive,
-                    tuple(base),
-                    tuple(deltas),
-                    tuple(inserts),
-                )
+                self.stratum(members, stratum.recursive, frozenset(stratum.relations), rules, by_head)
             )
+            # the rules in shadow mode of its relations: a stratum of their own, right after it
+            for name in members:
+                for shadow in self.with_shadow(name)[1:]:
+                    strata.append(self.stratum([shadow], False, frozenset(), rules, by_head))
         bound = tuple(
             tuple(self.bound_rule(i, rules[i]) for i in by_head.get(name, [])) for name in self.relation_names
         )
@@ -153,6 +132,38 @@ class _Planner:
             for name in self.functor_names
         )
         return p.Plan(relations, functors, tuple(strata), tuple(infos), bound, self.symbols.default)
+
+    def stratum(
+        self,
+        members: list[str],
+        recursive: bool,
+        relations: frozenset[str],
+        rules: list[ast.Rule],
+        by_head: dict[str, list[int]],
+    ) -> p.Stratum:
+        """The plan of a stratum: its relations (``relations``: the names of the stratum's
+        relations, read in rounds when it is ``recursive``)."""
+        base: list[p.RulePlan] = []
+        deltas: list[p.RulePlan] = []
+        inserts: list[p.RulePlan] = []
+        for name in [r for r in members if not self.symbols.is_inline(self.shadowed.get(r, r))]:
+            for index in by_head.get(name, []):
+                rule = rules[index]
+                rounds = [
+                    i
+                    for i, lit in enumerate(rule.body)
+                    if isinstance(lit, ast.Atom) and recursive and lit.name in relations
+                ]
+                if not rounds:
+                    base.append(self.rule_plan(index, rule, delta_literal=None))
+                for i in rounds:
+                    deltas.append(self.rule_plan(index, rule, delta_literal=i))
+                for i, lit in enumerate(rule.body):
+                    if isinstance(lit, ast.Atom) and self.binds(lit) and lit.name in self.rel:
+                        inserts.append(self.rule_plan(index, rule, delta_literal=i))
+        return p.Stratum(
+            tuple(self.rel[r] for r in members), recursive, tuple(base), tuple(deltas), tuple(inserts)
+        )
 
     def with_shadow(self, name: str) -> list[str]:
         """A relation and the relation of its rules in shadow mode, if it has any."""

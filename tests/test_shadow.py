@@ -356,3 +356,21 @@ def test_the_deep_check_counts_no_rule_in_shadow_mode_as_a_verdict() -> None:
     assert {"shadowed-allow", "always-deny"} <= {d.name for d in deep_findings(compile_source(enforced))}
     dead = '.import events\n@id("dead") @mode("shadow")\nDeny(a) :- ToolCall(a, "send"), 1 > 2.\n'
     assert [d.name for d in deep_findings(compile_source(dead))] == ["unsatisfiable-rule"]
+
+
+def test_a_failing_rule_in_shadow_mode_never_changes_a_decision(caplog) -> None:
+    source = (
+        '.import events\n.functor boom(x: symbol): bool\n@id("send") Deny(a) :- ToolCall(a, "send").\n'
+        '@id("new") @mode("shadow") Deny(a) :- ToolCall(a, _), boom(a).\n'
+    )
+    policy = policyc.load(source=source, functors={"boom": boom})
+    without = policyc.load(source=source.split('@id("new")')[0], functors={"boom": boom})
+    events = [
+        {"id": f"c{i}", "kind": "tool_call", "tool": tool} for i, tool in enumerate(["read", "send", "read"])
+    ]
+    with caplog.at_level(logging.WARNING, logger="policyc.shadow"):
+        shadowed = run(policyc.Monitor(policy), events)
+    assert [verdict(d) for d in shadowed] == [verdict(d) for d in run(policyc.Monitor(without), events)]
+    assert [d.allowed for d in shadowed] == [True, False, True]
+    assert all(not d.would_deny for d in shadowed)
+    assert "the rules in shadow mode failed to decide" in caplog.text
