@@ -73,7 +73,10 @@ class RemoteMonitor:
     def __init__(
         self, url: str, key: str, *, timeout: float = TIMEOUT, session_roles: Iterable[str] | None = None
     ) -> None:
-        import httpx
+        try:
+            import httpx
+        except ImportError:
+            raise ImportError("policyc.connect needs httpx: pip install 'policyc[serve]'") from None
 
         self.url = url.rstrip("/")
         self.timeout = timeout
