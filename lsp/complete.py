@@ -31,6 +31,7 @@ ANNOTATIONS = {
     "message": "why the action is denied, for the agent",
     "suggest": "what the agent can do instead",
     "severity": "low, medium, high or critical",
+    "mode": "enforce (the default) or shadow: a Deny rule that only reports would-deny",
 }
 DIRECTIVE_HELP = {
     ".decl": "declare a relation and its attribute types",

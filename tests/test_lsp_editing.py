@@ -279,7 +279,7 @@ async def test_completion_of_directives_modules_and_annotations(
     items = await _complete(client, path, text, position_of(text, ".import \n", inside=len(".import ")))
     assert [i.label for i in items] == library_modules()
     items = await _complete(client, path, text, position_of(text, "@mes", inside=4))
-    assert {i.label for i in items} == {"id", "req", "message", "suggest", "severity"}
+    assert {i.label for i in items} == {"id", "req", "message", "suggest", "severity", "mode"}
     close(client, path)
 
 
