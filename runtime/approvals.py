@@ -96,12 +96,15 @@ class Approval:
     approver: str | None = None  # who approved, when the approver says
 
     def covers(self, request: EscalationRequest) -> bool:
-        """Whether this approval is for exactly this call (ignoring expiry and use)."""
+        """Whether this approval is for exactly this call (ignoring expiry and use); an action
+        that is no tool call (a value given facts name) has no tool and no arguments to tell
+        it from another, so it must be the same action."""
         return (
             self.session == request.session
             and self.tool == request.tool
             and self.digest == request.digest
             and self.rules == request.rules
+            and (request.tool is not None or self.call == request.call)
         )
 
     def to_json(self) -> dict[str, Any]:

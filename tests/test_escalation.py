@@ -306,3 +306,12 @@ def test_an_escalated_decision_explains_itself() -> None:
     approval = s.approve(decision.escalation)
     again = s.decide("c0").explain()
     assert again.allowed and again.summary.endswith(f"approval {approval.id} approved the call")
+
+
+def test_an_approval_of_an_action_no_event_names_covers_that_action_only() -> None:
+    policy = policyc.load_source('.decl Send(a: symbol)\n.input Send\n@id("send") Escalate(a) :- Send(a).')
+    s = policyc.Monitor(policy).session("s1")
+    s.add_facts({"Send": [["x"], ["y"]]})
+    s.approve(s.decide("x").escalation)
+    assert s.decide("y").verdict == "escalate"
+    assert s.decide("x").allowed
