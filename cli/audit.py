@@ -78,3 +78,29 @@ def show_command(log: str, session: str | None, verdict: str | None, output: str
             return
         for record in chosen:
             click.echo(render_decision(record))
+
+
+@audit_group.command("export")
+@click.argument("db", metavar="DB")
+@click.option("-o", "--output", metavar="LOG", help="Write the log here (default: standard output).")
+def export_command(db: str, output: str | None) -> None:
+    """Write the audit log a `policyc serve` database holds as a JSON-lines log (to verify or show)."""
+    with internal_errors():
+        import sqlite3
+        import sys
+        from pathlib import Path
+
+        from ..serve.audit import export
+
+        if not Path(db).is_file():
+            fail(f"`{db}` is not a file", EXIT_USAGE)
+        try:
+            data = export(db)
+        except sqlite3.Error as error:
+            fail(f"`{db}` holds no audit log of policyc serve: {error}", EXIT_USAGE)
+        if output is None:
+            sys.stdout.buffer.write(data)
+        else:
+            from ..compiler.files import replace_file
+
+            replace_file(output, data)

@@ -50,16 +50,21 @@ def build(settings: Settings) -> Service:
     store.set_meta("current", digest)
     store.set_meta("pid", str(os.getpid()))
     evaluator: Any
+    from .audit import DatabaseAudit
+
     if settings.workers:
         from .workers import Pool
 
-        evaluator = Pool(settings.workers, settings.functors, settings.db)
+        evaluator = Pool(
+            settings.workers, settings.functors, settings.db, DatabaseAudit(settings.db, owner=True)
+        )
     else:
         from policyc.runtime.functors import load_module
 
         from .sessions import Local, Sessions
 
-        evaluator = Local(Sessions(store, load_module(settings.functors) if settings.functors else None))
+        functors = load_module(settings.functors) if settings.functors else None
+        evaluator = Local(Sessions(store, functors, audit=DatabaseAudit(settings.db, owner=True)))
     service = Service(evaluator, digest, keys, store, max_body=settings.max_body, wait=settings.wait)
     service.restore()
     return service
@@ -102,7 +107,20 @@ def run(settings: Settings, service: Service) -> None:
 
     import uvicorn
 
+    def finish() -> None:
+        """Stop the workers, close the audit log's segment and the database (once)."""
+        if not service.store.db_closed:
+            service.evaluator.stop()
+            service.store.set_meta("pid", "")
+            service.store.close()
+            sys.stdout.flush()
+
     class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            # before uvicorn raises the signal that stopped it again (which ends the process)
+            await super().shutdown(sockets)
+            finish()
+
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             loop = asyncio.get_running_loop()
@@ -130,10 +148,7 @@ def run(settings: Settings, service: Service) -> None:
     try:
         Server(config).run()
     finally:
-        service.evaluator.stop()
-        service.store.set_meta("pid", "")
-        service.store.close()
-        sys.stdout.flush()
+        finish()
 
 
 def ask_reload(db: str, timeout: float = 60.0) -> dict[str, Any]:

@@ -9,6 +9,7 @@ database (a commit that failed after the change) is rebuilt from the database
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,13 +40,22 @@ class Sessions:
     the policy it was created with (a bundle of the database, loaded once per process)."""
 
     def __init__(
-        self, store: Store, functors: Any = None, mine: Callable[[Key], bool] = lambda key: True
+        self,
+        store: Store,
+        functors: Any = None,
+        mine: Callable[[Key], bool] = lambda key: True,
+        audit: Any = None,
     ) -> None:
         self.store = store
         self.functors = functors
         self.mine = mine
+        self.audit = audit  # a DatabaseAudit its monitors log to (None: no log)
         self.held: dict[Key, Session] = {}
         self.monitors: dict[str, Monitor] = {}
+
+    def quiet(self) -> Any:
+        """What a replay runs inside: nothing it does is logged again."""
+        return self.audit.quiet() if self.audit is not None else contextlib.nullcontext()
 
     def monitor(self, digest: str) -> Monitor:
         """The monitor of a stored policy."""
@@ -56,7 +66,8 @@ class Sessions:
             stored = self.store.policy(digest)
             if stored is None:
                 raise Problem(500, "policy-missing", f"the database holds no policy {digest}")
-            found = self.monitors[digest] = Monitor(policy_of(stored[1], stored[0], self.functors))
+            policy = policy_of(stored[1], stored[0], self.functors)
+            found = self.monitors[digest] = Monitor(policy, audit=self.audit)
         return found
 
     def restore(self) -> dict[Key, int]:
@@ -154,23 +165,27 @@ class Sessions:
         stored = self.store.session(*key)
         if stored is None:
             raise Problem(404, "not-found", "no such session")
-        again = self.monitor(stored.policy).session(key[1], key[0], stored.roles)
+        monitor = self.monitor(stored.policy)
         decision: Decision | None = None
-        for at, how, body in self.store.events(*key):
-            if at > seq:
-                break
-            decision = replay(again, how, orjson.loads(body)) or decision
+        with self.quiet():
+            again = monitor.session(key[1], key[0], stored.roles)
+            for at, how, body in self.store.events(*key):
+                if at > seq:
+                    break
+                decision = replay(again, how, orjson.loads(body)) or decision
         if decision is None:
             return None
         explained = decision.explain()
         return explained.to_json() if hasattr(explained, "to_json") else str(explained)
 
     def _replayed(self, key: Key, roles: tuple[str, ...], digest: str) -> tuple[Session, int]:
-        session = self.monitor(digest).session(key[1], key[0], roles)
+        monitor = self.monitor(digest)
         last = 0
-        for at, how, body in self.store.events(*key):
-            replay(session, how, orjson.loads(body))
-            last = at
+        with self.quiet():
+            session = monitor.session(key[1], key[0], roles)
+            for at, how, body in self.store.events(*key):
+                replay(session, how, orjson.loads(body))
+                last = at
         return session, last
 
 
@@ -255,4 +270,5 @@ class Local:
         return value
 
     def stop(self) -> None:
-        pass
+        if self.sessions.audit is not None:
+            self.sessions.audit.close()

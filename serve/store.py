@@ -80,6 +80,7 @@ class Store:
         if sync not in ("normal", "full"):
             raise ValueError(f"sync is `normal` or `full`, not {sync!r}")
         self.path = path
+        self.closed = False
         self.lock = threading.Lock()
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -95,9 +96,15 @@ class Store:
     def _transaction(self) -> _Transaction:
         return _Transaction(self.db)
 
+    @property
+    def db_closed(self) -> bool:
+        return self.closed
+
     def close(self) -> None:
         with self.lock:
-            self.db.close()
+            if not self.closed:
+                self.closed = True
+                self.db.close()
 
     def create_session(self, principal: str, session: str, roles: Sequence[str], policy: str) -> bool:
         """Add a session; False when the principal has one of that id already."""

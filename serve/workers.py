@@ -33,11 +33,12 @@ def _serve_shard(functors: str | None, db: str, index: int, count: int, pipe: Co
     """A worker's life: rebuild its shard, answer requests until the pipe closes."""
     from policyc.runtime.functors import load_module
 
+    from .audit import DatabaseAudit
     from .sessions import Sessions
     from .store import Store
 
     chosen = load_module(functors) if functors else None
-    sessions = Sessions(Store(db), chosen, lambda key: shard(key, count) == index)
+    sessions = Sessions(Store(db), chosen, lambda key: shard(key, count) == index, DatabaseAudit(db))
     pipe.send(("ready", sessions.restore()))
     while True:
         try:
@@ -133,8 +134,9 @@ class Worker:
 class Pool:
     """The workers of a service, asked from the event loop without blocking it."""
 
-    def __init__(self, count: int, functors: str | None, db: str) -> None:
+    def __init__(self, count: int, functors: str | None, db: str, audit: Any = None) -> None:
         self.workers = [Worker(i, count, functors, db) for i in range(count)]
+        self.audit = audit  # the server's instance of the audit log: it closes it
 
     def start(self) -> dict[Key, int]:
         seqs: dict[Key, int] = {}
@@ -151,3 +153,5 @@ class Pool:
     def stop(self) -> None:
         for worker in self.workers:
             worker.stop()
+        if self.audit is not None:
+            self.audit.close()

@@ -586,3 +586,56 @@ def test_a_reload_gives_new_sessions_the_new_policy_and_keeps_the_old_ones(
         again.stop()
     stopped = subprocess.run(reload, capture_output=True, text=True, timeout=60)
     assert stopped.returncode == 2 and "no policyc serve runs on this database" in stopped.stderr
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_the_audit_log_in_the_database_exports_and_verifies(
+    folder: Path, keys: dict[str, str], workers: str
+) -> None:
+    server = Server(folder, "--workers", workers)
+    try:
+        with client(server, keys["agent"]) as agent:
+            for name in ("s1", "s2", "s3"):
+                agent.post("/v1/sessions", json={"session": name})
+                agent.post(
+                    f"/v1/sessions/{name}/events",
+                    json={"events": [event("r1", tool="fetch", labels=["untrusted"], deps=[])]},
+                )
+                agent.post(
+                    f"/v1/sessions/{name}/authorize",
+                    json={"event": event("a1", "tool_call", tool="send_email", deps=["r1"])},
+                )
+    finally:
+        server.stop()
+    log = folder / "audit.jsonl"
+    command = policyc_command()
+    exported = subprocess.run(
+        [command, "audit", "export", str(folder / "monitor.db"), "-o", str(log)],
+        capture_output=True,
+        text=True,
+    )
+    assert exported.returncode == 0, exported.stderr
+    verified = subprocess.run([command, "audit", "verify", str(log)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    records = [json.loads(line) for line in log.read_text("utf-8").splitlines()]
+    decisions = [r for r in records if r["type"] == "decision"]
+    assert sorted(r["session"] for r in decisions) == ["s1", "s2", "s3"]
+    assert {r["verdict"] for r in decisions} == {"deny"} and decisions[0]["rules"] == ["untrusted-send"]
+    assert len([r for r in records if r["type"] == "event"]) == 6, (
+        "each result and candidate once: no replay logged"
+    )
+    shown = subprocess.run(
+        [command, "audit", "show", str(log), "--verdict", "deny"], capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and shown.stdout.count("untrusted-send") == 3
+    # a record changed in the database is found in the export
+    import sqlite3
+
+    db = sqlite3.connect(folder / "monitor.db")
+    line = db.execute("SELECT line FROM audit WHERE seq = 3").fetchone()[0]
+    db.execute("UPDATE audit SET line = ? WHERE seq = 3", (bytes(line).replace(b'"s', b'"S', 1),))
+    db.commit()
+    db.close()
+    subprocess.run([command, "audit", "export", str(folder / "monitor.db"), "-o", str(log)], check=True)
+    broken = subprocess.run([command, "audit", "verify", str(log)], capture_output=True, text=True)
+    assert broken.returncode == 1 and ":5:" in broken.stderr and "[chain-broken]" in broken.stderr
