@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS audit (
 class DatabaseAudit(AuditLog):
     """An :class:`~policyc.runtime.audit.AuditLog` whose records are rows of the database at
     ``db`` (its own connection: one per process). ``owner``: the server's, which writes the
-    closing checkpoint when the service stops."""
+    closing checkpoint when the service stops; ``sync``: as the service's ``--sync``."""
 
     def __init__(
         self,
@@ -49,6 +49,7 @@ class DatabaseAudit(AuditLog):
         checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
         redact: Iterable[str] = (),
         owner: bool = False,
+        sync: str = "normal",
     ) -> None:
         super().__init__(f"{db}#audit", None, checkpoint_every, redact)
         self.db_path = db
@@ -57,6 +58,9 @@ class DatabaseAudit(AuditLog):
         self.guard = threading.Lock()
         self.connection = sqlite3.connect(db, isolation_level=None, check_same_thread=False, timeout=30)
         self.connection.execute("PRAGMA busy_timeout=30000")
+        self.connection.execute("PRAGMA journal_mode=WAL")
+        # as the service's own commits: `normal` outlives the process, `full` a power cut too
+        self.connection.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
         self.connection.executescript(SCHEMA)
 
     @contextmanager

@@ -64,7 +64,9 @@ def build(settings: Settings) -> Service:
         from .sessions import Local, Sessions
 
         functors = load_module(settings.functors) if settings.functors else None
-        evaluator = Local(Sessions(store, functors, audit=DatabaseAudit(settings.db, owner=True)))
+        evaluator = Local(
+            Sessions(store, functors, audit=DatabaseAudit(settings.db, owner=True, sync=settings.sync))
+        )
     service = Service(evaluator, digest, keys, store, max_body=settings.max_body, wait=settings.wait)
     service.restore()
     return service

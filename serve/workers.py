@@ -29,7 +29,7 @@ def shard(key: Key, count: int) -> int:
     return int.from_bytes(digest[:8], "big") % count
 
 
-def _serve_shard(functors: str | None, db: str, index: int, count: int, pipe: Connection) -> None:
+def _serve_shard(functors: str | None, db: str, sync: str, index: int, count: int, pipe: Connection) -> None:
     """A worker's life: rebuild its shard, answer requests until the pipe closes."""
     from policyc.runtime.functors import load_module
 
@@ -38,7 +38,9 @@ def _serve_shard(functors: str | None, db: str, index: int, count: int, pipe: Co
     from .store import Store
 
     chosen = load_module(functors) if functors else None
-    sessions = Sessions(Store(db), chosen, lambda key: shard(key, count) == index, DatabaseAudit(db))
+    sessions = Sessions(
+        Store(db, sync), chosen, lambda key: shard(key, count) == index, DatabaseAudit(db, sync=sync)
+    )
     pipe.send(("ready", sessions.restore()))
     while True:
         try:
@@ -60,10 +62,10 @@ def _serve_shard(functors: str | None, db: str, index: int, count: int, pipe: Co
 class Worker:
     """One evaluator process and the pipe to it (one request at a time)."""
 
-    def __init__(self, index: int, count: int, functors: str | None, db: str) -> None:
+    def __init__(self, index: int, count: int, functors: str | None, db: str, sync: str = "normal") -> None:
         self.index = index
         self.count = count
-        self.spec = (functors, db)
+        self.spec = (functors, db, sync)
         self.lock = threading.Lock()
         self.process: Any = None
         self.pipe: Connection | None = None
@@ -134,8 +136,10 @@ class Worker:
 class Pool:
     """The workers of a service, asked from the event loop without blocking it."""
 
-    def __init__(self, count: int, functors: str | None, db: str, audit: Any = None) -> None:
-        self.workers = [Worker(i, count, functors, db) for i in range(count)]
+    def __init__(
+        self, count: int, functors: str | None, db: str, audit: Any = None, sync: str = "normal"
+    ) -> None:
+        self.workers = [Worker(i, count, functors, db, sync) for i in range(count)]
         self.audit = audit  # the server's instance of the audit log: it closes it
 
     def start(self) -> dict[Key, int]:
