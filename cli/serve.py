@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from .common import EXIT_USAGE, fail, internal_errors, print_diagnostics
@@ -140,10 +142,13 @@ def reload_command(db: str) -> None:
     """Make the running service read its policy again: new sessions run it, existing ones keep theirs."""
     with internal_errors():
         from ..serve.server import ask_reload
+        from ..serve.store import StoreError
 
+        if not os.path.isfile(db):
+            fail(f"{db}: no database of policyc serve there", EXIT_USAGE)
         try:
             outcome = ask_reload(db)
-        except (OSError, TimeoutError) as error:
+        except (OSError, TimeoutError, StoreError) as error:
             fail(str(error), EXIT_USAGE)
         click.echo(outcome["message"])
         if not outcome["ok"]:

@@ -71,9 +71,14 @@ def new_key() -> tuple[str, str]:
 
 
 def read_keys(path: str) -> Keys:
-    """The keys file at ``path`` (:class:`KeysError` saying where; ``OSError`` if unreadable)."""
-    with open(path, "rb") as file:
-        data = file.read(1 << 20)
+    """The keys file at ``path`` (:class:`KeysError` saying where, also for a file that cannot
+    be read: missing, not a regular file, larger than 1 MiB)."""
+    from policyc.compiler.files import read_bytes
+
+    try:
+        data = read_bytes(path, 1 << 20)
+    except OSError as error:
+        raise KeysError(f"{path}: cannot read the keys file: {error.strerror or error}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -86,6 +91,8 @@ def parse_keys(text: str, origin: str) -> Keys:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise KeysError(f"{origin}: {error}") from None
+    except RecursionError:
+        raise KeysError(f"{origin}: nested too deeply to be a keys file") from None
     principals = data.get("principals")
     unknown = sorted(set(data) - {"principals"})
     if unknown:

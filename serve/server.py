@@ -156,7 +156,7 @@ def run(settings: Settings, service: Service) -> None:
 def ask_reload(db: str, timeout: float = 60.0) -> dict[str, Any]:
     """Send SIGHUP to the service of database ``db`` and wait for what it did (``OSError``
     when no service of that database runs; ``TimeoutError`` when it does not answer)."""
-    store = Store(db)
+    store = Store(db)  # StoreError for a file that is not a service's database
     try:
         pid = store.meta("pid")
         if not pid or not _is_service(int(pid)):

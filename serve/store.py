@@ -26,6 +26,7 @@ False
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -82,7 +83,16 @@ class Store:
         self.path = path
         self.closed = False
         self.lock = threading.Lock()
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise StoreError(f"{path}: not a regular file, so not a database")
+        try:
+            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._prepare(sync)
+        except sqlite3.Error as error:
+            raise StoreError(f"{path}: not a database of policyc serve ({error})") from None
+
+    def _prepare(self, sync: str) -> None:
+        path = self.path
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute(f"PRAGMA synchronous={sync.upper()}")
         self.db.execute("PRAGMA busy_timeout=5000")

@@ -199,6 +199,8 @@ SLOTS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "jsonl-audit": [
         ("audit-verify", ("audit", "verify", "{hostile}")),
         ("audit-show", ("audit", "show", "{hostile}")),
+        ("audit-export", ("audit", "export", "{hostile}")),  # a file that is no database
+        ("serve-reload", ("serve", "reload", "--db", "{hostile}")),
     ],
     "jsonl-records": [
         ("calibrate", ("calibrate", str(RISK), "--data", "{hostile}", "-o", "{tmp}/t.json")),
@@ -214,6 +216,7 @@ SLOTS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("conditions", ("conditions", "{hostile}", "Deny(a)")),
         ("diff", ("diff", "{hostile}", str(TOXIC))),
         ("fmt", ("fmt", "{hostile}")),
+        ("serve-policy", ("serve", "{hostile}", "--keys", "{keys}", "--db", "{tmp}/serve.db", "--port", "0")),
         ("calibrate-policy", ("calibrate", "{hostile}", "--data", "{calib}", "-o", "{tmp}/t.json")),
         (
             "risk-report-policy",
@@ -247,7 +250,10 @@ SLOTS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
             ),
         ),
     ],
-    "toml": [("test", ("test", "{hostile}"))],
+    "toml": [
+        ("test", ("test", "{hostile}")),
+        ("serve-keys", ("serve", str(TOXIC), "--keys", "{hostile}", "--db", "{tmp}/serve.db", "--port", "0")),
+    ],
     "text": [
         (
             "translate",
@@ -475,6 +481,8 @@ def folder(tmp_path_factory) -> Path:
         "utf-8",
     )
     (root / "requirements.md").write_text("# Requirements\n\n1. Never mail secrets out.\n", "utf-8")
+    digest = "0" * 64  # no key hashes to it: a keys file that is well formed
+    (root / "keys.toml").write_text(f'[principals.agent]\nroles = []\nkeys = ["{digest}"]\n', "utf-8")
     (root / "no-facts").mkdir()
     (root / "folder-key.key").mkdir()
     os.mkfifo(root / "fifo-key.key")
@@ -500,6 +508,7 @@ def resolve(case: Case, root: Path) -> tuple[list[str], str]:
         "facts": str(root / "facts.json"),
         "calib": str(root / "calib.jsonl"),
         "requirements": str(root / "requirements.md"),
+        "keys": str(root / "keys.toml"),
     }
     return [arg.format(**values) for arg in case.argv], where
 
