@@ -235,8 +235,9 @@ class RemoteSession:
             return decision
 
     def decide(self, action: Any) -> Decision:
-        """The decision of an action this session authorized (the service decides a candidate
-        when it records it); any other action is denied, saying why."""
+        """An action this session authorized, decided again by the service (which then uses an
+        approval a person gave it at the approvals endpoints); any other action is denied,
+        saying why."""
         with self.lock:
             if self.sticky:
                 return self._poisoned(action)
@@ -245,7 +246,16 @@ class RemoteSession:
             except TypeError:
                 found = None
             if found is not None:
-                return found
+                answer = self.monitor.request(
+                    "POST", self.path + "/decide", {"action": action, "after_seq": self.seq}
+                )
+                if isinstance(answer, Reason):
+                    return _denial(action, answer)
+                if answer.status_code != 200:
+                    return _denial(action, unexpected(answer))
+                decision = self._decision(answer, action)
+                self.decided[action] = decision
+                return decision
             reason = Reason(
                 "policyc:unknown-action",
                 "the service decides only the candidates `authorize` sends it, and this session "

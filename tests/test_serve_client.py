@@ -44,7 +44,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
     folder = tmp_path_factory.mktemp("serve")
     (folder / "policy.dl").write_text(POLICY, "utf-8")
     keys, tables = {}, []
-    for principal, roles in (("agent", ("agent",)), ("other", ())):
+    for principal, roles in (("agent", ("agent",)), ("other", ()), ("oncall", ("approver",))):
         keys[principal], table = new_key(principal, *roles)
         tables.append(table)
     (folder / "keys.toml").write_text("\n".join(tables), "utf-8")
@@ -118,8 +118,10 @@ def test_remote_sessions_decide_as_in_process_ones(service, steps) -> None:
                 continue
             mine, theirs = local.authorize(event), remote.authorize(event)
             assert outcome(theirs) == outcome(mine), event
-            assert remote.decide(event["id"]).decision_id == theirs.decision_id
-        assert remote.order == local.order and remote.seq == len(steps)
+            # decided again (at the service: a row of its own, with a sequence number)
+            assert outcome(remote.decide(event["id"])) == outcome(local.decide(event["id"])), event
+        authorized = sum(1 for how, _ in steps if how != "record")
+        assert remote.order == local.order and remote.seq == len(steps) + authorized
 
 
 def test_guard_against_a_remote_monitor_allows_and_denies_as_in_process(service) -> None:
@@ -435,3 +437,26 @@ def _garbling(status: int, body: bytes) -> _running:
                 self.reply(status, body)
 
     return _running(Handler)
+
+
+def test_decide_again_uses_an_approval_given_at_the_service(service) -> None:
+    """An escalated call, approved by a person's key at the approvals endpoint, is allowed once
+    when the remote session decides it again."""
+    server, keys = service
+    with policyc.connect(server.url, keys["agent"]) as monitor:
+        session = monitor.session(fresh())
+        session.record({"id": "r1", "kind": "tool_result", "text": "x", "labels": ["untrusted"]})
+        call = {"id": "q1", "kind": "tool_call", "tool": "search", "args": {"q": "x"}, "deps": ["r1"]}
+        assert session.authorize(call).verdict == "escalate"
+        assert session.decide("q1").verdict == "escalate", "no approval yet"
+        with httpx.Client(
+            base_url=server.url, headers={"authorization": f"Bearer {keys['oncall']}"}
+        ) as oncall:
+            pending = [p for p in oncall.get("/v1/approvals").json()["pending"] if p["session"] == session.id]
+            assert (
+                oncall.post(f"/v1/approvals/{pending[0]['approval_id']}", json={"approve": True}).status_code
+                == 200
+            )
+        allowed = session.decide("q1")
+        assert (allowed.verdict, allowed.allowed) == ("allow", True)
+        assert session.decide("q1").verdict == "escalate", "the approval was used once"
