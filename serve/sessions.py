@@ -9,6 +9,7 @@ database (a commit that failed after the change) is rebuilt from the database
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 from collections.abc import Callable
@@ -222,7 +223,7 @@ def replay(session: Session, how: str, row: dict[str, Any]) -> Decision | None:
 def check_batch(batch: list[Any], known: dict[str, Any]) -> list[dict[str, Any]]:
     """The events of a batch, each checked against the session and the batch before it; the
     first malformed one refuses the whole batch (422 naming it)."""
-    seen = dict(known)
+    seen = collections.ChainMap({}, known)  # the batch's events over the session's, nothing copied
     checked = []
     for n, event in enumerate(batch):
         try:
