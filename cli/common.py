@@ -8,9 +8,11 @@ opens a policy, a bundle, functors, facts or thresholds is here, once.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -200,11 +202,21 @@ def load_functors(spec: str | None) -> Any:
 
 def load_policy(path: str, functors: str | None, verify_key: str | None, limits: Any = None) -> Any:
     """A policy for a command: its errors are printed like `policyc check` prints them."""
+    from ..runtime.policy import load
+
+    with policy_failures():
+        return load(Path(path), load_functors(functors), verify_key=verify_key, limits=limits)
+
+
+@contextlib.contextmanager
+def policy_failures() -> Iterator[None]:
+    """A policy that cannot be used ends the command: its diagnostics printed like `policyc
+    check` prints them, then its error (status 1); a functor without implementation likewise."""
     from ..runtime.functors import MissingFunctors
-    from ..runtime.policy import PolicyError, load
+    from ..runtime.policy import PolicyError
 
     try:
-        return load(Path(path), load_functors(functors), verify_key=verify_key, limits=limits)
+        yield
     except PolicyError as error:
         if error.diagnostics:
             print_diagnostics(list(error.diagnostics))

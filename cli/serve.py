@@ -6,7 +6,7 @@ import os
 
 import click
 
-from .common import EXIT_USAGE, fail, internal_errors, print_diagnostics
+from .common import EXIT_USAGE, fail, internal_errors, policy_failures
 
 
 class _ServeGroup(click.Group):
@@ -96,8 +96,6 @@ def start_command(
     verify_key: str | None,
 ) -> None:
     with internal_errors():
-        from ..runtime.functors import MissingFunctors
-        from ..runtime.policy import PolicyError
         from ..serve.keys import KeysError
         from ..serve.server import Settings, build, run
         from ..serve.store import StoreError
@@ -120,13 +118,8 @@ def start_command(
             verify_key,
         )
         try:
-            service = build(settings)
-        except PolicyError as error:
-            if error.diagnostics:
-                print_diagnostics(list(error.diagnostics))
-            fail(str(error))
-        except MissingFunctors as error:
-            fail(str(error))
+            with policy_failures():
+                service = build(settings)
         except (KeysError, StoreError) as error:
             fail(str(error), EXIT_USAGE)
         except OSError as error:

@@ -51,7 +51,6 @@ FORMAT = "policyc-audit/1"
 GENESIS = "0" * 64
 TYPES = ("header", "session", "event", "facts", "decision", "checkpoint")
 DEFAULT_CHECKPOINT_EVERY = 1000
-KEY_LIMIT = 64 * 1024  # a PEM key is a few hundred bytes
 
 # what `verify` finds, by code (the first bad record is named by its line)
 CODES = {
@@ -283,34 +282,16 @@ def _read(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
 
 def private_key(path: str | os.PathLike[str]) -> Any:
     """The Ed25519 private key in a PEM file (:class:`AuditError` if it is not one)."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    from .ed25519_keys import private_key as load
 
-    try:
-        key = load_pem_private_key(_read(path, KEY_LIMIT), password=None)
-    except OSError as error:
-        raise AuditError(f"cannot read the signing key `{path}`: {error.strerror or error}") from None
-    except (ValueError, TypeError):
-        raise AuditError(f"`{path}` is not a PEM private key") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise AuditError(f"`{path}` is not an Ed25519 key")
-    return key
+    return load(path, AuditError)
 
 
 def public_key(path: str | os.PathLike[str]) -> Any:
     """The Ed25519 public key in a PEM file (the ``.pub`` of ``policyc keygen``)."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+    from .ed25519_keys import public_key as load
 
-    try:
-        key = load_pem_public_key(_read(path, KEY_LIMIT))
-    except OSError as error:
-        raise AuditError(f"cannot read the verification key `{path}`: {error.strerror or error}") from None
-    except (ValueError, TypeError):
-        raise AuditError(f"`{path}` is not a PEM public key") from None
-    if not isinstance(key, Ed25519PublicKey):
-        raise AuditError(f"`{path}` is not an Ed25519 key")
-    return key
+    return load(path, AuditError)
 
 
 # ------------------------------------------------------------------------------ redaction

@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 FORMAT = "policyc-bundle"
 FORMAT_VERSION = 1
-KEY_LIMIT = 64 * 1024  # a PEM key is a few hundred bytes
 
 
 def canonical(value: Any) -> bytes:
@@ -352,42 +351,15 @@ def _verify(signature: Any, manifest: dict, key: Any, refuse: Any) -> None:
 
 
 def _private_key(path: str | os.PathLike[str]) -> Any:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    from .ed25519_keys import private_key
 
-    from policyc.compiler.files import read_bytes
-
-    try:
-        key = load_pem_private_key(read_bytes(path, KEY_LIMIT), password=None)
-    except OSError as error:
-        raise PolicyError(f"cannot read signing key `{path}`: {error.strerror or error}") from None
-    except (ValueError, TypeError):
-        raise PolicyError(f"`{path}` is not a PEM private key") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise PolicyError(f"`{path}` is not an Ed25519 key")
-    return key
+    return private_key(path, PolicyError)
 
 
 def _public_key(key: Any, refuse: Any) -> Any:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+    from .ed25519_keys import public_key
 
-    if isinstance(key, bytes):
-        data = key
-    else:
-        from policyc.compiler.files import read_bytes
-
-        try:
-            data = read_bytes(key, KEY_LIMIT)
-        except OSError as error:
-            raise PolicyError(f"cannot read verification key `{key}`: {error.strerror or error}") from None
-    try:
-        public = load_pem_public_key(data)
-    except (ValueError, TypeError):
-        raise PolicyError("the verification key is not a PEM public key") from None
-    if not isinstance(public, Ed25519PublicKey):
-        raise PolicyError("the verification key is not an Ed25519 key")
-    return public
+    return public_key(key, PolicyError)
 
 
 class KeyExists(FileExistsError):
