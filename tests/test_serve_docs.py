@@ -22,7 +22,9 @@ def test_the_route_table_is_the_openapi_documents_operations() -> None:
         for method, path in re.findall(r"^\| `(GET|POST|PUT|DELETE) (/[^` ]*)` \|", DOC, flags=re.M)
     }
     published = {
-        (method.upper(), _generic(path)) for path, operations in document()["paths"].items() for method in operations
+        (method.upper(), _generic(path))
+        for path, operations in document()["paths"].items()
+        for method in operations
     }
     assert table == published
 
