@@ -46,11 +46,13 @@ Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
 
 
 def steps_of(session: str, steps: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each step: a tool result (a third of them untrusted) and a call depending on it and on
-    the previous call."""
+    """Each step: a tool result (a third of them untrusted) and a call depending on it; a
+    result depends on the call before it within a task of ten steps (so the work a step takes
+    does not grow with the session, as in tau2-like tasks)."""
     out = []
     for i in range(steps):
-        result = {"id": f"r{i}", "kind": "tool_result", "tool": "fetch", "deps": [f"a{i - 1}"] if i else []}
+        deps = [f"a{i - 1}"] if i % 10 else []
+        result = {"id": f"r{i}", "kind": "tool_result", "tool": "fetch", "deps": deps}
         if i % 3 == 0:
             result["labels"] = ["untrusted"]
         call = {
