@@ -34,7 +34,7 @@ from starlette.routing import Route
 from .keys import Keys, Principal
 from .metrics import Metrics
 from .sessions import Key, Problem
-from .store import Store
+from .store import Records, Store
 
 MAX_BODY = 1 << 20  # bytes a request body may have, by default
 MAX_BATCH = 10_000  # events in one batch
@@ -116,8 +116,8 @@ class Service:
         digest = self.policy_digest  # a session runs the policy current when it is created, always
         async with live.lock:
 
-            def commit(_: Any) -> None:
-                if not self.store.create_session(principal.name, session, roles, digest):
+            def commit(_: Any, audit: Records) -> None:
+                if not self.store.create_session(principal.name, session, roles, digest, audit):
                     raise Problem(409, "session-exists", f"session `{_short(session)}` exists")
 
             try:
@@ -141,10 +141,10 @@ class Service:
         with self.metrics.waiting.track_inprogress():
             async with live.lock:
 
-                def commit(checked: list[dict[str, Any]]) -> None:
+                def commit(checked: list[dict[str, Any]], audit: Records) -> None:
                     rows = [("record", orjson.dumps(event).decode()) for event in checked]
                     try:
-                        self.store.append(principal.name, session, rows, live.seq)
+                        self.store.append(principal.name, session, rows, live.seq, audit)
                     except sqlite3.Error as error:
                         raise Problem(
                             503, "not-recorded", f"the events could not be recorded: {error}"
@@ -189,9 +189,11 @@ class Service:
                     self._commit_decision(key, decision_body, None)
                 else:
 
-                    def commit(answer: tuple[dict[str, Any], dict[str, Any]]) -> None:
+                    def commit(answer: tuple[dict[str, Any], dict[str, Any]], audit: Records) -> None:
                         kept, decided = answer
-                        self._commit_decision(key, {"decision_id": decision_id, **decided}, kept, operation)
+                        self._commit_decision(
+                            key, {"decision_id": decision_id, **decided}, kept, operation, audit
+                        )
 
                     _, decided = await self.evaluator.call(
                         key, operation, body[field], live.seq + 1, then=commit
@@ -248,9 +250,9 @@ class Service:
                     {"approval_id": approval_id, "approved": False, "approval": None, "seq": live.seq}
                 )
 
-            def commit(kept: dict[str, Any]) -> None:
+            def commit(kept: dict[str, Any], audit: Records) -> None:
                 row = (owner, session, live.seq + 1, orjson.dumps(kept).decode())
-                if not self.store.answered(approval_id, True, principal.name, row):
+                if not self.store.answered(approval_id, True, principal.name, row, audit):
                     raise Problem(409, "already-answered", f"`{_short(approval_id)}` was answered before")
 
             kept = await self.evaluator.call(
@@ -276,7 +278,12 @@ class Service:
     # ---------------------------------------------------------------------- private
 
     def _commit_decision(
-        self, key: Key, decision: dict[str, Any], candidate: dict[str, Any] | None, how: str = "authorize"
+        self,
+        key: Key,
+        decision: dict[str, Any],
+        candidate: dict[str, Any] | None,
+        how: str = "authorize",
+        audit: Records = (),
     ) -> None:
         try:
             self.store.decided(
@@ -288,6 +295,7 @@ class Service:
                 orjson.dumps(decision).decode(),
                 None if candidate is None else orjson.dumps(candidate).decode(),
                 how,
+                audit,
             )
         except sqlite3.Error as error:
             raise Problem(

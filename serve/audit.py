@@ -2,14 +2,15 @@
 "Audit log") in the table ``audit``, one row per record, chained and checkpointed as the JSON-lines
 log is, so that ``policyc audit export DB`` writes a file ``policyc audit verify`` checks.
 
-Whichever process decides writes the records (the server, or the worker holding the session): a
-record and its link to the one before are one transaction, so the chain stays whole however the
-processes interleave. Replaying a session (when the service starts, a worker restarts, or a
-decision is explained) writes nothing: the records of what is replayed are in the log already. A
-monitor starting writes a ``header``; one that follows records not closed by a final checkpoint
-(another process's monitor, or a service that was killed) is preceded by one, so the log reads as
-segments, each closed. A decision is logged when it is made; one whose commit then fails (the
-service answers 503 and gives no decision) stays in the log, marked as made.
+The monitors of whichever process decides (the server, or the worker holding the session) hand
+their records to a :class:`DatabaseAudit`, which keeps them until the server commits what they
+record: the records of a request are written in the transaction that commits its events or its
+decision (:func:`write`), so the log holds a decision exactly when the database does, and the
+chain stays whole however processes interleave. Replaying a session (when the service starts, a
+worker restarts, or a decision is explained) records nothing: what is replayed is in the log
+already. A monitor starting writes a ``header``; one that follows records not closed by a final
+checkpoint (another process's monitor, or a service that was killed) is preceded by one, so the
+log reads as segments, each closed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import hashlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,17 +32,11 @@ from policyc.runtime.audit import (
     record_hash,
 )
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit (
-    seq INTEGER PRIMARY KEY, line BLOB NOT NULL, since INTEGER NOT NULL, final INTEGER NOT NULL
-);
-"""
-
 
 class DatabaseAudit(AuditLog):
-    """An :class:`~policyc.runtime.audit.AuditLog` whose records are rows of the database at
-    ``db`` (its own connection: one per process). ``owner``: the server's, which writes the
-    closing checkpoint when the service stops; ``sync``: as the service's ``--sync``."""
+    """An :class:`~policyc.runtime.audit.AuditLog` that keeps the records its monitors append
+    until :meth:`take` hands them to the commit that writes them. ``owner``: the server's, which
+    closes the log's segment in the database at ``db`` when the service stops."""
 
     def __init__(
         self,
@@ -49,23 +44,17 @@ class DatabaseAudit(AuditLog):
         checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
         redact: Iterable[str] = (),
         owner: bool = False,
-        sync: str = "normal",
     ) -> None:
         super().__init__(f"{db}#audit", None, checkpoint_every, redact)
         self.db_path = db
         self.owner = owner
-        self.muted = 0  # replays in progress: nothing is logged
+        self.muted = 0  # replays in progress: nothing is recorded
         self.guard = threading.Lock()
-        self.connection = sqlite3.connect(db, isolation_level=None, check_same_thread=False, timeout=30)
-        self.connection.execute("PRAGMA busy_timeout=30000")
-        self.connection.execute("PRAGMA journal_mode=WAL")
-        # as the service's own commits: `normal` outlives the process, `full` a power cut too
-        self.connection.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
-        self.connection.executescript(SCHEMA)
+        self.pending: list[dict[str, Any]] = []
 
     @contextmanager
     def quiet(self) -> Any:
-        """Nothing is logged inside (a replay)."""
+        """Nothing is recorded inside (a replay)."""
         with self.guard:
             self.muted += 1
         try:
@@ -78,70 +67,82 @@ class DatabaseAudit(AuditLog):
         pass
 
     def append(self, record: Mapping[str, Any]) -> None:
-        if self.muted:
-            return
-        self._rows(dict(record), seal=False)
+        with self.guard:
+            if not self.muted:
+                self.pending.append(dict(record))
+
+    def take(self) -> list[dict[str, Any]]:
+        """The records appended since the last call (to be written with their commit)."""
+        with self.guard:
+            taken, self.pending = self.pending, []
+        return taken
 
     def checkpoint(self) -> None:
-        self._rows({"type": "checkpoint", "final": False}, seal=True)
+        self.append({"type": "checkpoint", "final": False})
 
     def close(self) -> None:
+        """The owner closes the last segment (an empty log stays empty)."""
         with self.guard:
             if self.closed:
                 return
             self.closed = True
+        if not self.owner:
+            return
+        connection = sqlite3.connect(self.db_path, isolation_level=None, timeout=30)
         try:
-            if self.owner:  # a segment left open is closed (an empty log stays empty)
-                self._rows({"type": "checkpoint", "final": True}, seal=True)
-        finally:
-            self.connection.close()
-
-    def _rows(self, record: dict[str, Any], seal: bool) -> None:
-        """Append a record (and a checkpoint when one is due, or a closing one before a header
-        that follows an open segment), in one transaction."""
-        db = self.connection
-        try:
-            with self.guard:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    last = db.execute(
-                        "SELECT seq, line, since, final FROM audit ORDER BY seq DESC LIMIT 1"
-                    ).fetchone()
-                    seq, prev, since, final = (
-                        (0, "0" * 64, 0, True)
-                        if last is None
-                        else (last[0] + 1, hashlib.sha256(bytes(last[1])).hexdigest(), last[2], bool(last[3]))
-                    )
-                    if record.get("type") == "checkpoint" and record.get("final") and final:
-                        db.execute("ROLLBACK")  # nothing to close: an empty log, or a closed segment
-                        return
-                    if record.get("type") == "header" and not final:
-                        seq, prev, since = self._insert(
-                            {"type": "checkpoint", "final": True}, seq, prev, since, True
-                        )
-                    seq, prev, since = self._insert(record, seq, prev, since, seal)
-                    if not seal and since >= self.checkpoint_every:
-                        self._insert({"type": "checkpoint", "final": False}, seq, prev, since, True)
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
+            connection.execute("BEGIN IMMEDIATE")
+            write(connection, [{"type": "checkpoint", "final": True}], self.checkpoint_every)
+            connection.execute("COMMIT")
         except sqlite3.Error as error:
-            raise AuditError(f"cannot write to the audit log in `{self.db_path}`: {error}") from None
+            raise AuditError(f"cannot close the audit log in `{self.db_path}`: {error}") from None
+        finally:
+            connection.close()
 
-    def _insert(
-        self, record: dict[str, Any], seq: int, prev: str, since: int, seal: bool
-    ) -> tuple[int, str, int]:
-        full = {**record, "seq": seq, "prev": prev, "time": round(time.time(), 6)}
-        if seal:
-            full["records"] = seq
-            full["hash"] = record_hash(full)
-        line = canonical(jsonable(full))
-        final = bool(seal and record.get("final"))
-        self.connection.execute(
-            "INSERT INTO audit VALUES (?, ?, ?, ?)", (seq, line, 0 if seal else since + 1, int(final))
-        )
-        return seq + 1, hashlib.sha256(line).hexdigest(), 0 if seal else since + 1
+
+def write(
+    connection: sqlite3.Connection,
+    records: Sequence[Mapping[str, Any]],
+    every: int = DEFAULT_CHECKPOINT_EVERY,
+) -> None:
+    """Append records to the audit table, inside the caller's open transaction: each chained to
+    the one before, a checkpoint after every ``every`` records, a closing checkpoint before a
+    header that follows an open segment (a closing checkpoint with nothing to close is left out)."""
+    if not records:
+        return
+    last = connection.execute(
+        "SELECT seq, line, since, final FROM audit ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    state = (
+        (0, "0" * 64, 0, True)
+        if last is None
+        else (last[0] + 1, hashlib.sha256(bytes(last[1])).hexdigest(), last[2], bool(last[3]))
+    )
+    for record in records:
+        kind, final = record.get("type"), bool(record.get("final"))
+        if kind == "checkpoint" and final and state[3]:
+            continue  # nothing to close: an empty log, or a closed segment
+        if kind == "header" and not state[3]:
+            state = _insert(connection, {"type": "checkpoint", "final": True}, state, seal=True)
+        state = _insert(connection, dict(record), state, seal=kind == "checkpoint")
+        if kind != "checkpoint" and state[2] >= every:
+            state = _insert(connection, {"type": "checkpoint", "final": False}, state, seal=True)
+
+
+def _insert(
+    connection: sqlite3.Connection, record: dict[str, Any], state: tuple[int, str, int, bool], seal: bool
+) -> tuple[int, str, int, bool]:
+    """Insert one record after ``state`` (next seq, previous hash, records since the last
+    checkpoint, whether the last record closed its segment); the state after it."""
+    seq, prev, since, _ = state
+    full = {**record, "seq": seq, "prev": prev, "time": round(time.time(), 6)}
+    if seal:
+        full["records"] = seq
+        full["hash"] = record_hash(full)
+    line = canonical(jsonable(full))
+    since = 0 if seal else since + 1
+    final = bool(seal and record.get("final"))
+    connection.execute("INSERT INTO audit VALUES (?, ?, ?, ?)", (seq, line, since, int(final)))
+    return seq + 1, hashlib.sha256(line).hexdigest(), since, final
 
 
 def export(db: str) -> bytes:

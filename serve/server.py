@@ -55,18 +55,15 @@ def build(settings: Settings) -> Service:
     if settings.workers:
         from .workers import Pool
 
-        evaluator = Pool(
-            settings.workers, settings.functors, settings.db, DatabaseAudit(settings.db, owner=True)
-        )
+        audit = DatabaseAudit(settings.db, owner=True)
+        evaluator = Pool(settings.workers, settings.functors, settings.db, store, audit, settings.sync)
     else:
         from policyc.runtime.functors import load_module
 
         from .sessions import Local, Sessions
 
         functors = load_module(settings.functors) if settings.functors else None
-        evaluator = Local(
-            Sessions(store, functors, audit=DatabaseAudit(settings.db, owner=True, sync=settings.sync))
-        )
+        evaluator = Local(Sessions(store, functors, audit=DatabaseAudit(settings.db, owner=True)))
     service = Service(evaluator, digest, keys, store, max_body=settings.max_body, wait=settings.wait)
     service.restore()
     return service

@@ -58,6 +58,17 @@ class Sessions:
         """What a replay runs inside: nothing it does is logged again."""
         return self.audit.quiet() if self.audit is not None else contextlib.nullcontext()
 
+    def ask(self, operation: str, key: Key, *args: Any) -> tuple[Any, list[dict[str, Any]]]:
+        """Do ``operation`` on a session; its answer and the audit records it made, for the
+        commit that writes them (an operation that fails leaves none but a monitor's header)."""
+        try:
+            value = getattr(self, operation)(key, *args)
+        except BaseException:
+            if self.audit is not None:
+                self.audit.pending = [r for r in self.audit.take() if r.get("type") == "header"]
+            raise
+        return value, self.audit.take() if self.audit is not None else []
+
     def monitor(self, digest: str) -> Monitor:
         """The monitor of a stored policy."""
         found = self.monitors.get(digest)
@@ -261,13 +272,15 @@ class Local:
         return self.sessions.restore()
 
     async def call(self, key: Key, operation: str, *args: Any, then: Any = None) -> Any:
-        value = getattr(self.sessions, operation)(key, *args)
-        if then is not None:
-            try:
-                then(value)
-            except BaseException:
-                self.sessions.rebuild(key)
-                raise
+        value, records = self.sessions.ask(operation, key, *args)
+        if then is None:
+            self.sessions.store.record_audit(records)
+            return value
+        try:
+            then(value, records)
+        except BaseException:
+            self.sessions.rebuild(key)
+            raise
         return value
 
     def stop(self) -> None:

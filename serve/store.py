@@ -32,6 +32,11 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from .audit import write
+
+Records = Sequence[dict[str, Any]]  # audit records written with a commit (see .audit)
 
 FORMAT = "2"
 
@@ -52,6 +57,9 @@ CREATE TABLE IF NOT EXISTS decisions (
 );
 CREATE TABLE IF NOT EXISTS policies (
     digest TEXT PRIMARY KEY, origin TEXT NOT NULL, bundle BLOB NOT NULL, created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY, line BLOB NOT NULL, since INTEGER NOT NULL, final INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS answers (
     decision TEXT PRIMARY KEY REFERENCES decisions (id), approved INTEGER NOT NULL,
@@ -116,8 +124,10 @@ class Store:
                 self.closed = True
                 self.db.close()
 
-    def create_session(self, principal: str, session: str, roles: Sequence[str], policy: str) -> bool:
-        """Add a session; False when the principal has one of that id already."""
+    def create_session(
+        self, principal: str, session: str, roles: Sequence[str], policy: str, audit: Records = ()
+    ) -> bool:
+        """Add a session (and its audit records); False when the principal has one of that id already."""
         with self.lock, self._transaction():
             try:
                 self.db.execute(
@@ -126,9 +136,12 @@ class Store:
                 )
             except sqlite3.IntegrityError:
                 return False
+            write(self.db, audit)
         return True
 
-    def append(self, principal: str, session: str, rows: Sequence[tuple[str, str]], seq: int) -> int:
+    def append(
+        self, principal: str, session: str, rows: Sequence[tuple[str, str]], seq: int, audit: Records = ()
+    ) -> int:
         """Add events (``(how, JSON text)``) after sequence number ``seq``, the session's last;
         the new last sequence number. All of them or none are committed."""
         with self.lock, self._transaction():
@@ -136,6 +149,7 @@ class Store:
                 "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
                 [(principal, session, seq + n, how, body) for n, (how, body) in enumerate(rows, 1)],
             )
+            write(self.db, audit)
         return seq + len(rows)
 
     def decided(
@@ -148,6 +162,7 @@ class Store:
         body: str,
         candidate: str | None = None,
         how: str = "authorize",
+        audit: Records = (),
     ) -> None:
         """Add a decision; with ``candidate`` (its JSON text), what it changed in the session
         as the session's row ``seq`` (``how``: a candidate ``authorize``d, or an action
@@ -161,9 +176,15 @@ class Store:
                 "INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (decision, principal, session, seq, verdict, body, time.time()),
             )
+            write(self.db, audit)
 
     def answered(
-        self, decision: str, approved: bool, approver: str, row: tuple[str, str, int, str] | None
+        self,
+        decision: str,
+        approved: bool,
+        approver: str,
+        row: tuple[str, str, int, str] | None,
+        audit: Records = (),
     ) -> bool:
         """Answer an escalated decision (False when it was answered before); with ``row``
         (principal, session, seq, JSON text), the approval recorded in the session."""
@@ -177,6 +198,7 @@ class Store:
                 return False
             if row is not None:
                 self.db.execute("INSERT INTO events VALUES (?, ?, ?, 'approval', ?)", row)
+            write(self.db, audit)
         return True
 
     def pending(self) -> list[tuple[str, str, str, str]]:
@@ -195,6 +217,12 @@ class Store:
                 "SELECT principal, session, body FROM decisions WHERE id = ?", (decision,)
             ).fetchone()
         return None if found is None else (str(found[0]), str(found[1]), str(found[2]))
+
+    def record_audit(self, records: Records) -> None:
+        """Write audit records that no change of the database carries (a monitor's header)."""
+        if records:
+            with self.lock, self._transaction():
+                write(self.db, records)
 
     def decision(self, principal: str, session: str, decision: str) -> str | None:
         with self.lock:

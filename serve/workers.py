@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from .sessions import Key, Problem
+from .store import Store
 
 RESTARTS = 1  # times a request is asked again of a restarted worker
 
@@ -38,9 +39,7 @@ def _serve_shard(functors: str | None, db: str, sync: str, index: int, count: in
     from .store import Store
 
     chosen = load_module(functors) if functors else None
-    sessions = Sessions(
-        Store(db, sync), chosen, lambda key: shard(key, count) == index, DatabaseAudit(db, sync=sync)
-    )
+    sessions = Sessions(Store(db, sync), chosen, lambda key: shard(key, count) == index, DatabaseAudit(db))
     pipe.send(("ready", sessions.restore()))
     while True:
         try:
@@ -48,7 +47,7 @@ def _serve_shard(functors: str | None, db: str, sync: str, index: int, count: in
         except (EOFError, OSError):
             return
         try:
-            answer: Any = ("ok", getattr(sessions, operation)(*args))
+            answer: Any = ("ok", sessions.ask(operation, *args))
         except Problem as problem:
             answer = ("problem", (problem.status, problem.code, problem.message))
         except Exception as error:  # the request fails; the worker goes on
@@ -62,10 +61,13 @@ def _serve_shard(functors: str | None, db: str, sync: str, index: int, count: in
 class Worker:
     """One evaluator process and the pipe to it (one request at a time)."""
 
-    def __init__(self, index: int, count: int, functors: str | None, db: str, sync: str = "normal") -> None:
+    def __init__(
+        self, index: int, count: int, functors: str | None, db: str, sync: str, store: Store
+    ) -> None:
         self.index = index
         self.count = count
         self.spec = (functors, db, sync)
+        self.store = store  # the server's: audit records no change carries are written there
         self.lock = threading.Lock()
         self.process: Any = None
         self.pipe: Connection | None = None
@@ -91,13 +93,15 @@ class Worker:
         while no other request reaches the worker, ``then(answer)`` (the commit): if that
         fails, the worker rebuilds the session from the database before the error goes on."""
         with self.lock:
-            value = self._ask(operation, key, *args)
-            if then is not None:
-                try:
-                    then(value)
-                except BaseException:
-                    self._ask("rebuild", key)
-                    raise
+            value, records = self._ask(operation, key, *args)
+            if then is None:
+                self.store.record_audit(records)
+                return value
+            try:
+                then(value, records)
+            except BaseException:
+                self._ask("rebuild", key)
+                raise
             return value
 
     def _ask(self, operation: str, *args: Any) -> Any:
@@ -137,9 +141,9 @@ class Pool:
     """The workers of a service, asked from the event loop without blocking it."""
 
     def __init__(
-        self, count: int, functors: str | None, db: str, audit: Any = None, sync: str = "normal"
+        self, count: int, functors: str | None, db: str, store: Store, audit: Any = None, sync: str = "normal"
     ) -> None:
-        self.workers = [Worker(i, count, functors, db, sync) for i in range(count)]
+        self.workers = [Worker(i, count, functors, db, sync, store) for i in range(count)]
         self.audit = audit  # the server's instance of the audit log: it closes it
 
     def start(self) -> dict[Key, int]:
