@@ -14,12 +14,13 @@ vocabulary (an action may not send what an untrusted result influenced), and mea
   decisions per second, against the same steps decided by an in-process monitor
   (``policyc.Monitor``) in this process.
 
-Targets (FORGE reports a median of 0.19 ms at its monitor and 0.72 ms at its clients with 32
-agents): p50 in the service at most 0.19 ms and at the client at most 0.72 ms at 32 sessions;
-saturation at least half the in-process rate. Every request goes to 127.0.0.1; the server stops
-when the script ends.
+Each is measured for services with ``--workers`` 0 (sessions decided in the server process), 1
+and 2. Targets (FORGE reports a median of 0.19 ms at its monitor and 0.72 ms at its clients with
+32 agents): p50 in the service at most 0.19 ms and at the client at most 0.72 ms at 32 sessions;
+saturation at least half the in-process rate with one worker, and 1.6x that with two. Every
+request goes to 127.0.0.1; each server stops when its measurement ends.
 
-    python benchmarks/bench_serve.py [--steps 200] [--pause 0.003] [--saturate 16] [--clients 4]
+    python benchmarks/bench_serve.py [--steps 200] [--pause 0.003] [--saturate 16] [--clients 4] [--workers 0,1,2]
 """
 
 from __future__ import annotations
@@ -160,62 +161,92 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def measure(
+    command: str, folder: str, key: str, workers: int, args: argparse.Namespace
+) -> list[tuple[str, dict]]:
+    """The agent-like loads and the saturation against a fresh service with ``workers``."""
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            command,
+            "serve",
+            "policy.dl",
+            "--keys",
+            "keys.toml",
+            "--db",
+            f"bench-{workers}.db",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+        ],
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None and "listening" in server.stdout.readline()
+        url = f"http://127.0.0.1:{port}"
+        rows = []
+        for sessions in (1, 8, 32):
+            found = asyncio.run(load(url, key, sessions, args.steps, args.pause, f"l{sessions}"))
+            rows.append((f"agent-like, {sessions} sessions", found))
+        rows.append(
+            (
+                f"saturation, {args.clients} clients",
+                saturate(url, key, args.clients, args.saturate, args.steps),
+            )
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--pause", type=float, default=0.003)
     parser.add_argument("--saturate", type=int, default=16)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--workers", default="0,1,2", help="the --workers of the services measured, in turn")
     args = parser.parse_args()
     from policyc.serve.keys import new_key
 
     command = shutil.which("policyc", path=str(Path(sys.executable).parent))
     assert command is not None, "install policyc with its serve extra"
     key, digest = new_key()
+    results: dict[int, list[tuple[str, dict]]] = {}
     with tempfile.TemporaryDirectory() as folder:
         Path(folder, "policy.dl").write_text(POLICY, "utf-8")
         Path(folder, "keys.toml").write_text(
             f'[principals.agent]\nroles = ["agent"]\nkeys = ["{digest}"]\n', "utf-8"
         )
-        port = free_port()
-        server = subprocess.Popen(
-            [command, "serve", "policy.dl", "--keys", "keys.toml", "--db", "bench.db", "--port", str(port)],
-            cwd=folder,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None and "listening" in server.stdout.readline()
-            url = f"http://127.0.0.1:{port}"
-            rows = []
-            for sessions in (1, 8, 32):
-                rows.append(
-                    (
-                        f"agent-like, {sessions} sessions",
-                        asyncio.run(load(url, key, sessions, args.steps, args.pause, f"l{sessions}")),
-                    )
-                )
-            saturated = saturate(url, key, args.clients, args.saturate, args.steps)
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+        for workers in (int(w) for w in args.workers.split(",")):
+            results[workers] = measure(command, folder, key, workers, args)
     local = in_process(args.saturate, args.steps)
     print(
-        f"{'load':28} {'decisions/s':>12} {'client p50 ms':>14} {'client p99 ms':>14} {'service p50 ms':>15} {'service p99 ms':>15}"
+        f"{'workers':>7} {'load':28} {'decisions/s':>12} {'client p50 ms':>14} {'client p99 ms':>14} "
+        f"{'service p50 ms':>15} {'service p99 ms':>15}"
     )
-    for name, r in [*rows, (f"saturation, {args.clients} clients", saturated)]:
-        print(
-            f"{name:28} {r['decisions_per_s']:12,.0f} {r['client_p50'] * 1e3:14.3f} {r['client_p99'] * 1e3:14.3f} "
-            f"{r['server_p50'] * 1e3:15.3f} {r['server_p99'] * 1e3:15.3f}"
-        )
-    print(f"{'in process (same steps)':28} {local:12,.0f}")
-    at32 = rows[-1][1]
+    for workers, rows in results.items():
+        for name, r in rows:
+            print(
+                f"{workers:>7} {name:28} {r['decisions_per_s']:12,.0f} {r['client_p50'] * 1e3:14.3f} "
+                f"{r['client_p99'] * 1e3:14.3f} {r['server_p50'] * 1e3:15.3f} {r['server_p99'] * 1e3:15.3f}"
+            )
+    print(f"{'':>7} {'in process (same steps)':28} {local:12,.0f}")
     print()
-    print(f"service p50 at 32 sessions: {at32['server_p50'] * 1e3:.3f} ms (target at most 0.19, FORGE's)")
-    print(f"client p50 at 32 sessions: {at32['client_p50'] * 1e3:.3f} ms (target at most 0.72, FORGE's)")
-    print(
-        f"saturation / in process: {saturated['decisions_per_s'] / local:.2f} (target at least 0.5 with one worker)"
-    )
+    for workers, rows in results.items():
+        at32, saturated = rows[2][1], rows[3][1]
+        print(
+            f"--workers {workers}: service p50 at 32 sessions {at32['server_p50'] * 1e3:.3f} ms (target at most 0.19, "
+            f"FORGE's); client p50 {at32['client_p50'] * 1e3:.3f} ms (target at most 0.72); saturation / in process "
+            f"{saturated['decisions_per_s'] / local:.2f} (target at least 0.5 with one worker)"
+        )
+    if 1 in results and 2 in results:
+        one, two = results[1][3][1]["decisions_per_s"], results[2][3][1]["decisions_per_s"]
+        print(f"saturation with two workers / with one: {two / one:.2f} (target at least 1.6)")
 
 
 if __name__ == "__main__":
