@@ -48,35 +48,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from toxic_flow import EVENTS_POLICY, INPUTS_POLICY  # beside this script
+
 import policyc
 
-POLICY = """
-.import events
-UntrustedInput(e) :- Label(e, "untrusted").
-SensitiveInput(e) :- Label(e, "sensitive").
-ExternalSend(a) :- Action(a), Label(a, "external").
-Tainted(e) :- UntrustedInput(e).
-Tainted(e) :- DependsOn(e, e'), Tainted(e').
-HasSecret(e) :- SensitiveInput(e).
-HasSecret(e) :- DependsOn(e, e'), HasSecret(e').
-@id("toxic-flow")
-Deny(a) :- ExternalSend(a), Tainted(a), HasSecret(a).
-"""
-
-# the same policy over its own input relations (examples/forge/toxic_flow.dl)
-INPUTS_POLICY = """
-.decl UntrustedInput(e: symbol)
-.decl SensitiveInput(e: symbol)
-.decl DependsOn(e: symbol, e2: symbol)
-.decl ExternalSend(a: symbol)
-.input UntrustedInput, SensitiveInput, DependsOn, ExternalSend
-Tainted(e) :- UntrustedInput(e).
-Tainted(e) :- DependsOn(e, e'), Tainted(e').
-HasSecret(e) :- SensitiveInput(e).
-HasSecret(e) :- DependsOn(e, e'), HasSecret(e').
-@id("toxic-flow")
-Deny(a) :- ExternalSend(a), Tainted(a), HasSecret(a).
-"""
+POLICY = EVENTS_POLICY
 
 
 @functools.cache

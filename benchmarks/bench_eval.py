@@ -29,20 +29,12 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
+from toxic_flow import INPUTS_POLICY  # beside this script
+
 import policyc
 
-TOXIC = """
-.decl UntrustedInput(e: symbol)
-.decl SensitiveInput(e: symbol)
-.decl DependsOn(e: symbol, d: symbol)
-.decl ExternalSend(a: symbol)
-.input UntrustedInput, SensitiveInput, DependsOn, ExternalSend
-Tainted(e) :- UntrustedInput(e).
-Tainted(e) :- DependsOn(e, e'), Tainted(e').
-HasSecret(e) :- SensitiveInput(e).
-HasSecret(e) :- DependsOn(e, e'), HasSecret(e').
-Deny(a) :- ExternalSend(a), Tainted(a), HasSecret(a).
-"""
+TOXIC = INPUTS_POLICY
+
 
 CLOSURE = """
 .decl Edge(x: number, y: number)

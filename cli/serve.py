@@ -103,19 +103,19 @@ def start_command(
         if (tls_cert is None) != (tls_key is None):
             fail("--tls-cert and --tls-key go together", EXIT_USAGE)
         settings = Settings(
-            policy,
-            keys,
-            db,
-            host,
-            port,
-            functors,
-            tls_cert,
-            tls_key,
-            max_body,
-            wait,
-            sync,
-            workers,
-            verify_key,
+            policy=policy,
+            keys=keys,
+            db=db,
+            host=host,
+            port=port,
+            functors=functors,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            max_body=max_body,
+            wait=wait,
+            sync=sync,
+            workers=workers,
+            verify_key=verify_key,
         )
         try:
             with policy_failures():

@@ -242,8 +242,8 @@ class Evaluation:
                 relation = self.relations[r] = Relation.from_rows(relation.arity, tuples, index_only[r])
                 self.inputs[r] = relation
             elif isinstance(tuples, list | tuple):  # rows, but the relation is held otherwise
-                relation.add_all(relation.store(map(tuple, tuples)))
-                self.inputs[r] = set(map(tuple, tuples))
+                facts_of = self.inputs[r] = set(map(tuple, tuples))
+                relation.add_all(relation.store(facts_of))
             elif untouched and relation.arity == 1:
                 relation.tuples = relation.store(tuples)
             elif untouched and isinstance(tuples, set | dict):

@@ -92,17 +92,11 @@ class Relation:
         if name != "tuples" or self.rows_index is None:
             raise AttributeError(name)
         positions = self.rows_index
-        rest = projection(self.arity, positions)
-        made = set()
-        for key, entries in self.indexes[positions].items():
-            keys = (key,) if len(positions) == 1 else key
-            for entry in entries:
-                row = [None] * self.arity
-                for i, v in zip(positions, keys, strict=True):
-                    row[i] = v
-                for i, v in zip(rest, (entry,) if len(rest) == 1 else entry, strict=True):
-                    row[i] = v
-                made.add(tuple(row))
+        made = {
+            fact
+            for key, entries in self.indexes[positions].items()
+            for fact in _facts(self.arity, positions, key, entries)
+        }
         self.tuples = made
         return made
 
@@ -188,16 +182,7 @@ class Relation:
             if key in self.tuples:
                 yield (key,)
             return
-        rest = projection(self.arity, positions)
-        keys = (key,) if len(positions) == 1 else key
-        for entry in self.index(positions).get(key, ()):
-            values = (entry,) if len(rest) == 1 else entry
-            row = [None] * self.arity
-            for i, v in zip(positions, keys, strict=True):
-                row[i] = v
-            for i, v in zip(rest, values, strict=True):
-                row[i] = v
-            yield tuple(row)
+        yield from _facts(self.arity, positions, key, self.index(positions).get(key, ()))
 
     def _writable(self) -> None:
         """Facts handed over in another collection (the facts in the order given, as keys of a
@@ -215,6 +200,20 @@ class Relation:
         """Call ``callback`` with the facts (in this relation's representation) each later
         addition adds, however they are added."""
         self.fillers.append(callback)
+
+
+def _facts(arity: int, positions: tuple[int, ...], key: Any, entries: Iterable[Any]) -> Iterator[tuple]:
+    """The whole facts of an index's entries under ``key`` (one value for one position, a
+    tuple for several)."""
+    rest = projection(arity, positions)
+    keys = (key,) if len(positions) == 1 else key
+    for entry in entries:
+        row = [None] * arity
+        for i, v in zip(positions, keys, strict=True):
+            row[i] = v
+        for i, v in zip(rest, (entry,) if len(rest) == 1 else entry, strict=True):
+            row[i] = v
+        yield tuple(row)
 
 
 def projection(arity: int, positions: tuple[int, ...]) -> tuple[int, ...]:

@@ -64,12 +64,18 @@ class DatabaseAudit(AuditLog):
                 self.muted -= 1
 
     def open(self) -> None:
-        pass
+        """Nothing to open: records reach the database with the commit that writes them."""
 
     def append(self, record: Mapping[str, Any]) -> None:
         with self.guard:
             if not self.muted:
                 self.pending.append(dict(record))
+
+    def drop(self) -> None:
+        """Forget the records of an operation that failed (nothing of it is committed); a
+        monitor's header stays, to be written with the next commit."""
+        with self.guard:
+            self.pending = [r for r in self.pending if r.get("type") == "header"]
 
     def take(self) -> list[dict[str, Any]]:
         """The records appended since the last call (to be written with their commit)."""

@@ -21,7 +21,7 @@ from policyc.runtime.session import Monitor, Session
 from policyc.runtime.verdict import Decision
 from policyc.stdlib.events import EventError, check_event
 
-from .store import Store
+from .store import Records, Store
 
 Key = tuple[str, str]  # (principal, session id)
 
@@ -65,7 +65,7 @@ class Sessions:
             value = getattr(self, operation)(key, *args)
         except BaseException:
             if self.audit is not None:
-                self.audit.pending = [r for r in self.audit.take() if r.get("type") == "header"]
+                self.audit.drop()
             raise
         return value, self.audit.take() if self.audit is not None else []
 
@@ -273,16 +273,23 @@ class Local:
 
     async def call(self, key: Key, operation: str, *args: Any, then: Any = None) -> Any:
         value, records = self.sessions.ask(operation, key, *args)
-        if then is None:
-            self.sessions.store.record_audit(records)
-            return value
-        try:
-            then(value, records)
-        except BaseException:
-            self.sessions.rebuild(key)
-            raise
-        return value
+        return committed(value, records, then, self.sessions.store, lambda: self.sessions.rebuild(key))
 
     def stop(self) -> None:
         if self.sessions.audit is not None:
             self.sessions.audit.close()
+
+
+def committed(value: Any, records: Records, then: Any, store: Store, rebuild: Callable[[], Any]) -> Any:
+    """An evaluator's answer, once ``then(value, records)`` committed it with its audit records
+    (or, for an operation that changes nothing, the records alone); when the commit fails, the
+    evaluator's session is rebuilt from the database (``rebuild``) before the error goes on."""
+    if then is None:
+        store.record_audit(records)
+        return value
+    try:
+        then(value, records)
+    except BaseException:
+        rebuild()
+        raise
+    return value

@@ -19,7 +19,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .sessions import Key, Problem
+from .sessions import Key, Problem, committed
 from .store import Store
 
 RESTARTS = 1  # times a request is asked again of a restarted worker
@@ -94,15 +94,7 @@ class Worker:
         fails, the worker rebuilds the session from the database before the error goes on."""
         with self.lock:
             value, records = self._ask(operation, key, *args)
-            if then is None:
-                self.store.record_audit(records)
-                return value
-            try:
-                then(value, records)
-            except BaseException:
-                self._ask("rebuild", key)
-                raise
-            return value
+            return committed(value, records, then, self.store, lambda: self._ask("rebuild", key))
 
     def _ask(self, operation: str, *args: Any) -> Any:
         for attempt in range(RESTARTS + 1):
