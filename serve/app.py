@@ -31,9 +31,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from policyc.runtime.verdict import Decision, Reason
+
 from .keys import Keys, Principal
 from .metrics import Metrics
-from .sessions import Key, Problem
+from .sessions import Key, Problem, decision_json
 from .store import Records, Store
 
 MAX_BODY = 1 << 20  # bytes a request body may have, by default
@@ -303,20 +305,13 @@ class Service:
             ) from None
 
     def _refusal(self, action: Any, live: Live, after: int) -> dict[str, Any]:
+        """The denial of a request made after events the session does not hold (yet)."""
         message = (
             f"the session's graph is at sequence number {live.seq}, behind the {after} the request "
             f"was made after, and did not reach it within {self.wait:g} s"
         )
-        return {
-            "verdict": "deny",
-            "allowed": False,
-            "reasons": [
-                {"rule": "<service>", "message": message, "suggestion": "send the missing events first"}
-            ],
-            "feedback": f"Authorization issues encountered:\n- Blocked: {message}",
-            "seq": live.seq,
-            "action": action,
-        }
+        reason = Reason("<service>", message, "send the missing events first")
+        return decision_json(Decision(action, False, (reason,)), live.seq)
 
     async def _reach(self, live: Live, seq: int) -> bool:
         """Wait until the session's graph holds ``seq``; whether it did not in time."""

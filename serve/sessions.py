@@ -247,9 +247,8 @@ def check_batch(batch: list[Any], known: dict[str, Any]) -> list[dict[str, Any]]
 
 
 def decision_json(decision: Decision, seq: int) -> dict[str, Any]:
-    verdict = getattr(decision, "verdict", None) or ("allow" if decision.allowed else "deny")
     return {
-        "verdict": verdict,
+        "verdict": decision.verdict,
         "allowed": decision.allowed,
         "reasons": [
             {"rule": r.rule, "message": r.shown()[0], "suggestion": r.shown()[1]} for r in decision.reasons
@@ -257,8 +256,8 @@ def decision_json(decision: Decision, seq: int) -> dict[str, Any]:
         "feedback": decision.feedback,
         "seq": seq,
         "action": decision.action,
-        **({"escalation": decision.escalation.to_json()} if getattr(decision, "escalation", None) else {}),
-        **({"approval": decision.approval.to_json()} if getattr(decision, "approval", None) else {}),
+        **({"escalation": decision.escalation.to_json()} if decision.escalation is not None else {}),
+        **({"approval": decision.approval.to_json()} if decision.approval is not None else {}),
     }
 
 
