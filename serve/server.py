@@ -108,7 +108,7 @@ def run(settings: Settings, service: Service) -> None:
 
     def finish() -> None:
         """Stop the workers, close the audit log's segment and the database (once)."""
-        if not service.store.db_closed:
+        if not service.store.closed:
             service.evaluator.stop()
             service.store.set_meta("pid", "")
             service.store.close()

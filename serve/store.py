@@ -114,10 +114,6 @@ class Store:
     def _transaction(self) -> _Transaction:
         return _Transaction(self.db)
 
-    @property
-    def db_closed(self) -> bool:
-        return self.closed
-
     def close(self) -> None:
         with self.lock:
             if not self.closed:
