@@ -32,7 +32,8 @@ class _ServeGroup(click.Group):
 
 @click.group("serve", cls=_ServeGroup, invoke_without_command=False)
 def serve_group() -> None:
-    """Run the monitor as an HTTP service (docs/serve.md); `keygen` makes keys, `reload` reloads the policy."""
+    """Run the monitor as an HTTP service (docs/serve.md); `keygen` makes keys, `reload` reloads
+    the policy, `openapi` prints the API's document."""
 
 
 @serve_group.command("start", hidden=True)
@@ -146,6 +147,22 @@ def reload_command(db: str) -> None:
         click.echo(outcome["message"])
         if not outcome["ok"]:
             fail("the service runs the policy it ran before")
+
+
+@serve_group.command("openapi")
+@click.option("--markdown", is_flag=True, help="The API reference of docs/serve.md instead of the document.")
+def openapi_command(markdown: bool) -> None:
+    """Print the service's OpenAPI document (what `GET /openapi.json` answers), or its API reference."""
+    import json
+
+    from ..serve.openapi import document
+
+    if markdown:
+        from ..serve.reference import markdown as reference
+
+        click.echo(reference(document()), nl=False)
+    else:
+        click.echo(json.dumps(document(), indent=2))
 
 
 @serve_group.command("keygen")

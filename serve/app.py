@@ -139,21 +139,38 @@ class Service:
             )
         if len(batch) > MAX_BATCH:
             raise Problem(413, "too-many-events", f"a batch holds at most {MAX_BATCH:,} events")
-        key = (principal.name, session)
+        return await self._appended(principal, session, live, "record", batch, "events")
+
+    async def facts(self, principal: Principal, session: str, body: Any) -> Response:
+        """Give the session domain facts (``add_facts``); durable when this answers."""
+        live = self.find(principal, session)
+        facts = body.get("facts") if isinstance(body, dict) else None
+        if not isinstance(facts, dict):
+            raise Problem(
+                422, "malformed-request", 'expected {"facts": {"RELATION": [[VALUE, ...], ...], ...}}'
+            )
+        return await self._appended(principal, session, live, "facts", facts, "facts")
+
+    async def _appended(
+        self, principal: Principal, session: str, live: Live, how: str, given: Any, what: str
+    ) -> Response:
+        """The session's sequence number once the evaluator took ``given`` (operation ``how``:
+        the rows it answers are committed as that many rows of the session)."""
+        operation = "add_facts" if how == "facts" else how
         with self.metrics.waiting.track_inprogress():
             async with live.lock:
 
-                def commit(checked: list[dict[str, Any]], audit: Records) -> None:
-                    rows = [("record", orjson.dumps(event).decode()) for event in checked]
+                def commit(kept: list[Any], audit: Records) -> None:
+                    rows = [(how, orjson.dumps(row).decode()) for row in kept]
                     try:
                         self.store.append(principal.name, session, rows, live.seq, audit)
                     except sqlite3.Error as error:
                         raise Problem(
-                            503, "not-recorded", f"the events could not be recorded: {error}"
+                            503, "not-recorded", f"the {what} could not be recorded: {error}"
                         ) from None
 
-                checked = await self.evaluator.call(key, "record", batch, then=commit)
-                live.seq += len(checked)
+                kept = await self.evaluator.call((principal.name, session), operation, given, then=commit)
+                live.seq += len(kept)
                 await self._advanced(live)
                 return _json({"seq": live.seq})
 
@@ -411,6 +428,7 @@ def application(service: Service) -> Starlette:
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/sessions", authenticated(service.create), methods=["POST"]),
         Route("/v1/sessions/{session}/events", authenticated(service.events), methods=["POST"]),
+        Route("/v1/sessions/{session}/facts", authenticated(service.facts), methods=["POST"]),
         Route("/v1/sessions/{session}/authorize", authenticated(service.authorize), methods=["POST"]),
         Route("/v1/sessions/{session}/decide", authenticated(service.decide), methods=["POST"]),
         Route("/v1/approvals", authenticated(service.approvals, with_body=False), methods=["GET"]),

@@ -15,8 +15,7 @@ errored denial whose reason names what happened (``service unreachable: ...``, `
 answered 503 ...``) and whose feedback, as for any errored decision, gives a short code only
 (:data:`CODES`). An event the service did not acknowledge poisons the session object, as a
 malformed event poisons an in-process session: from then on every decision is a denial saying
-why, and nothing more is sent. The service has no route for given facts, so ``add_facts``
-poisons the session too (``facts-not-supported``).
+why, and nothing more is sent; so do facts the service refuses.
 
 The client's own requests to the service are marked decided for the HTTP instrumentation
 (:data:`policyc.runtime.http_hooks.decided`), so ``instrument_httpx`` never asks the monitor
@@ -46,7 +45,7 @@ CODES = {
     "refused": "service-refused",  # a 4xx the route should not give (a wrong key: 401)
     "garbled": "service-answer-malformed",  # an answer that does not parse or lacks a field
     "exists": "session-exists",  # the session id is taken and attach=False
-    "facts": "facts-not-supported",  # add_facts: the service has no route for given facts
+    "facts": "malformed-facts",  # add_facts: facts that are not rows per relation (here or at the service)
     "event": "malformed-event",  # the event is malformed (here or at the service)
 }
 _CODE = re.compile(r"\(([\w,-]+)\)$")  # the code at the end of an errored reason as the service shows it
@@ -189,28 +188,39 @@ class RemoteSession:
             checked = self._take(event)
             if checked is None or self.sticky:
                 return
-            answer = self.monitor.request("POST", self.path + "/events", {"events": [checked]})
-            if isinstance(answer, Reason):
-                self.poison(answer)
-            elif answer.status_code != 200:
-                self.poison(unexpected(answer))
-            else:
-                body = _json(answer)
-                seq = body.get("seq") if isinstance(body, dict) else None
-                if type(seq) is not int or seq < self.seq:
-                    self.poison(garbled(answer, "no sequence number `seq` after the last one"))
-                else:
-                    self.seq = seq
+            self._sent("/events", {"events": [checked]})
 
     def add_facts(self, facts: Any) -> None:
-        """Given facts: the service has no route for them, so the session is poisoned (every
-        later decision denies, saying that given facts are not supported by the service)."""
+        """Send domain facts (rows per input relation) to the service (``POST .../facts``);
+        durable there when this returns. Facts the service refuses as malformed, or does not
+        acknowledge, poison the session, as malformed facts poison an in-process session."""
         with self.lock:
-            self.poison(
-                failure(
-                    "facts", "given facts (add_facts) are not supported by the service, so none were sent"
-                )
-            )
+            if self.sticky:
+                return
+            try:
+                rows = {name: [list(row) for row in given] for name, given in facts.items()}
+            except Exception as error:  # not a mapping of rows
+                self.poison(failure("facts", f"malformed facts: {type(error).__name__}: {error}"))
+                return
+            self._sent("/facts", {"facts": rows}, "malformed-facts")
+
+    def _sent(self, route: str, body: dict[str, Any], refused: str = "") -> None:
+        """Send what a route records; the sequence number it acknowledges, or the session
+        poisoned saying why it was not (``refused``: the code of a 422 kept as it is)."""
+        answer = self.monitor.request("POST", self.path + route, body)
+        if isinstance(answer, Reason):
+            self.poison(answer)
+        elif answer.status_code == 422 and refused and _code(answer) == refused:
+            self.poison(unexpected(answer, "facts"))
+        elif answer.status_code != 200:
+            self.poison(unexpected(answer))
+        else:
+            answered = _json(answer)
+            seq = answered.get("seq") if isinstance(answered, dict) else None
+            if type(seq) is not int or seq < self.seq:
+                self.poison(garbled(answer, "no sequence number `seq` after the last one"))
+            else:
+                self.seq = seq
 
     def authorize(self, event: Mapping[str, Any]) -> Decision:
         """Record a candidate action at the service and have it decided there, on a graph that

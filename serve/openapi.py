@@ -74,7 +74,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
         404: "No such session (or another principal's).",
         409: "The principal has a session of that id (or the escalated call was answered).",
         413: "The body is larger than the limit.",
-        422: "The request or one of its events is malformed; nothing was recorded.",
+        422: "The request, one of its events or its facts are malformed; nothing was recorded.",
         503: "What was asked could not be recorded; nothing was (and no decision is given).",
     }
     return {
@@ -110,7 +110,7 @@ def document() -> dict[str, Any]:
         "paths": {
             "/healthz": {
                 "get": {
-                    "summary": "Whether the service runs (no key needed)",
+                    "summary": "Whether the service runs",
                     "responses": {
                         "200": _answer(
                             "It runs.",
@@ -126,6 +126,7 @@ def document() -> dict[str, Any]:
             "/metrics": {
                 "get": {
                     "summary": "Counters in the Prometheus text format",
+                    "description": "`policyc_decisions_total{verdict}`, `policyc_decision_seconds` (a histogram), `policyc_sessions`, `policyc_queue_depth`.",
                     "security": secured,
                     "responses": {
                         "200": {
@@ -146,6 +147,7 @@ def document() -> dict[str, Any]:
             "/v1/sessions": {
                 "post": {
                     "summary": "Start a session of the key's principal",
+                    "description": "`roles` default to the key's and must be among them (403 `role-not-held`); 409 `session-exists` when the principal has a session of that id.",
                     "security": secured,
                     "requestBody": _json_body(
                         {
@@ -180,6 +182,7 @@ def document() -> dict[str, Any]:
             "/v1/sessions/{session}/events": {
                 "post": {
                     "summary": "Record events; durable when this answers",
+                    "description": "Events of docs/events.md. A batch with a malformed event is refused whole (422 `malformed-event` naming the event and field) and records nothing.",
                     "security": secured,
                     "parameters": [SESSION_PARAMETER],
                     "requestBody": _json_body(
@@ -208,9 +211,48 @@ def document() -> dict[str, Any]:
                     },
                 }
             },
+            "/v1/sessions/{session}/facts": {
+                "post": {
+                    "summary": "Give the session domain facts (rows per input relation); durable when this answers",
+                    "description": "Rows of the policy's input relations, checked first: malformed facts (422 `malformed-facts` naming the relation) record nothing.",
+                    "security": secured,
+                    "parameters": [SESSION_PARAMETER],
+                    "requestBody": _json_body(
+                        {
+                            "type": "object",
+                            "required": ["facts"],
+                            "properties": {
+                                "facts": {
+                                    "type": "object",
+                                    "description": "Rows of the policy's input relations by name.",
+                                    "additionalProperties": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "array",
+                                            "items": {"type": ["string", "integer", "number", "boolean"]},
+                                        },
+                                    },
+                                }
+                            },
+                        }
+                    ),
+                    "responses": {
+                        "200": _answer(
+                            "The session's sequence number after the facts.",
+                            {
+                                "type": "object",
+                                "required": ["seq"],
+                                "properties": {"seq": {"type": "integer"}},
+                            },
+                        ),
+                        **_errors(400, 401, 404, 413, 422, 503),
+                    },
+                }
+            },
             "/v1/sessions/{session}/authorize": {
                 "post": {
                     "summary": "Record a candidate action and decide it",
+                    "description": "The candidate is recorded as `session.authorize` records it and decided on a graph that holds at least `after_seq` events: the request waits for them up to `--wait` seconds, then is denied saying the graph is behind.",
                     "security": secured,
                     "parameters": [SESSION_PARAMETER],
                     "requestBody": _json_body(
@@ -232,6 +274,7 @@ def document() -> dict[str, Any]:
             "/v1/sessions/{session}/decide": {
                 "post": {
                     "summary": "Decide a recorded candidate again (after an approval)",
+                    "description": "After a person approved an escalated call, the agent asks again for the same action: the answer carries the `approval` it used (once).",
                     "security": secured,
                     "parameters": [SESSION_PARAMETER],
                     "requestBody": _json_body(
@@ -253,6 +296,7 @@ def document() -> dict[str, Any]:
             "/v1/approvals": {
                 "get": {
                     "summary": "Escalated calls waiting for a person (approver keys)",
+                    "description": "Keys with the `approver` role only (others 403 `not-an-approver`).",
                     "security": secured,
                     "responses": {
                         "200": _answer(
@@ -278,6 +322,7 @@ def document() -> dict[str, Any]:
             "/v1/approvals/{approval_id}": {
                 "post": {
                     "summary": "Answer an escalated call: approve it once, for ttl seconds, or refuse it",
+                    "description": "`ttl` is 300 seconds unless given; an approval is recorded in the session as an event. 409 `already-answered`.",
                     "security": secured,
                     "parameters": [
                         {"name": "approval_id", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -313,6 +358,7 @@ def document() -> dict[str, Any]:
             "/v1/sessions/{session}/decisions/{decision_id}": {
                 "get": {
                     "summary": "A decision with its explanation",
+                    "description": "The decision as it was answered, with its `explanation` (the session replayed up to it).",
                     "security": secured,
                     "parameters": [
                         SESSION_PARAMETER,

@@ -116,6 +116,19 @@ class Sessions:
             session.record(event)
         return checked
 
+    def add_facts(self, key: Key, facts: Any) -> list[dict[str, Any]]:
+        """Give the session domain facts (rows per input relation), checked first: malformed
+        facts change nothing (422 naming the relation); the row the database keeps of them."""
+        from policyc.runtime.facts import FactsError, validate
+
+        session = self.session(key)
+        try:
+            validate(session.plan, facts, "facts")
+        except FactsError as error:
+            raise Problem(422, "malformed-facts", str(error)) from None
+        session.add_facts(facts)
+        return [{"facts": facts}]
+
     def authorize(self, key: Key, event: Any, seq: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """Record a candidate and decide it; the candidate as checked and the decision's JSON
         (``seq``: the candidate's sequence number)."""
@@ -205,6 +218,8 @@ def replay(session: Session, how: str, row: dict[str, Any]) -> Decision | None:
     """Do again what a row of the database did to a session; the decision, for one that decided."""
     if how == "record":
         session.record(row)
+    elif how == "facts":
+        session.add_facts(row["facts"])
     elif how == "authorize":
         return session.authorize(row)
     elif how == "decide":

@@ -38,7 +38,7 @@ from .audit import write
 
 Records = Sequence[dict[str, Any]]  # audit records written with a commit (see .audit)
 
-FORMAT = "2"
+FORMAT = "3"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 );
 CREATE TABLE IF NOT EXISTS events (
     principal TEXT NOT NULL, session TEXT NOT NULL, seq INTEGER NOT NULL,
-    how TEXT NOT NULL CHECK (how IN ('record', 'authorize', 'decide', 'approval')), body TEXT NOT NULL,
+    how TEXT NOT NULL CHECK (how IN ('record', 'facts', 'authorize', 'decide', 'approval')), body TEXT NOT NULL,
     PRIMARY KEY (principal, session, seq)
 );
 CREATE TABLE IF NOT EXISTS decisions (

@@ -124,7 +124,7 @@ DOCUMENT: dict[str, Any] = {}
 def conforms(response: httpx.Response, route: str, method: str) -> Any:
     """The JSON body, checked against the published document's schema for the answer."""
     if not DOCUMENT:
-        DOCUMENT.update(policyc.serve.openapi.document() if hasattr(policyc, "serve") else _document())
+        DOCUMENT.update(_document())
     operation = DOCUMENT["paths"][route][method]
     answer = operation["responses"][str(response.status_code)]
     body = response.json()
@@ -245,6 +245,35 @@ def test_decisions_are_those_of_the_policy_and_explained(server: Server, keys: d
         metrics = agent.get("/metrics").text
         assert 'policyc_decisions_total{verdict="deny"} 1.0' in metrics
         assert 'policyc_decisions_total{verdict="allow"} 1.0' in metrics
+
+
+def test_given_facts_are_checked_durable_and_decide(folder: Path, keys: dict[str, str]) -> None:
+    route = "/v1/sessions/{session}/facts"
+    server = Server(folder)
+    try:
+        with client(server, keys["agent"]) as agent:
+            agent.post("/v1/sessions", json={"session": "s1"})
+            agent.post("/v1/sessions/s1/events", json={"events": [event("r1", tool="read", deps=[])]})
+            for bad in ({"Nope": [["r1"]]}, {"Label": [["r1"]]}, {"Label": "r1"}, [["r1", "untrusted"]]):
+                refused = agent.post("/v1/sessions/s1/facts", json={"facts": bad})
+                assert refused.status_code == 422, bad
+                assert conforms(refused, route, "post")["error"]["code"] in (
+                    "malformed-facts",
+                    "malformed-request",
+                )
+            given = agent.post("/v1/sessions/s1/facts", json={"facts": {"Label": [["r1", "untrusted"]]}})
+            assert conforms(given, route, "post") == {"seq": 2}, "the refused facts were not recorded"
+            call = {"event": event("a1", "tool_call", tool="send_email", deps=["r1"]), "after_seq": 2}
+            before = agent.post("/v1/sessions/s1/authorize", json=call).json()
+        assert before["verdict"] == "deny" and [r["rule"] for r in before["reasons"]] == ["untrusted-send"]
+        server.kill()
+        server = Server(folder)
+        with client(server, keys["agent"]) as agent:  # the facts were replayed from the database
+            call = {"event": event("a2", "tool_call", tool="send_email", deps=["r1"]), "after_seq": 3}
+            after = agent.post("/v1/sessions/s1/authorize", json=call).json()
+        assert after["verdict"] == "deny" and after["seq"] == 4
+    finally:
+        server.stop()
 
 
 def test_an_authorization_ahead_of_the_graph_waits_then_denies(server: Server, keys: dict[str, str]) -> None:

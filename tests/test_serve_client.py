@@ -316,13 +316,33 @@ def test_a_wrong_key_gives_denials_naming_the_401(service) -> None:
     assert "(service-refused)" in decision.feedback
 
 
-def test_add_facts_poisons_a_remote_session(service) -> None:
+def test_given_facts_decide_as_in_process(service) -> None:
     server, keys = service
+    session_id = fresh()
+    local = local_session(session_id)
     with policyc.connect(server.url, keys["agent"]) as monitor:
-        session = monitor.session(fresh())
-        session.add_facts({"Label": [["x", "trusted"]]})
-        decision = session.authorize({"id": "a1", "kind": "tool_call", "tool": "search"})
-    assert not decision.allowed and "not supported by the service" in decision.reasons[0].message
+        remote = monitor.session(session_id)
+        for session in (local, remote):
+            session.record({"id": "r1", "kind": "tool_result", "tool": "read", "text": "notes"})
+            session.add_facts({"Label": [("r1", "untrusted")]})
+        call = {"id": "a1", "kind": "tool_call", "tool": "send_email", "deps": ["r1"]}
+        assert outcome(remote.authorize(call)) == outcome(local.authorize(call))
+        assert not remote.sticky and remote.seq == 3
+
+
+@pytest.mark.parametrize("facts", [{"Nope": [["x"]]}, {"Label": [["x"]]}, {"Label": 7}, ["Label"]])
+def test_malformed_facts_poison_a_remote_session_as_in_process(service, facts) -> None:
+    server, keys = service
+    session_id = fresh()
+    local = local_session(session_id)
+    with policyc.connect(server.url, keys["agent"]) as monitor:
+        remote = monitor.session(session_id)
+        call = {"id": "a1", "kind": "tool_call", "tool": "read"}
+        for session in (local, remote):
+            session.add_facts(facts)
+        decisions = remote.authorize(call), local.authorize(call)
+    assert [(d.allowed, d.errored) for d in decisions] == [(False, True), (False, True)]
+    assert "malformed-facts" in decisions[0].feedback
 
 
 def test_a_malformed_event_poisons_as_in_process(service) -> None:

@@ -1,13 +1,18 @@
-"""docs/serve.md says what the service does: its table of routes is the OpenAPI document's
-operations, and every error code the service answers with is documented there."""
+"""docs/serve.md says what the service does: its API reference is the one made from the OpenAPI
+document (and so lists exactly its operations), `policyc serve openapi` prints both, and every
+error code the service answers with is documented there."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 
 from policyc.serve.openapi import document
+from policyc.serve.reference import BEGIN, END, markdown
 
 from .conftest import ROOT
+from .test_serve import policyc_command
 
 DOC = (ROOT / "docs" / "serve.md").read_text("utf-8")
 
@@ -27,6 +32,31 @@ def test_the_route_table_is_the_openapi_documents_operations() -> None:
         for method in operations
     }
     assert table == published
+
+
+def test_the_api_reference_is_made_from_the_openapi_document() -> None:
+    made = markdown(document())
+    start, end = DOC.index(BEGIN), DOC.index(END) + len(END)
+    assert DOC[start:end] + "\n" == made, (
+        "run `policyc serve openapi --markdown` and paste it into docs/serve.md"
+    )
+    for path, operations in document()["paths"].items():
+        for method, operation in operations.items():
+            row = next(
+                line for line in made.splitlines() if line.startswith(f"| `{method.upper()} {path}` |")
+            )
+            assert operation["summary"] in row
+
+
+def test_policyc_serve_openapi_prints_the_document_and_the_reference() -> None:
+    printed = subprocess.run(
+        [policyc_command(), "serve", "openapi"], capture_output=True, text=True, check=True
+    )
+    assert json.loads(printed.stdout) == json.loads(json.dumps(document()))
+    reference = subprocess.run(
+        [policyc_command(), "serve", "openapi", "--markdown"], capture_output=True, text=True, check=True
+    )
+    assert reference.stdout == markdown(document())
 
 
 def test_every_error_code_of_the_service_is_documented() -> None:
