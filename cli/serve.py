@@ -48,6 +48,12 @@ def serve_group() -> None:
 @click.option("--tls-cert", metavar="FILE", help="Serve HTTPS with this certificate (PEM)...")
 @click.option("--tls-key", metavar="FILE", help="...and this private key (PEM).")
 @click.option(
+    "--tls-client-ca",
+    metavar="FILE",
+    help="Ask every client for a certificate signed by this CA (PEM); its subject names a "
+    "principal of KEYS.toml (`subjects`).",
+)
+@click.option(
     "--max-body",
     default=1 << 20,
     show_default=True,
@@ -90,6 +96,7 @@ def start_command(
     functors: str | None,
     tls_cert: str | None,
     tls_key: str | None,
+    tls_client_ca: str | None,
     max_body: int,
     wait: float,
     sync: str,
@@ -103,6 +110,13 @@ def start_command(
 
         if (tls_cert is None) != (tls_key is None):
             fail("--tls-cert and --tls-key go together", EXIT_USAGE)
+        if tls_client_ca is not None and tls_cert is None:
+            fail(
+                "--tls-client-ca needs --tls-cert and --tls-key (client certificates are a TLS matter)",
+                EXIT_USAGE,
+            )
+        if tls_cert is not None:
+            _check_tls(tls_cert, tls_key, tls_client_ca)
         settings = Settings(
             policy=policy,
             keys=keys,
@@ -112,6 +126,7 @@ def start_command(
             functors=functors,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            tls_client_ca=tls_client_ca,
             max_body=max_body,
             wait=wait,
             sync=sync,
@@ -126,6 +141,22 @@ def start_command(
         except OSError as error:
             fail(f"cannot open `{error.filename}`: {error.strerror}", EXIT_USAGE)
         run(settings, service)
+
+
+def _check_tls(cert: str, key: str | None, ca: str | None) -> None:
+    """Refuse, before anything starts, certificate files that TLS cannot use."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as error:
+        fail(f"--tls-cert {cert} / --tls-key {key}: not a usable certificate and key ({error})", EXIT_USAGE)
+    if ca is not None:
+        try:
+            context.load_verify_locations(ca)
+        except (OSError, ssl.SSLError) as error:
+            fail(f"--tls-client-ca {ca}: not a usable CA certificate ({error})", EXIT_USAGE)
 
 
 @serve_group.command("reload")

@@ -37,6 +37,7 @@ from .keys import Keys, Principal
 from .metrics import Metrics
 from .sessions import Key, Problem, decision_json
 from .store import Records, Store
+from .tls import subject_of
 
 MAX_BODY = 1 << 20  # bytes a request body may have, by default
 MAX_BATCH = 10_000  # events in one batch
@@ -452,13 +453,27 @@ def _approver(principal: Principal) -> None:
 
 
 def _principal(request: Request, keys: Keys) -> Principal:
+    """Who calls: the principal of the bearer key, or of the verified client certificate
+    (:mod:`.tls`); both, when both are given, must name the same one."""
     header = request.headers.get("authorization", "")
+    subject = subject_of(request.scope)
+    certified = keys.certified(subject) if subject is not None else None
+    if not header and certified is not None:
+        return certified
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
+        if subject is not None:
+            raise Problem(
+                401,
+                "unauthorized",
+                f"the client certificate `{_short(subject)}` names no principal of KEYS.toml",
+            )
         raise Problem(401, "unauthorized", "send `Authorization: Bearer KEY` with a key of KEYS.toml")
     principal = keys.principal(key.strip())
     if principal is None:
         raise Problem(401, "unauthorized", "the key is not one of KEYS.toml")
+    if certified is not None and certified != principal:
+        raise Problem(401, "unauthorized", "the key and the client certificate name different principals")
     return principal
 
 

@@ -13,7 +13,9 @@ is never written down::
     keys = ["..."]
 
 A request's ``Authorization: Bearer KEY`` is hashed and looked up; two principals may not share
-a key's hash. :func:`new_key` makes a key and the line to add. A file that does not say this is
+a key's hash. A principal may instead (or also) be named by client certificates: ``subjects``
+lists their subjects as RFC 4514 strings (``["CN=ci-runner,O=Example"]``), for a service run
+with ``--tls-client-ca`` (:mod:`.tls`). :func:`new_key` makes a key and the line to add. A file that does not say this is
 refused with its location (:class:`KeysError`), before the service starts.
 
 >>> key, digest = new_key()
@@ -29,7 +31,7 @@ import re
 import secrets
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -53,11 +55,16 @@ class Keys:
     """The principals of a keys file, found by the hash of a key."""
 
     by_digest: Mapping[str, Principal]
+    by_subject: Mapping[str, Principal] = field(default_factory=dict)
 
     def principal(self, key: str) -> Principal | None:
         """The principal whose key this is, or None. Looked up by the key's hash: how long the
         lookup takes says nothing about a key, only about a hash no one can invert."""
         return self.by_digest.get(digest_of(key))
+
+    def certified(self, subject: str) -> Principal | None:
+        """The principal a client certificate of this subject names, or None."""
+        return self.by_subject.get(subject)
 
 
 def digest_of(key: str) -> str:
@@ -100,27 +107,38 @@ def parse_keys(text: str, origin: str) -> Keys:
     if not isinstance(principals, dict) or not principals:
         raise KeysError(f"{origin}: no principals (add a [principals.NAME] table with roles and keys)")
     by_digest: dict[str, Principal] = {}
+    by_subject: dict[str, Principal] = {}
     for name, entry in principals.items():
         where = f"{origin}: [principals.{name}]"
         if not _NAME.fullmatch(name):
             raise KeysError(f"{where}: a principal's name is 1-128 letters, digits or `_.@:-`")
         if not isinstance(entry, dict):
             raise KeysError(f"{where}: expected a table with `roles` and `keys`")
-        extra = sorted(set(entry) - {"roles", "keys"})
+        extra = sorted(set(entry) - {"roles", "keys", "subjects"})
         if extra:
-            raise KeysError(f"{where}: unknown key `{extra[0]}` (expected `roles` and `keys`)")
+            raise KeysError(f"{where}: unknown key `{extra[0]}` (expected `roles`, `keys` and `subjects`)")
         roles = _strings(entry.get("roles", []), f"{where} roles")
-        digests = _strings(entry.get("keys"), f"{where} keys")
-        if not digests:
-            raise KeysError(f"{where}: no keys (add the SHA-256 that `policyc serve keygen` prints)")
+        digests = _strings(entry.get("keys", []), f"{where} keys")
+        subjects = _strings(entry.get("subjects", []), f"{where} subjects")
+        if not digests and not subjects:
+            raise KeysError(
+                f"{where}: no keys (add the SHA-256 that `policyc serve keygen` prints, "
+                "or client certificate `subjects`)"
+            )
         principal = Principal(name, tuple(roles))
+        for subject in subjects:
+            if not subject.strip() or "=" not in subject:
+                raise KeysError(f"{where}: `{subject[:40]}` is not a certificate subject (`CN=NAME,O=...`)")
+            if subject in by_subject:
+                raise KeysError(f"{where}: subject `{subject[:40]}` also names `{by_subject[subject].name}`")
+            by_subject[subject] = principal
         for digest in digests:
             if not _DIGEST.fullmatch(digest):
                 raise KeysError(f"{where}: `{digest[:20]}` is not a SHA-256 in lower-case hex (64 digits)")
             if digest in by_digest:
                 raise KeysError(f"{where}: key {digest[:12]}… is also a key of `{by_digest[digest].name}`")
             by_digest[digest] = principal
-    return Keys(by_digest)
+    return Keys(by_digest, by_subject)
 
 
 def _strings(value: Any, where: str) -> list[str]:

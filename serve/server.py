@@ -31,6 +31,7 @@ class Settings:
     functors: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    tls_client_ca: str | None = None
     max_body: int = MAX_BODY
     wait: float = WAIT
     sync: str = "normal"
@@ -142,12 +143,25 @@ def run(settings: Settings, service: Service) -> None:
         access_log=False,
         ssl_certfile=settings.tls_cert,
         ssl_keyfile=settings.tls_key,
+        **_client_certificates(settings.tls_client_ca),
         lifespan="off",
     )
     try:
         Server(config).run()
     finally:
         finish()
+
+
+def _client_certificates(ca: str | None) -> dict[str, Any]:
+    """uvicorn's settings that ask every connection for a certificate signed by ``ca``, and
+    give the application its subject (:mod:`.tls`)."""
+    if ca is None:
+        return {}
+    import ssl
+
+    from .tls import protocol
+
+    return {"ssl_ca_certs": ca, "ssl_cert_reqs": ssl.CERT_REQUIRED, "http": protocol()}
 
 
 def ask_reload(db: str, timeout: float = 60.0) -> dict[str, Any]:

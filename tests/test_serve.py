@@ -58,10 +58,10 @@ def new_key(principal: str, *roles: str) -> tuple[str, str]:
 class Server:
     """A `policyc serve` process on a free port of 127.0.0.1."""
 
-    def __init__(self, folder: Path, *extra: str) -> None:
+    def __init__(self, folder: Path, *extra: str, scheme: str = "http") -> None:
         self.folder = folder
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [
                 policyc_command(),
@@ -81,7 +81,7 @@ class Server:
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
-        assert line.startswith(f"policyc serve: listening on http://127.0.0.1:{self.port}"), line
+        assert line.startswith(f"policyc serve: listening on {self.url}"), line
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
