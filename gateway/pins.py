@@ -15,11 +15,14 @@ module):
 * :func:`read_lock` ``(path) -> Lock | LockError`` — the lock file, or why it cannot be used
   (``LockError.code == "lock-missing"`` for a file that does not exist: a first run writes it);
 * :func:`pins` ``(tools, servers={}) -> Lock`` — the lock of the tools listed now, where
-  ``tools`` maps a server's name to its ``mcp.types.Tool`` list and ``servers`` a server's
-  name to the ``mcp.types.Implementation`` it announced;
-* :func:`changes` ``(lock, tools) -> list[Change]`` — what differs, sorted by tool and field.
+  ``tools`` maps a server's name to its ``mcp.types.Tool`` list, or is the gateway's
+  :class:`~.upstreams.UpstreamTool` values (``upstreams.tools.values()``), and ``servers``
+  maps a server's name to the ``mcp.types.Implementation`` it announced;
+* :func:`changes` ``(lock, tools) -> list[Change]`` — what differs, sorted by tool and field
+  (``tools`` as for :func:`pins`).
 
 :func:`write_lock` writes a lock whole or not at all, and :func:`dump_lock` is its text.
+:func:`listing` starts the servers of a configuration and gives what :func:`pins` takes.
 
 >>> from mcp.types import Tool
 >>> echo = Tool(name="echo", description="Echoes", input_schema={"type": "object"})
@@ -35,9 +38,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
+
+if TYPE_CHECKING:
+    from .config import GatewayConfig
 
 LOCK_VERSION = 1
 """The version of the lock's layout this module reads and writes."""
@@ -158,10 +164,26 @@ def pin_of(server: str, tool: ToolLike) -> Pin:
     return Pin(server, tool.name, tool.description, schema_hash(tool.input_schema))
 
 
-def pins(tools: Mapping[str, Sequence[ToolLike]], servers: Mapping[str, Any] | None = None) -> Lock:
-    """The lock of ``tools`` (a server's name → its tools), with each server's announced
-    ``Implementation`` from ``servers`` when given. A tool listed twice by one server is
-    pinned as it is listed first (:func:`changes` then reports the other listing)."""
+Listed = Mapping[str, Sequence[ToolLike]] | Iterable[Any]
+"""Tools as :func:`pins` and :func:`changes` take them: a server's name → its tools, or
+values with ``server`` and ``tool`` (the gateway's ``UpstreamTool``)."""
+
+
+def by_server(tools: Listed) -> Mapping[str, Sequence[ToolLike]]:
+    """``tools`` as a server's name → its tools."""
+    if isinstance(tools, Mapping):
+        return tools
+    grouped: dict[str, list[ToolLike]] = {}
+    for listed in tools:
+        grouped.setdefault(listed.server, []).append(listed.tool)
+    return grouped
+
+
+def pins(tools: Listed, servers: Mapping[str, Any] | None = None) -> Lock:
+    """The lock of ``tools`` (a server's name → its tools, or ``UpstreamTool`` values), with
+    each server's announced ``Implementation`` from ``servers`` when given. A tool listed twice
+    by one server is pinned as it is listed first (:func:`changes` then reports the other)."""
+    tools = by_server(tools)
     infos = servers or {}
     found: dict[tuple[str, str], Pin] = {}
     for server, listed in tools.items():
@@ -178,11 +200,12 @@ def _announced(info: Any) -> tuple[str | None, str | None]:
     return (name if isinstance(name, str) else None, version if isinstance(version, str) else None)
 
 
-def changes(lock: Lock, tools: Mapping[str, Sequence[ToolLike]]) -> list[Change]:
-    """What differs between ``lock`` and ``tools`` (a server's name → its tools listed now):
-    for a pinned tool, each field whose value differs (``description``, ``inputSchema``); a
-    tool the lock does not have (``new``); a pinned tool no longer listed, also when its
-    server is not in ``tools`` (``removed``). A tool listed twice is compared twice. Sorted."""
+def changes(lock: Lock, tools: Listed) -> list[Change]:
+    """What differs between ``lock`` and ``tools`` listed now (as for :func:`pins`): for a
+    pinned tool, each field whose value differs (``description``, ``inputSchema``); a tool the
+    lock does not have (``new``); a pinned tool no longer listed, also when its server is not
+    in ``tools`` (``removed``). A tool listed twice is compared twice. Sorted."""
+    tools = by_server(tools)
     found: set[Change] = set()
     listed: set[tuple[str, str]] = set()
     pinned_by = {(pin.server, pin.tool): pin for pin in lock.pins}
@@ -202,6 +225,41 @@ def changes(lock: Lock, tools: Mapping[str, Sequence[ToolLike]]) -> list[Change]
         if (pin.server, pin.tool) not in listed:
             found.add(Change(pin.server, pin.tool, "removed"))
     return sorted(found)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What the servers of a configuration list now: each running server's tools and the
+    ``Implementation`` it announced, and why each other server is not running."""
+
+    tools: Mapping[str, Sequence[Any]]
+    servers: Mapping[str, Any]
+    failures: Mapping[str, str]
+
+
+def listing(config: GatewayConfig, errlog: TextIO | None = None) -> Listing:
+    """Start the servers of ``config``, list their tools and stop them (``errlog`` receives
+    the stdio servers' standard error)."""
+    import sys
+
+    import anyio
+
+    from .upstreams import Upstreams
+
+    async def run() -> Listing:
+        async with Upstreams(config, errlog=errlog or sys.stderr) as upstreams:
+            listed = await upstreams.list_tools()
+            running = upstreams.running()
+            tools: dict[str, list[Any]] = {name: [] for name in running}
+            for each in listed:
+                tools.setdefault(each.server, []).append(each.tool)
+            infos = {}
+            for name in running:
+                session = upstreams.session(name)
+                infos[name] = getattr(session, "server_info", None) if session is not None else None
+            return Listing(tools, infos, dict(upstreams.failures))
+
+    return anyio.run(run)
 
 
 # ----------------------------------------------------------------------------- the file

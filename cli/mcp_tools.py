@@ -1,0 +1,164 @@
+"""`policyc mcp lock` (pin the upstream servers' tool definitions) and `policyc mcp init` (a
+starter policy, its tests and a gateway.toml for a server): docs/mcp.md."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from .common import EXIT_ERRORS, EXIT_USAGE, fail, internal_errors
+
+
+@click.command("lock")
+@click.option(
+    "--config", "config_file", required=True, metavar="gateway.toml", help="The gateway's configuration."
+)
+@click.option(
+    "--lock",
+    "lock_file",
+    metavar="FILE",
+    help="The lock file (default: the configuration's `lock`).",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing: list what changed since the lock, and exit 1 if anything did (for CI).",
+)
+def lock_command(config_file: str, lock_file: str | None, check: bool) -> None:
+    """Start the configured servers and pin their tools' names, descriptions and input schemas."""
+    with internal_errors():
+        import sys
+
+        from ..gateway.config import ConfigError, read_config
+        from ..gateway.pins import LockError, changes, listing, pins, read_lock, write_lock
+
+        try:
+            config = read_config(config_file)
+        except ConfigError as error:
+            fail(str(error), EXIT_USAGE)
+        path = lock_file or config.lock
+        if path is None:
+            fail(
+                f'{config_file}: no lock file: give --lock FILE or `lock = "FILE"` in the configuration',
+                EXIT_USAGE,
+            )
+        assert path is not None
+        listed = listing(config, errlog=_quiet())
+        for name, reason in listed.failures.items():
+            click.echo(f"policyc: error: server `{name}` is not running: {reason}", err=True)
+        if listed.failures:
+            fail("every server must run to pin its tools", EXIT_USAGE)
+        before = read_lock(path)
+        if check:
+            if isinstance(before, LockError):
+                fail(str(before), EXIT_USAGE)
+            assert not isinstance(before, LockError)
+            found = changes(before, listed.tools)
+            for change in found:
+                click.echo(str(change))
+            count = sum(len(tools) for tools in listed.tools.values())
+            if found:
+                click.echo(
+                    f"{len(found)} change(s) since {path}: `policyc mcp lock` pins the tools as they are now"
+                )
+                sys.exit(EXIT_ERRORS)
+            click.echo(f"{path}: {count} tool(s) of {len(listed.tools)} server(s), as pinned")
+            return
+        if isinstance(before, LockError) and before.code != "lock-missing":
+            fail(f"{before} (remove it to pin the tools anew)", EXIT_USAGE)
+        lock = pins(listed.tools, listed.servers)
+        if not isinstance(before, LockError):
+            for change in changes(before, listed.tools):
+                click.echo(f"pinned anew: {change}")
+        try:
+            write_lock(path, lock)
+        except OSError as error:
+            fail(f"cannot write `{path}`: {error.strerror or error}", EXIT_USAGE)
+        click.echo(f"wrote {path}: {len(lock.pins)} tool(s) of {len(lock.servers)} server(s)")
+
+
+@click.command("init", context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--name", metavar="NAME", help="The server's name in the gateway (the S of S.T; default: from COMMAND)."
+)
+@click.option(
+    "--out",
+    "out",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The folder to write the files to.",
+)
+@click.option("--force", is_flag=True, help="Overwrite files that exist.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
+def init_command(name: str | None, out: str, force: bool, command: tuple[str, ...]) -> None:
+    """Start a server, list its tools, and write a starter policy, its tests and a gateway.toml.
+
+    \b
+    policyc mcp init --name fs -- npx -y @modelcontextprotocol/server-filesystem ~/notes
+    """
+    with internal_errors():
+        from ..gateway.config import ConfigError, quick_config
+        from ..gateway.pins import listing
+        from ..gateway.starter import guess_role, name_of, starter
+
+        server = name or name_of(command)
+        try:
+            config = quick_config(server, command)
+        except ConfigError as error:
+            fail(str(error), EXIT_USAGE)
+        targets = [os.path.join(out, f"{server}.dl"), os.path.join(out, f"{server}_test.toml")]
+        targets.append(os.path.join(out, "gateway.toml"))
+        existing = [path for path in targets if os.path.lexists(path)]
+        if existing and not force:
+            fail(f"`{existing[0]}` exists (--force overwrites it)", EXIT_USAGE)
+        errlog = _quiet()
+        listed = listing(config, errlog=errlog)
+        if server in listed.failures:
+            errlog.seek(0)
+            said = errlog.read().strip().splitlines()[-5:]
+            for line in said:
+                click.echo(f"  {server}: {line}", err=True)
+            fail(f"the server did not start: {listed.failures[server]}", EXIT_USAGE)
+        tools = list(listed.tools.get(server, ()))
+        here = os.path.abspath(os.getcwd())
+        files = starter(server, command, tools, cwd=None if os.path.abspath(out) == here else here)
+        try:
+            os.makedirs(out, exist_ok=True)
+            for file, text in (
+                (files.policy_file, files.policy),
+                (files.test_file, files.tests),
+                (files.config_file, files.config),
+            ):
+                with open(
+                    os.path.join(out, file), "w", encoding="utf-8", errors="backslashreplace"
+                ) as handle:
+                    handle.write(text)
+        except OSError as error:
+            fail(f"cannot write to `{out}`: {error.strerror or error}", EXIT_USAGE)
+        guesses = sum(1 for tool in tools for key in _keys(tool) if guess_role(key))
+        click.echo(
+            f"wrote {', '.join(os.path.join(out, f) for f in (files.policy_file, files.test_file, files.config_file))}"
+        )
+        click.echo(
+            f"{len(tools)} tool(s) of `{server}`, {guesses} argument role(s) guessed: review the TODOs, then"
+        )
+        policy = os.path.join(out, files.policy_file)
+        gateway = os.path.join(out, files.config_file)
+        click.echo(f"  policyc test {out}")
+        click.echo(f"  policyc mcp lock --config {gateway}")
+        click.echo(f"  policyc mcp {policy} --config {gateway}")
+
+
+def _keys(tool: object) -> list[str]:
+    schema = getattr(tool, "input_schema", None)
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return [k for k in properties if isinstance(k, str)] if isinstance(properties, dict) else []
+
+
+def _quiet():  # type: ignore[no-untyped-def]
+    """Where the servers' standard error goes: a temporary file, read back when one fails."""
+    import tempfile
+
+    return tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
