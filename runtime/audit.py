@@ -90,9 +90,19 @@ def value_hash(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical(jsonable(value))).hexdigest()
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def jsonable(value: Any) -> Any:
     """A value as JSON can hold it (anything else as its ``repr``; numbers JSON cannot write,
     such as NaN, as text)."""
+    kind = type(value)
+    if kind in _PLAIN:  # the common cases first, without the abstract classes' checks
+        return value
+    if kind is dict:
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [jsonable(v) for v in value]
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int):
