@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "forecast": "forecast:forecast_group",
     "audit": "audit:audit_group",
     "serve": "serve:serve_group",
+    "mcp": "mcp:mcp_group",
 }
 """Each command's name and ``module:attribute`` in this package."""
 

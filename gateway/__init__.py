@@ -3,4 +3,26 @@ real MCP servers that decides every ``tools/call`` with the policy before forwar
 
 from policyc.compiler.exports import exports
 
-__all__, __getattr__ = exports(__name__, {})
+__all__, __getattr__ = exports(
+    __name__,
+    {
+        "GatewayConfig": ".config",
+        "Upstream": ".config",
+        "ToolOptions": ".config",
+        "SessionOptions": ".config",
+        "ConfigError": ".config",
+        "Problem": ".config",
+        "read_config": ".config",
+        "parse_config": ".config",
+        "quick_config": ".config",
+        "Upstreams": ".upstreams",
+        "UpstreamTool": ".upstreams",
+        "Callbacks": ".upstreams",
+        "list_tools": ".upstreams",
+        "Gate": ".decide",
+        "Verdict": ".decide",
+        "Gateway": ".server",
+        "serve": ".server",
+        "always_denied": ".analysis",
+    },
+)

@@ -1,0 +1,59 @@
+"""The tools the analyzer proves always denied, which ``tools/list`` leaves out.
+
+The analysis is ``policyc check --deep``'s (:func:`policyc.analyzer.deep_findings`): an
+``always-deny`` finding (PC305) of strength ``proved`` names a tool every call of which the
+policy denies, whatever the session holds. Showing such a tool to a client only invites calls
+that are refused, so the gateway hides it and logs why. A finding that is only ``bounded`` (no
+allowed call on the small databases searched) is not a proof, and its tool stays listed; so does
+every tool when the analysis cannot run (its time ran out, or the policy cannot be analysed),
+since a listed tool is still decided call by call.
+
+>>> from policyc.compiler import compile_source
+>>> hidden = always_denied_of(compile_source('''
+... .import events
+... .default deny
+... Allow(a) :- ToolCall(a, "git.git_reset"), Label(a, "reviewed").
+... Deny(a) :- ToolCall(a, "git.git_reset"), not Label(a, "approved").
+... Deny(a) :- ToolCall(a, "git.git_reset"), Label(a, "approved").
+... '''))
+>>> sorted(hidden)
+['git.git_reset']
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+ANALYSIS_TIMEOUT = 6.0  # seconds the deep analysis may take at start-up
+_TOOL = re.compile(r"every call of `(.+?)` is denied")
+
+
+def always_denied(path: str, timeout: float = ANALYSIS_TIMEOUT) -> tuple[dict[str, str], str | None]:
+    """The tools the policy or bundle at ``path`` proves always denied, each with the
+    analyzer's message; and why nothing could be proved, when the analysis did not run."""
+    from policyc.analyzer.query import AnalysisError, compile_loaded, load
+
+    try:
+        compilation = compile_loaded(load(path))
+    except AnalysisError as error:
+        return {}, f"the policy cannot be analysed: {error}"
+    return always_denied_of(compilation, timeout), None
+
+
+def always_denied_of(compilation: Any, timeout: float = ANALYSIS_TIMEOUT) -> dict[str, str]:
+    """:func:`always_denied` of a compiled policy (nothing for one with errors or not
+    stratified)."""
+    from policyc.analyzer.deep import deep_findings
+    from policyc.compiler.stages import Stratified
+
+    if not isinstance(compilation, Stratified) or any(d.is_error for d in compilation.diagnostics):
+        return {}
+    found: dict[str, str] = {}
+    for finding in deep_findings(compilation, timeout=timeout):
+        if finding.code != "PC305" or finding.strength != "proved":
+            continue
+        match = _TOOL.match(finding.message)
+        if match:
+            found.setdefault(match.group(1), f"{finding.message} [{finding.code} {finding.name}]")
+    return found

@@ -1,0 +1,229 @@
+"""The policy side of one client connection: MCP calls, results and resources as events of a
+monitor session, and the decision of every call (docs/mcp.md, "How MCP maps to events").
+
+A :class:`Gate` holds the session of one connection. :meth:`Gate.call` records a
+``tools/call`` as a ``tool_call`` event (the tool ``S.T``, its arguments) and decides it;
+:meth:`Gate.result` records what the server answered as a ``tool_result`` of that call, with
+the labels configured for the server and the tool; :meth:`Gate.resource` and
+:meth:`Gate.prompt` record what a resource read or a prompt put before the agent.
+
+It fails closed. A decision runs in a worker thread, at most ``decide_timeout`` seconds; one
+that raises or takes longer is a denial saying so, and after a decision that did not finish the
+session's state is unknown, so every later call of the connection is denied too. An escalated
+call is put to the person through ``ask`` (the client's elicitation), answered within the
+monitor's ``approval_timeout``, approved in the session and decided again
+(:func:`policyc.runtime.approvers.settle_async`, the reasons of docs/verdicts.md); with no
+``ask`` it is denied saying why.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .config import SessionOptions
+
+Ask = Callable[[Any], Awaitable[bool]]  # an EscalationRequest -> whether the person approves
+
+# the approver of the connection whose call is being settled (see Gate.call and approver)
+_asking: contextvars.ContextVar[Ask | None] = contextvars.ContextVar("policyc_gateway_asking", default=None)
+
+
+async def approver(request: Any) -> bool:
+    """The monitor's approver: asks the person of the connection deciding the call (through its
+    client's elicitation); no one to ask is a no."""
+    ask = _asking.get()
+    if ask is None:
+        return False
+    return bool(await ask(request))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the gateway does with a call: forward it (``forward``), or answer the client with
+    ``text`` as an error result. ``call`` is the call's event id (None when it was refused
+    before it was recorded), ``decision`` the monitor's last decision of it."""
+
+    forward: bool
+    text: str
+    call: str | None = None
+    decision: Any = None
+
+
+class Gate:
+    """The session of one client connection (``monitor.session(session_id, ...)``)."""
+
+    def __init__(self, monitor: Any, session_id: str, options: SessionOptions) -> None:
+        import anyio
+
+        self.options = options
+        self.lock = anyio.Lock()
+        self.count = 0
+        self.broken: str | None = None  # why every call of this connection is denied
+        self.session: Any = None
+        try:
+            if hasattr(monitor, "prepared"):  # in-process
+                self.session = monitor.session(session_id, principal=options.principal, roles=options.roles)
+            else:  # a policyc serve monitor: the principal is the key's
+                self.session = monitor.session(session_id, roles=list(options.roles) or None)
+        except Exception as error:
+            self.broken = f"the policy session could not be started: {type(error).__name__}: {error}"
+
+    def _id(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    async def call(self, tool: str, arguments: Mapping[str, Any], ask: Ask | None) -> Verdict:
+        """Record the call of ``tool`` (``S.T``) with ``arguments`` and decide it; an escalated
+        call is put to ``ask`` (None: the client cannot be asked, and the call is denied)."""
+        from policyc.runtime.approvers import settle_async
+
+        async with self.lock:
+            if self.broken is not None:
+                return Verdict(False, _refusal(tool, self.broken))
+            call = self._id("c")
+            event = {"id": call, "kind": "tool_call", "tool": tool, "args": dict(arguments)}
+            decision = await self._in_thread(lambda: self.session.authorize(event), tool)
+            if isinstance(decision, str):
+                return Verdict(False, _refusal(tool, decision), call)
+            if decision.escalated and ask is None:
+                why = (
+                    "the call needs a person's approval, and this client cannot ask one "
+                    "(it did not declare the MCP elicitation capability)"
+                )
+                return Verdict(False, _refusal(tool, why, decision.feedback), call, decision)
+            if decision.escalated:
+                token = _asking.set(ask)
+                try:
+                    decision = await settle_async(self.session, decision)
+                except Exception as error:
+                    return Verdict(False, _refusal(tool, f"asking for approval failed: {_what(error)}"), call)
+                finally:
+                    _asking.reset(token)
+            if decision.allowed and decision.verdict == "allow":
+                return Verdict(True, "", call, decision)
+            return Verdict(False, _refusal(tool, None, decision.feedback), call, decision)
+
+    async def result(self, call: str, tool: str, result: Any, labels: tuple[str, ...]) -> None:
+        """Record the result of an allowed call (a ``CallToolResult``) as a ``tool_result``; an
+        error result gets the label ``error`` besides ``labels``."""
+        event: dict[str, Any] = {
+            "id": self._id("r"),
+            "kind": "tool_result",
+            "of": call,
+            "tool": tool,
+            "text": content_text(
+                getattr(result, "content", None), getattr(result, "structured_content", None)
+            ),
+        }
+        every = list(labels) + (["error"] if getattr(result, "is_error", False) else [])
+        if every:
+            event["labels"] = list(dict.fromkeys(every))
+        if self.options.depends == "call":
+            event["deps"] = [call]
+        await self._record(event)
+
+    async def resource(self, server: str, uri: str, contents: Any, labels: tuple[str, ...]) -> None:
+        """Record a resource read through the gateway: an event of kind ``resource`` whose text is
+        the resource's text, its arguments the server and the URI."""
+        event: dict[str, Any] = {
+            "id": self._id("res"),
+            "kind": "resource",
+            "text": content_text(contents, None),
+            "args": {"server": server, "uri": uri},
+        }
+        if labels:
+            event["labels"] = list(labels)
+        await self._record(event)
+
+    async def prompt(
+        self, server: str, name: str, arguments: Mapping[str, Any], result: Any, labels: tuple[str, ...]
+    ) -> None:
+        """Record a prompt got through the gateway: an event of kind ``prompt`` (its messages'
+        text; the server, the prompt's name and its arguments as arguments)."""
+        messages = getattr(result, "messages", None) or []
+        text = "\n".join(content_text([getattr(m, "content", None)], None) for m in messages)
+        event: dict[str, Any] = {
+            "id": self._id("p"),
+            "kind": "prompt",
+            "text": text,
+            "args": {"server": server, "prompt": name, **{f"arg.{k}": str(v) for k, v in arguments.items()}},
+        }
+        if labels:
+            event["labels"] = list(labels)
+        await self._record(event)
+
+    async def _record(self, event: dict[str, Any]) -> None:
+        async with self.lock:
+            if self.broken is not None:
+                return
+            outcome = await self._in_thread(
+                lambda: self.session.record(event), str(event.get("tool", event["kind"]))
+            )
+            if isinstance(outcome, str):
+                self.broken = f"recording what the server answered failed earlier ({outcome})"
+
+    async def _in_thread(self, work: Callable[[], Any], tool: str) -> Any:
+        """``work()`` in a worker thread within ``decide_timeout``: its value, or why it has none
+        (a string). A decision that did not finish leaves the session in a state no one knows:
+        the gate is broken from then on."""
+        import anyio
+
+        timeout = self.options.decide_timeout
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                value = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except Exception as error:
+            return f"the policy side failed: {_what(error)}"
+        if scope.cancelled_caught:
+            self.broken = (
+                f"a decision took longer than {timeout:g} s, so the session's state is unknown "
+                "and every later call of this connection is refused"
+            )
+            return f"the decision took longer than {timeout:g} s"
+        return value
+
+
+def _refusal(tool: str, why: str | None, feedback: str = "") -> str:
+    """The text of an error result for a call the gateway did not forward."""
+    lines = [f"policyc denied the call of `{tool}`; it was not sent to the server."]
+    if why:
+        lines.append(f"Reason: {why}.")
+    if feedback:
+        lines.append(feedback)
+    return "\n".join(lines)
+
+
+def _what(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
+
+
+def content_text(content: Any, structured: Any) -> str:
+    """The text of MCP content blocks (tool results, resource contents, prompt messages): text
+    as it is, resources' text, other blocks as a short description; the structured content as
+    JSON when there is no text."""
+    parts: list[str] = []
+    for block in content or []:
+        if block is None:
+            continue
+        text = getattr(block, "text", None)
+        if isinstance(text, str):
+            parts.append(text)
+            continue
+        resource = getattr(block, "resource", None)
+        if resource is not None and isinstance(getattr(resource, "text", None), str):
+            parts.append(resource.text)
+            continue
+        kind = getattr(block, "type", None) or type(block).__name__
+        uri = getattr(block, "uri", None) or getattr(resource, "uri", None)
+        parts.append(f"[{kind}{' ' + str(uri) if uri else ''}]")
+    if not parts and structured is not None:
+        try:
+            parts.append(json.dumps(structured, sort_keys=True, ensure_ascii=False))
+        except (TypeError, ValueError):
+            parts.append(str(structured))
+    return "\n".join(parts)

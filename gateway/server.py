@@ -1,0 +1,462 @@
+"""The MCP server the client talks to: the SDK's low-level server, translating each request to
+the upstream servers and, for ``tools/call``, to the policy (:mod:`.decide`) first.
+
+A :class:`Gateway` holds the running upstreams (:class:`~.upstreams.Upstreams`), the monitor,
+the tools hidden from ``tools/list`` (proved always denied, or refused by a pin) and, per client
+connection, its :class:`~.decide.Gate`. :meth:`Gateway.server` builds the ``mcp`` server whose
+handlers are the gateway's methods; :func:`serve` runs it over stdio or streamable HTTP.
+
+What passes through, and how (docs/mcp.md, "What passes through"):
+
+* ``tools/list``: the union of the servers' tools as ``S.T``, less the hidden ones;
+* ``tools/call``: checked against the tool's ``inputSchema``, decided, then forwarded (progress
+  reports of the server go back to the client, a cancellation of the client goes on to the
+  server) and its result recorded;
+* ``prompts/list`` and ``prompts/get`` (prompts named ``S.P``; a prompt got is recorded),
+  ``resources/list``, ``resources/templates/list``, ``resources/read`` (recorded),
+  ``resources/subscribe`` and ``unsubscribe``, ``completion/complete``, ``logging/setLevel``
+  (to every server): forwarded to the server they belong to;
+* from the servers: log messages, list-changed and resource-updated notifications go to the
+  client; sampling, elicitation and roots requests go to the client when it declared the
+  capability, and are refused otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from .config import GatewayConfig
+from .decide import Gate
+from .upstreams import Upstreams, UpstreamTool, error_result
+
+APPROVAL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Approve this call",
+            "description": "Run exactly this call, once",
+            "default": False,
+        }
+    },
+    "required": ["approve"],
+}
+
+
+@dataclass
+class Gateway:
+    """The gateway in front of ``upstreams``, deciding with ``monitor``. ``hidden`` maps each
+    tool left out of ``tools/list`` (``S.T``) to why; ``screen``, when given, is asked again
+    each time the tools are listed anew, for the tools to hide among those listed."""
+
+    config: GatewayConfig
+    monitor: Any
+    upstreams: Upstreams
+    hidden: dict[str, str] = field(default_factory=dict)
+    screen: Callable[[list[UpstreamTool]], Mapping[str, str]] | None = None
+    log: TextIO = field(default_factory=lambda: sys.stderr)
+    gates: dict[str, Gate] = field(default_factory=dict)
+    clients: dict[str, Any] = field(default_factory=dict)  # each connection's last ServerSession
+    resources: dict[str, str] = field(default_factory=dict)  # a listed resource's URI -> server
+    templates: dict[str, str] = field(default_factory=dict)  # a listed template -> server
+    reported: set[str] = field(default_factory=set)  # the hidden tools already logged
+
+    # ------------------------------------------------------------------ tools
+
+    async def refresh(self) -> None:
+        """List the servers' tools again (at start, and when a server says they changed)."""
+        tools = await self.upstreams.list_tools()
+        if self.screen is not None:
+            screened = self.screen(tools)
+            for name in [n for n, why in self.hidden.items() if why.startswith("pin:")]:
+                del self.hidden[name]
+            self.hidden.update({name: f"pin: {why}" for name, why in screened.items()})
+        for tool in tools:
+            why = self.hidden.get(tool.qualified)
+            if why is not None and tool.qualified not in self.reported:
+                self.reported.add(tool.qualified)
+                print(f"policyc mcp: `{tool.qualified}` is not listed: {why}", file=self.log)
+
+    def visible(self) -> dict[str, UpstreamTool]:
+        return {q: t for q, t in self.upstreams.tools.items() if q not in self.hidden}
+
+    async def list_tools(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as mt
+
+        self._client(ctx)
+        tools = [t.tool.model_copy(update={"name": q}) for q, t in self.visible().items()]
+        return mt.ListToolsResult(tools=tools)
+
+    async def call_tool(self, ctx: Any, params: Any) -> Any:
+        from .schema import problem
+
+        name = params.name
+        arguments = dict(params.arguments or {})
+        gate = self._gate(ctx)
+        tool = self.upstreams.tools.get(name)
+        if name in self.hidden:
+            return error_result(f"policyc did not send the call of `{name}`: {self.hidden[name]}")
+        if tool is None:
+            down = self.upstreams.failures.get(name.partition(".")[0])
+            if down is not None:
+                return error_result(f"the server `{name.partition('.')[0]}` is not running: {down}")
+            return error_result(f"no tool `{name}` behind the gateway (`tools/list` names the tools)")
+        wrong = problem(tool.tool.input_schema, arguments)
+        if wrong is not None:
+            return error_result(f"the call of `{name}` was not sent: {wrong}")
+        verdict = await gate.call(name, arguments, self._asker(ctx, name))
+        if not verdict.forward:
+            return error_result(verdict.text)
+        session = ctx.session
+        result = await self.upstreams.call_tool(name, arguments, progress=session.report_progress)
+        assert verdict.call is not None
+        server = self.config.server(tool.server)
+        labels = server.labels_of(tool.name) if server is not None else ()
+        await gate.result(verdict.call, name, result, labels)
+        return result
+
+    def _asker(self, ctx: Any, tool: str) -> Any:
+        """How to ask the person about an escalated call of this connection: through the client's
+        elicitation, None when the client did not declare it."""
+        session = ctx.session
+        capabilities = session.client_capabilities
+        if capabilities is None or capabilities.elicitation is None or not session.can_send_request:
+            return None
+        request_id = ctx.request_id
+
+        async def ask(request: Any) -> bool:
+            message = approval_message(request)
+            answer = await session.elicit_form(message, APPROVAL_SCHEMA, related_request_id=request_id)
+            content = answer.content or {}
+            return answer.action == "accept" and content.get("approve") is True
+
+        return ask
+
+    # ----------------------------------------------------------- passing through
+
+    async def list_prompts(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as mt
+
+        self._client(ctx)
+        prompts = []
+        for server, session in self._serving("prompts"):
+            try:
+                listed = await session.list_prompts()
+            except Exception as error:
+                self._note(server, "listing its prompts", error)
+                continue
+            prompts += [p.model_copy(update={"name": f"{server}.{p.name}"}) for p in listed.prompts]
+        return mt.ListPromptsResult(prompts=prompts)
+
+    async def get_prompt(self, ctx: Any, params: Any) -> Any:
+        from mcp import MCPError
+        from mcp.types import INVALID_PARAMS
+
+        server, _, name = params.name.partition(".")
+        session = self.upstreams.session(server)
+        if session is None or not name:
+            raise MCPError(INVALID_PARAMS, f"no prompt `{params.name}` behind the gateway")
+        arguments = dict(params.arguments or {})
+        result = await session.get_prompt(name, arguments=arguments or None)
+        config = self.config.server(server)
+        await self._gate(ctx).prompt(server, name, arguments, result, config.labels if config else ())
+        return result
+
+    async def list_resources(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as mt
+
+        self._client(ctx)
+        resources = []
+        for server, session in self._serving("resources"):
+            try:
+                listed = await session.list_resources()
+            except Exception as error:
+                self._note(server, "listing its resources", error)
+                continue
+            for resource in listed.resources:
+                self.resources.setdefault(str(resource.uri), server)
+                resources.append(resource)
+        return mt.ListResourcesResult(resources=resources)
+
+    async def list_resource_templates(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as mt
+
+        templates = []
+        for server, session in self._serving("resources"):
+            try:
+                listed = await session.list_resource_templates()
+            except Exception as error:
+                self._note(server, "listing its resource templates", error)
+                continue
+            for template in listed.resource_templates:
+                self.templates.setdefault(template.uri_template, server)
+                templates.append(template)
+        return mt.ListResourceTemplatesResult(resource_templates=templates)
+
+    async def read_resource(self, ctx: Any, params: Any) -> Any:
+        uri = str(params.uri)
+        server, session = self._owner(uri)
+        result = await session.read_resource(uri)
+        config = self.config.server(server)
+        await self._gate(ctx).resource(server, uri, result.contents, config.labels if config else ())
+        return result
+
+    async def subscribe(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as mt
+
+        self._client(ctx)
+        _, session = self._owner(str(params.uri))
+        await session.subscribe_resource(str(params.uri))
+        return mt.EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as mt
+
+        _, session = self._owner(str(params.uri))
+        await session.unsubscribe_resource(str(params.uri))
+        return mt.EmptyResult()
+
+    async def complete(self, ctx: Any, params: Any) -> Any:
+        from mcp import MCPError
+        from mcp.types import INVALID_PARAMS
+
+        ref = params.ref
+        if getattr(ref, "type", "") == "ref/prompt":
+            server, _, name = ref.name.partition(".")
+            session = self.upstreams.session(server)
+            if session is None or not name:
+                raise MCPError(INVALID_PARAMS, f"no prompt `{ref.name}` behind the gateway")
+            ref = ref.model_copy(update={"name": name})
+        else:
+            server = self.templates.get(getattr(ref, "uri", ""), "")
+            session = self.upstreams.session(server)
+            if session is None:
+                raise MCPError(
+                    INVALID_PARAMS, f"no resource template `{getattr(ref, 'uri', '')}` behind the gateway"
+                )
+        argument = params.argument.model_dump(by_alias=True, exclude_none=True)
+        context = params.context.arguments if params.context is not None else None
+        return await session.complete(ref, argument, context_arguments=context)
+
+    async def set_level(self, ctx: Any, params: Any) -> Any:
+        import mcp.types as mt
+
+        self._client(ctx)
+        for server, session in self._serving("logging"):
+            try:
+                await session.set_logging_level(params.level)
+            except Exception as error:
+                self._note(server, "setting its logging level", error)
+        return mt.EmptyResult()
+
+    # ------------------------------------------------------------ from the servers
+
+    async def notified(self, server: str, message: Any) -> None:
+        """A notification (or transport error) of an upstream server, passed on to the clients."""
+        import mcp.types as mt
+
+        if isinstance(message, Exception):
+            return
+        if isinstance(message, mt.ToolListChangedNotification):
+            await self.refresh()
+        for client in list(self.clients.values()):
+            try:
+                if isinstance(message, mt.LoggingMessageNotification):
+                    params = message.params
+                    await client.send_log_message(params.level, params.data, logger=params.logger or server)
+                elif isinstance(
+                    message,
+                    mt.ToolListChangedNotification
+                    | mt.PromptListChangedNotification
+                    | mt.ResourceListChangedNotification
+                    | mt.ResourceUpdatedNotification,
+                ):
+                    await client.send_notification(message)
+            except Exception as error:
+                self._note(server, "passing a notification on", error)
+
+    async def sampled(self, server: str, context: Any, params: Any) -> Any:
+        import mcp.types as mt
+
+        return await self._to_client(
+            "sampling", mt.CreateMessageRequest(params=params), mt.CreateMessageResult
+        )
+
+    async def elicited(self, server: str, context: Any, params: Any) -> Any:
+        import mcp.types as mt
+
+        return await self._to_client("elicitation", mt.ElicitRequest(params=params), mt.ElicitResult)
+
+    async def roots(self, server: str, context: Any) -> Any:
+        import mcp.types as mt
+
+        return await self._to_client("roots", mt.ListRootsRequest(), mt.ListRootsResult)
+
+    async def _to_client(self, capability: str, request: Any, result_type: Any) -> Any:
+        import mcp.types as mt
+
+        for client in reversed(list(self.clients.values())):
+            declared = client.client_capabilities
+            if declared is not None and getattr(declared, capability, None) is not None:
+                try:
+                    return await client.send_request(request, result_type)
+                except Exception as error:
+                    return mt.ErrorData(code=mt.INTERNAL_ERROR, message=f"the client failed: {error}")
+        return mt.ErrorData(
+            code=mt.INVALID_REQUEST, message=f"the client behind policyc mcp has no {capability}"
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _key(self, ctx: Any) -> str:
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None)
+        found = headers.get("mcp-session-id") if headers is not None else None
+        return found or "stdio"
+
+    def _client(self, ctx: Any) -> str:
+        key = self._key(ctx)
+        self.clients[key] = ctx.session
+        return key
+
+    def _gate(self, ctx: Any) -> Gate:
+        key = self._client(ctx)
+        gate = self.gates.get(key)
+        if gate is None:
+            gate = Gate(self.monitor, f"mcp-{uuid.uuid4().hex[:16]}", self.config.session)
+            self.gates[key] = gate
+        return gate
+
+    def _serving(self, capability: str) -> list[tuple[str, Any]]:
+        found = []
+        for name in self.upstreams.running():
+            declared = self.upstreams.capabilities(name)
+            if declared is not None and getattr(declared, capability, None) is not None:
+                found.append((name, self.upstreams.session(name)))
+        return found
+
+    def _owner(self, uri: str) -> tuple[str, Any]:
+        from mcp import MCPError
+        from mcp.types import INVALID_PARAMS
+
+        server = self.resources.get(uri)
+        if server is None:
+            serving = self._serving("resources")
+            if len(serving) == 1:  # one server has resources: it is the one
+                server = serving[0][0]
+        session = self.upstreams.session(server) if server is not None else None
+        if server is None or session is None:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"no server behind the gateway has the resource `{uri}` (list resources first)",
+            )
+        return server, session
+
+    def _note(self, server: str, doing: str, error: BaseException) -> None:
+        print(
+            f"policyc mcp: server `{server}`: {doing} failed: {type(error).__name__}: {error}", file=self.log
+        )
+
+    def server(self) -> Any:
+        """The ``mcp`` low-level server whose handlers are this gateway's."""
+        import mcp.types as mt
+        from mcp.server.lowlevel import Server
+
+        from policyc.compiler.version import __version__
+
+        server: Any = Server(
+            "policyc-mcp",
+            version=__version__,
+            instructions=None,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+            on_list_prompts=self.list_prompts,
+            on_get_prompt=self.get_prompt,
+            on_list_resources=self.list_resources,
+            on_list_resource_templates=self.list_resource_templates,
+            on_read_resource=self.read_resource,
+            on_subscribe_resource=self.subscribe,
+            on_unsubscribe_resource=self.unsubscribe,
+            on_completion=self.complete,
+        )
+        server.add_request_handler("logging/setLevel", mt.SetLevelRequestParams, self.set_level)
+        return server
+
+
+def approval_message(request: Any) -> str:
+    """What the person is asked about an escalated call: the tool, each argument (as JSON, cut
+    to 500 characters) and the escalating rules' messages, with no control character that could
+    make an argument pass for the gateway's own words."""
+    import json
+
+    lines = [f"policyc: the call of `{_plain(str(request.tool))}` needs your approval."]
+    for key, value in sorted(request.arguments.items()):
+        lines.append(f"  {_plain(key)} = {_plain(json.dumps(value, ensure_ascii=False))[:500]}")
+    for message in request.messages:
+        lines.append(f"- {_plain(message)}")
+    lines.append("Approve exactly this call, once?")
+    return "\n".join(lines)
+
+
+def _plain(text: str) -> str:
+    """``text`` with every control character written as an escape."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+async def serve(
+    config: GatewayConfig,
+    monitor: Any,
+    hidden: Mapping[str, str],
+    listen: tuple[str, int] | None = None,
+    screen: Callable[[list[UpstreamTool]], Mapping[str, str]] | None = None,
+    log: TextIO | None = None,
+) -> None:
+    """Start the upstream servers and serve the gateway over stdio (``listen`` None) or
+    streamable HTTP at ``listen`` (host, port, path ``/mcp``) until the client goes away."""
+    from mcp.server.lowlevel import NotificationOptions
+
+    from .upstreams import Callbacks
+
+    out = log or sys.stderr
+    holder: dict[str, Gateway] = {}
+
+    async def notified(server: str, message: Any) -> None:
+        if "gateway" in holder:
+            await holder["gateway"].notified(server, message)
+
+    async def sampled(server: str, context: Any, params: Any) -> Any:
+        return await holder["gateway"].sampled(server, context, params)
+
+    async def elicited(server: str, context: Any, params: Any) -> Any:
+        return await holder["gateway"].elicited(server, context, params)
+
+    async def roots(server: str, context: Any) -> Any:
+        return await holder["gateway"].roots(server, context)
+
+    callbacks = Callbacks(notification=notified, sampling=sampled, elicitation=elicited, list_roots=roots)
+    async with Upstreams(config, callbacks, errlog=out) as upstreams:
+        gateway = Gateway(config, monitor, upstreams, dict(hidden), screen, out)
+        holder["gateway"] = gateway
+        await gateway.refresh()
+        names = ", ".join(f"{t.qualified}" for t in gateway.visible().values())
+        print(f"policyc mcp: serving {len(gateway.visible())} tools: {names}", file=out)
+        server = gateway.server()
+        options = server.create_initialization_options(
+            NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+        )
+        if listen is None:
+            from mcp.server.stdio import stdio_server
+
+            async with stdio_server() as (read, write):
+                await server.run(read, write, options)
+            return
+        import uvicorn
+
+        host, port = listen
+        app = server.streamable_http_app(host=host)
+        settings = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        await uvicorn.Server(settings).serve()
