@@ -44,15 +44,15 @@ def lock_command(config_file: str, lock_file: str | None, check: bool) -> None:
                 EXIT_USAGE,
             )
         assert path is not None
+        before = read_lock(path)  # before any server starts: a lock that cannot be used ends here
+        if isinstance(before, LockError) and (check or before.code != "lock-missing"):
+            fail(str(before) if check else f"{before} (remove it to pin the tools anew)", EXIT_USAGE)
         listed = listing(config, errlog=_quiet())
         for name, reason in listed.failures.items():
             click.echo(f"policyc: error: server `{name}` is not running: {reason}", err=True)
         if listed.failures:
             fail("every server must run to pin its tools", EXIT_USAGE)
-        before = read_lock(path)
         if check:
-            if isinstance(before, LockError):
-                fail(str(before), EXIT_USAGE)
             assert not isinstance(before, LockError)
             found = changes(before, listed.tools)
             for change in found:
@@ -65,8 +65,6 @@ def lock_command(config_file: str, lock_file: str | None, check: bool) -> None:
                 sys.exit(EXIT_ERRORS)
             click.echo(f"{path}: {count} tool(s) of {len(listed.tools)} server(s), as pinned")
             return
-        if isinstance(before, LockError) and before.code != "lock-missing":
-            fail(f"{before} (remove it to pin the tools anew)", EXIT_USAGE)
         lock = pins(listed.tools, listed.servers)
         if not isinstance(before, LockError):
             for change in changes(before, listed.tools):

@@ -1,0 +1,101 @@
+"""The npm MCP servers and the MCP Inspector the gateway's tests run, installed by the test run.
+
+``tests/mcp_npm/package.json`` pins `@modelcontextprotocol/server-filesystem`,
+`@modelcontextprotocol/server-everything` and `@modelcontextprotocol/inspector`, and
+``package-lock.json`` every package under them. The fixture :func:`npm_servers` runs ``npm ci``
+from them once (into pytest's cache, under the lock file's hash, so a later run reuses it;
+test workers share it: a file lock, and a folder that appears whole) and gives the commands
+that start each one. A test module uses it with::
+
+    from .npm_servers import npm_servers  # noqa: F401  (a fixture)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGES = Path(__file__).resolve().parent / "mcp_npm"
+
+
+@dataclass(frozen=True)
+class NpmServers:
+    """Where the npm packages are installed, and the command (``node`` and an entry point)
+    that runs each."""
+
+    folder: Path
+
+    def entry(self, package: str, relative: str) -> list[str]:
+        path = self.folder / "node_modules" / package / relative
+        if not path.is_file():
+            pytest.fail(f"{package} has no {relative} in {self.folder}: is package-lock.json current?")
+        return [node(), str(path)]
+
+    @property
+    def filesystem(self) -> list[str]:
+        """``node .../server-filesystem/dist/index.js``: give it the allowed folders after."""
+        return self.entry("@modelcontextprotocol/server-filesystem", "dist/index.js")
+
+    @property
+    def everything(self) -> list[str]:
+        """``node .../server-everything/dist/index.js`` (stdio by default)."""
+        return self.entry("@modelcontextprotocol/server-everything", "dist/index.js")
+
+    @property
+    def inspector(self) -> list[str]:
+        """The MCP Inspector's launcher: put ``--cli`` first, then the server's command."""
+        return self.entry("@modelcontextprotocol/inspector", "clients/launcher/build/index.js")
+
+
+def node() -> str:
+    found = shutil.which("node")
+    if found is None:
+        pytest.fail("`node` is not installed: the gateway's tests run npm MCP servers (Node.js 20 or later)")
+    return found
+
+
+def install(home: Path) -> NpmServers:
+    """The packages of ``tests/mcp_npm`` installed below ``home`` (once per lock file)."""
+    lock_file = PACKAGES / "package-lock.json"
+    key = hashlib.sha256(lock_file.read_bytes() + (PACKAGES / "package.json").read_bytes()).hexdigest()[:16]
+    home.mkdir(parents=True, exist_ok=True)
+    folder = home / key
+    with open(home / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "node_modules").is_dir():
+            npm = shutil.which("npm")
+            if npm is None:
+                pytest.fail("`npm` is not installed: the gateway's tests install npm MCP servers with it")
+            staging = Path(tempfile.mkdtemp(dir=home))
+            for name in ("package.json", "package-lock.json"):
+                shutil.copy2(PACKAGES / name, staging / name)
+            done = subprocess.run(
+                [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=staging,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env=dict(os.environ, npm_config_update_notifier="false"),
+            )
+            if done.returncode != 0:
+                shutil.rmtree(staging, ignore_errors=True)
+                pytest.fail(f"npm ci in tests/mcp_npm failed:\n{done.stdout}{done.stderr}")
+            shutil.rmtree(folder, ignore_errors=True)
+            staging.rename(folder)
+    return NpmServers(folder)
+
+
+@pytest.fixture(scope="session")
+def npm_servers(request, tmp_path_factory) -> NpmServers:
+    """The npm MCP servers and the Inspector, installed once (see the module's docstring)."""
+    cache = getattr(request.config, "cache", None)
+    home = cache.mkdir("mcp_npm") if cache is not None else tmp_path_factory.getbasetemp() / "mcp_npm"
+    return install(Path(home))
