@@ -134,3 +134,25 @@ def from_compilation(
     sections = read_sections(described, chosen, origin)
     fields = dict(done.symbols.fields)
     return Policy(plan, functors, limits, extensions=chosen, sections=sections, fields=fields)
+
+
+def frozen(path: str, verify_key: Any = None) -> tuple[str, bytes]:
+    """The digest and bytes of the bundle of the policy at ``path``: a bundle as it is, verified
+    (with ``verify_key``, its signature too); a source compiled as ``policyc compile`` would,
+    refused when it has errors (``PolicyError``). What a process hands others that must run the
+    same policy (the service's workers, replay's)."""
+    import hashlib
+
+    from .bundle import build_bundle
+
+    data = read_path(path)
+    opened = open_data(data, path, verify_key)
+    if not isinstance(opened, Bundle):
+        compilation = planned(opened.compilation())
+        data = build_bundle(compilation, compilation.plan)
+    return "sha256:" + hashlib.sha256(data).hexdigest(), data
+
+
+def policy_of(data: bytes, origin: str, functors: Functors = None) -> Policy:
+    """The runtime policy of a bundle's bytes (as :func:`frozen` gives them)."""
+    return to_policy(open_data(data, origin), functors)

@@ -13,9 +13,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from policyc.runtime.opener import frozen
+
 from .app import MAX_BODY, WAIT, Service, application
 from .keys import read_keys
-from .policies import frozen
 from .store import Store
 
 

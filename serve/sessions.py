@@ -73,7 +73,7 @@ class Sessions:
         """The monitor of a stored policy."""
         found = self.monitors.get(digest)
         if found is None:
-            from .policies import policy_of
+            from policyc.runtime.opener import policy_of
 
             stored = self.store.policy(digest)
             if stored is None:
