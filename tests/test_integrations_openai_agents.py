@@ -4,6 +4,9 @@ package with a scripted `Model` that answers what it reads, under a monitor sess
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -16,6 +19,8 @@ from agents.usage import Usage
 
 import policyc
 from policyc.integrations.openai_agents import AgentGuard
+
+from .conftest import EXAMPLES, ROOT
 
 POLICY = """
 .import events
@@ -256,3 +261,21 @@ def test_a_policy_failure_refuses_the_call() -> None:
     Runner.run_sync(agent, "Email bob@example.com hello", hooks=guard.hooks, run_config=OFFLINE)
     assert world.sent == []
     assert "the policy could not decide this action" in outputs(model.inputs[-1])["c1"]
+
+
+def test_the_example_runs_with_the_scripted_model() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "integrations" / "openai_agents_agent.py")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(ROOT)},  # no API key
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "would send mail after reading untrusted content" in done.stdout
+    assert "  tool: sent to bob@example.com" in lines
+    assert "  tool: paid 5000 to bob@example.com" in lines
+    assert "  approver: pay {'to': 'mallory@example.com', 'amount': 2000} -> no" in lines
+    assert not any("sent to eve" in line or "paid 2000" in line for line in lines)
