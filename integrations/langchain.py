@@ -31,7 +31,7 @@ from pydantic import ConfigDict
 from policyc.runtime.context import error_text
 from policyc.runtime.verdict import Decision
 
-from .langchain_recorder import Recorder
+from .langchain_recorder import Recorder, call_arguments
 
 __all__ = ["GuardedTool", "GuardedToolNode", "PolicyCallbackHandler", "Recorder", "guard_tools"]
 
@@ -54,21 +54,6 @@ class PolicyDeniedTool(ToolException):
     def __init__(self, decision: Decision) -> None:
         self.decision = decision
         super().__init__(decision.feedback or "the call was refused by the policy")
-
-
-def _model_arguments(tool: BaseTool, tool_input: Any) -> dict[str, Any]:
-    """The arguments of a call as the model gave them: the fields of the tool's call schema
-    (arguments a framework injects, such as a tool call id or the graph's state, left out)."""
-    schema = tool.tool_call_schema
-    if isinstance(schema, dict):
-        fields = list((schema.get("properties") or {}).keys())
-    else:
-        fields = list(getattr(schema, "model_fields", {}).keys())
-    if isinstance(tool_input, str):
-        return {fields[0] if len(fields) == 1 else "input": tool_input}
-    if not isinstance(tool_input, Mapping):
-        return {"input": tool_input}
-    return {k: v for k, v in tool_input.items() if k in fields} if fields else dict(tool_input)
 
 
 class GuardedTool(BaseTool):
@@ -105,7 +90,7 @@ class GuardedTool(BaseTool):
         recorder = self.recorder
         call = None
         if call_id is None or _decided.get() != call_id:  # not decided by a GuardedToolNode
-            decision, call = recorder.authorize(self.name, _model_arguments(self.tool, tool_input), call_id)
+            decision, call = recorder.authorize(self.name, call_arguments(self.tool, tool_input), call_id)
             decision = recorder.settle(self.name, decision, call_id)
             if not decision.allowed:
                 raise PolicyDeniedTool(decision)
@@ -125,7 +110,7 @@ class GuardedTool(BaseTool):
         recorder = self.recorder
         call = None
         if call_id is None or _decided.get() != call_id:
-            decision, call = recorder.authorize(self.name, _model_arguments(self.tool, tool_input), call_id)
+            decision, call = recorder.authorize(self.name, call_arguments(self.tool, tool_input), call_id)
             decision = await recorder.settle_async(self.name, decision, call_id)
             if not decision.allowed:
                 raise PolicyDeniedTool(decision)
@@ -272,7 +257,7 @@ class GuardedToolNode(ToolNode):
     def _decision(self, request: Any) -> tuple[str, str | None, Decision, str | None]:
         call = request.tool_call
         call_id = call.get("id")
-        self.recorder.decide_message_calls(_messages(request.state, self._key), call)
+        self.recorder.decide_message_calls(_messages(request.state, self._key), call, self.tools_by_name)
         decision, event = self.recorder.take(call_id)
         return call.get("name") or "", call_id, decision, event
 

@@ -8,7 +8,7 @@ for the guarded tools, the callback handler and the tool node of
 | ``HumanMessage`` | ``user_message`` |
 | ``SystemMessage`` | ``system_message`` |
 | ``AIMessage`` (a model's output) | ``assistant_message``, depending on the whole history |
-| a tool call of an ``AIMessage`` | ``tool_call`` (the tool's name, the model's arguments), depending on the message |
+| a tool call of an ``AIMessage`` | ``tool_call`` (the tool's name, the arguments as the tool validates them), depending on the message |
 | ``ToolMessage`` (a tool's result) | ``tool_result`` of its call, labelled with the tool's ``result_labels`` |
 | a call of a tool the guard does not run | ``tool_call`` labelled ``unguarded``, recorded and not decided |
 """
@@ -22,7 +22,10 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool
 from langgraph.types import Command
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
 from policyc.runtime.context import new_id
 from policyc.runtime.verdict import Decision
@@ -30,6 +33,29 @@ from policyc.runtime.verdict import Decision
 from .events import authorize_call, record_message, record_result, settled, settled_async
 
 __all__ = ["Recorder"]
+
+
+def call_arguments(tool: BaseTool | None, tool_input: Any) -> dict[str, Any]:
+    """The arguments of a call as the tool will read them: the model's, validated by the tool's
+    call schema (so ``"5000"`` for an ``int`` is 5000, and defaults are filled in), arguments a
+    framework injects (a tool call id, the graph's state) left out. Arguments the schema refuses
+    are given as the model gave them (the tool refuses them too)."""
+    schema = tool.tool_call_schema if tool is not None else None
+    if isinstance(schema, dict):
+        fields = list((schema.get("properties") or {}).keys())
+    else:
+        fields = list(getattr(schema, "model_fields", {}).keys())
+    if isinstance(tool_input, str):
+        tool_input = {fields[0] if len(fields) == 1 else "input": tool_input}
+    if not isinstance(tool_input, Mapping):
+        return {"input": tool_input}
+    given = {k: v for k, v in tool_input.items() if k in fields} if fields else dict(tool_input)
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        try:
+            return to_jsonable_python(dict(schema.model_validate(given)))  # NaN stays NaN: refused
+        except Exception:  # invalid: the tool does not run
+            return given
+    return given
 
 
 def _text(message: BaseMessage) -> str:
@@ -171,7 +197,9 @@ class Recorder:
                 self.answered.add(call_id)
             record_result(self.session, call, tool, result, self.labels(tool))
 
-    def decide_message_calls(self, messages: Sequence[BaseMessage], call: Mapping[str, Any]) -> None:
+    def decide_message_calls(
+        self, messages: Sequence[BaseMessage], call: Mapping[str, Any], tools: Mapping[str, BaseTool]
+    ) -> None:
         """Record the conversation up to the AI message that requested ``call`` and decide every
         call of that message not decided yet, in the message's order (their decisions wait in
         :attr:`pending`)."""
@@ -190,7 +218,7 @@ class Recorder:
             )
             if index is None:
                 self.pending[call_id or ""] = self.authorize(
-                    call.get("name") or "", call.get("args") or {}, call_id
+                    call.get("name") or "", self._arguments(tools, call), call_id
                 )
                 return
             self.sync(messages[: index + 1])
@@ -198,8 +226,12 @@ class Recorder:
                 each_id = each.get("id")
                 if each_id and each_id not in self.pending and each_id not in self.calls:
                     self.pending[each_id] = self.authorize(
-                        each.get("name") or "", each.get("args") or {}, each_id
+                        each.get("name") or "", self._arguments(tools, each), each_id
                     )
+
+    @staticmethod
+    def _arguments(tools: Mapping[str, BaseTool], call: Mapping[str, Any]) -> dict[str, Any]:
+        return call_arguments(tools.get(call.get("name") or ""), call.get("args") or {})
 
     def take(self, call_id: str | None) -> tuple[Decision, str | None]:
         with self.lock:

@@ -82,7 +82,7 @@ def respond(messages: list[BaseMessage], n: int) -> AIMessage:
             return AIMessage("", tool_calls=[call("send_email", n, to=request.split()[1], body="hello")])
         if request.startswith("Pay "):
             _, to, amount = request.split()
-            return AIMessage("", tool_calls=[call("pay", n, to=to, amount=int(amount))])
+            return AIMessage("", tool_calls=[call("pay", n, to=to, amount=amount)])  # a string
         if request.startswith("Both "):  # two calls in one message
             _, to, url = request.split()
             return AIMessage(
@@ -307,6 +307,8 @@ def test_an_escalated_call_goes_to_the_approver(node: str, asynchronous: bool) -
     session, recorder, tools, _, graph = setup(approver, asynchronous, node)
     approved = run(graph, recorder, "Pay bob 5000", asynchronous)
     assert tools.paid == [("bob", 5000)] and approved[-1].text == "Done. pay success: paid 5000 to bob"
+    # the policy saw the amount the tool reads (a number), not the model's text "5000"
+    assert events(session, "tool_call")[0]["args"] == {"to": "bob", "amount": 5000}
     assert [k for k in (session.events[e]["kind"] for e in session.order) if k == "approval"] == ["approval"]
     refused = run(graph, recorder, "Pay eve 5000", asynchronous)
     assert tools.paid == [("bob", 5000)]
