@@ -79,33 +79,48 @@ class Gate:
     async def call(self, tool: str, arguments: Mapping[str, Any], ask: Ask | None) -> Verdict:
         """Record the call of ``tool`` (``S.T``) with ``arguments`` and decide it; an escalated
         call is put to ``ask`` (None: the client cannot be asked, and the call is denied)."""
-        from policyc.runtime.approvers import settle_async
+        first = await self.decide(tool, arguments)
+        if first.decision is None or not first.decision.escalated:
+            return first
+        assert first.call is not None
+        return await self.settle(first.call, tool, first.decision, ask)
 
+    async def decide(self, tool: str, arguments: Mapping[str, Any]) -> Verdict:
+        """Record the call and decide it, asking no one: an escalated call comes back as a
+        verdict that does not forward, its ``decision`` escalated (see :meth:`settle`)."""
         async with self.lock:
             if self.broken is not None:
-                return Verdict(False, _refusal(tool, self.broken))
+                return Verdict(False, refusal(tool, self.broken))
             call = self._id("c")
             event = {"id": call, "kind": "tool_call", "tool": tool, "args": dict(arguments)}
             decision = await self._in_thread(lambda: self.session.authorize(event), tool)
             if isinstance(decision, str):
-                return Verdict(False, _refusal(tool, decision), call)
-            if decision.escalated and ask is None:
-                why = (
-                    "the call needs a person's approval, and this client cannot ask one "
-                    "(it did not declare the MCP elicitation capability)"
-                )
-                return Verdict(False, _refusal(tool, why, decision.feedback), call, decision)
-            if decision.escalated:
-                token = _asking.set(ask)
-                try:
-                    decision = await settle_async(self.session, decision)
-                except Exception as error:
-                    return Verdict(False, _refusal(tool, f"asking for approval failed: {_what(error)}"), call)
-                finally:
-                    _asking.reset(token)
-            if decision.allowed and decision.verdict == "allow":
-                return Verdict(True, "", call, decision)
-            return Verdict(False, _refusal(tool, None, decision.feedback), call, decision)
+                return Verdict(False, refusal(tool, decision), call)
+            return _verdict(tool, call, decision)
+
+    async def settle(self, call: str, tool: str, decision: Any, ask: Ask | None) -> Verdict:
+        """The verdict on an escalated ``decision`` of ``call``: ``ask`` answers (within the
+        monitor's ``approval_timeout``), the approval is recorded and the call decided again; with
+        no ``ask`` the call is denied, saying the client cannot be asked."""
+        from policyc.runtime.approvers import settle_async
+
+        if ask is None:
+            why = (
+                "the call needs a person's approval, and this client cannot ask one "
+                "(it did not declare the MCP elicitation capability)"
+            )
+            return Verdict(False, refusal(tool, why, decision.feedback), call, decision)
+        async with self.lock:
+            if self.broken is not None:
+                return Verdict(False, refusal(tool, self.broken), call)
+            token = _asking.set(ask)
+            try:
+                settled = await settle_async(self.session, decision)
+            except Exception as error:
+                return Verdict(False, refusal(tool, f"asking for approval failed: {_what(error)}"), call)
+            finally:
+                _asking.reset(token)
+            return _verdict(tool, call, settled)
 
     async def result(self, call: str, tool: str, result: Any, labels: tuple[str, ...]) -> None:
         """Record the result of an allowed call (a ``CallToolResult``) as a ``tool_result``; an
@@ -187,7 +202,13 @@ class Gate:
         return value
 
 
-def _refusal(tool: str, why: str | None, feedback: str = "") -> str:
+def _verdict(tool: str, call: str, decision: Any) -> Verdict:
+    if decision.allowed:
+        return Verdict(True, "", call, decision)
+    return Verdict(False, refusal(tool, None, decision.feedback), call, decision)
+
+
+def refusal(tool: str, why: str | None, feedback: str = "") -> str:
     """The text of an error result for a call the gateway did not forward."""
     lines = [f"policyc denied the call of `{tool}`; it was not sent to the server."]
     if why:

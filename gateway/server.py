@@ -47,6 +47,29 @@ APPROVAL_SCHEMA = {
 }
 
 
+@dataclass(frozen=True)
+class Pending:
+    """An escalated call put to the user on a 2026-07-28 connection, until the client retries
+    it: the connection, the call, its verdict and when it was asked (monotonic)."""
+
+    key: str
+    tool: str
+    arguments: dict[str, Any]
+    verdict: Any
+    asked: float
+
+
+def _modern(ctx: Any) -> bool:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _can_elicit(ctx: Any) -> bool:
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
 @dataclass
 class Gateway:
     """The gateway in front of ``upstreams``, deciding with ``monitor``. ``hidden`` maps each
@@ -64,6 +87,7 @@ class Gateway:
     resources: dict[str, str] = field(default_factory=dict)  # a listed resource's URI -> server
     templates: dict[str, str] = field(default_factory=dict)  # a listed template -> server
     reported: set[str] = field(default_factory=set)  # the hidden tools already logged
+    pending: dict[str, Pending] = field(default_factory=dict)  # calls put to the user, by state
 
     # ------------------------------------------------------------------ tools
 
@@ -108,7 +132,15 @@ class Gateway:
         wrong = problem(tool.tool.input_schema, arguments)
         if wrong is not None:
             return error_result(f"the call of `{name}` was not sent: {wrong}")
-        verdict = await gate.call(name, arguments, self._asker(ctx, name))
+        if params.request_state is not None:  # the retry of a call put to the user (2026-07-28)
+            verdict = await self._resumed(ctx, gate, name, arguments, params)
+        else:
+            verdict = await gate.decide(name, arguments)
+            if verdict.decision is not None and verdict.decision.escalated:
+                assert verdict.call is not None
+                if _modern(ctx) and _can_elicit(ctx):
+                    return self._input_required(ctx, name, arguments, verdict)
+                verdict = await gate.settle(verdict.call, name, verdict.decision, self._asker(ctx, name))
         if not verdict.forward:
             return error_result(verdict.text)
         session = ctx.session
@@ -119,12 +151,55 @@ class Gateway:
         await gate.result(verdict.call, name, result, labels)
         return result
 
+    def _input_required(self, ctx: Any, name: str, arguments: dict[str, Any], verdict: Any) -> Any:
+        """The answer to an escalated call on a 2026-07-28 connection: the elicitation the client
+        must put to the user, and the state its retry of the call brings back."""
+        import secrets
+        import time
+
+        import mcp.types as mt
+
+        state = secrets.token_urlsafe(24)
+        self.pending[state] = Pending(self._key(ctx), name, arguments, verdict, time.monotonic())
+        form = mt.ElicitRequestFormParams(
+            message=approval_message(verdict.decision.escalation), requested_schema=APPROVAL_SCHEMA
+        )
+        return mt.InputRequiredResult(
+            input_requests={"approval": mt.ElicitRequest(params=form)}, request_state=state
+        )
+
+    async def _resumed(self, ctx: Any, gate: Gate, name: str, arguments: dict[str, Any], params: Any) -> Any:
+        """The verdict on the retry of a call put to the user: the same call of the same
+        connection, answered within the approval timeout, else a denial."""
+        import time
+
+        from .decide import Verdict, refusal
+
+        pending = self.pending.pop(params.request_state, None)
+        if pending is None or pending.key != self._key(ctx):
+            return Verdict(
+                False, refusal(name, "the call's approval state is unknown, used or of another connection")
+            )
+        if pending.tool != name or pending.arguments != arguments:
+            return Verdict(False, refusal(name, "the retried call is not the call the user was asked about"))
+        response = (params.input_responses or {}).get("approval")
+        content = getattr(response, "content", None) or {}
+        answer = getattr(response, "action", None) == "accept" and content.get("approve") is True
+        limit = getattr(self.monitor, "approval_timeout", None)
+        if limit is not None and time.monotonic() - pending.asked > limit:
+            answer = False
+
+        async def ask(request: Any) -> bool:
+            return answer
+
+        call = pending.verdict.call
+        return await gate.settle(call, name, pending.verdict.decision, ask)
+
     def _asker(self, ctx: Any, tool: str) -> Any:
         """How to ask the person about an escalated call of this connection: through the client's
         elicitation, None when the client did not declare it."""
         session = ctx.session
-        capabilities = session.client_capabilities
-        if capabilities is None or capabilities.elicitation is None or not session.can_send_request:
+        if not _can_elicit(ctx) or not session.can_send_request:
             return None
         request_id = ctx.request_id
 

@@ -217,6 +217,36 @@ def test_an_escalated_call_is_put_to_the_user_through_elicitation(tmp_path: Path
     assert "a.txt" in staged and "b.txt" not in staged
 
 
+def test_on_a_2026_connection_the_user_is_asked_through_the_call_result(tmp_path: Path, repo: Path) -> None:
+    """A 2026-07-28 client (the SDK's `Client`, which negotiates the newest protocol) gets an
+    escalated call back as an input-required result holding the elicitation, and retries it."""
+    from mcp import Client
+
+    (repo / "a.txt").write_text("a\n")
+    (repo / "b.txt").write_text("b\n")
+    args = ["mcp", str(policy(tmp_path)), "--config", str(config(tmp_path, repo)), "--analysis-timeout", "0"]
+    asked: list[str] = []
+
+    async def elicitation(context: Any, params: Any) -> mt.ElicitResult:
+        asked.append(params.message)
+        return mt.ElicitResult(action="accept", content={"approve": '"a.txt"' in params.message})
+
+    async def scenario() -> tuple[str | None, mt.CallToolResult, mt.CallToolResult]:
+        parameters = StdioServerParameters(command=POLICYC, args=args)
+        async with Client(parameters, elicitation_callback=elicitation) as client:
+            approved = await client.call_tool("git.git_add", {"repo_path": str(repo), "files": ["a.txt"]})
+            refused = await client.call_tool("git.git_add", {"repo_path": str(repo), "files": ["b.txt"]})
+            return client.session.protocol_version, approved, refused
+
+    version, approved, refused = run(scenario)
+    assert version == "2026-07-28"
+    assert len(asked) == 2 and "`git.git_add` needs your approval" in asked[0]
+    assert not approved.is_error, text(approved)
+    assert refused.is_error and "did not approve" in text(refused)
+    staged = git(repo, "diff", "--cached", "--name-only").split()
+    assert "a.txt" in staged and "b.txt" not in staged
+
+
 def test_an_escalated_call_is_denied_when_the_client_cannot_be_asked(tmp_path: Path, repo: Path) -> None:
     (repo / "a.txt").write_text("a\n")
     args = [str(policy(tmp_path)), "--config", str(config(tmp_path, repo))]
