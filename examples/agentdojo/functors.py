@@ -112,8 +112,8 @@ def _record_values(text: str) -> frozenset[str]:
             for element in node:
                 walk(element, field)
         elif isinstance(node, str | int | float) and not isinstance(node, bool) and node is not None:
-            if isinstance(node, str) and "\n" in node.strip():
-                return  # a multi-line string is prose, whatever its field
+            if isinstance(node, str) and "\n" in node.strip() and field is not None:
+                return  # a multi-line string in a field is prose, whatever the field
             found.add(_normal(str(node)))
 
     if isinstance(data, dict | list):
