@@ -29,45 +29,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from .approval import Pending, asker, can_elicit, input_required, modern, resumed
 from .config import GatewayConfig
 from .decide import Gate
 from .upstreams import Upstreams, UpstreamTool, error_result
-
-APPROVAL_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "approve": {
-            "type": "boolean",
-            "title": "Approve this call",
-            "description": "Run exactly this call, once",
-            "default": False,
-        }
-    },
-    "required": ["approve"],
-}
-
-
-@dataclass(frozen=True)
-class Pending:
-    """An escalated call put to the user on a 2026-07-28 connection, until the client retries
-    it: the connection, the call, its verdict and when it was asked (monotonic)."""
-
-    key: str
-    tool: str
-    arguments: dict[str, Any]
-    verdict: Any
-    asked: float
-
-
-def _modern(ctx: Any) -> bool:
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-
-
-def _can_elicit(ctx: Any) -> bool:
-    capabilities = ctx.session.client_capabilities
-    return capabilities is not None and capabilities.elicitation is not None
 
 
 @dataclass
@@ -133,14 +98,15 @@ class Gateway:
         if wrong is not None:
             return error_result(f"the call of `{name}` was not sent: {wrong}")
         if params.request_state is not None:  # the retry of a call put to the user (2026-07-28)
-            verdict = await self._resumed(ctx, gate, name, arguments, params)
+            limit = getattr(self.monitor, "approval_timeout", None)
+            verdict = await resumed(self.pending, self._key(ctx), gate, name, arguments, params, limit)
         else:
             verdict = await gate.decide(name, arguments)
             if verdict.decision is not None and verdict.decision.escalated:
                 assert verdict.call is not None
-                if _modern(ctx) and _can_elicit(ctx):
-                    return self._input_required(ctx, name, arguments, verdict)
-                verdict = await gate.settle(verdict.call, name, verdict.decision, self._asker(ctx, name))
+                if modern(ctx) and can_elicit(ctx):
+                    return input_required(self.pending, self._key(ctx), name, arguments, verdict)
+                verdict = await gate.settle(verdict.call, name, verdict.decision, asker(ctx))
         if not verdict.forward:
             return error_result(verdict.text)
         session = ctx.session
@@ -150,66 +116,6 @@ class Gateway:
         labels = server.labels_of(tool.name) if server is not None else ()
         await gate.result(verdict.call, name, result, labels)
         return result
-
-    def _input_required(self, ctx: Any, name: str, arguments: dict[str, Any], verdict: Any) -> Any:
-        """The answer to an escalated call on a 2026-07-28 connection: the elicitation the client
-        must put to the user, and the state its retry of the call brings back."""
-        import secrets
-        import time
-
-        import mcp.types as mt
-
-        state = secrets.token_urlsafe(24)
-        self.pending[state] = Pending(self._key(ctx), name, arguments, verdict, time.monotonic())
-        form = mt.ElicitRequestFormParams(
-            message=approval_message(verdict.decision.escalation), requested_schema=APPROVAL_SCHEMA
-        )
-        return mt.InputRequiredResult(
-            input_requests={"approval": mt.ElicitRequest(params=form)}, request_state=state
-        )
-
-    async def _resumed(self, ctx: Any, gate: Gate, name: str, arguments: dict[str, Any], params: Any) -> Any:
-        """The verdict on the retry of a call put to the user: the same call of the same
-        connection, answered within the approval timeout, else a denial."""
-        import time
-
-        from .decide import Verdict, refusal
-
-        pending = self.pending.pop(params.request_state, None)
-        if pending is None or pending.key != self._key(ctx):
-            return Verdict(
-                False, refusal(name, "the call's approval state is unknown, used or of another connection")
-            )
-        if pending.tool != name or pending.arguments != arguments:
-            return Verdict(False, refusal(name, "the retried call is not the call the user was asked about"))
-        response = (params.input_responses or {}).get("approval")
-        content = getattr(response, "content", None) or {}
-        answer = getattr(response, "action", None) == "accept" and content.get("approve") is True
-        limit = getattr(self.monitor, "approval_timeout", None)
-        if limit is not None and time.monotonic() - pending.asked > limit:
-            answer = False
-
-        async def ask(request: Any) -> bool:
-            return answer
-
-        call = pending.verdict.call
-        return await gate.settle(call, name, pending.verdict.decision, ask)
-
-    def _asker(self, ctx: Any, tool: str) -> Any:
-        """How to ask the person about an escalated call of this connection: through the client's
-        elicitation, None when the client did not declare it."""
-        session = ctx.session
-        if not _can_elicit(ctx) or not session.can_send_request:
-            return None
-        request_id = ctx.request_id
-
-        async def ask(request: Any) -> bool:
-            message = approval_message(request)
-            answer = await session.elicit_form(message, APPROVAL_SCHEMA, related_request_id=request_id)
-            content = answer.content or {}
-            return answer.action == "accept" and content.get("approve") is True
-
-        return ask
 
     # ----------------------------------------------------------- passing through
 
@@ -460,26 +366,6 @@ class Gateway:
         )
         server.add_request_handler("logging/setLevel", mt.SetLevelRequestParams, self.set_level)
         return server
-
-
-def approval_message(request: Any) -> str:
-    """What the person is asked about an escalated call: the tool, each argument (as JSON, cut
-    to 500 characters) and the escalating rules' messages, with no control character that could
-    make an argument pass for the gateway's own words."""
-    import json
-
-    lines = [f"policyc: the call of `{_plain(str(request.tool))}` needs your approval."]
-    for key, value in sorted(request.arguments.items()):
-        lines.append(f"  {_plain(key)} = {_plain(json.dumps(value, ensure_ascii=False))[:500]}")
-    for message in request.messages:
-        lines.append(f"- {_plain(message)}")
-    lines.append("Approve exactly this call, once?")
-    return "\n".join(lines)
-
-
-def _plain(text: str) -> str:
-    """``text`` with every control character written as an escape."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 async def serve(

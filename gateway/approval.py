@@ -1,0 +1,156 @@
+"""Asking the user about an escalated call through the client's MCP elicitation.
+
+On a connection of the handshake era (protocol 2025-11-25 and before), the gateway sends an
+``elicitation/create`` request to the client while the ``tools/call`` waits (:func:`asker`). On
+a 2026-07-28 connection, where a server asks within its answer, the call's result is an
+``InputRequiredResult`` holding the elicitation (:func:`input_required`); the client asks the
+user and retries the call with the answer and the state, and the retry — the same call of the
+same connection, within the approval timeout — is approved or refused (:func:`resumed`).
+
+Either way the user sees the same form: one boolean, ``approve``, and a message naming the tool,
+each argument and the escalating rules' messages (:func:`approval_message`).
+
+>>> from policyc.runtime.approvals import EscalationRequest
+>>> request = EscalationRequest("s1", "c1", "git.git_add", {"files": ["a\\u001b[2J.txt"]}, frozenset({"r"}), ("staging needs approval",))
+>>> print(approval_message(request))
+policyc: the call of `git.git_add` needs your approval.
+  files = ["a\\u001b[2J.txt"]
+- staging needs approval
+Approve exactly this call, once?
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .decide import Gate, Verdict, refusal
+
+APPROVAL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Approve this call",
+            "description": "Run exactly this call, once",
+            "default": False,
+        }
+    },
+    "required": ["approve"],
+}
+
+
+@dataclass(frozen=True)
+class Pending:
+    """An escalated call put to the user on a 2026-07-28 connection, until the client retries
+    it: the connection, the call, its verdict and when it was asked (monotonic)."""
+
+    key: str
+    tool: str
+    arguments: dict[str, Any]
+    verdict: Verdict
+    asked: float
+
+
+def modern(ctx: Any) -> bool:
+    """Whether the request came over a 2026-07-28 connection (a server asks within its answer)."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def can_elicit(ctx: Any) -> bool:
+    """Whether the client declared the elicitation capability."""
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
+def approved(answer: Any) -> bool:
+    """Whether an elicitation's answer approves: the form accepted with ``approve`` true."""
+    content = getattr(answer, "content", None) or {}
+    return getattr(answer, "action", None) == "accept" and content.get("approve") is True
+
+
+def asker(ctx: Any) -> Any:
+    """How to ask the user about an escalated call of a handshake-era connection: an
+    ``elicitation/create`` request to the client; None when the client did not declare the
+    capability or cannot be sent a request."""
+    session = ctx.session
+    if not can_elicit(ctx) or not session.can_send_request:
+        return None
+    request_id = ctx.request_id
+
+    async def ask(request: Any) -> bool:
+        answer = await session.elicit_form(
+            approval_message(request), APPROVAL_SCHEMA, related_request_id=request_id
+        )
+        return approved(answer)
+
+    return ask
+
+
+def input_required(
+    pending: dict[str, Pending], key: str, tool: str, arguments: dict[str, Any], verdict: Verdict
+) -> Any:
+    """The answer to an escalated call on a 2026-07-28 connection: the elicitation the client
+    must put to the user, and the state (kept in ``pending``) its retry brings back."""
+    import mcp.types as mt
+
+    state = secrets.token_urlsafe(24)
+    pending[state] = Pending(key, tool, arguments, verdict, time.monotonic())
+    form = mt.ElicitRequestFormParams(
+        message=approval_message(verdict.decision.escalation), requested_schema=APPROVAL_SCHEMA
+    )
+    return mt.InputRequiredResult(
+        input_requests={"approval": mt.ElicitRequest(params=form)}, request_state=state
+    )
+
+
+async def resumed(
+    pending: dict[str, Pending],
+    key: str,
+    gate: Gate,
+    tool: str,
+    arguments: dict[str, Any],
+    params: Any,
+    limit: float | None,
+) -> Verdict:
+    """The verdict on the retry of a call put to the user: the same call of the same connection,
+    approved within ``limit`` seconds, is settled with that answer; anything else is denied."""
+    found = pending.pop(params.request_state, None)
+    if found is None or found.key != key:
+        return Verdict(
+            False, refusal(tool, "the call's approval state is unknown, used or of another connection")
+        )
+    if found.tool != tool or found.arguments != arguments:
+        return Verdict(False, refusal(tool, "the retried call is not the call the user was asked about"))
+    answer = approved((params.input_responses or {}).get("approval"))
+    if limit is not None and time.monotonic() - found.asked > limit:
+        answer = False
+
+    async def ask(request: Any) -> bool:
+        return answer
+
+    assert found.verdict.call is not None
+    return await gate.settle(found.verdict.call, tool, found.verdict.decision, ask)
+
+
+def approval_message(request: Any) -> str:
+    """What the user is asked about an escalated call: the tool, each argument (as JSON, cut to
+    500 characters) and the escalating rules' messages, with every control character escaped so
+    that no argument can pass for the gateway's own words."""
+    lines = [f"policyc: the call of `{plain(str(request.tool))}` needs your approval."]
+    for key, value in sorted(request.arguments.items()):
+        lines.append(f"  {plain(key)} = {plain(json.dumps(value, ensure_ascii=False))[:500]}")
+    for message in request.messages:
+        lines.append(f"- {plain(message)}")
+    lines.append("Approve exactly this call, once?")
+    return "\n".join(lines)
+
+
+def plain(text: str) -> str:
+    """``text`` with every control character written as an escape."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
