@@ -205,7 +205,7 @@ class Recorder:
         :attr:`pending`)."""
         call_id = call.get("id")
         with self.lock:
-            if call_id in self.pending or (call_id and call_id in self.calls):
+            if (call_id or "") in self.pending:
                 return
             index = next(
                 (
@@ -216,18 +216,18 @@ class Recorder:
                 ),
                 None,
             )
-            if index is None:
+            if index is not None:
+                self.sync(messages[: index + 1])
+                for each in messages[index].tool_calls:
+                    each_id = each.get("id")
+                    if each_id and each_id not in self.pending and each_id not in self.calls:
+                        self.pending[each_id] = self.authorize(
+                            each.get("name") or "", self._arguments(tools, each), each_id
+                        )
+            if (call_id or "") not in self.pending:  # not in the state, or run before: decided anew
                 self.pending[call_id or ""] = self.authorize(
                     call.get("name") or "", self._arguments(tools, call), call_id
                 )
-                return
-            self.sync(messages[: index + 1])
-            for each in messages[index].tool_calls:
-                each_id = each.get("id")
-                if each_id and each_id not in self.pending and each_id not in self.calls:
-                    self.pending[each_id] = self.authorize(
-                        each.get("name") or "", self._arguments(tools, each), each_id
-                    )
 
     @staticmethod
     def _arguments(tools: Mapping[str, BaseTool], call: Mapping[str, Any]) -> dict[str, Any]:
@@ -250,7 +250,7 @@ class Recorder:
                 "id": new_id("call", self.session),
                 "kind": "tool_call",
                 "tool": tool,
-                "args": args,
+                "args": to_jsonable_python(args, fallback=str),
                 "labels": ["unguarded"],
             }
             if requested is not None:

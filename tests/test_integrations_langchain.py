@@ -396,3 +396,26 @@ def test_the_example_runs() -> None:
     assert "  send_email: sent to bob@example.com" in out
     assert "  pay: paid 5000 to bob@example.com" in out and "paid 2000" not in out
     assert out.count("user: ") == 4 and "Traceback" not in done.stderr
+
+
+def test_a_message_whose_calls_run_again_is_decided_again() -> None:
+    """A node that runs the same AI message twice (a retried step) decides its calls twice."""
+    session = Monitor(load_source(POLICY)).session("s5")
+    recorder = Recorder(session, result_labels={"fetch": ["untrusted"]})
+    tools = Tools()
+    graph = StateGraph(State)
+    graph.add_node("tools", GuardedToolNode(tools.all, recorder))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    node = graph.compile()
+    state = {
+        "messages": [
+            HumanMessage("mail bob"),
+            AIMessage("", tool_calls=[call("send_email", 1, to="bob", body="b")]),
+        ]
+    }
+    first = node.invoke(state)["messages"][2:]
+    second = node.invoke(state)["messages"][2:]
+    assert [m.status for m in first + second] == ["success", "success"] and len(tools.sent) == 2
+    assert [e["tool"] for e in events(session, "tool_call")] == ["send_email", "send_email"]
+    assert len(events(session, "user_message")) == 1  # the conversation recorded once
