@@ -419,3 +419,24 @@ def test_a_message_whose_calls_run_again_is_decided_again() -> None:
     assert [m.status for m in first + second] == ["success", "success"] and len(tools.sent) == 2
     assert [e["tool"] for e in events(session, "tool_call")] == ["send_email", "send_email"]
     assert len(events(session, "user_message")) == 1  # the conversation recorded once
+
+
+def test_guarded_tools_in_langchains_prebuilt_agent() -> None:
+    """`langchain.agents.create_agent` runs guarded tools in its own tool node."""
+    from langchain.agents import create_agent
+
+    session = Monitor(load_source(POLICY)).session("s6")
+    recorder = Recorder(session, result_labels={"fetch": ["untrusted"]})
+    tools = Tools()
+    model = ScriptedModel(messages=iter(()))
+    prebuilt = create_agent(model, tools=guard_tools(tools.all, recorder))
+    messages = run(prebuilt, recorder, "Summarize https://example.com/notes")
+    assert tools.sent == [] and [
+        getattr(m, "status", None) for m in messages if isinstance(m, ToolMessage)
+    ] == [
+        "success",
+        "error",
+    ]
+    assert FEEDBACK in str(model.seen[-1][-1].text) and messages[-1].text.startswith("Done.")
+    calls_ = events(session, "tool_call")
+    assert [c["deps"] for c in calls_] == [[e["id"]] for e in events(session, "assistant_message")[:2]]
