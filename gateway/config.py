@@ -183,8 +183,10 @@ def parse_config(text: str, origin: str, base: str | None = None) -> GatewayConf
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        line = getattr(error, "lineno", None)
-        message = getattr(error, "msg", str(error))
+        message = str(error)
+        where = re.search(r"\s*\(at line (\d+), column \d+\)$", message)
+        line = int(where.group(1)) if where else None
+        message = message[: where.start()] if where else message
         raise ConfigError(Problem(origin, line, "", f"not TOML: {message}", UNREADABLE)) from None
     except RecursionError:
         raise ConfigError(
