@@ -30,16 +30,15 @@ from agentdojo.types import (
     text_content_block_from_string,
 )
 
-from policyc.runtime.approvers import settle
+from policyc.runtime.context import new_id, refusal
 from policyc.runtime.session import Session
-from policyc.runtime.verdict import Decision, Reason
-from policyc.stdlib.events import EventError, check_event
+from policyc.runtime.verdict import Decision, quote_value
+
+from .events import INVALID_CALL, decide_call, record_message, record_result
 
 NO_ENV = EmptyEnv()  # the environment of a query given none (AgentDojo's default)
 SESSION_KEY = "policyc_session"  # the task's session, in extra_args
 _STATE_KEY = "policyc_guard_state"
-GUARD_FAILED = "policyc:guard-failed"
-MALFORMED_CALL = "policyc:malformed-call"
 _KINDS = {"system": "system_message", "user": "user_message", "assistant": "assistant_message"}
 
 
@@ -82,13 +81,6 @@ class _State:
     calls: dict[str, str] = field(default_factory=dict)
     unnamed: list[tuple[FunctionCall, str]] = field(default_factory=list)
     denied: list[FunctionCall] = field(default_factory=list)  # the calls answered by a denial
-    ids: itertools.count = field(default_factory=lambda: itertools.count(1))
-
-    def new_id(self, prefix: str) -> str:
-        while True:
-            identifier = f"{prefix}{next(self.ids)}"
-            if identifier not in self.session.events:
-                return identifier
 
 
 class PolicyElement(BasePipelineElement):
@@ -138,9 +130,8 @@ class PolicyElement(BasePipelineElement):
         denied: list[tuple[FunctionCall, Decision]] = []
         for original in messages[-1]["tool_calls"] or []:
             call = executed_arguments(original)
-            identifier = state.new_id("c")
-            decision = self._decide(state, call, identifier)
-            if not decision.allowed:
+            decision, identifier = self._decide(state, call)
+            if not decision.allowed or identifier is None:
                 denied.append((call, decision))
                 state.denied.append(call)
                 continue
@@ -155,66 +146,51 @@ class PolicyElement(BasePipelineElement):
 
     # ------------------------------------------------------------------------ recording
 
-    def record(self, state: _State, message: Mapping[str, Any]) -> str:
+    def record(self, state: _State, message: Mapping[str, Any]) -> str | None:
         """Record ``message`` into the task's session; the id of its event."""
         role = message.get("role")
         if role == "tool":
             return self._record_result(state, message)
-        identifier = state.new_id("m")
-        state.session.record(
-            {"id": identifier, "kind": _KINDS.get(str(role), "agent_message"), "text": message_text(message)}
-        )
-        return identifier
+        return record_message(state.session, _KINDS.get(str(role), "agent_message"), message_text(message))
 
-    def _record_result(self, state: _State, message: Mapping[str, Any]) -> str:
+    def _record_result(self, state: _State, message: Mapping[str, Any]) -> str | None:
         call = message.get("tool_call")
-        of = state.calls.get(call.id) if isinstance(call, FunctionCall) and call.id else None
-        if of is None and isinstance(call, FunctionCall):
+        if not isinstance(call, FunctionCall):
+            return record_message(state.session, "tool_result", message.get("error") or message_text(message))
+        of = state.calls.get(call.id) if call.id else None
+        if of is None:
             for n, (seen, event_id) in enumerate(state.unnamed):
                 if seen.function == call.function and dict(seen.args) == dict(call.args):
                     of = event_id
                     del state.unnamed[n]
                     break
-        identifier = state.new_id("r")
-        event: dict[str, Any] = {
-            "id": identifier,
-            "kind": "tool_result",
-            "text": message.get("error") or message_text(message),
-        }
-        if isinstance(call, FunctionCall):
-            event["tool"] = call.function
-            labels = self.result_labels.get(call.function)
-            if labels:
-                event["labels"] = labels
+        text = message.get("error") or message_text(message)
+        labels = self.result_labels.get(call.function, ())
         if of is not None:
-            event["of"] = of
+            return record_result(state.session, of, call.function, text, labels)
+        # a result of a call this element did not decide (run before it was placed)
+        identifier = new_id("result", state.session)
+        event: dict[str, Any] = {"id": identifier, "kind": "tool_result", "tool": call.function, "text": text}
+        if labels:
+            event["labels"] = list(labels)
         state.session.record(event)
         return identifier
 
     # ------------------------------------------------------------------------- deciding
 
-    def _decide(self, state: _State, call: FunctionCall, identifier: str) -> Decision:
-        """The final decision on ``call``, recorded as ``identifier`` (escalations settled);
-        any failure is a denial."""
+    def _decide(self, state: _State, call: FunctionCall) -> tuple[Decision, str | None]:
+        """The final decision on ``call`` (an escalation settled by the approver) and its
+        event's id; any failure is a denial."""
         try:
-            event = {
-                "id": identifier,
-                "kind": "tool_call",
-                "tool": call.function,
-                "args": call_arguments(call.args),
-            }
-            check_event(dict(event), state.session.events)
-        except (EventError, TypeError, ValueError, RecursionError) as error:
-            return _refused(MALFORMED_CALL, f"the call of {call.function!r} cannot be recorded: {error}")
-        try:
-            decision = state.session.authorize(event)
-            if decision.escalated:
-                decision = settle(state.session, decision)
-            return decision
-        except Exception as error:
-            return _refused(
-                GUARD_FAILED, f"deciding the call failed ({type(error).__name__}), so it is refused"
-            )
+            args = call_arguments(call.args)
+        except (TypeError, ValueError, RecursionError) as error:
+            return refusal(
+                INVALID_CALL,
+                f"the call of {quote_value(call.function)} cannot be decided ({type(error).__name__}), "
+                "so it is refused",
+                "Call the tool with JSON arguments.",
+            ), None
+        return decide_call(state.session, call.function, args)
 
 
 class CallsMade(BasePipelineElement):
@@ -259,10 +235,6 @@ class CallsMade(BasePipelineElement):
                 )
             kept.append(message)
         return query, runtime, env, kept, extra_args
-
-
-def _refused(rule: str, message: str) -> Decision:
-    return Decision(None, False, (Reason(rule, message, "Do without this call.", "high"),))
 
 
 def _answer(

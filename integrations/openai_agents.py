@@ -33,14 +33,13 @@ from agents.tool_guardrails import (
     ToolOutputGuardrailData,
 )
 
-from policyc.runtime.approvers import settle_async
 from policyc.runtime.chat import parse_arguments
-from policyc.runtime.context import PolicyDenied, new_id, refusal, result_text
+from policyc.runtime.context import PolicyDenied, refusal
 from policyc.runtime.session import Session
 from policyc.runtime.verdict import Decision, quote_value
-from policyc.stdlib.events import EventError, check_event
 
-GUARD_FAILED = "policyc:guard-failed"
+from .events import ADAPTER_FAILED, INVALID_CALL, decide_call_async, record_message, record_result
+
 UNGUARDED = "policyc:unguarded-tool"
 NAME = "policyc"
 
@@ -107,7 +106,7 @@ class AgentGuard:
             decision = await self._decision(context.tool_name, context.tool_call_id, context.tool_arguments)
         except Exception as error:  # whatever fails on the policy's side refuses the call
             decision = refusal(
-                GUARD_FAILED, f"deciding the call failed ({type(error).__name__}), so it is refused"
+                ADAPTER_FAILED, f"deciding the call failed ({type(error).__name__}), so it is refused"
             )
         if decision.allowed:
             return ToolGuardrailFunctionOutput.allow(output_info=decision)
@@ -119,67 +118,43 @@ class AgentGuard:
         args, problem = parse_arguments(raw)
         if args is None:
             return refusal(
-                "policyc:invalid-arguments", f"invalid arguments for {quote_value(tool)}: {problem}"
+                INVALID_CALL,
+                f"invalid arguments for {quote_value(tool)}: {problem}, so the call is refused",
+                "Call the tool with JSON arguments.",
             )
-        event: dict[str, Any] = {
-            "id": new_id("call", self.session),
-            "kind": "tool_call",
-            "tool": tool,
-            "args": args,
-        }
         requested = self._requested.get(call_id)
-        if requested is not None and requested in self.session.events:
-            event["deps"] = [requested]
-        try:
-            check_event(dict(event), self.session.events)
-        except EventError as error:
-            return refusal("policyc:invalid-arguments", f"invalid arguments for {quote_value(tool)}: {error}")
-        decision = self.session.authorize(event)
-        if decision.escalated:
-            decision = await settle_async(self.session, decision)
-        self._events[call_id] = event["id"]
-        if decision.allowed:
-            self._allowed[call_id] = event["id"]
+        deps = [requested] if requested is not None and requested in self.session.events else None
+        decision, event = await decide_call_async(self.session, tool, args, deps)
+        if event is not None:
+            self._events[call_id] = event
+            if decision.allowed:
+                self._allowed[call_id] = event
         return decision
 
     # ----------------------------------------------------------------------- recording
 
     async def _record_output(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
-        event: dict[str, Any] = {
-            "id": new_id("result", self.session),
-            "kind": "tool_result",
-            "tool": context.tool_name,
-            "text": result_text(data.output),
-        }
         call = self._events.get(context.tool_call_id)
-        if call is not None:
-            event["of"] = call
-        labels = self.result_labels.get(context.tool_name)
-        if labels:
-            event["labels"] = list(labels)
-        self.session.record(event)
+        record_result(
+            self.session, call, context.tool_name, data.output, self.result_labels.get(context.tool_name, ())
+        )
         return ToolGuardrailFunctionOutput.allow()
 
     def record_input(self, instructions: str | None, items: Sequence[Any]) -> None:
         """Record the instructions (when they change) and the user messages not yet recorded."""
         if instructions and instructions != self._instructions:
             self._instructions = instructions
-            self.session.record(
-                {"id": new_id("system", self.session), "kind": "system_message", "text": instructions}
-            )
+            record_message(self.session, "system_message", instructions)
         users = [item for item in items if _role(item) == "user"]
         for item in users[self._users :]:
-            self.session.record(
-                {"id": new_id("user", self.session), "kind": "user_message", "text": item_text(item)}
-            )
+            record_message(self.session, "user_message", item_text(item))
         self._users = max(self._users, len(users))
 
     def record_response(self, response: ModelResponse) -> None:
         """Record a model output as an assistant message; the calls it asks for depend on it."""
         texts = [item_text(item) for item in response.output if getattr(item, "type", None) == "message"]
-        identifier = new_id("assistant", self.session)
-        self.session.record({"id": identifier, "kind": "assistant_message", "text": "\n".join(texts)})
+        identifier = record_message(self.session, "assistant_message", "\n".join(texts))
         for item in response.output:
             if getattr(item, "type", None) == "function_call":
                 self._requested[item.call_id] = identifier
