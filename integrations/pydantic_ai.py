@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai import ToolFailed
+from pydantic_ai import ApprovalRequired, CallDeferred, ToolFailed
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -255,6 +255,8 @@ class PolicyToolset(WrapperToolset[Any]):
             raise ToolFailed(decision.feedback or "the call was refused by the policy")
         try:
             result = await super().call_tool(name, tool_args, ctx, tool)
+        except (CallDeferred, ApprovalRequired):  # the call waits: it has no result yet
+            raise
         except BaseException as error:
             recorder.result(call, ctx.tool_call_id, name, error_text(error))
             raise
