@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -440,3 +441,36 @@ def test_guarded_tools_in_langchains_prebuilt_agent() -> None:
     assert FEEDBACK in str(model.seen[-1][-1].text) and messages[-1].text.startswith("Done.")
     calls_ = events(session, "tool_call")
     assert [c["deps"] for c in calls_] == [[e["id"]] for e in events(session, "assistant_message")[:2]]
+
+
+def test_a_session_at_a_policyc_serve_service(tmp_path: Path) -> None:
+    """The guard records into and asks a remote session (`policyc.connect`) as a local one."""
+    from policyc.serve import connect
+
+    from .test_serve import Server, new_key
+
+    (tmp_path / "policy.dl").write_text(POLICY, "utf-8")
+    key, table = new_key("agent")
+    (tmp_path / "keys.toml").write_text(table, "utf-8")
+    server = Server(tmp_path)
+    try:
+        with connect(server.url, key) as monitor:
+            session = monitor.session("remote-1")
+            recorder = Recorder(session, result_labels={"fetch": ["untrusted"]})
+            tools = Tools()
+            model = ScriptedModel(messages=iter(()))
+            messages = run(
+                agent(GuardedToolNode(tools.all, recorder), model),
+                recorder,
+                "Summarize https://example.com/notes",
+            )
+            assert tools.sent == [] and session.sticky == []
+            (denial,) = [m for m in messages if isinstance(m, ToolMessage) and m.name == "send_email"]
+            assert denial.status == "error" and FEEDBACK in str(denial.text)
+            assert messages[-1].text.startswith("Done.")
+            benign = monitor.session("remote-2")
+            recorder = Recorder(benign, result_labels={"fetch": ["untrusted"]})
+            run(agent(GuardedToolNode(tools.all, recorder), model), recorder, "Email bob@example.com")
+            assert tools.sent == [("bob@example.com", "hello")]
+    finally:
+        server.stop()
