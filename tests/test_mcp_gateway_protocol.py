@@ -1,5 +1,5 @@
 """What `policyc mcp` passes through besides tool calls — prompts, resources (recorded as events
-that later decisions see), progress, logging — over stdio and over streamable HTTP (`--listen`),
+that later decisions see), progress, logging, a server's sampling and elicitation — over stdio and over streamable HTTP (`--listen`),
 against a real MCP server written with the `mcp` SDK and the installed command."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from mcp.server.stdio import stdio_server
 TOOLS = [
     mt.Tool(name="echo", input_schema={"type": "object", "properties": {"text": {"type": "string"}}}),
     mt.Tool(name="slow", input_schema={"type": "object"}),
+    mt.Tool(name="ask", input_schema={"type": "object"}),
 ]
 
 
@@ -41,6 +42,13 @@ async def call_tool(ctx, params):
         for step in (1, 2):
             await ctx.session.report_progress(step, 2, f"step {step}")
         return mt.CallToolResult(content=[mt.TextContent(type="text", text="done")])
+    if params.name == "ask":  # a server that samples the client's model, and asks its user
+        question = mt.SamplingMessage(role="user", content=mt.TextContent(type="text", text="Name a colour"))
+        sampled = await ctx.session.create_message(messages=[question], max_tokens=10)
+        schema = {"type": "object", "properties": {"size": {"type": "integer"}}}
+        elicited = await ctx.session.elicit_form("How many?", schema)
+        answer = f"{sampled.content.text} x{elicited.content['size']}"
+        return mt.CallToolResult(content=[mt.TextContent(type="text", text=answer)])
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=params.arguments["text"])])
 
 
@@ -108,6 +116,7 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
     audit = tmp_path / "audit.jsonl"
     logged: list[Any] = []
     progress: list[tuple[float, float | None, str | None]] = []
+    asked: list[str] = []
 
     async def logging_callback(params: mt.LoggingMessageNotificationParams) -> None:
         logged.append((params.level, params.data, params.logger))
@@ -115,9 +124,26 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append((done, total, message))
 
+    async def sampling_callback(
+        context: Any, params: mt.CreateMessageRequestParams
+    ) -> mt.CreateMessageResult:
+        asked.append(params.messages[0].content.text)
+        return mt.CreateMessageResult(
+            role="assistant", content=mt.TextContent(type="text", text="teal"), model="m"
+        )
+
+    async def elicitation_callback(context: Any, params: Any) -> mt.ElicitResult:
+        asked.append(params.message)
+        return mt.ElicitResult(action="accept", content={"size": 3})
+
     async def scenario() -> dict[str, Any]:
         args = [str(policy), "--config", str(config), "--audit", str(audit)]
-        async with gateway(args, tmp_path / "stderr.txt", logging_callback=logging_callback) as client:
+        callbacks = {
+            "logging_callback": logging_callback,
+            "sampling_callback": sampling_callback,
+            "elicitation_callback": elicitation_callback,
+        }
+        async with gateway(args, tmp_path / "stderr.txt", **callbacks) as client:
             seen: dict[str, Any] = {}
             seen["prompts"] = [p.name for p in (await client.list_prompts()).prompts]
             seen["before"] = await client.call_tool("demo.echo", {"text": "hi"})
@@ -125,11 +151,13 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
             seen["resources"] = [str(r.uri) for r in (await client.list_resources()).resources]
             seen["read"] = await client.read_resource("memo://notes")
             seen["after"] = await client.call_tool("demo.echo", {"text": "the password"})
+            seen["ask"] = await client.call_tool("demo.ask", {})
             seen["prompt"] = await client.get_prompt("demo.greet", {"who": "Ada"})
             return seen
 
     seen = anyio.run(scenario)
     assert seen["prompts"] == ["demo.greet"]
+    assert text(seen["ask"]) == "teal x3" and asked == ["Name a colour", "How many?"]
     assert seen["prompt"].messages[0].content.text == "Say hello to Ada"
     assert not seen["before"].is_error and text(seen["before"]) == "hi"
     assert text(seen["slow"]) == "done" and [p[0] for p in progress] == [1, 2]
@@ -141,13 +169,9 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
     events = [json.loads(line) for line in audit.read_text().splitlines()]
     kinds = [r["event"]["kind"] for r in events if r["type"] == "event"]
     assert kinds == [
-        "tool_call",
-        "tool_result",
-        "tool_call",
-        "tool_result",
-        "resource",
-        "tool_call",
-        "prompt",
+        *("tool_call", "tool_result") * 2,
+        *("resource", "tool_call"),
+        *("tool_call", "tool_result", "prompt"),
     ]
     resource = next(r["event"] for r in events if r["type"] == "event" and r["event"]["kind"] == "resource")
     assert resource["args"] == {"server": "demo", "uri": "memo://notes"} and resource["labels"] == [
@@ -198,7 +222,7 @@ def test_the_gateway_serves_streamable_http_with_listen(tmp_path: Path) -> None:
         process.terminate()
         process.wait(timeout=30)
         log.close()
-    assert names == ["demo.echo", "demo.slow"]
+    assert names == ["demo.echo", "demo.slow", "demo.ask"]
     assert not allowed.is_error and text(allowed) == "over http"
     assert denied.is_error and "would echo after reading untrusted notes" in text(denied)
 
