@@ -282,6 +282,7 @@ def test_parallel_calls_run_concurrently_after_their_decisions() -> None:
         calls = [session.events[e] for e in session.order if session.events[e]["kind"] == "tool_call"]
         assert [c["tool"] for c in calls] == ["send_email", "fetch"]
         assert tools.sent == [("bob@example.com", "hi")]
+        assert tools.threads and threading.get_ident() not in tools.threads  # ToolNode's worker threads
 
 
 class Approver:
