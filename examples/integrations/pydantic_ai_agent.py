@@ -120,9 +120,11 @@ def model_of(name: str, base_url: str | None) -> Any:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    return OpenAIChatModel(
-        name, provider=OpenAIProvider(base_url=base_url or os.environ.get("OPENAI_BASE_URL"))
-    )
+    try:
+        provider = OpenAIProvider(base_url=base_url or os.environ.get("OPENAI_BASE_URL"))
+    except Exception as error:  # no key, say
+        sys.exit(f"--model {name}: {error}")
+    return OpenAIChatModel(name, provider=provider)
 
 
 def show(message: ModelMessage) -> list[str]:
