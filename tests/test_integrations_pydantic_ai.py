@@ -339,3 +339,11 @@ def test_the_example_runs() -> None:
     assert "  send_email: sent to bob@example.com" in out
     assert "  pay: paid 5000 to bob@example.com" in out and "paid 2000" not in out
     assert out.count("user: ") == 4 and "Traceback" not in done.stderr
+
+
+def test_a_session_that_cannot_decide_refuses_every_call() -> None:
+    session, tools, _, agent = setup()
+    session.record({"id": "bad", "kind": "tool_call"})  # malformed (no tool): the session fails closed
+    result = run(agent, "Email bob@example.com")
+    assert tools.sent == [] and result.output.startswith("Done. send_email failed:")
+    assert "could not decide this action" in result.output
