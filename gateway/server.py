@@ -109,9 +109,9 @@ class Gateway:
                 verdict = await gate.settle(verdict.call, name, verdict.decision, asker(ctx))
         if not verdict.forward:
             return error_result(verdict.text)
+        assert verdict.call is not None  # a call is forwarded only once recorded and allowed
         session = ctx.session
         result = await self.upstreams.call_tool(name, arguments, progress=session.report_progress)
-        assert verdict.call is not None
         server = self.config.server(tool.server)
         labels = server.labels_of(tool.name) if server is not None else ()
         await gate.result(verdict.call, name, result, labels)

@@ -71,8 +71,14 @@ async def read_resource(ctx, params):
     return mt.ReadResourceResult(contents=[mt.TextResourceContents(uri=str(params.uri), text=text)])
 
 
+async def complete(ctx, params):
+    names = [n for n in ("Ada", "Alan", "Grace") if n.startswith(params.argument.value)]
+    return mt.CompleteResult(completion=mt.Completion(values=names))
+
+
 server = Server(
     "demo",
+    on_completion=complete,
     on_list_tools=list_tools,
     on_call_tool=call_tool,
     on_list_prompts=list_prompts,
@@ -153,12 +159,15 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
             seen["after"] = await client.call_tool("demo.echo", {"text": "the password"})
             seen["ask"] = await client.call_tool("demo.ask", {})
             seen["prompt"] = await client.get_prompt("demo.greet", {"who": "Ada"})
+            reference = mt.PromptReference(type="ref/prompt", name="demo.greet")
+            seen["completed"] = await client.complete(reference, {"name": "who", "value": "A"})
             return seen
 
     seen = anyio.run(scenario)
     assert seen["prompts"] == ["demo.greet"]
     assert text(seen["ask"]) == "teal x3" and asked == ["Name a colour", "How many?"]
     assert seen["prompt"].messages[0].content.text == "Say hello to Ada"
+    assert seen["completed"].completion.values == ["Ada", "Alan"]
     assert not seen["before"].is_error and text(seen["before"]) == "hi"
     assert text(seen["slow"]) == "done" and [p[0] for p in progress] == [1, 2]
     assert ("info", "slow started", "demo") in logged
