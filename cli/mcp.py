@@ -127,6 +127,11 @@ def start_command(
 
         from ..gateway.config import ConfigError, quick_config, read_config
 
+        try:
+            import jsonschema  # noqa: F401
+            import mcp  # noqa: F401
+        except ImportError:
+            fail("`policyc mcp` needs the `mcp` extra: pip install 'policyc[mcp]'", EXIT_USAGE)
         if (config_path is None) == (name is None):
             fail("give --config gateway.toml, or --name NAME -- COMMAND ARGS... (one of them)", EXIT_USAGE)
         if config_path is not None and command:
