@@ -112,6 +112,8 @@ class Gateway:
         assert verdict.call is not None  # a call is forwarded only once recorded and allowed
         session = ctx.session
         result = await self.upstreams.call_tool(name, arguments, progress=session.report_progress)
+        if tool.server in self.upstreams.failures:  # it stopped: its tools are gone
+            await self._tools_changed()
         server = self.config.server(tool.server)
         labels = server.labels_of(tool.name) if server is not None else ()
         await gate.result(verdict.call, name, result, labels)
@@ -259,6 +261,15 @@ class Gateway:
                     await client.send_notification(message)
             except Exception as error:
                 self._note(server, "passing a notification on", error)
+
+    async def _tools_changed(self) -> None:
+        import mcp.types as mt
+
+        for client in list(self.clients.values()):
+            try:
+                await client.send_notification(mt.ToolListChangedNotification())
+            except Exception as error:
+                print(f"policyc mcp: telling a client its tools changed failed: {error}", file=self.log)
 
     async def sampled(self, server: str, context: Any, params: Any) -> Any:
         import mcp.types as mt

@@ -319,14 +319,22 @@ def test_an_upstream_that_crashes_mid_call_gives_an_error_result_and_the_others_
     extra = f"\n[servers.flaky]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(script))}]\n"
     args = [str(policy(tmp_path)), "--config", str(config(tmp_path, repo, extra))]
 
-    async def scenario() -> tuple[mt.CallToolResult, mt.CallToolResult, mt.CallToolResult]:
-        async with gateway(args, tmp_path / "stderr.txt") as client:
+    told: list[Any] = []
+
+    async def message_handler(message: Any) -> None:
+        told.append(message)
+
+    async def scenario() -> tuple[mt.CallToolResult, mt.CallToolResult, mt.CallToolResult, list[str]]:
+        async with gateway(args, tmp_path / "stderr.txt", message_handler=message_handler) as client:
             crashed = await client.call_tool("flaky.crash", {})
             again = await client.call_tool("flaky.crash", {})
             status = await client.call_tool("git.git_status", {"repo_path": str(repo)})
-            return crashed, again, status
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            return crashed, again, status, names
 
-    crashed, again, status = run(scenario)
+    crashed, again, status, names = run(scenario)
+    assert any(isinstance(m, mt.ToolListChangedNotification) for m in told)
+    assert "flaky.crash" not in names and "git.git_status" in names
     assert crashed.is_error and "stopped during the call" in text(crashed)
     assert again.is_error and "not running" in text(again)
     assert not status.is_error and "notes.txt" in text(status)
