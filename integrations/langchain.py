@@ -128,23 +128,13 @@ class GuardedTool(BaseTool):
         return result
 
 
-def _tool_error(tool: BaseTool) -> Any:
-    """The error handling of a guarded tool: a denial gives the feedback; any other error of
-    the tool is handled as ``tool`` handles it (or raised, when it does not)."""
-    flag = tool.handle_tool_error
-
-    def handle(error: ToolException) -> str:
-        if isinstance(error, PolicyDeniedTool):
-            return str(error)
-        if isinstance(flag, bool) and flag:
-            return error.args[0] if error.args else "Tool execution error"
-        if isinstance(flag, str):
-            return flag
-        if callable(flag):
-            return flag(error)
-        raise error
-
-    return handle
+def _denial_text(error: ToolException) -> str:
+    """A guarded tool's error handling: a denial gives the feedback (as the tool's error, a
+    ``ToolMessage`` with ``status="error"``); the wrapped tool handled its own errors as it
+    does, and one it did not handle is raised, as it would be."""
+    if isinstance(error, PolicyDeniedTool):
+        return str(error)
+    raise error
 
 
 def guard_tools(tools: Sequence[BaseTool], recorder: Recorder) -> list[GuardedTool]:
@@ -164,7 +154,7 @@ def guard_tools(tools: Sequence[BaseTool], recorder: Recorder) -> list[GuardedTo
                 response_format="content",
                 tool=tool,
                 recorder=recorder,
-                handle_tool_error=_tool_error(tool),
+                handle_tool_error=_denial_text,
                 handle_validation_error=tool.handle_validation_error,
                 tags=tool.tags,
                 metadata=tool.metadata,

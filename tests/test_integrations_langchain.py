@@ -19,7 +19,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
-from langchain_core.tools import tool
+from langchain_core.tools import ToolException, tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
@@ -484,3 +484,36 @@ def test_a_session_that_cannot_decide_refuses_every_call(node: str) -> None:
     messages = run(graph, recorder, "Email bob@example.com")
     assert tools.sent == []
     assert "could not decide this action" in str(messages[-2].text) and messages[-2].status == "error"
+
+
+@pytest.mark.parametrize("node", ["guarded", "tools"])
+def test_a_tool_that_fails_has_its_error_recorded_as_its_result(node: str) -> None:
+    session = Monitor(load_source(POLICY)).session("s7")
+    recorder = Recorder(session)
+
+    @tool
+    def send_email(to: str, body: str) -> str:
+        """Send an email."""
+        raise ConnectionError("the mail server is down")
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a web page."""
+        raise ToolException("no such page")
+
+    fetch.handle_tool_error = True  # the tool's own handling: its error as its result
+
+    # errors as messages (LangGraph raises the ones it does not know by default)
+    tools_node = (
+        GuardedToolNode([send_email, fetch], recorder, handle_tool_errors=True)
+        if node == "guarded"
+        else ToolNode(guard_tools([send_email, fetch], recorder), handle_tool_errors=True)
+    )
+    messages = run(
+        agent(tools_node, ScriptedModel(messages=iter(()))), recorder, "Both bob@example.com https://x"
+    )
+    errors = [m for m in messages if isinstance(m, ToolMessage)]
+    assert [m.status for m in errors] == ["error", "error"] and "no such page" in str(errors[1].text)
+    results = {e["tool"]: e["text"] for e in events(session, "tool_result")}
+    assert "the mail server is down" in results["send_email"] and "no such page" in results["fetch"]
+    assert len(events(session, "tool_result")) == 2
