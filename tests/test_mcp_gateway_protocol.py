@@ -1,5 +1,5 @@
 """What `policyc mcp` passes through besides tool calls — prompts, resources (recorded as events
-that later decisions see), progress, logging, a server's sampling and elicitation — over stdio and over streamable HTTP (`--listen`),
+that later decisions see), progress, logging, cancellation, a server's sampling and elicitation — over stdio and over streamable HTTP (`--listen`),
 against a real MCP server written with the `mcp` SDK and the installed command."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ TOOLS = [
     mt.Tool(name="echo", input_schema={"type": "object", "properties": {"text": {"type": "string"}}}),
     mt.Tool(name="slow", input_schema={"type": "object"}),
     mt.Tool(name="ask", input_schema={"type": "object"}),
+    mt.Tool(name="wait", input_schema={"type": "object", "properties": {"marker": {"type": "string"}}}),
 ]
 
 
@@ -42,6 +43,14 @@ async def call_tool(ctx, params):
         for step in (1, 2):
             await ctx.session.report_progress(step, 2, f"step {step}")
         return mt.CallToolResult(content=[mt.TextContent(type="text", text="done")])
+    if params.name == "wait":  # runs until it is cancelled, and leaves a mark when it is
+        marker = params.arguments["marker"]
+        open(marker + ".started", "w").close()
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            open(marker + ".cancelled", "w").close()
+            raise
     if params.name == "ask":  # a server that samples the client's model, and asks its user
         question = mt.SamplingMessage(role="user", content=mt.TextContent(type="text", text="Name a colour"))
         sampled = await ctx.session.create_message(messages=[question], max_tokens=10)
@@ -158,6 +167,17 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
             seen["read"] = await client.read_resource("memo://notes")
             seen["after"] = await client.call_tool("demo.echo", {"text": "the password"})
             seen["ask"] = await client.call_tool("demo.ask", {})
+            marker = str(tmp_path / "wait")
+            with anyio.move_on_after(30):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(client.call_tool, "demo.wait", {"marker": marker})
+                    while not Path(marker + ".started").exists():
+                        await anyio.sleep(0.05)
+                    group.cancel_scope.cancel()  # the client gives the call up
+            for _ in range(200):
+                if Path(marker + ".cancelled").exists():
+                    break
+                await anyio.sleep(0.05)
             seen["prompt"] = await client.get_prompt("demo.greet", {"who": "Ada"})
             reference = mt.PromptReference(type="ref/prompt", name="demo.greet")
             seen["completed"] = await client.complete(reference, {"name": "who", "value": "A"})
@@ -165,6 +185,7 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
 
     seen = anyio.run(scenario)
     assert seen["prompts"] == ["demo.greet"]
+    assert (tmp_path / "wait.cancelled").exists()  # the cancellation reached the server
     assert text(seen["ask"]) == "teal x3" and asked == ["Name a colour", "How many?"]
     assert seen["prompt"].messages[0].content.text == "Say hello to Ada"
     assert seen["completed"].completion.values == ["Ada", "Alan"]
@@ -180,7 +201,7 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
     assert kinds == [
         *("tool_call", "tool_result") * 2,
         *("resource", "tool_call"),
-        *("tool_call", "tool_result", "prompt"),
+        *("tool_call", "tool_result", "tool_call", "prompt"),
     ]
     resource = next(r["event"] for r in events if r["type"] == "event" and r["event"]["kind"] == "resource")
     assert resource["args"] == {"server": "demo", "uri": "memo://notes"} and resource["labels"] == [
@@ -231,7 +252,7 @@ def test_the_gateway_serves_streamable_http_with_listen(tmp_path: Path) -> None:
         process.terminate()
         process.wait(timeout=30)
         log.close()
-    assert names == ["demo.echo", "demo.slow", "demo.ask"]
+    assert names == ["demo.echo", "demo.slow", "demo.ask", "demo.wait"]
     assert not allowed.is_error and text(allowed) == "over http"
     assert denied.is_error and "would echo after reading untrusted notes" in text(denied)
 
