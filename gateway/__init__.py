@@ -30,10 +30,8 @@ __all__, __getattr__ = exports(
         "LockError": ".pins",
         "read_lock": ".pins",
         "write_lock": ".pins",
-        "pins": ".pins",
         "changes": ".pins",
         "listing": ".pins",
         "Starter": ".starter",
-        "starter": ".starter",
     },
 )
