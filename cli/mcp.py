@@ -192,7 +192,7 @@ def _monitor(
     import sys
 
     from ..gateway.analysis import always_denied
-    from ..gateway.decide import approver
+    from ..gateway.decide import Approvers
     from .common import load_policy
 
     loaded = load_policy(policy, functors, verify_key)
@@ -211,7 +211,9 @@ def _monitor(
 
     try:
         with policy_failures():
-            return Monitor(loaded, approver=approver, approval_timeout=approval_timeout, audit=audit), hidden
+            return Monitor(
+                loaded, approver=Approvers(), approval_timeout=approval_timeout, audit=audit
+            ), hidden
     except (AuditError, OSError) as error:
         fail(f"cannot open the audit log `{audit}`: {getattr(error, 'strerror', None) or error}", EXIT_USAGE)
     raise AssertionError("unreachable")

@@ -12,33 +12,36 @@ that raises or takes longer is a denial saying so, and after a decision that did
 session's state is unknown, so every later call of the connection is denied too. An escalated
 call is put to the person through ``ask`` (the client's elicitation), answered within the
 monitor's ``approval_timeout``, approved in the session and decided again
-(:func:`policyc.runtime.approvers.settle_async`, the reasons of docs/verdicts.md); with no
-``ask`` it is denied saying why.
+(:func:`policyc.runtime.approvers.settle` in a worker thread, with the reasons of
+docs/verdicts.md; the monitor's approver is an :class:`Approvers`, which asks the connection's
+user); with no ``ask`` it is denied saying why.
 """
 
 from __future__ import annotations
 
-import contextvars
 import json
+import math
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .config import SessionOptions
 
 Ask = Callable[[Any], Awaitable[bool]]  # an EscalationRequest -> whether the person approves
 
-# the approver of the connection whose call is being settled (see Gate.call and approver)
-_asking: contextvars.ContextVar[Ask | None] = contextvars.ContextVar("policyc_gateway_asking", default=None)
 
+@dataclass
+class Approvers:
+    """The monitor's approver (``Monitor(policy, approver=Approvers())``): asks about an
+    escalated call whoever its session's gate registered while it settles the call (the user of
+    that connection, through its client); a session no one asks for is a no. Called by
+    :func:`policyc.runtime.approvers.settle` in a thread of its own."""
 
-async def approver(request: Any) -> bool:
-    """The monitor's approver: asks the person of the connection deciding the call (through its
-    client's elicitation); no one to ask is a no."""
-    ask = _asking.get()
-    if ask is None:
-        return False
-    return bool(await ask(request))
+    askers: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
+
+    def __call__(self, request: Any) -> bool:
+        ask = self.askers.get(request.session)
+        return False if ask is None else bool(ask(request))
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,9 @@ class Gate:
         """The verdict on an escalated ``decision`` of ``call``: ``ask`` answers (within the
         monitor's ``approval_timeout``), the approval is recorded and the call decided again; with
         no ``ask`` the call is denied, saying the client cannot be asked."""
-        from policyc.runtime.approvers import settle_async
+        import anyio
+
+        from policyc.runtime.approvers import settle
 
         if ask is None:
             why = (
@@ -110,16 +115,35 @@ class Gate:
                 "(it did not declare the MCP elicitation capability)"
             )
             return Verdict(False, refusal(tool, why, decision.feedback), call, decision)
+        monitor = getattr(self.session, "monitor", None)
+        approvers = getattr(monitor, "approver", None)
+        token = anyio.lowlevel.current_token()
+        waited = getattr(monitor, "approval_timeout", None)
+
+        async def bounded(request: Any) -> bool:
+            # given up a second after settle() stops waiting (it denies, approval-timeout), so
+            # that no question stays open at the client
+            with anyio.move_on_after(math.inf if waited is None else waited + 1.0):
+                return bool(await ask(request))
+            return False
+
+        def asked(request: Any) -> bool:  # in the thread settle() asks in: the question runs in the loop
+            return bool(anyio.from_thread.run(bounded, request, token=token))
+
+        limit = self.options.decide_timeout + (math.inf if waited is None else waited)
         async with self.lock:
             if self.broken is not None:
                 return Verdict(False, refusal(tool, self.broken), call)
-            token = _asking.set(ask)
+            if isinstance(approvers, Approvers):
+                approvers.askers[self.session.id] = asked
             try:
-                settled = await settle_async(self.session, decision)
-            except Exception as error:
-                return Verdict(False, refusal(tool, f"asking for approval failed: {_what(error)}"), call)
+                # the approval, and the decision after it, run in a worker thread as decisions do
+                settled = await self._in_thread(lambda: settle(self.session, decision), tool, limit)
             finally:
-                _asking.reset(token)
+                if isinstance(approvers, Approvers):
+                    approvers.askers.pop(self.session.id, None)
+            if isinstance(settled, str):
+                return Verdict(False, refusal(tool, settled), call)
             return _verdict(tool, call, settled)
 
     async def result(self, call: str, tool: str, result: Any, labels: tuple[str, ...]) -> None:
@@ -181,13 +205,13 @@ class Gate:
             if isinstance(outcome, str):
                 self.broken = f"recording what the server answered failed earlier ({outcome})"
 
-    async def _in_thread(self, work: Callable[[], Any], tool: str) -> Any:
-        """``work()`` in a worker thread within ``decide_timeout``: its value, or why it has none
-        (a string). A decision that did not finish leaves the session in a state no one knows:
-        the gate is broken from then on."""
+    async def _in_thread(self, work: Callable[[], Any], tool: str, limit: float | None = None) -> Any:
+        """``work()`` in a worker thread within ``limit`` seconds (default ``decide_timeout``):
+        its value, or why it has none (a string). A decision that did not finish leaves the
+        session in a state no one knows: the gate is broken from then on."""
         import anyio
 
-        timeout = self.options.decide_timeout
+        timeout = self.options.decide_timeout if limit is None else limit
         try:
             with anyio.move_on_after(timeout) as scope:
                 value = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)

@@ -165,3 +165,48 @@ def test_a_decision_that_does_not_finish_in_time_denies_and_so_does_every_later_
         release.set()
     assert not first.forward and "took longer than 0.2 s" in first.text
     assert not later.forward and "every later call of this connection is refused" in later.text
+
+
+ESCALATING = """.import events
+@id("pay-needs-approval") @message("paying {n} needs approval")
+Escalate(a) :- ToolCall(a, "bank.pay"), n = tool_arg(a, "amount"), n > 100.
+"""
+
+
+@pytest.mark.parametrize(
+    ("answer", "forwarded", "said"),
+    [
+        ("yes", True, None),
+        ("no", False, "policyc:approval-refused"),
+        ("raise", False, "policyc:approver-failed"),
+        ("hang", False, "policyc:approval-timeout"),
+    ],
+)
+def test_an_escalated_call_is_settled_by_what_the_user_answers(
+    answer: str, forwarded: bool, said: str | None
+) -> None:
+    from policyc.gateway.decide import Approvers
+
+    monitor = policyc.Monitor(policyc.load(source=ESCALATING), approver=Approvers(), approval_timeout=0.5)
+    asked: list[Any] = []
+
+    async def ask(request: Any) -> bool:
+        asked.append(request)
+        if answer == "raise":
+            raise RuntimeError("the client went away")
+        if answer == "hang":
+            await anyio.sleep(30)  # the gateway gives the question up before
+        return answer == "yes"
+
+    async def scenario() -> Any:
+        g = Gate(monitor, "s1", SessionOptions())
+        return await g.call("bank.pay", {"amount": 500}, ask)
+
+    verdict = anyio.run(scenario)
+    assert [(r.tool, r.arguments, sorted(r.rules)) for r in asked] == [
+        ("bank.pay", {"amount": 500}, ["pay-needs-approval"])
+    ]
+    assert verdict.forward is forwarded
+    reasons = [reason.rule for reason in verdict.decision.reasons]
+    assert reasons == ([] if said is None else [said, "pay-needs-approval"])
+    assert verdict.decision.verdict == ("allow" if forwarded else "deny")
