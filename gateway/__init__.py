@@ -20,6 +20,7 @@ __all__, __getattr__ = exports(
         "Callbacks": ".upstreams",
         "list_tools": ".upstreams",
         "Gate": ".decide",
+        "Approvers": ".decide",
         "Verdict": ".decide",
         "Gateway": ".server",
         "serve": ".server",
