@@ -65,7 +65,8 @@ def _role(item: Any) -> str | None:
 class AgentGuard:
     """Guardrails and run hooks that put ``session`` in front of an agent's function tools.
 
-    ``result_labels`` label each tool's outputs (``{"fetch": ["untrusted"]}``). One guard is one
+    ``result_labels`` label each tool's outputs (``{"fetch": ["untrusted"]}``); ``decisions``
+    holds the final decision of each call decided, by the model's call id. One guard is one
     conversation: give each new conversation a guard of its own session.
     """
 
@@ -78,6 +79,7 @@ class AgentGuard:
         self._requested: dict[str, str] = {}  # a tool call's id -> the model output that asked for it
         self._allowed: dict[str, str] = {}  # an allowed call's id -> its event, until the tool starts
         self._events: dict[str, str] = {}  # a decided call's id -> its event
+        self.decisions: dict[str, Decision] = {}  # each call's final decision, by the call's id
         self._users = 0  # user messages recorded
         self._instructions: str | None = None
 
@@ -125,6 +127,7 @@ class AgentGuard:
         requested = self._requested.get(call_id)
         deps = [requested] if requested is not None and requested in self.session.events else None
         decision, event = await decide_call_async(self.session, tool, args, deps)
+        self.decisions[call_id] = decision
         if event is not None:
             self._events[call_id] = event
             if decision.allowed:

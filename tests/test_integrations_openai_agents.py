@@ -275,7 +275,8 @@ def test_the_example_runs_with_the_scripted_model() -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "would send mail after reading untrusted content" in done.stdout
-    assert "  tool: sent to bob@example.com" in lines
-    assert "  tool: paid 5000 to bob@example.com" in lines
+    assert "  send_email: sent to bob@example.com" in lines
+    assert "  pay: paid 5000 to bob@example.com" in lines
+    assert sum(line.startswith("  send_email (refused): ") for line in lines) == 1
     assert "  approver: pay {'to': 'mallory@example.com', 'amount': 2000} -> no" in lines
     assert not any("sent to eve" in line or "paid 2000" in line for line in lines)

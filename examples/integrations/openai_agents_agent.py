@@ -15,6 +15,7 @@ payment over 1000 goes to an approver (with ``--ask``, the person at the termina
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -130,13 +131,18 @@ def model_of(name: str, base_url: str | None) -> Any:
     return OpenAIChatCompletionsModel(model=name, openai_client=client)
 
 
-def show(item: Any) -> str | None:
+def show(item: Any, guard: AgentGuard, names: dict[str, str]) -> str | None:
     kind = getattr(item, "type", "")
     raw = getattr(item, "raw_item", None)
     if kind == "tool_call_item":
-        return f"  model: {raw.name}({raw.arguments})"
+        names[raw.call_id] = raw.name
+        arguments = ", ".join(f"{k}={v!r}" for k, v in json.loads(raw.arguments).items())
+        return f"  model: {raw.name}({arguments})"
     if kind == "tool_call_output_item":
-        return "  tool: " + str(item.output).replace("\n", "\n    ")
+        call = raw["call_id"] if isinstance(raw, dict) else raw.call_id
+        decision = guard.decisions.get(call)
+        outcome = " (refused)" if decision is not None and not decision.allowed else ""
+        return f"  {names.get(call, 'tool')}{outcome}: " + str(item.output).replace("\n", "\n    ")
     if kind == "message_output_item":
         return "  model: " + " ".join(part.text for part in raw.content if hasattr(part, "text"))
     return None
@@ -160,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         result = Runner.run_sync(
             agent, request, hooks=guard.hooks, run_config=RunConfig(tracing_disabled=True)
         )
+        names: dict[str, str] = {}
         for item in result.new_items:
-            line = show(item)
+            line = show(item, guard, names)
             if line:
                 print(line)
     return 0
