@@ -236,11 +236,11 @@ def _datalog_string(text: str) -> str:
     for c in text:
         if c in escapes:
             out.append(escapes[c])
-        elif not c.isprintable() or "\ud800" <= c <= "\udfff":
-            out.append(
-                f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF and not "\ud800" <= c <= "\udfff" else "\\ufffd"
-            )
-        else:
+        elif "\ud800" <= c <= "\udfff":  # a lone surrogate is no character a policy can hold
+            out.append("\\ufffd")
+        elif not c.isprintable() and ord(c) <= 0xFFFF:  # a line break would end the string
+            out.append(f"\\u{ord(c):04x}")
+        else:  # beyond U+FFFF, which `\uXXXX` cannot write: as it is
             out.append(c)
     return '"' + "".join(out) + '"'
 

@@ -10,10 +10,13 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from policyc.gateway.config import read_config
 from policyc.gateway.pins import listing, read_lock
@@ -261,3 +264,81 @@ def test_the_gateway_hides_a_tool_whose_description_changed(tmp_path: Path) -> N
     assert accepted.status == 0
     tools, called = gateway_tools(policy, config)
     assert tools == ["demo.echo", "demo.shout"] and called == "False: hi"
+
+
+# ----------------------------------------------------------- the starter, in process
+
+tool_names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+property_schemas = st.dictionaries(
+    st.text(max_size=10)
+    | st.sampled_from(["url", "to", "path", "command", "message", "amount", "repo_path"]),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(["string", "integer", "number", "boolean", "array", "object", "null"]),
+            "enum": st.lists(st.text(max_size=5) | st.integers(), max_size=2),
+            "default": st.none() | st.text(max_size=5) | st.integers(),
+            "minimum": st.integers(-5, 5),
+        },
+    ),
+    max_size=4,
+)
+hostile = st.sampled_from(
+    [
+        'x"). Deny(a) :- Action(a). //',
+        "x\nDeny(a) :- Action(a).",
+        'x\r\n@id("evil")\u2028Deny(a) :- Action(a).',
+        "\x00\x7f",
+    ]
+)
+
+
+@st.composite
+def tool_lists(draw) -> list:
+    from mcp.types import Tool, ToolAnnotations
+
+    tools = []
+    for _ in range(draw(st.integers(1, 4))):
+        properties = draw(property_schemas)
+        schema = {
+            "type": "object",
+            "properties": properties,
+            "required": draw(st.permutations(list(properties))),
+        }
+        tools.append(
+            Tool(
+                name=draw(tool_names | hostile),
+                description=draw(st.none() | st.text(max_size=30) | hostile),
+                input_schema=schema,
+                annotations=ToolAnnotations(read_only_hint=draw(st.sampled_from([None, True, False]))),
+            )
+        )
+    return tools
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tools=tool_lists())
+def test_the_starter_of_any_tools_checks_and_passes_its_tests(tools, tmp_path_factory) -> None:
+    """Whatever a server says of its tools, the starter policy compiles with its two rules only
+    (a description or a name cannot add one), and every case of its test file passes."""
+    from policyc.compiler.pipeline import compile_source
+    from policyc.gateway.starter import starter
+    from policyc.testing import read, run_file
+
+    files = starter("srv", ["server", "--flag"], tools)
+    compiled = compile_source(files.policy, "srv.dl")
+    assert [d.message for d in compiled.diagnostics if d.severity.name == "ERROR"] == []
+    code = [line for line in files.policy.splitlines() if not line.startswith("//")]
+    assert [line for line in code if line.startswith("@id(")] == [
+        '@id("unknown-tool")',
+        '@id("effect-after-untrusted")',
+    ]
+    assert sum(line.startswith("Deny(") for line in code) == 2
+    folder = tmp_path_factory.mktemp("starter")
+    (folder / files.policy_file).write_text(files.policy, "utf-8")
+    (folder / files.test_file).write_text(files.tests, "utf-8")
+    result = run_file(read(folder / files.test_file))
+    assert result.error is None, result.error
+    assert len(result.cases) == len({tool.name for tool in tools}) + 1
+    assert [case.failures for case in result.cases if not case.passed] == []
+    assert tomllib.loads(files.config)["servers"]["srv"]["args"] == ["--flag"]
