@@ -16,6 +16,8 @@ True
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,15 +27,17 @@ def problem(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> s
     or None when they fit (or there is no schema)."""
     if not schema:
         return None
-    import jsonschema
-    from jsonschema.exceptions import SchemaError, best_match
+    from jsonschema.exceptions import best_match
 
     try:
-        validator_class = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        validator_class.check_schema(schema)
-        error = best_match(validator_class(schema).iter_errors(dict(arguments)))
-    except SchemaError as bad:
-        return f"the tool's inputSchema is not a valid JSON Schema ({bad.message}), so no call of it is sent"
+        key = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as bad:
+        return f"the tool's inputSchema is not JSON ({type(bad).__name__}), so no call of it is sent"
+    validator = _validator(key)
+    if isinstance(validator, str):
+        return validator
+    try:
+        error = best_match(validator.iter_errors(dict(arguments)))
     except (RecursionError, ValueError, TypeError) as bad:
         return f"the arguments cannot be checked against the tool's inputSchema ({type(bad).__name__})"
     if error is None:
@@ -47,3 +51,20 @@ def problem(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> s
     if not path:
         return f"arguments: {error.message}"
     return f"argument `{path}`: {error.message}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _validator(schema: str) -> Any:
+    """The validator of a schema (given as canonical JSON), checked once; or why there is none."""
+    import jsonschema
+    from jsonschema.exceptions import SchemaError
+
+    parsed = json.loads(schema)
+    try:
+        validator_class = jsonschema.validators.validator_for(parsed, default=jsonschema.Draft202012Validator)
+        validator_class.check_schema(parsed)
+        return validator_class(parsed)
+    except SchemaError as bad:
+        return f"the tool's inputSchema is not a valid JSON Schema ({bad.message}), so no call of it is sent"
+    except (RecursionError, ValueError, TypeError) as bad:
+        return f"the tool's inputSchema cannot be used ({type(bad).__name__}), so no call of it is sent"
