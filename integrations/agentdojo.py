@@ -39,6 +39,7 @@ from .events import INVALID_CALL, decide_call, record_message, record_result
 NO_ENV = EmptyEnv()  # the environment of a query given none (AgentDojo's default)
 SESSION_KEY = "policyc_session"  # the task's session, in extra_args
 _STATE_KEY = "policyc_guard_state"
+NESTED_CALL = "policyc:nested-call"
 _KINDS = {"system": "system_message", "user": "user_message", "assistant": "assistant_message"}
 
 
@@ -181,6 +182,13 @@ class PolicyElement(BasePipelineElement):
     def _decide(self, state: _State, call: FunctionCall) -> tuple[Decision, str | None]:
         """The final decision on ``call`` (an escalation settled by the approver) and its
         event's id; any failure is a denial."""
+        if _nests_a_call(call.args):
+            return refusal(
+                NESTED_CALL,
+                f"the call of {quote_value(call.function)} nests another call in its arguments, which "
+                "would run undecided, so it is refused",
+                "Make each call on its own, with plain values as arguments.",
+            ), None
         try:
             args = call_arguments(call.args)
         except (TypeError, ValueError, RecursionError) as error:
@@ -235,6 +243,17 @@ class CallsMade(BasePipelineElement):
                 )
             kept.append(message)
         return query, runtime, env, kept, extra_args
+
+
+def _nests_a_call(value: Any, depth: int = 0) -> bool:
+    """Whether a call's arguments hold a call (the runtime runs one given as an argument)."""
+    if isinstance(value, FunctionCall) or depth > 64:  # deeper than an event allows: refused
+        return True
+    if isinstance(value, Mapping):
+        return any(_nests_a_call(v, depth + 1) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_nests_a_call(v, depth + 1) for v in value)
+    return False
 
 
 def _answer(
