@@ -130,6 +130,22 @@ def test_init_on_server_filesystem(tmp_path: Path, npm_servers) -> None:  # noqa
     assert 'ReadOnly("fs.read_text_file").' in policy and 'ReadOnly("fs.write_file").' not in policy
     tests = (out / "fs_test.toml").read_text("utf-8")
     assert 'name = "fs.write_file: allowed, then denied after untrusted content"' in tests
+    # the files run the gateway as written: a write is allowed until a file was read (the
+    # server's results are labelled untrusted), then denied, and the folder keeps its file
+    answers = through_gateway(
+        out / "fs.dl",
+        out / "gateway.toml",
+        [
+            ("fs.write_file", {"path": str(folder / "a.txt"), "content": "first"}),
+            ("fs.read_text_file", {"path": str(folder / "a.txt")}),
+            ("fs.write_file", {"path": str(folder / "a.txt"), "content": "second"}),
+        ],
+    )
+    assert [error for error, _ in answers] == [False, False, True]
+    assert "first" in answers[1][1]
+    assert "not read-only, after reading untrusted content" in answers[2][1]
+    assert (folder / "a.txt").read_text() == "first"
+    assert (out / "fs.lock.json").is_file()  # the gateway's first run pinned the tools
 
 
 @pytest.mark.slow
@@ -245,6 +261,30 @@ def gateway_tools(policy: Path, config: Path) -> tuple[list[str], str]:
             result = await client.call_tool("demo.echo", {"message": "hi"})
             text = " ".join(getattr(block, "text", "") for block in result.content)
             return sorted(tool.name for tool in listed.tools), f"{result.is_error}: {text}"
+
+    return anyio.run(run)
+
+
+def through_gateway(policy: Path, config: Path, calls: list[tuple[str, dict]]) -> list[tuple[bool, str]]:
+    """Each call made in turn through `policyc mcp` on one connection: whether its result is
+    an error, and its text."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    command = policyc_command()
+    parameters = StdioServerParameters(
+        command=command[0], args=[*command[1:], "mcp", str(policy), "--config", str(config)]
+    )
+
+    async def run() -> list[tuple[bool, str]]:
+        answers = []
+        async with Client(parameters) as client:
+            for tool, arguments in calls:
+                result = await client.call_tool(tool, arguments)
+                answers.append(
+                    (bool(result.is_error), " ".join(getattr(b, "text", "") for b in result.content))
+                )
+        return answers
 
     return anyio.run(run)
 
