@@ -76,9 +76,21 @@ class Gateway:
     async def list_tools(self, ctx: Any, params: Any) -> Any:
         import mcp.types as mt
 
+        if self._key(ctx) not in self.clients and _can_list_roots(ctx):
+            self._client(ctx)
+            await self.roots_changed(ctx, None)  # servers that asked before it connected ask again
         self._client(ctx)
         tools = [t.tool.model_copy(update={"name": q}) for q, t in self.visible().items()]
         return mt.ListToolsResult(tools=tools)
+
+    async def roots_changed(self, ctx: Any, params: Any) -> None:
+        """The client's roots changed (or a client with roots connected): every server is told."""
+        for server, session in [(n, self.upstreams.session(n)) for n in self.upstreams.running()]:
+            try:
+                if session is not None:
+                    await session.send_roots_list_changed()
+            except Exception as error:
+                self._note(server, "telling it the roots changed", error)
 
     async def call_tool(self, ctx: Any, params: Any) -> Any:
         from .schema import problem
@@ -376,7 +388,15 @@ class Gateway:
             on_completion=self.complete,
         )
         server.add_request_handler("logging/setLevel", mt.SetLevelRequestParams, self.set_level)
+        server.add_notification_handler(
+            "notifications/roots/list_changed", mt.NotificationParams, self.roots_changed
+        )
         return server
+
+
+def _can_list_roots(ctx: Any) -> bool:
+    capabilities = ctx.session.client_capabilities
+    return capabilities is not None and capabilities.roots is not None
 
 
 async def serve(

@@ -1,5 +1,5 @@
 """What `policyc mcp` passes through besides tool calls — prompts, resources (recorded as events
-that later decisions see), progress, logging, cancellation, a server's sampling and elicitation — over stdio and over streamable HTTP (`--listen`),
+that later decisions see), progress, logging, cancellation, a server's sampling, elicitation and roots requests — over stdio and over streamable HTTP (`--listen`),
 against a real MCP server written with the `mcp` SDK and the installed command."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ TOOLS = [
     mt.Tool(name="slow", input_schema={"type": "object"}),
     mt.Tool(name="ask", input_schema={"type": "object"}),
     mt.Tool(name="wait", input_schema={"type": "object", "properties": {"marker": {"type": "string"}}}),
+    mt.Tool(name="roots", input_schema={"type": "object"}),
 ]
 
 
@@ -51,6 +52,10 @@ async def call_tool(ctx, params):
         except anyio.get_cancelled_exc_class():
             open(marker + ".cancelled", "w").close()
             raise
+    if params.name == "roots":  # the client's roots, asked through the gateway
+        listed = await ctx.session.list_roots()
+        uris = " ".join(str(root.uri) for root in listed.roots)
+        return mt.CallToolResult(content=[mt.TextContent(type="text", text=uris)])
     if params.name == "ask":  # a server that samples the client's model, and asks its user
         question = mt.SamplingMessage(role="user", content=mt.TextContent(type="text", text="Name a colour"))
         sampled = await ctx.session.create_message(messages=[question], max_tokens=10)
@@ -147,6 +152,9 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
             role="assistant", content=mt.TextContent(type="text", text="teal"), model="m"
         )
 
+    async def list_roots_callback(context: Any) -> mt.ListRootsResult:
+        return mt.ListRootsResult(roots=[mt.Root(uri="file:///work/project", name="project")])
+
     async def elicitation_callback(context: Any, params: Any) -> mt.ElicitResult:
         asked.append(params.message)
         return mt.ElicitResult(action="accept", content={"size": 3})
@@ -157,6 +165,7 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
             "logging_callback": logging_callback,
             "sampling_callback": sampling_callback,
             "elicitation_callback": elicitation_callback,
+            "list_roots_callback": list_roots_callback,
         }
         async with gateway(args, tmp_path / "stderr.txt", **callbacks) as client:
             seen: dict[str, Any] = {}
@@ -167,6 +176,7 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
             seen["read"] = await client.read_resource("memo://notes")
             seen["after"] = await client.call_tool("demo.echo", {"text": "the password"})
             seen["ask"] = await client.call_tool("demo.ask", {})
+            seen["roots"] = await client.call_tool("demo.roots", {})
             marker = str(tmp_path / "wait")
             with anyio.move_on_after(30):
                 async with anyio.create_task_group() as group:
@@ -186,6 +196,7 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
     seen = anyio.run(scenario)
     assert seen["prompts"] == ["demo.greet"]
     assert (tmp_path / "wait.cancelled").exists()  # the cancellation reached the server
+    assert text(seen["roots"]) == "file:///work/project"
     assert text(seen["ask"]) == "teal x3" and asked == ["Name a colour", "How many?"]
     assert seen["prompt"].messages[0].content.text == "Say hello to Ada"
     assert seen["completed"].completion.values == ["Ada", "Alan"]
@@ -201,7 +212,8 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
     assert kinds == [
         *("tool_call", "tool_result") * 2,
         *("resource", "tool_call"),
-        *("tool_call", "tool_result", "tool_call", "prompt"),
+        *("tool_call", "tool_result") * 2,
+        *("tool_call", "prompt"),
     ]
     resource = next(r["event"] for r in events if r["type"] == "event" and r["event"]["kind"] == "resource")
     assert resource["args"] == {"server": "demo", "uri": "memo://notes"} and resource["labels"] == [
@@ -252,7 +264,7 @@ def test_the_gateway_serves_streamable_http_with_listen(tmp_path: Path) -> None:
         process.terminate()
         process.wait(timeout=30)
         log.close()
-    assert names == ["demo.echo", "demo.slow", "demo.ask", "demo.wait"]
+    assert names == ["demo.echo", "demo.slow", "demo.ask", "demo.wait", "demo.roots"]
     assert not allowed.is_error and text(allowed) == "over http"
     assert denied.is_error and "would echo after reading untrusted notes" in text(denied)
 
