@@ -106,14 +106,16 @@ class AgentGuard:
         context = data.context
         try:
             decision = await self._decision(context.tool_name, context.tool_call_id, context.tool_arguments)
+            info = decision.to_json()  # what the SDK keeps of the guardrail's result (JSON)
         except Exception as error:  # whatever fails on the policy's side refuses the call
             decision = refusal(
                 ADAPTER_FAILED, f"deciding the call failed ({type(error).__name__}), so it is refused"
             )
+            info = decision.to_json()
         if decision.allowed:
-            return ToolGuardrailFunctionOutput.allow(output_info=decision)
+            return ToolGuardrailFunctionOutput.allow(output_info=info)
         return ToolGuardrailFunctionOutput.reject_content(
-            decision.feedback or "the call was refused by the policy", output_info=decision
+            decision.feedback or "the call was refused by the policy", output_info=info
         )
 
     async def _decision(self, tool: str, call_id: str, raw: str) -> Decision:

@@ -4,6 +4,7 @@ package with a scripted `Model` that answers what it reads, under a monitor sess
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -157,6 +158,9 @@ def test_an_injected_send_is_refused_and_the_run_finishes() -> None:
     results = [session.events[e] for e in session.order if session.events[e]["kind"] == "tool_result"]
     assert [(r["of"], r["labels"]) for r in results] == [(calls[0]["id"], ["untrusted"])]
     assert not session.decide(calls[1]["id"]).allowed
+    # what the SDK keeps of each guardrail's result is JSON (a run's state is serialized)
+    infos = [r.output.output_info for r in result.tool_input_guardrail_results]
+    assert [i["verdict"] for i in infos] == ["allow", "deny"] and json.loads(json.dumps(infos)) == infos
 
 
 def test_a_benign_send_is_allowed_and_the_tool_runs() -> None:
