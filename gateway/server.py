@@ -420,14 +420,19 @@ async def serve(
         if "gateway" in holder:
             await holder["gateway"].notified(server, message)
 
+    def early() -> Any:  # a server's request before the gateway serves any client
+        import mcp.types as mt
+
+        return mt.ErrorData(code=mt.INVALID_REQUEST, message="no client has connected to policyc mcp yet")
+
     async def sampled(server: str, context: Any, params: Any) -> Any:
-        return await holder["gateway"].sampled(server, context, params)
+        return await holder["gateway"].sampled(server, context, params) if "gateway" in holder else early()
 
     async def elicited(server: str, context: Any, params: Any) -> Any:
-        return await holder["gateway"].elicited(server, context, params)
+        return await holder["gateway"].elicited(server, context, params) if "gateway" in holder else early()
 
     async def roots(server: str, context: Any) -> Any:
-        return await holder["gateway"].roots(server, context)
+        return await holder["gateway"].roots(server, context) if "gateway" in holder else early()
 
     callbacks = Callbacks(notification=notified, sampling=sampled, elicitation=elicited, list_roots=roots)
     async with Upstreams(config, callbacks, errlog=out) as upstreams:
@@ -451,4 +456,6 @@ async def serve(
         host, port = listen
         app = server.streamable_http_app(host=host)
         settings = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        shown = f"[{host}]" if ":" in host else host
+        print(f"policyc mcp: listening on http://{shown}:{port}/mcp", file=out)
         await uvicorn.Server(settings).serve()
