@@ -9,6 +9,13 @@ argument). For each history length a new connection makes that many calls, then 
 answer. The gateway is measured with each event depending on every earlier one (`depends =
 "all"`, the default) and with a result depending on its call only (`depends = "call"`).
 
+The CPU time per call of the process the client talks to (the server direct; the gateway,
+its server not counted, through it) is measured too: on a busy machine the latency mostly
+says how long three processes wait for a core, the CPU time what the gateway itself spends. An
+echo tool on the Python SDK's own server (`MCPServer`), called direct, shows what one hop
+through the SDK costs: the gateway is an SDK server to its client and an SDK client to its
+server.
+
 Targets: the gateway adds at most 1 ms at p50 (gateway p50 less direct p50), and stays flat
 with history length (p50 after 1,000 earlier calls at most 1.5 times p50 after 10).
 
@@ -21,6 +28,7 @@ server-everything comes from `tests/mcp_npm` (the versions the tests pin), insta
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -30,6 +38,20 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+SDK_ECHO = """
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("echo")
+
+
+@server.tool(name="echo", description="Echoes back the input string")
+def echo(message: str) -> str:
+    return "Echo: " + message
+
+
+server.run()
+"""
 
 POLICY = """
 .import events
@@ -65,8 +87,31 @@ def entry(folder: Path) -> Path:
     return found
 
 
-def timed(command: list[str], earlier: int, calls: int) -> list[float]:
-    """The latency of each of ``calls`` calls of echo, after ``earlier`` calls, on one connection."""
+def cpu_seconds(pid: int) -> float:
+    """The CPU time process ``pid`` has used (user and system; Linux's /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child() -> int:
+    """The process this one started last (the server, or the gateway, the client talks to)."""
+    mine = str(os.getpid())
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == mine:
+            found.append((int(fields[19]), int(stat.parent.name)))
+    assert found, "no child process"
+    return max(found)[1]
+
+
+def timed(command: list[str], earlier: int, calls: int) -> tuple[list[float], float]:
+    """The latency of each of ``calls`` calls of echo, after ``earlier`` calls, on one
+    connection, and the CPU time per call of the process the client started (the server
+    direct; the gateway, not its server, through the gateway)."""
     import anyio
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
@@ -74,17 +119,20 @@ def timed(command: list[str], earlier: int, calls: int) -> list[float]:
     parameters = StdioServerParameters(command=command[0], args=command[1:])
     tool = "everything.echo" if "mcp" in command[1:3] else "echo"
 
-    async def run() -> list[float]:
+    async def run() -> tuple[list[float], float]:
         samples = []
         async with Client(parameters) as client:
-            for i in range(earlier + calls):
+            for i in range(earlier):
+                await client.call_tool(tool, {"message": f"m{i}"})
+            process = child()
+            before = cpu_seconds(process)
+            for i in range(calls):
                 start = time.perf_counter()
                 result = await client.call_tool(tool, {"message": f"m{i}"})
-                took = time.perf_counter() - start
+                samples.append(time.perf_counter() - start)
                 assert not result.is_error, result
-                if i >= earlier:
-                    samples.append(took)
-        return samples
+            used = cpu_seconds(process) - before
+        return samples, used / calls
 
     return anyio.run(run)
 
@@ -117,24 +165,30 @@ def main() -> None:
                 "--config",
                 config,
             ]
-        results: dict[tuple[str, int], tuple[float, float]] = {}
+        Path(folder, "echo.py").write_text(SDK_ECHO, "utf-8")
+        ways["SDK server, direct"] = [sys.executable, str(Path(folder, "echo.py"))]
+        results: dict[tuple[str, int], tuple[float, float, float]] = {}
         for earlier in histories:
             for way, command in ways.items():
-                samples = timed(command, earlier, args.calls)
-                results[way, earlier] = (statistics.median(samples), percentile(samples, 0.99))
+                samples, cpu = timed(command, earlier, args.calls)
+                results[way, earlier] = (statistics.median(samples), percentile(samples, 0.99), cpu)
     print(
-        f"{'client':22} {'earlier calls':>13} {'p50 ms':>8} {'p99 ms':>8} {'added p50 ms':>13} {'p50 / direct':>13}"
+        f"{'client':22} {'earlier calls':>13} {'p50 ms':>8} {'p99 ms':>8} {'added p50 ms':>13} {'p50 / direct':>13} "
+        f"{'CPU ms/call':>12}"
     )
     for earlier in histories:
         direct = results["direct", earlier][0]
         for way in ways:
-            p50, p99 = results[way, earlier]
+            p50, p99, cpu = results[way, earlier]
             print(
-                f"{way:22} {earlier:13,} {p50 * 1e3:8.3f} {p99 * 1e3:8.3f} {(p50 - direct) * 1e3:13.3f} {p50 / direct:13.2f}"
+                f"{way:22} {earlier:13,} {p50 * 1e3:8.3f} {p99 * 1e3:8.3f} {(p50 - direct) * 1e3:13.3f} "
+                f"{p50 / direct:13.2f} {cpu * 1e3:12.3f}"
             )
+    print("(CPU ms/call: of the server direct; of the gateway, its server not counted, through it)")
+    print("(SDK server: an echo tool on the Python `mcp` SDK's own server, for what one SDK hop costs)")
     print()
     first, last = histories[0], histories[-1]
-    for way in list(ways)[1:]:
+    for way in [w for w in ways if w.startswith("gateway")]:
         added = max(results[way, h][0] - results["direct", h][0] for h in histories)
         growth = results[way, last][0] / results[way, first][0]
         print(
