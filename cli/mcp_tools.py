@@ -4,6 +4,7 @@ starter policy, its tests and a gateway.toml for a server): docs/mcp.md."""
 from __future__ import annotations
 
 import os
+from typing import IO
 
 import click
 
@@ -155,7 +156,7 @@ def _keys(tool: object) -> list[str]:
     return [k for k in properties if isinstance(k, str)] if isinstance(properties, dict) else []
 
 
-def _quiet():  # type: ignore[no-untyped-def]
+def _quiet() -> IO[str]:
     """Where the servers' standard error goes: a temporary file, read back when one fails."""
     import tempfile
 

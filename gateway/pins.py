@@ -174,8 +174,9 @@ def by_server(tools: Listed) -> Mapping[str, Sequence[ToolLike]]:
     if isinstance(tools, Mapping):
         return tools
     grouped: dict[str, list[ToolLike]] = {}
-    for listed in tools:
-        grouped.setdefault(listed.server, []).append(listed.tool)
+    each: Any
+    for each in tools:
+        grouped.setdefault(each.server, []).append(each.tool)
     return grouped
 
 
