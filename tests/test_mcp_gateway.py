@@ -383,3 +383,31 @@ def test_a_configuration_that_cannot_be_used_is_refused_with_where_and_a_code(
     )
     assert done.returncode == 2
     assert expected in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("policy_text", "options", "status", "said"),
+    [
+        ("Deny(a) :- \n", [], 1, "error"),
+        (".import events\n", ["--monitor", "http://127.0.0.1:9"], 2, "--monitor and --key go together"),
+        (".import events\n", ["--listen", "nowhere"], 2, "expected HOST:PORT"),
+        (".import events\n", ["--label", "untrusted"], 2, "--label goes with --name"),
+    ],
+)
+def test_a_command_that_cannot_run_stops_before_any_server_starts(
+    tmp_path: Path, policy_text: str, options: list[str], status: int, said: str
+) -> None:
+    marker = tmp_path / "started"
+    (tmp_path / "gateway.toml").write_text(
+        f'[servers.s]\ncommand = "touch"\nargs = [{json.dumps(str(marker))}]\n'  # would leave a mark
+    )
+    (tmp_path / "p.dl").write_text(policy_text)
+    done = subprocess.run(
+        [POLICYC, "mcp", "p.dl", "--config", "gateway.toml", *options],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == status and said in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not marker.exists()
