@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -80,7 +81,7 @@ class AgentGuard:
         self._allowed: dict[str, str] = {}  # an allowed call's id -> its event, until the tool starts
         self._events: dict[str, str] = {}  # a decided call's id -> its event
         self.decisions: dict[str, Decision] = {}  # each call's final decision, by the call's id
-        self._users = 0  # user messages recorded
+        self._users: Counter[str] = Counter()  # the user messages recorded, by their text
         self._instructions: str | None = None
 
     def tools(self, tools: Sequence[Any]) -> list[FunctionTool]:
@@ -151,10 +152,11 @@ class AgentGuard:
         if instructions and instructions != self._instructions:
             self._instructions = instructions
             record_message(self.session, "system_message", instructions)
-        users = [item for item in items if _role(item) == "user"]
-        for item in users[self._users :]:
-            record_message(self.session, "user_message", item_text(item))
-        self._users = max(self._users, len(users))
+        given = Counter(item_text(item) for item in items if _role(item) == "user")
+        for text, count in given.items():  # the whole history, or only what is new in it
+            for _ in range(count - self._users[text]):
+                record_message(self.session, "user_message", text)
+            self._users[text] = max(self._users[text], count)
 
     def record_response(self, response: ModelResponse) -> None:
         """Record a model output as an assistant message; the calls it asks for depend on it."""

@@ -284,3 +284,24 @@ def test_the_example_runs_with_the_scripted_model() -> None:
     assert sum(line.startswith("  send_email (refused): ") for line in lines) == 1
     assert "  approver: pay {'to': 'mallory@example.com', 'amount': 2000} -> no" in lines
     assert not any("sent to eve" in line or "paid 2000" in line for line in lines)
+
+
+def test_a_continued_conversation_records_each_user_message_once() -> None:
+    model, world = Scripted(), World("nothing new")
+    monitor = policyc.Monitor(policyc.load_source(POLICY))
+    session = monitor.session("conversation")
+    guard = AgentGuard(session)
+    agent = Agent(name="assistant", tools=guard.tools(world.tools), model=model)
+    first = Runner.run_sync(agent, "Email bob@example.com hello", hooks=guard.hooks, run_config=OFFLINE)
+    history = [*first.to_input_list(), {"role": "user", "content": "Email carol@example.com hello"}]
+    Runner.run_sync(agent, history, hooks=guard.hooks, run_config=OFFLINE)  # the whole history
+    Runner.run_sync(
+        agent, "Email dan@example.com hello", hooks=guard.hooks, run_config=OFFLINE
+    )  # only the new turn
+    users = [session.events[e]["text"] for e in session.order if session.events[e]["kind"] == "user_message"]
+    assert users == [
+        "Email bob@example.com hello",
+        "Email carol@example.com hello",
+        "Email dan@example.com hello",
+    ]
+    assert world.sent == ["bob@example.com", "carol@example.com", "dan@example.com"]
