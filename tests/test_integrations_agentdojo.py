@@ -92,6 +92,22 @@ def test_the_utility_is_reported_beside_the_undefended_run(scores: dict) -> None
         assert f"{score.utility:.1%}" in readme
 
 
+@pytest.mark.slow
+def test_no_injection_task_succeeds_in_travel_and_workspace(monitor) -> None:
+    """The other two suites, as examples/agentdojo/README.md states them (a few minutes)."""
+    figures = {}
+    for name in ("travel", "workspace"):
+        score = score_suite(lambda s: pipeline(ScriptedLLM(s), monitor), get_suite(VERSION, name))
+        figures[name] = (
+            score.solved,
+            score.user_tasks,
+            score.solved_under_attack,
+            score.pairs,
+            score.attacks_succeeded,
+        )
+    assert figures == {"travel": (20, 20, 140, 140, 0), "workspace": (40, 40, 560, 560, 0)}
+
+
 # ------------------------------------------------------------------ the element, call by call
 
 
