@@ -25,7 +25,7 @@ COMMANDS: dict[str, str] = {
     "keygen": "build:keygen_command",
     "eval": "run:eval_command",
     "explain": "run:explain_command",
-    "replay": "run:replay_command",
+    "replay": "replay:replay_command",
     "witness": "analyze:witness_command",
     "diff": "analyze:diff_command",
     "conditions": "analyze:conditions_command",

@@ -1,5 +1,5 @@
-"""Running a policy: `policyc eval` (the relations it derives from facts), `policyc explain`
-(why a fact holds, or why not) and `policyc replay` (recorded sessions, decided call by call)."""
+"""Running a policy: `policyc eval` (the relations it derives from facts) and `policyc explain`
+(why a fact holds, or why not). `policyc replay` is in :mod:`.replay`."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from .common import (
     limits_of,
     load_policy,
     read_facts,
-    thresholds_for_monitor,
 )
 
 
@@ -173,64 +172,3 @@ def _parse_fact(text: str) -> tuple[str, tuple]:
 
 def _sorted_rows(rows: set[tuple]) -> list[list]:
     return [list(row) for row in sorted(rows, key=lambda row: [(type(v).__name__ != "str", v) for v in row])]
-
-
-def _verdict_text(decision: dict[str, Any]) -> str:
-    """A replayed decision's verdict as `policyc replay` prints it."""
-    if decision["allowed"]:
-        approval = decision.get("approval")
-        return "allowed" if approval is None else f"allowed (approval {approval})"
-    if decision["errored"]:
-        return "DENIED (error)"
-    return "ESCALATED (needs approval)" if decision.get("verdict") == "escalate" else "DENIED"
-
-
-@click.command("replay")
-@POLICY
-@click.argument("trace", metavar="TRACE.jsonl")
-@FORMAT
-@FUNCTORS
-@VERIFY
-@click.option(
-    "--thresholds",
-    "thresholds_path",
-    metavar="THRESHOLDS",
-    help="Risk thresholds from `policyc calibrate` (instead of those the bundle carries).",
-)
-def replay_command(
-    policy: str,
-    trace: str,
-    fmt: str,
-    functors: str | None,
-    verify_key: str | None,
-    thresholds_path: str | None = None,
-) -> None:
-    """Replay recorded sessions (one JSON object per line with an `events` list), deciding
-    every tool call as it comes, and print each decision."""
-    with internal_errors():
-        from ..runtime.replay import TraceError, replay_file
-
-        loaded = load_policy(policy, functors, verify_key)
-        options = {}
-        if thresholds_path is not None:
-            options["thresholds"] = thresholds_for_monitor(thresholds_path, loaded)
-        try:
-            sessions = replay_file(loaded, trace, **options)
-        except TraceError as error:
-            fail(str(error))
-        except OSError as error:
-            fail(f"cannot read `{trace}`: {error.strerror or error}", EXIT_USAGE)
-        if not sessions:
-            fail(f"{trace}: no sessions (a trace holds one JSON object with an `events` list per line)")
-        if fmt == "json":
-            echo_json({"sessions": sessions})
-            return
-        for session in sessions:
-            click.echo(f"session {session['session']}")
-            for d in session["decisions"]:
-                verdict = _verdict_text(d)
-                click.echo(f"  {d['event']} {d['tool']}: {verdict}")
-                for reason in d["reasons"]:
-                    click.echo(f"    [{reason['rule']}] {reason['message'] or ''}".rstrip())
-            for problem in session["problems"]:
-                click.echo(f"  problem: {problem} (every later decision is a denial)")

@@ -100,6 +100,18 @@ def read_sessions(path: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
         raise TraceError(str(error)) from None
 
 
+def session_line(text: str, file: str, line: int) -> tuple[str, dict[str, Any]]:
+    """One line of a trace: the session's name and record (:class:`TraceError` at the line
+    when it is not JSON or not a session)."""
+    from .documents import record
+
+    try:
+        at = record(text, file, line)
+        return _session(at, line), at.value
+    except FormatError as error:
+        raise TraceError(str(error)) from None
+
+
 def _session(at: Cursor, number: int) -> str:
     """The name of a session (its `session`, or the AgentDojo task it ran, or its line)."""
     if not isinstance(at.value, dict):

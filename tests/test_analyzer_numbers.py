@@ -56,7 +56,7 @@ def replay(cli, policy: Path, sessions: list[list[dict]], tmp_path: Path) -> lis
     trace = tmp_path / "trace.jsonl"
     lines = [json.dumps({"session": f"s{n}", "events": evs}) for n, evs in enumerate(sessions)]
     trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    run = cli("replay", str(policy), str(trace), "--format", "json")
+    run = cli("replay", "--each", str(policy), str(trace), "--format", "json")
     assert run.status == 0, run.stdout + run.stderr
     return [s["decisions"][-1] for s in json.loads(run.stdout)["sessions"]]
 

@@ -279,7 +279,7 @@ def test_replay_and_test_report_the_three_verdicts(tmp_path) -> None:
         {"id": "c3", "kind": "tool_call", "tool": "pay", "args": {"to": "mallory", "amount": 5}}
     )
     (tmp_path / "t.jsonl").write_text(json.dumps({"session": "s1", "events": recorded}) + "\n", "utf-8")
-    run = run_policyc("replay", "p.dl", "t.jsonl", cwd=tmp_path)
+    run = run_policyc("replay", "--each", "p.dl", "t.jsonl", cwd=tmp_path)
     assert run.status == 0, run.stderr
     lines = [line.strip() for line in run.stdout.splitlines()]
     assert lines[1] == "c1 pay: ESCALATED (needs approval)"
@@ -289,7 +289,7 @@ def test_replay_and_test_report_the_three_verdicts(tmp_path) -> None:
         "c2 pay: ESCALATED (needs approval)",  # the approval was used up
         "c3 pay: DENIED",
     ]
-    data = run_policyc("replay", "p.dl", "t.jsonl", "--format", "json", cwd=tmp_path).json()
+    data = run_policyc("replay", "--each", "p.dl", "t.jsonl", "--format", "json", cwd=tmp_path).json()
     assert [d["verdict"] for d in data["sessions"][0]["decisions"]] == [
         "escalate",
         "allow",

@@ -300,7 +300,7 @@ SCENARIO = {
 def test_replay_decides_fields_with_the_thresholds(policyc, tmp_path, calibrated) -> None:
     policy, _, thresholds = calibrated
     trace = write(tmp_path, "trace.jsonl", json.dumps(SCENARIO) + "\n")
-    run = policyc("replay", policy, trace, "--thresholds", thresholds, "--format", "json")
+    run = policyc("replay", "--each", policy, trace, "--thresholds", thresholds, "--format", "json")
     assert run.status == 0, run.stderr
     decisions = {d["event"]: d for d in run.json()["sessions"][0]["decisions"]}
     assert decisions["c1"]["allowed"]
@@ -308,11 +308,14 @@ def test_replay_decides_fields_with_the_thresholds(policyc, tmp_path, calibrated
     # the same from a bundle that carries them; without thresholds every such field is denied
     bundle = str(tmp_path / "p.bundle")
     assert policyc("compile", policy, "-o", bundle, "--thresholds", thresholds).status == 0
-    assert policyc("replay", bundle, trace, "--format", "json").json() == run.json()
-    unscored = policyc("replay", policy, trace, "--format", "json").json()["sessions"][0]["decisions"]
+    from_bundle = policyc("replay", "--each", bundle, trace, "--format", "json").json()
+    assert from_bundle["sessions"] == run.json()["sessions"]
+    unscored = policyc("replay", "--each", policy, trace, "--format", "json").json()["sessions"][0][
+        "decisions"
+    ]
     assert all(not d["allowed"] and d["reasons"][0]["rule"] == "risk-unscored" for d in unscored)
     plain = write(tmp_path, "plain.dl", ".import events\n")
-    run = policyc("replay", plain, trace, "--thresholds", thresholds)
+    run = policyc("replay", "--each", plain, trace, "--thresholds", thresholds)
     assert run.status == 1 and "does not `.import risk`" in run.stderr
 
 

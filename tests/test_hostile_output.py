@@ -81,10 +81,10 @@ def test_replay_shows_a_malformed_event_without_a_tool_call(tmp_path) -> None:
     shown, or the replay reads as a clean session."""
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"session": "s1", "events": [{"kind": "user_message"}, 7]}\n', "utf-8")
-    run = policyc("replay", str(TOXIC), str(trace))
+    run = policyc("replay", "--each", str(TOXIC), str(trace))
     assert run.returncode == 0, run.stderr
     assert "session s1" in run.stdout and "problem: malformed event" in run.stdout, run.stdout
-    data = json.loads(policyc("replay", str(TOXIC), str(trace), "--format", "json").stdout)
+    data = json.loads(policyc("replay", "--each", str(TOXIC), str(trace), "--format", "json").stdout)
     assert data["sessions"][0]["decisions"] == [] and data["sessions"][0]["problems"], data
 
 

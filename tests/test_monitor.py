@@ -329,17 +329,17 @@ def test_replay_command(tmp_path, cli) -> None:
         },
     ]
     trace.write_text("\n".join(json.dumps(s) for s in sessions) + "\n", "utf-8")
-    run = cli("replay", str(policy), str(trace), "--format", "json")
+    run = cli("replay", "--each", str(policy), str(trace), "--format", "json")
     assert run.status == 0
     out = json.loads(run.stdout)["sessions"]
     assert [(s["session"], [d["allowed"] for d in s["decisions"]]) for s in out] == [
         ("one", [False]),
         ("two", [True]),
     ]
-    text = cli("replay", str(policy), str(trace))
+    text = cli("replay", "--each", str(policy), str(trace))
     assert "c1 send_money: DENIED" in text.stdout and "[big-payment]" in text.stdout
     trace.write_text("{not json\n", "utf-8")
-    bad = cli("replay", str(policy), str(trace))
+    bad = cli("replay", "--each", str(policy), str(trace))
     assert bad.status == 1 and "trace.jsonl:1:2: not valid JSON" in bad.stderr
 
 
@@ -357,7 +357,7 @@ def test_reasons_come_in_a_stable_order(policyc, tmp_path) -> None:
     trace = tmp_path / "push.jsonl"
     trace.write_text(json.dumps({"events": [{"id": "p", "kind": "tool_call", "tool": "git_push"}]}) + "\n")
     outputs = {
-        policyc("replay", str(policy), str(trace), env={"PYTHONHASHSEED": str(seed)}).stdout
+        policyc("replay", "--each", str(policy), str(trace), env={"PYTHONHASHSEED": str(seed)}).stdout
         for seed in range(6)
     }
     assert len(outputs) == 1

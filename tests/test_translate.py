@@ -96,8 +96,8 @@ def test_task43_disagreement_scenario_replays(task43, tmp_path) -> None:
     trace = tmp_path / "scenario.jsonl"
     trace.write_text(json.dumps(caught["scenario"]) + "\n")
     call = caught["scenario"]["events"][-1]["id"]
-    translated = run_policyc("replay", str(out / "policy.dl"), str(trace), "--format", "json")
-    reference = run_policyc("replay", str(TASK43 / "reference.dl"), str(trace), "--format", "json")
+    translated = run_policyc("replay", "--each", str(out / "policy.dl"), str(trace), "--format", "json")
+    reference = run_policyc("replay", "--each", str(TASK43 / "reference.dl"), str(trace), "--format", "json")
     assert translated.status == reference.status == 0, translated.stderr + reference.stderr
     last = next(d for d in translated.json()["sessions"][0]["decisions"] if d["event"] == call)
     assert not last["allowed"] and [r["rule"] for r in last["reasons"]] == ["cancel-needs-reason"]
