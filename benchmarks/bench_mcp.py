@@ -16,6 +16,9 @@ echo tool on the Python SDK's own server (`MCPServer`), called direct, shows wha
 through the SDK costs: the gateway is an SDK server to its client and an SDK client to its
 server.
 
+The monitor's own part is measured apart: the same calls decided, and their results recorded,
+by a monitor in this process.
+
 Targets: the gateway adds at most 1 ms at p50 (gateway p50 less direct p50), and stays flat
 with history length (p50 after 1,000 earlier calls at most 1.5 times p50 after 10).
 
@@ -137,6 +140,33 @@ def timed(command: list[str], earlier: int, calls: int) -> tuple[list[float], fl
     return anyio.run(run)
 
 
+def in_process(policy: str, depends: str, earlier: int, calls: int) -> list[float]:
+    """The time the monitor takes, in this process, to decide each of ``calls`` calls of echo
+    and record its result (as the gateway does), after ``earlier`` calls."""
+    from policyc.runtime.policy import load
+    from policyc.runtime.session import Monitor
+
+    session = Monitor(load(policy)).session("bench")
+    samples = []
+    for i in range(earlier + calls):
+        call = {"id": f"c{i}", "kind": "tool_call", "tool": "everything.echo", "args": {"message": f"m{i}"}}
+        result = {
+            "id": f"r{i}",
+            "kind": "tool_result",
+            "of": f"c{i}",
+            "tool": "everything.echo",
+            "text": f"Echo: m{i}",
+        }
+        if depends == "call":
+            result["deps"] = [f"c{i}"]
+        start = time.perf_counter()
+        assert session.authorize(call).allowed
+        session.record(result)
+        if i >= earlier:
+            samples.append(time.perf_counter() - start)
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="calls timed after the earlier ones")
@@ -172,6 +202,11 @@ def main() -> None:
             for way, command in ways.items():
                 samples, cpu = timed(command, earlier, args.calls)
                 results[way, earlier] = (statistics.median(samples), percentile(samples, 0.99), cpu)
+        decisions = {
+            (depends, earlier): in_process(str(Path(folder, "policy.dl")), depends, earlier, args.calls)
+            for depends in ("all", "call")
+            for earlier in histories
+        }
     print(
         f"{'client':22} {'earlier calls':>13} {'p50 ms':>8} {'p99 ms':>8} {'added p50 ms':>13} {'p50 / direct':>13} "
         f"{'CPU ms/call':>12}"
@@ -186,6 +221,12 @@ def main() -> None:
             )
     print("(CPU ms/call: of the server direct; of the gateway, its server not counted, through it)")
     print("(SDK server: an echo tool on the Python `mcp` SDK's own server, for what one SDK hop costs)")
+    print()
+    for (depends, earlier), samples in decisions.items():
+        print(
+            f"in process, depends={depends}, after {earlier:,} calls: a decision and its result recorded, "
+            f"p50 {statistics.median(samples) * 1e3:.3f} ms, p99 {percentile(samples, 0.99) * 1e3:.3f} ms"
+        )
     print()
     first, last = histories[0], histories[-1]
     for way in [w for w in ways if w.startswith("gateway")]:
