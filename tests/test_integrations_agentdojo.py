@@ -268,16 +268,37 @@ def test_run_benchmark_prints_agentdojo_figures() -> None:
     assert rows["policy"]["attacks_succeeded"] == 0 and rows["policy"]["solved"] == 1
 
 
-def test_run_benchmark_refuses_an_unknown_suite() -> None:
-    done = subprocess.run(
-        [sys.executable, str(FOLDER / "run_benchmark.py"), "--suite", "nope"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert done.returncode == 2
-    assert "unknown suite 'nope'" in done.stderr
+def test_run_benchmark_refuses_unknown_names() -> None:
+    """A suite, an attack or a task that does not exist: a message and status 2, no traceback."""
+    script = [sys.executable, "-c", _REFUSALS, str(FOLDER / "run_benchmark.py")]
+    done = subprocess.run(script, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [
+        [2, "unknown suite 'nope'"],
+        [2, "unknown attack 'nope'"],
+        [2, "suite 'banking' has no user task 'user_task_99'"],
+    ]
+
+
+# the script's refusals, in one process (one import of agentdojo)
+_REFUSALS = """
+import contextlib, io, json, runpy, sys
+
+script = sys.argv[1]
+out = []
+for argv in (["--suite", "nope"], ["--attack", "nope"], ["--suite", "banking", "--user-task", "user_task_99"]):
+    sys.argv = [script, *argv]
+    err, code = io.StringIO(), None
+    with contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as stop:
+            code = stop.code
+    text = err.getvalue()
+    assert "Traceback" not in text, text
+    out.append([code, text.strip().splitlines()[-1].split(": error: ")[1].split(";")[0]])
+print(json.dumps(out))
+"""
 
 
 def test_a_call_nesting_another_is_refused_whole(monitor) -> None:

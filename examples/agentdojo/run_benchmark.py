@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     options = parser.parse_args(argv)
     try:
+        from agentdojo.attacks.attack_registry import ATTACKS
         from agentdojo.task_suite.load_suites import get_suites
 
         from policyc.integrations.agentdojo_benchmark import VERSION, pipeline, score_suite
@@ -80,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in names if name not in suites]
     if unknown:
         parser.error(f"unknown suite {unknown[0]!r}; the suites are {', '.join(sorted(suites))}")
+    if options.attack not in ATTACKS:
+        parser.error(f"unknown attack {options.attack!r}; the attacks are {', '.join(sorted(ATTACKS))}")
+    for name in names:
+        missing = sorted(set(options.user_task or ()) - set(suites[name].user_tasks))
+        if missing:
+            parser.error(f"suite {name!r} has no user task {missing[0]!r}")
     monitor = _monitor(options.policy, options.functors)
     llm = _llm(options.model, options.base_url)
     addressed = options.model if options.model != "scripted" else "gpt-4o-2024-05-13"
