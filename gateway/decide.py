@@ -5,7 +5,10 @@ A :class:`Gate` holds the session of one connection. :meth:`Gate.call` records a
 ``tools/call`` as a ``tool_call`` event (the tool ``S.T``, its arguments) and decides it;
 :meth:`Gate.result` records what the server answered as a ``tool_result`` of that call, with
 the labels configured for the server and the tool; :meth:`Gate.resource` and
-:meth:`Gate.prompt` record what a resource read or a prompt put before the agent.
+:meth:`Gate.prompt` record what a resource read or a prompt put before the agent. What the
+servers answer is recorded together with the next call, before that call is decided, in one
+trip to the worker thread (or by :meth:`Gate.flush` when the connection ends): every decision
+sees everything answered before it.
 
 It fails closed. A decision runs in a worker thread, at most ``decide_timeout`` seconds; one
 that raises or takes longer is a denial saying so, and after a decision that did not finish the
@@ -66,6 +69,7 @@ class Gate:
         self.lock = anyio.Lock()
         self.count = 0
         self.broken: str | None = None  # why every call of this connection is denied
+        self.queued: list[dict[str, Any]] = []  # what the servers answered, not recorded yet
         self.session: Any = None
         try:
             if hasattr(monitor, "prepared"):  # in-process
@@ -96,7 +100,14 @@ class Gate:
                 return Verdict(False, refusal(tool, self.broken))
             call = self._id("c")
             event = {"id": call, "kind": "tool_call", "tool": tool, "args": dict(arguments)}
-            decision = await self._in_thread(lambda: self.session.authorize(event), tool)
+            queued, self.queued = self.queued, []
+
+            def work() -> Any:  # the answers before it, then the call: one trip to the thread
+                for earlier in queued:
+                    self.session.record(earlier)
+                return self.session.authorize(event)
+
+            decision = await self._in_thread(work, tool)
             if isinstance(decision, str):
                 return Verdict(False, refusal(tool, decision), call)
             return _verdict(tool, call, decision)
@@ -196,14 +207,24 @@ class Gate:
         await self._record(event)
 
     async def _record(self, event: dict[str, Any]) -> None:
+        """Keep an answer of a server for the session: it is recorded with the next call, before
+        that call is decided (in the same trip to the worker thread), or by :meth:`flush`."""
+        self.queued.append(event)
+
+    async def flush(self) -> None:
+        """Record what is kept and not recorded yet (when the connection ends)."""
         async with self.lock:
-            if self.broken is not None:
+            queued, self.queued = self.queued, []
+            if self.broken is not None or not queued:
                 return
-            outcome = await self._in_thread(
-                lambda: self.session.record(event), str(event.get("tool", event["kind"]))
-            )
+
+            def work() -> None:
+                for event in queued:
+                    self.session.record(event)
+
+            outcome = await self._in_thread(work, "recording")
             if isinstance(outcome, str):
-                self.broken = f"recording what the server answered failed earlier ({outcome})"
+                self.broken = f"recording what the servers answered failed ({outcome})"
 
     async def _in_thread(self, work: Callable[[], Any], tool: str, limit: float | None = None) -> Any:
         """``work()`` in a worker thread within ``limit`` seconds (default ``decide_timeout``):

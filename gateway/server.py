@@ -445,17 +445,21 @@ async def serve(
         options = server.create_initialization_options(
             NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
         )
-        if listen is None:
-            from mcp.server.stdio import stdio_server
+        try:
+            if listen is None:
+                from mcp.server.stdio import stdio_server
 
-            async with stdio_server() as (read, write):
-                await server.run(read, write, options)
-            return
-        import uvicorn
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, options)
+                return
+            import uvicorn
 
-        host, port = listen
-        app = server.streamable_http_app(host=host)
-        settings = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-        shown = f"[{host}]" if ":" in host else host
-        print(f"policyc mcp: listening on http://{shown}:{port}/mcp", file=out)
-        await uvicorn.Server(settings).serve()
+            host, port = listen
+            app = server.streamable_http_app(host=host)
+            settings = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+            shown = f"[{host}]" if ":" in host else host
+            print(f"policyc mcp: listening on http://{shown}:{port}/mcp", file=out)
+            await uvicorn.Server(settings).serve()
+        finally:
+            for gate in list(gateway.gates.values()):  # the answers after each connection's last call
+                await gate.flush()
