@@ -147,9 +147,15 @@ class Gate:
                 return Verdict(False, refusal(tool, self.broken), call)
             if isinstance(approvers, Approvers):
                 approvers.askers[self.session.id] = asked
+            queued, self.queued = self.queued, []
+
+            def work() -> Any:  # what was answered meanwhile, then the approval and the decision after it
+                for earlier in queued:
+                    self.session.record(earlier)
+                return settle(self.session, decision)
+
             try:
-                # the approval, and the decision after it, run in a worker thread as decisions do
-                settled = await self._in_thread(lambda: settle(self.session, decision), tool, limit)
+                settled = await self._in_thread(work, tool, limit)
             finally:
                 if isinstance(approvers, Approvers):
                     approvers.askers.pop(self.session.id, None)
