@@ -269,7 +269,8 @@ def test_run_benchmark_prints_agentdojo_figures() -> None:
 
 
 def test_run_benchmark_refuses_unknown_names() -> None:
-    """A suite, an attack or a task that does not exist: a message and status 2, no traceback."""
+    """A suite, an attack, a task or a policy that does not exist: a message and status 2, no
+    traceback."""
     script = [sys.executable, "-c", _REFUSALS, str(FOLDER / "run_benchmark.py")]
     done = subprocess.run(script, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -277,6 +278,7 @@ def test_run_benchmark_refuses_unknown_names() -> None:
         [2, "unknown suite 'nope'"],
         [2, "unknown attack 'nope'"],
         [2, "suite 'banking' has no user task 'user_task_99'"],
+        [2, "cannot read `missing.dl`: No such file or directory"],
     ]
 
 
@@ -286,7 +288,12 @@ import contextlib, io, json, runpy, sys
 
 script = sys.argv[1]
 out = []
-for argv in (["--suite", "nope"], ["--attack", "nope"], ["--suite", "banking", "--user-task", "user_task_99"]):
+for argv in (
+    ["--suite", "nope"],
+    ["--attack", "nope"],
+    ["--suite", "banking", "--user-task", "user_task_99"],
+    ["--policy", "missing.dl"],
+):
     sys.argv = [script, *argv]
     err, code = io.StringIO(), None
     with contextlib.redirect_stderr(err):

@@ -19,23 +19,33 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 HERE = Path(__file__).resolve().parent
 
 
 def _monitor(policy: Path, functors: Path) -> Any:
+    """The monitor of the policy, or the reason it cannot be opened (status 2)."""
     import policyc
+    from policyc.runtime import PolicyError
 
     spec = importlib.util.spec_from_file_location("agentdojo_functors", functors)
-    if spec is None or spec.loader is None:
-        sys.exit(f"cannot load functors from {functors}")
+    if spec is None or spec.loader is None or not functors.is_file():
+        _refuse(f"{functors}: cannot load functors from it")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        _refuse(f"{functors}: loading the functors failed: {type(error).__name__}: {error}")
     try:
         return policyc.Monitor(policyc.load(policy, functors=module))
-    except policyc.PolicyError as error:
-        sys.exit(str(error))
+    except PolicyError as error:
+        _refuse(str(error))
+
+
+def _refuse(message: str) -> NoReturn:
+    print(f"run_benchmark.py: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _llm(model: str, base_url: str | None) -> Any:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import policyc
+from policyc.runtime import PolicyError
 
 HERE = Path(__file__).parent
 
@@ -141,7 +142,7 @@ def main() -> None:
     spec.loader.exec_module(module)
     try:
         monitor = policyc.Monitor(policyc.load(args.policy, functors=module))
-    except policyc.PolicyError as error:
+    except PolicyError as error:
         sys.exit(str(error))
 
     score = Score()
