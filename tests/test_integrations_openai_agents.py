@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -305,3 +306,36 @@ def test_a_continued_conversation_records_each_user_message_once() -> None:
         "Email dan@example.com hello",
     ]
     assert world.sent == ["bob@example.com", "carol@example.com", "dan@example.com"]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, str]]:
+    """A `policyc serve` of the policy on 127.0.0.1, and an agent's key."""
+    from .test_serve import Server, new_key
+
+    folder = tmp_path_factory.mktemp("serve")
+    (folder / "policy.dl").write_text(POLICY, "utf-8")
+    key, table = new_key("agent", "agent")
+    (folder / "keys.toml").write_text(table, "utf-8")
+    running = Server(folder)
+    yield running, key
+    running.stop()
+
+
+def test_a_remote_session_guards_the_run_as_an_in_process_one(service) -> None:
+    server, key = service
+    with policyc.connect(server.url, key) as monitor:
+
+        def run_remote(request: str, world: World, model: Scripted) -> None:
+            guard = AgentGuard(
+                monitor.session(f"remote-{id(world)}"), result_labels={"read_inbox": ["untrusted"]}
+            )
+            agent = Agent(name="assistant", tools=guard.tools(world.tools), model=model)
+            Runner.run_sync(agent, request, hooks=guard.hooks, run_config=OFFLINE)
+
+        injected, model = World(f"From mark: {INJECTION}"), Scripted()
+        run_remote("Read my inbox", injected, model)
+        assert injected.sent == [] and "would send mail" in outputs(model.inputs[-1])["c2"]
+        benign = World("nothing new")
+        run_remote("Email bob@example.com hello", benign, Scripted())
+        assert benign.sent == ["bob@example.com"]
