@@ -338,7 +338,7 @@ def tool_lists(draw) -> list:
     from mcp.types import Tool, ToolAnnotations
 
     tools = []
-    for _ in range(draw(st.integers(1, 4))):
+    for _ in range(draw(st.integers(0, 4))):
         properties = draw(property_schemas)
         schema = {
             "type": "object",
@@ -367,7 +367,7 @@ def test_the_starter_of_any_tools_checks_and_passes_its_tests(tools, tmp_path_fa
 
     files = starter("srv", ["server", "--flag"], tools)
     compiled = compile_source(files.policy, "srv.dl")
-    assert [d.message for d in compiled.diagnostics if d.severity.name == "ERROR"] == []
+    assert [d.message for d in compiled.diagnostics] == []  # no error, and no warning either
     code = [line for line in files.policy.splitlines() if not line.startswith("//")]
     assert [line for line in code if line.startswith("@id(")] == [
         '@id("unknown-tool")',
