@@ -92,7 +92,8 @@ def replay_command(
                 fail(f"--engine ray needs Ray: pip install 'policyc[ray]' ({error})", EXIT_USAGE)
         for problem in unopened:
             tally.unreadable_line((-1, problem.line, 0), problem.path, problem.message)
-        report = report_json(tally, digests[0], digests[1], files(traces))
+        compared = None if old_policy is None or digests[1] is None else (old_policy, digests[1])
+        report = report_json(tally, (policy, digests[0]), compared, files(traces))
         if report_path is not None:
             try:
                 with open(report_path, "wb") as out:

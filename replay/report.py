@@ -2,7 +2,7 @@
 made from a :class:`~.tally.Tally` alone, sorted throughout, so that the same archive and
 policies give the same bytes whatever the engine and the number of workers.
 
-The object: ``policy`` and ``compare`` (the bundles' digests), ``files``, ``sessions``,
+The object: ``policy`` and ``compare`` (each policy's ``file`` and its bundle's ``digest``), ``files``, ``sessions``,
 ``decisions``, ``verdicts`` (allow, deny, escalate), ``rules`` (per rule, the decisions it
 denied or escalated), ``tools`` (per tool, its decisions by verdict), ``failed`` (sessions that
 failed closed: a malformed event or facts, an errored decision; counted, the first listed with
@@ -25,12 +25,15 @@ FORMAT = 1
 VERDICTS = ("allow", "deny", "escalate")
 
 
-def report_json(tally: Tally, policy: str, compare: str | None, files: list[str]) -> dict[str, Any]:
-    """The report of a tally (``policy``, ``compare``: digests; ``files``: the archive's)."""
+def report_json(
+    tally: Tally, policy: tuple[str, str], compare: tuple[str, str] | None, files: list[str]
+) -> dict[str, Any]:
+    """The report of a tally (``policy``, ``compare``: each policy's file and digest; ``files``:
+    the archive's)."""
     out: dict[str, Any] = {
         "format": FORMAT,
-        "policy": policy,
-        "compare": compare,
+        "policy": {"file": policy[0], "digest": policy[1]},
+        "compare": None if compare is None else {"file": compare[0], "digest": compare[1]},
         "files": files,
         "sessions": tally.sessions,
         "decisions": tally.decisions,
@@ -112,7 +115,7 @@ def report_text(report: dict[str, Any], sessions: Sequence[dict[str, Any]] = ())
     if differences is not None:
         lines.append("")
         lines.append(
-            f"differences against {report['compare']}: {differences['sessions']:,} sessions, "
+            f"differences against {report['compare']['file']}: {differences['sessions']:,} sessions, "
             f"{differences['decisions']:,} decisions"
         )
         rows = [

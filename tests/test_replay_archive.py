@@ -273,7 +273,8 @@ def test_tallies_merge_to_the_same_report_in_any_order(seeds, rng) -> None:
     merged = Tally()
     for part in parts:
         merged.merge(tally_of(part))
-    assert report_json(merged, "p", "q", ["t"]) == report_json(whole, "p", "q", ["t"])
+    named = ("p.dl", "sha256:p"), ("q.dl", "sha256:q")
+    assert report_json(merged, *named, ["t"]) == report_json(whole, *named, ["t"])
 
 
 def test_a_local_ray_cluster_gives_the_local_engines_report(archive) -> None:
