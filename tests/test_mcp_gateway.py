@@ -36,9 +36,9 @@ Deny(a) :- ToolCall(a, "git.git_create_branch"), Label(a, "approved").
 
 
 @pytest.fixture(scope="module")
-def site() -> Any:
+def site(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """An http.server on 127.0.0.1 serving a page that tells the agent to commit."""
-    folder = Path(__import__("tempfile").mkdtemp())
+    folder = tmp_path_factory.mktemp("site")
     (folder / "notes.html").write_text(PAGE)
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
