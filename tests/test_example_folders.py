@@ -37,7 +37,8 @@ def test_each_example_folder_has_its_parts(folder) -> None:
     `trace.jsonl` for the quickstart files)."""
     readme = folder / "README.md"
     assert readme.exists(), f"{folder} has no README.md"
-    traces = [ROOT / shlex.split(block.split("\n", 1)[0])[3] for block in replays(readme)]
+    commands = [shlex.split(block.split("\n", 1)[0]) for block in replays(readme)]
+    traces = [ROOT / word for command in commands for word in command[3:] if word.endswith(".jsonl")]
     assert any(trace.parent == folder and trace.is_file() for trace in traces), (
         f"{readme} shows no `policyc replay` of sessions recorded in its folder"
     )
