@@ -459,6 +459,12 @@ async def serve(
             settings = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
             shown = f"[{host}]" if ":" in host else host
             print(f"policyc mcp: listening on http://{shown}:{port}/mcp", file=out)
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                print(
+                    f"policyc mcp: warning: {host} is not a loopback address, and the gateway asks no "
+                    "client who it is: anyone who reaches it may call the servers' tools (as the policy allows)",
+                    file=out,
+                )
             await uvicorn.Server(settings).serve()
         finally:
             for gate in list(gateway.gates.values()):  # the answers after each connection's last call
