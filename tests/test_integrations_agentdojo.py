@@ -321,3 +321,32 @@ def test_a_call_nesting_another_is_refused_whole(monitor) -> None:
     assert not any(t.recipient == attacker for t in env.bank_account.transactions)
     assert "nests another call" in llm.read[0]["error"]
     assert not any(session.events[e]["kind"] == "tool_result" for e in session.order)
+
+
+def test_the_element_records_what_the_exported_traces_hold(monitor) -> None:
+    """The guarded pipeline's session and examples/agentdojo/export.py's trace of the same task
+    agree on the request, every call and every result, so the benchmark decides what score.py
+    scores."""
+    spec = importlib.util.spec_from_file_location("agentdojo_export", FOLDER / "export.py")
+    assert spec is not None and spec.loader is not None
+    export = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export)
+    suite = get_suite(VERSION, "slack")
+    sessions = []
+    element = PolicyElement(
+        monitor, session=lambda n: sessions.append(monitor.session(f"t{n}")) or sessions[-1]
+    )
+    llm = ScriptedLLM(suite)
+    agent = AgentPipeline(
+        [InitQuery(), llm, ToolsExecutionLoop([element, ToolsExecutor(), llm]), CallsMade()]
+    )
+    for task_id in ("user_task_1", "user_task_4"):
+        task = suite.get_user_task_by_id(task_id)
+        suite.run_task_with_pipeline(agent, task, None, {})
+        session = sessions[-1]
+
+        def shape(events: list[dict]) -> list[tuple]:
+            kept = [e for e in events if e["kind"] in ("user_message", "tool_call", "tool_result")]
+            return [(e["kind"], e.get("tool"), e.get("args"), e.get("text")) for e in kept]
+
+        assert shape([session.events[e] for e in session.order]) == shape(export.run(suite, task)["events"])
