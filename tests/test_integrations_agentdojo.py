@@ -332,10 +332,13 @@ def test_the_element_records_what_the_exported_traces_hold(monitor) -> None:
     export = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(export)
     suite = get_suite(VERSION, "slack")
-    sessions = []
-    element = PolicyElement(
-        monitor, session=lambda n: sessions.append(monitor.session(f"t{n}")) or sessions[-1]
-    )
+    sessions: list = []
+
+    def new_session(n: int):
+        sessions.append(monitor.session(f"exported-{n}"))
+        return sessions[-1]
+
+    element = PolicyElement(monitor, session=new_session)
     llm = ScriptedLLM(suite)
     agent = AgentPipeline(
         [InitQuery(), llm, ToolsExecutionLoop([element, ToolsExecutor(), llm]), CallsMade()]
