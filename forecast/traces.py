@@ -50,11 +50,14 @@ class Trace:
 
 
 def sessions(path: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    """The sessions of a trace file: a name, the line, the record."""
-    from policyc.runtime.replay import TraceError, read_sessions
+    """The sessions of a trace file or archive (a folder, gzip or zstd files: read as `policyc
+    replay` reads them): a name, the line, the record."""
+    from policyc.replay.archive import sessions as archived
+    from policyc.runtime.replay import TraceError
 
     try:
-        yield from read_sessions(path)
+        for name, _, line, record in archived([path]):
+            yield name, line, record
     except OSError as error:
         raise OSError(f"cannot read `{path}`: {error.strerror or error}") from None
     except TraceError as error:

@@ -46,11 +46,12 @@ class DecisionPoint:
 
 
 def read_traces(path: str) -> list[dict[str, Any]]:
-    """The sessions of a JSON Lines traces file, each named (``OSError`` if unreadable)."""
-    from policyc.runtime.replay import read_sessions
+    """The sessions of a traces file or archive (as `policyc replay` reads them), each named
+    (``OSError`` if unreadable, ``TraceError`` at the first line that is not a session)."""
+    from policyc.replay.archive import sessions as archived
 
     sessions = []
-    for name, _, record in read_sessions(path):
+    for name, _, _, record in archived([path]):
         record.setdefault("session", name)
         sessions.append(record)
     return sessions

@@ -163,3 +163,24 @@ def _opened(shard: Shard) -> IO[bytes]:
     stream = open(shard.path, "rb")
     stream.seek(shard.start)
     return stream
+
+
+def sessions(paths: Sequence[str]) -> Iterator[tuple[str, str, int, dict]]:
+    """Every session of an archive, in order: its name, file, line and record, for those that
+    read recorded sessions in bulk (forecasting, calibration, translation) and stop at the first
+    problem: :class:`~policyc.runtime.replay.TraceError` naming its file and line (``OSError``
+    for a path that does not exist)."""
+    from policyc.runtime.replay import TraceError, session_line
+
+    for path in paths:
+        if not os.path.exists(path):
+            raise FileNotFoundError(2, "no such file or folder", path)
+    found, unreadable = shards(paths)
+    if unreadable:
+        raise TraceError(f"{unreadable[0].path}: {unreadable[0].message}")
+    for shard in found:
+        for number, text in lines(shard):
+            if isinstance(text, Unreadable):
+                raise TraceError(f"{text.path}:{number}: {text.message}")
+            name, record = session_line(text, shard.path, number)
+            yield name, shard.path, number, record
