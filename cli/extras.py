@@ -1,8 +1,10 @@
 """The optional parts of policyc and the extra that installs each.
 
-A runtime deployment installs the compiler, the analyzer and the monitor only; translation, plots
-the language server and the HTTP service come with extras (``pip install 'policyc[translate]'``,
-``[plots]``, ``[lsp]``, ``[serve]``, or ``[all]``). A command that needs a missing one says which in one line.
+A runtime deployment installs the compiler, the analyzer and the monitor only; translation, plots,
+the language server, the HTTP service, replay on Ray, the MCP gateway and the framework guards
+come with extras (``pip install 'policyc[translate]'``, ``[plots]``, ``[lsp]``, ``[serve]``,
+``[ray]``, ``[mcp]``, ``[langchain]``, ``[openai-agents]``, ``[pydantic-ai]``, ``[agentdojo]``, or
+``[all]``). A command that needs a missing one says which in one line.
 
 >>> extra_of("matplotlib.pyplot")
 'plots'
@@ -20,6 +22,12 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "plots": ("matplotlib",),
     "lsp": ("pygls", "lsprotocol"),
     "serve": ("uvicorn", "starlette", "orjson", "prometheus_client", "httpx"),
+    "ray": ("ray",),
+    "mcp": ("mcp", "jsonschema"),
+    "langchain": ("langchain_core", "langgraph"),
+    "openai-agents": ("agents",),
+    "pydantic-ai": ("pydantic_ai",),
+    "agentdojo": ("agentdojo",),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import EXIT_USAGE, fail, internal_errors, policy_failures
+from .common import EXIT_USAGE, fail, internal_errors, policy_failures, require_extra
 
 # the subcommands defined in cli/mcp_tools.py, imported only when one of them is asked for
 _TOOLS = ("lock", "init")
@@ -123,15 +123,11 @@ def start_command(
     with internal_errors():
         import dataclasses
 
+        require_extra("mcp", "`policyc mcp`")
         import anyio
 
         from ..gateway.config import ConfigError, quick_config, read_config
 
-        try:
-            import jsonschema  # noqa: F401
-            import mcp  # noqa: F401
-        except ImportError:
-            fail("`policyc mcp` needs the `mcp` extra: pip install 'policyc[mcp]'", EXIT_USAGE)
         if (config_path is None) == (name is None):
             fail("give --config gateway.toml, or --name NAME -- COMMAND ARGS... (one of them)", EXIT_USAGE)
         if config_path is not None and command:

@@ -73,6 +73,10 @@ def replay_command(
     made, and report the decisions per verdict, rule and tool; with --compare, every decision
     that differs. Exit status 1 when a line or file could not be read or a shard failed."""
     with internal_errors():
+        if engine == "ray":
+            from .common import require_extra
+
+            require_extra("ray", "`--engine ray`")
         for path in traces:
             if not os.path.exists(path):
                 fail(f"cannot read `{path}`: no such file or folder", EXIT_USAGE)

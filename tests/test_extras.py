@@ -39,8 +39,14 @@ def test_the_base_install_holds_the_compiler_analyzer_and_runtime_only() -> None
     assert _names(extras["plots"]) == {"matplotlib"}
     assert _names(extras["lsp"]) == {"pygls"}
     assert _names(extras["serve"]) == {"uvicorn", "starlette", "orjson", "prometheus-client", "httpx"}
-    assert set(EXTRAS) == {"translate", "plots", "lsp", "serve"}
-    assert extras["all"] == ["policyc[translate,plots,lsp,serve]"]
+    assert _names(extras["ray"]) == {"ray"}
+    assert _names(extras["mcp"]) == {"mcp", "jsonschema"}
+    integrations = {"langchain", "openai-agents", "pydantic-ai", "agentdojo"}
+    assert set(EXTRAS) == {"translate", "plots", "lsp", "serve", "ray", "mcp"} | integrations
+    assert extras["all"] == [
+        f"policyc[{','.join(name for name in extras if name not in ('all', 'test', 'examples'))}]"
+    ]
+    assert set(extras["all"][0][8:-1].split(",")) == set(EXTRAS)
     assert any(r.startswith("policyc[all") for r in extras["test"])
 
 
