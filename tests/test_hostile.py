@@ -217,6 +217,7 @@ SLOTS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("diff", ("diff", "{hostile}", str(TOXIC))),
         ("fmt", ("fmt", "{hostile}")),
         ("serve-policy", ("serve", "{hostile}", "--keys", "{keys}", "--db", "{tmp}/serve.db", "--port", "0")),
+        ("mcp-policy", ("mcp", "{hostile}", "--name", "x", "--", "true")),
         ("calibrate-policy", ("calibrate", "{hostile}", "--data", "{calib}", "-o", "{tmp}/t.json")),
         (
             "risk-report-policy",
@@ -253,6 +254,8 @@ SLOTS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "toml": [
         ("test", ("test", "{hostile}")),
         ("serve-keys", ("serve", str(TOXIC), "--keys", "{hostile}", "--db", "{tmp}/serve.db", "--port", "0")),
+        ("mcp-config", ("mcp", str(TOXIC), "--config", "{hostile}")),
+        ("mcp-lock", ("mcp", "lock", "--config", "{hostile}")),
     ],
     "text": [
         (
