@@ -121,8 +121,10 @@ def init_command(name: str | None, out: str, force: bool, command: tuple[str, ..
                 click.echo(f"  {server}: {line}", err=True)
             fail(f"the server did not start: {listed.failures[server]}", EXIT_USAGE)
         tools = list(listed.tools.get(server, ()))
-        here = os.path.abspath(os.getcwd())
-        files = starter(server, command, tools, cwd=None if os.path.abspath(out) == here else here)
+        # the server runs where init ran it, wherever the client starts the gateway (the
+        # configuration's `cwd` is relative to its own folder)
+        here = os.path.relpath(os.getcwd(), os.path.abspath(out))
+        files = starter(server, command, tools, cwd=here)
         try:
             os.makedirs(out, exist_ok=True)
             for file, text in (

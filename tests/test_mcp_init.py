@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from policyc.gateway.config import read_config
 from policyc.gateway.pins import listing, read_lock
 
-from .conftest import policyc_command, run_policyc
+from .conftest import ROOT, policyc_command, run_policyc
 from .npm_servers import npm_servers  # noqa: F401  (a fixture)
 
 DEMO = textwrap.dedent(
@@ -115,6 +115,8 @@ def test_init_on_mcp_server_git(tmp_path: Path, repository: Path) -> None:
         sys.executable,
         tuple(git_server(repository)[1:]),
     )
+    # the server runs where init ran it, wherever the gateway is started from
+    assert config.servers[0].cwd is not None and Path(config.servers[0].cwd).resolve() == ROOT
 
 
 def test_init_on_server_filesystem(tmp_path: Path, npm_servers) -> None:  # noqa: F811
