@@ -34,8 +34,14 @@ PLOT_FORMAT = click.option(
 
 @click.command("calibrate")
 @click.argument("policy", metavar="POLICY_OR_BUNDLE")
+@click.option("--data", "data", metavar="CALIB.jsonl", help="Calibration records, one per line.")
 @click.option(
-    "--data", "data", required=True, metavar="CALIB.jsonl", help="Calibration records, one per line."
+    "--from-traces",
+    "traces",
+    multiple=True,
+    metavar="TRACES",
+    help="Instead of --data: records made from labelled recorded sessions (files or folders, as "
+    "`policyc replay` reads them; repeatable), scored by --detector.",
 )
 @click.option("-o", "--output", required=True, metavar="THRESHOLDS", help="Where to write thresholds.json.")
 @click.option(
@@ -86,7 +92,8 @@ PLOT_FORMAT = click.option(
 @FORMAT
 def calibrate_command(
     policy: str,
-    data: str,
+    data: str | None,
+    traces: tuple[str, ...],
     output: str,
     method: str,
     delta: float,
@@ -109,6 +116,8 @@ def calibrate_command(
     """
     if test_path is not None and test_split is not None:
         raise click.UsageError("--test and --test-split cannot be combined")
+    if (data is None) == (not traces):
+        raise click.UsageError("give the records: --data CALIB.jsonl, or --from-traces TRACES (one of them)")
     if plots is not None:
         require_extra("plots", "`--plots`")
     with internal_errors():
@@ -118,7 +127,11 @@ def calibrate_command(
         from ..risk.report import Report, evaluate
 
         declarations = risk_declarations(policy)
-        records = _risk_records(data, declarations, episode_level)
+        if data is not None:
+            records = _risk_records(data, declarations, episode_level)
+        else:
+            records = _traced_records(traces, declarations, detector, fmt)
+            data = ", ".join(traces)
         test = None
         split = None
         try:
@@ -216,6 +229,23 @@ def risk_report_command(
         _risk_output(report, fmt, plots, plot_format, None, records)
         if report.over_budget():
             sys.exit(EXIT_ERRORS)
+
+
+def _traced_records(traces: tuple[str, ...], declarations: Any, detector: str, fmt: str) -> Any:
+    """The records of labelled recorded sessions (``--from-traces``), scored by ``detector``."""
+    from ..risk.detectors import detector_named
+    from ..risk.errors import RiskError
+    from ..risk.from_traces import from_traces
+
+    try:
+        records, skipped = from_traces(traces, declarations, detector_named(detector))
+    except RiskError as error:
+        risk_fail(error)
+    if fmt == "text":
+        episodes = len({r.episode for r in records})
+        note = f", {skipped:,} sessions without labels skipped" if skipped else ""
+        click.echo(f"made {len(records):,} records from {episodes:,} labelled sessions{note}")
+    return records
 
 
 def _risk_records(path: str, declarations: Any, episode_level: bool = False) -> Any:

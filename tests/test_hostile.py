@@ -164,6 +164,7 @@ SLOTS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     ],
     "jsonl-trace": [
         ("replay", ("replay", str(TOXIC), "{hostile}")),
+        ("calibrate-traces", ("calibrate", str(RISK), "--from-traces", "{hostile}", "-o", "{tmp}/t.json")),
         (
             "forecast-learn",
             (

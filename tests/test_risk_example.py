@@ -98,6 +98,25 @@ def test_calibration_prints_what_the_readme_shows_and_writes_the_committed_thres
     assert report["roles"]["target"]["certified"] == "individually"
 
 
+def test_calibrating_from_the_traces_is_calibrating_on_the_derived_records(workdir) -> None:
+    """`--from-traces` makes the records derive.py writes, from the archive itself."""
+    policy = "examples/risk_budgets/policy.dl"
+    derived = run_policyc("calibrate", policy, "--data", "calib.jsonl", "-o", "a.json", cwd=workdir)
+    traced = run_policyc("calibrate", policy, "--from-traces", "traces", "-o", "b.json", cwd=workdir)
+    assert derived.status == 0 and traced.status == 0, traced.stderr
+    assert read_thresholds(workdir / "a.json") == read_thresholds(workdir / "b.json")
+    made = traced.stdout.splitlines()[0]
+    assert made.startswith(f"made {len(records(workdir)):,} records from ")
+    unlabelled = workdir / "plain.jsonl"
+    unlabelled.write_text(json.dumps({"events": []}) + "\n", "utf-8")
+    none = run_policyc("calibrate", policy, "--from-traces", str(unlabelled), "-o", "c.json", cwd=workdir)
+    assert none.status == 1 and "no calibration records" in none.stderr
+    both = run_policyc(
+        "calibrate", policy, "--data", "calib.jsonl", "--from-traces", "traces", "-o", "d.json", cwd=workdir
+    )
+    assert both.status == 2 and "one of them" in both.stderr
+
+
 def test_splits_print_what_the_readme_shows(workdir) -> None:
     command, output = shown("python examples/risk_budgets/splits.py")
     run = subprocess.run(

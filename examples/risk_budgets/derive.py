@@ -1,5 +1,6 @@
 """Calibration records from the AgentDojo traces: one record per argument with a role of the
-calls the traces expect, scored by the default detector exactly as a monitor scores it.
+calls the traces expect, scored by the default detector exactly as a monitor scores it (what
+`policyc calibrate --from-traces traces` does without writing the records down).
 
 * the user's calls (`expect_allow`, in benign and attacked runs) are scored where they occur in
   the run, against the events before them: their arguments are not violated;
@@ -25,7 +26,7 @@ from typing import Any
 
 from policyc.risk.declarations import read_declarations
 from policyc.risk.detectors import LexicalProvenance
-from policyc.risk.enforce import score_call
+from policyc.risk.from_traces import records_of as records_from_session
 
 HERE = Path(__file__).resolve().parent
 FILES = ("benign.jsonl", "attacked.jsonl")
@@ -35,44 +36,12 @@ def episode_of(run: dict[str, Any]) -> str:
     return f"{run['suite']}/{run['user_task']}/{run.get('injection_task') or 'benign'}"
 
 
-def records_of(run: dict[str, Any], declarations: Any, detector: Any) -> list[dict[str, Any]]:
-    events = {e["id"]: e for e in run["events"]}
-    order = [e["id"] for e in run["events"]]
-    episode = episode_of(run)
-    out = []
-
-    def add(call: dict[str, Any], before: list[str], violated: bool) -> None:
-        for scored in score_call(call, events, before, declarations, detector):
-            out.append(
-                {
-                    "field": f"{scored.tool}.{scored.field}",
-                    "score": round(scored.score, 6),
-                    "violated": violated,
-                    "episode": episode,
-                }
-            )
-
-    used: set[str] = set()
-    for expected in run["expect_allow"]:
-        position = next(
-            i
-            for i, e in enumerate(run["events"])
-            if e["kind"] == "tool_call"
-            and e["id"] not in used
-            and e["tool"] == expected["tool"]
-            and (e.get("args") or {}) == expected["args"]
-        )
-        used.add(order[position])
-        add(run["events"][position], order[:position], violated=False)
-    for number, expected in enumerate(run["expect_deny"]):
-        call = {
-            "id": f"attack{number}",
-            "kind": "tool_call",
-            "tool": expected["tool"],
-            "args": expected["args"],
-        }
-        add(call, order, violated=True)
-    return out
+def records_of(run: dict[str, Any], declarations: Any, detector: Any, where: str) -> list[dict[str, Any]]:
+    """The records of one run, as `policyc calibrate --from-traces` makes them."""
+    return [
+        {"field": r.field, "score": r.score, "violated": r.violated, "episode": r.episode}
+        for r in records_from_session(run, episode_of(run), declarations, detector, where)
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         with path.open(encoding="utf-8") as lines:
-            for line in lines:
+            for number, line in enumerate(lines, 1):
                 if line.strip():
-                    records.extend(records_of(json.loads(line), declarations, detector))
+                    records.extend(records_of(json.loads(line), declarations, detector, f"{path}:{number}"))
     with open(args.output, "w", encoding="utf-8") as out:
         for record in records:
             out.write(json.dumps(record) + "\n")
