@@ -155,14 +155,14 @@ def start_command(
         if lock is not None:
             config = dataclasses.replace(config, lock=lock)
         address = _address(listen) if listen is not None else None
-        monitor, hidden = _monitor(
+        monitor, hidden, closing = _monitor(
             policy, functors, verify_key, audit, monitor_url, key, approval_timeout, analysis_timeout
         )
         screen = _screen(config)
         from ..gateway.server import serve
 
         try:
-            anyio.run(serve, config, monitor, hidden, address, screen)
+            anyio.run(serve, config, monitor, hidden, address, screen, None, closing)
         except KeyboardInterrupt:
             pass
 
@@ -183,8 +183,9 @@ def _monitor(
     key: str | None,
     approval_timeout: float,
     analysis_timeout: float,
-) -> tuple[object, dict[str, str]]:
-    """The monitor deciding the calls, and the tools the policy proves always denied."""
+) -> tuple[object, dict[str, str], object]:
+    """The monitor deciding the calls, the tools the policy proves always denied, and what
+    closes the audit log (None without one)."""
     import sys
 
     from ..gateway.analysis import always_denied
@@ -201,15 +202,15 @@ def _monitor(
         from ..serve.client import connect
 
         assert key is not None
-        return connect(monitor_url, key), hidden
-    from ..runtime.audit import AuditError
+        return connect(monitor_url, key), hidden, None
+    from ..runtime.audit import AuditError, AuditLog
     from ..runtime.session import Monitor
 
     try:
         with policy_failures():
-            return Monitor(
-                loaded, approver=Approvers(), approval_timeout=approval_timeout, audit=audit
-            ), hidden
+            log = None if audit is None else AuditLog(audit)
+            monitor = Monitor(loaded, approver=Approvers(), approval_timeout=approval_timeout, audit=log)
+            return monitor, hidden, None if log is None else log.close
     except (AuditError, OSError) as error:
         fail(f"cannot open the audit log `{audit}`: {getattr(error, 'strerror', None) or error}", EXIT_USAGE)
     raise AssertionError("unreachable")

@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+import anyio
+
 from .approval import Pending, asker, can_elicit, input_required, modern, resumed
 from .config import GatewayConfig
 from .decide import Gate
@@ -399,6 +401,29 @@ def _can_list_roots(ctx: Any) -> bool:
     return capabilities is not None and capabilities.roots is not None
 
 
+STOP_TIMEOUT = 15.0  # seconds the servers have to stop when the gateway is told to end
+
+
+async def _stop_on_signal(upstreams: Upstreams, gateway: Gateway, closing: Callable[[], None] | None) -> None:
+    """On SIGTERM or SIGHUP (what a client or a supervisor sends to end the gateway): record the
+    servers' last answers, stop every server the gateway started (not leave them running),
+    close the audit log, and end the process. It ends the process itself because the stdio
+    transport reads the client's input in a thread that nothing can interrupt but input."""
+    import os
+    import signal
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async for _ in signals:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT):
+                for gate in list(gateway.gates.values()):
+                    await gate.flush()
+                await upstreams.stop()
+            if closing is not None:
+                closing()
+            sys.stderr.flush()
+            os._exit(0)
+
+
 async def serve(
     config: GatewayConfig,
     monitor: Any,
@@ -406,9 +431,11 @@ async def serve(
     listen: tuple[str, int] | None = None,
     screen: Callable[[list[UpstreamTool]], Mapping[str, str]] | None = None,
     log: TextIO | None = None,
+    closing: Callable[[], None] | None = None,
 ) -> None:
     """Start the upstream servers and serve the gateway over stdio (``listen`` None) or
-    streamable HTTP at ``listen`` (host, port, path ``/mcp``) until the client goes away."""
+    streamable HTTP at ``listen`` (host, port, path ``/mcp``) until the client goes away, or
+    until SIGTERM or SIGHUP (then ``closing`` runs before the process ends: the audit log's)."""
     from mcp.server.lowlevel import NotificationOptions
 
     from .upstreams import Callbacks
@@ -449,8 +476,11 @@ async def serve(
             if listen is None:
                 from mcp.server.stdio import stdio_server
 
-                async with stdio_server() as (read, write):
-                    await server.run(read, write, options)
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_stop_on_signal, upstreams, gateway, closing)
+                    async with stdio_server() as (read, write):
+                        await server.run(read, write, options)
+                    group.cancel_scope.cancel()
                 return
             import uvicorn
 

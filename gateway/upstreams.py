@@ -121,6 +121,13 @@ class Upstreams:
             raise
         return self
 
+    async def stop(self) -> None:
+        """Stop every server (each transport ends its process) and wait until they have ended."""
+        for connection in self.connections.values():
+            connection.stop.set()
+        for connection in self.connections.values():
+            await connection.done.wait()
+
     async def __aexit__(self, *exc: Any) -> None:
         for connection in self.connections.values():
             connection.stop.set()

@@ -295,3 +295,57 @@ def test_with_monitor_the_calls_are_decided_at_a_policyc_serve_service(tmp_path:
         service.stop()
     assert not allowed.is_error and text(allowed) == "hi"
     assert denied.is_error and "would echo after reading untrusted notes" in text(denied)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def test_a_terminated_gateway_stops_the_servers_it_started(tmp_path: Path) -> None:
+    """SIGTERM (what a client or a supervisor sends) ends the gateway and every server it started,
+    not the gateway alone, and leaves its audit log closed."""
+    import signal
+
+    assert Path("/proc/self/task").exists()  # Linux: the test finds processes there
+    policy, config = files(tmp_path)
+    script = tmp_path / "demo_server.py"  # a server that stays when its input ends, as some do
+    script.write_text(SERVER + "\nimport time\ntime.sleep(120)\n")
+    audit = tmp_path / "audit.jsonl"
+    gateway = subprocess.Popen(
+        [POLICYC, "mcp", str(policy), "--config", str(config), "--audit", str(audit)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert gateway.stderr is not None
+        for line in gateway.stderr:
+            if line.startswith("policyc mcp: serving"):
+                break
+        servers = _children(gateway.pid)
+        assert servers, "the gateway started its server"
+        gateway.send_signal(signal.SIGTERM)
+        gateway.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        alive = servers
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+            alive = [pid for pid in servers if Path(f"/proc/{pid}").exists() and _running(pid)]
+        assert alive == [], "the servers outlived the gateway"
+        verified = subprocess.run([POLICYC, "audit", "verify", str(audit)], capture_output=True, text=True)
+        assert verified.returncode == 0, verified.stdout + verified.stderr  # closed, not cut off
+    finally:
+        gateway.kill()
+        gateway.wait()
+
+
+def _running(pid: int) -> bool:
+    """Whether a process runs (a zombie waiting for its parent does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
