@@ -12,11 +12,13 @@ from typing import Any
 
 from .upstreams import UpstreamTool
 
-Screen = Callable[[list[UpstreamTool]], Mapping[str, str]]
+Screen = Callable[[list[UpstreamTool], Mapping[str, Any]], Mapping[str, str]]
 
 
-def pin_screen(path: str, announced: Callable[[], Mapping[str, Any]] | None = None) -> Screen | str:
-    """The screen of the lock at ``path``, or why the lock cannot be used (a string)."""
+def pin_screen(path: str) -> Screen | str:
+    """The screen of the lock at ``path``, or why the lock cannot be used (a string). The
+    screen takes the tools listed and what each server announced (its name and version, which
+    a lock written on the first run records)."""
     from .pins import LockError, changes, pins, read_lock, write_lock
 
     found = read_lock(path)
@@ -24,10 +26,10 @@ def pin_screen(path: str, announced: Callable[[], Mapping[str, Any]] | None = No
         return str(found)
     state: dict[str, Any] = {"lock": None if isinstance(found, LockError) else found}
 
-    def screen(tools: list[UpstreamTool]) -> Mapping[str, str]:
+    def screen(tools: list[UpstreamTool], announced: Mapping[str, Any]) -> Mapping[str, str]:
         lock = state["lock"]
         if lock is None:
-            lock = pins(tools, dict(announced()) if announced is not None else None)
+            lock = pins(tools, dict(announced) or None)
             write_lock(path, lock)
             state["lock"] = lock
             print(f"policyc mcp: pinned {len(tools)} tools in `{path}`", file=sys.stderr)

@@ -47,7 +47,7 @@ class Gateway:
     monitor: Any
     upstreams: Upstreams
     hidden: dict[str, str] = field(default_factory=dict)
-    screen: Callable[[list[UpstreamTool]], Mapping[str, str]] | None = None
+    screen: Callable[[list[UpstreamTool], Mapping[str, Any]], Mapping[str, str]] | None = None
     log: TextIO = field(default_factory=lambda: sys.stderr)
     gates: dict[str, Gate] = field(default_factory=dict)
     clients: dict[str, Any] = field(default_factory=dict)  # each connection's last ServerSession
@@ -62,7 +62,7 @@ class Gateway:
         """List the servers' tools again (at start, and when a server says they changed)."""
         tools = await self.upstreams.list_tools()
         if self.screen is not None:
-            screened = self.screen(tools)
+            screened = self.screen(tools, self.upstreams.announced())
             for name in [n for n, why in self.hidden.items() if why.startswith("pin:")]:
                 del self.hidden[name]
             self.hidden.update({name: f"pin: {why}" for name, why in screened.items()})
@@ -429,7 +429,7 @@ async def serve(
     monitor: Any,
     hidden: Mapping[str, str],
     listen: tuple[str, int] | None = None,
-    screen: Callable[[list[UpstreamTool]], Mapping[str, str]] | None = None,
+    screen: Callable[[list[UpstreamTool], Mapping[str, Any]], Mapping[str, str]] | None = None,
     log: TextIO | None = None,
     closing: Callable[[], None] | None = None,
 ) -> None:

@@ -85,6 +85,7 @@ class _Connection:
     done: Any = None  # an anyio.Event, set once the connection has ended
     capabilities: Any = None
     instructions: str | None = None
+    info: Any = None  # the Implementation (name, version) the server announced
 
 
 @dataclass
@@ -142,6 +143,10 @@ class Upstreams:
     def failures(self) -> dict[str, str]:
         """Why each server that is not running stopped (or never started)."""
         return {name: c.failure for name, c in self.connections.items() if c.failure is not None}
+
+    def announced(self) -> dict[str, Any]:
+        """The name and version (``Implementation``) each server announced when it started."""
+        return {name: c.info for name, c in self.connections.items() if c.info is not None}
 
     def session(self, name: str) -> ClientSession | None:
         """The session of a running server, None for a server not running or not configured."""
@@ -232,6 +237,7 @@ class Upstreams:
                     result = await session.initialize()
                 connection.capabilities = result.capabilities
                 connection.instructions = result.instructions
+                connection.info = result.server_info
                 connection.session = session
                 ready.set()
                 await connection.stop.wait()

@@ -147,7 +147,8 @@ def test_init_on_server_filesystem(tmp_path: Path, npm_servers) -> None:  # noqa
     assert "first" in answers[1][1]
     assert "not read-only, after reading untrusted content" in answers[2][1]
     assert (folder / "a.txt").read_text() == "first"
-    assert (out / "fs.lock.json").is_file()  # the gateway's first run pinned the tools
+    first = read_lock(str(out / "fs.lock.json"))  # the gateway's first run pinned the tools,
+    assert first.servers[0].info_name, "and the name the server announced"
 
 
 @pytest.mark.slow
