@@ -324,3 +324,27 @@ def thresholds_in_bundle(path: str) -> Any:
     if thresholds is None:
         fail(f"`{path}` carries no thresholds; give --thresholds")
     return thresholds
+
+
+class StartGroup(click.Group):
+    """A group of commands whose first argument, when it names none of them, goes to its hidden
+    ``start`` command: ``policyc serve POLICY ...`` beside ``policyc serve keygen ...``. Its
+    help shows ``usages`` and the options of ``start``."""
+
+    usages: tuple[str, ...] = ()
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        for n, usage in enumerate((*self.usages, "COMMAND [ARGS]...")):
+            formatter.write_usage(ctx.command_path, usage, prefix="Usage: " if n == 0 else "   or: ")
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        start = self.commands["start"]
+        start.format_options(click.Context(start, info_name=ctx.info_name, parent=ctx.parent), formatter)
+        self.format_commands(ctx, formatter)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] != "start" and self.get_command(ctx, args[0]) is not None:
+            return super().resolve_command(ctx, args)
+        return "start", self.commands["start"], args

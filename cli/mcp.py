@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import click
 
-from .common import EXIT_USAGE, fail, internal_errors, policy_failures, require_extra
+from .common import EXIT_USAGE, StartGroup, fail, internal_errors, policy_failures, require_extra
 
 # the subcommands defined in cli/mcp_tools.py, imported only when one of them is asked for
 _TOOLS = ("lock", "init")
 
 
-class _McpGroup(click.Group):
+class _McpGroup(StartGroup):
     """``policyc mcp POLICY ...`` starts the gateway; ``policyc mcp lock ...`` and the other
-    subcommands run themselves."""
+    subcommands run themselves (``lock`` and ``init`` imported only when asked for)."""
+
+    usages = (
+        "POLICY_OR_BUNDLE --config gateway.toml [OPTIONS]",
+        "POLICY_OR_BUNDLE --name NAME [OPTIONS] -- COMMAND [ARGS]...",
+    )
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *(name for name in _TOOLS if _tool(name) is not None)} - {"start"})
@@ -21,25 +26,6 @@ class _McpGroup(click.Group):
         if cmd_name in _TOOLS:
             return _tool(cmd_name)
         return super().get_command(ctx, cmd_name)
-
-    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage(ctx.command_path, "POLICY_OR_BUNDLE --config gateway.toml [OPTIONS]")
-        formatter.write_usage(
-            ctx.command_path, "POLICY_OR_BUNDLE --name NAME [OPTIONS] -- COMMAND [ARGS]...", prefix="   or: "
-        )
-        formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="   or: ")
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        start = self.commands["start"]
-        start.format_options(click.Context(start, info_name=ctx.info_name, parent=ctx.parent), formatter)
-        self.format_commands(ctx, formatter)
-
-    def resolve_command(
-        self, ctx: click.Context, args: list[str]
-    ) -> tuple[str | None, click.Command | None, list[str]]:
-        if args and (args[0] in self.commands or args[0] in _TOOLS) and args[0] != "start":
-            return super().resolve_command(ctx, args)
-        return "start", self.commands["start"], args
 
 
 def _tool(name: str) -> click.Command | None:

@@ -6,28 +6,14 @@ import os
 
 import click
 
-from .common import EXIT_USAGE, fail, internal_errors, policy_failures
+from .common import EXIT_USAGE, StartGroup, fail, internal_errors, policy_failures
 
 
-class _ServeGroup(click.Group):
+class _ServeGroup(StartGroup):
     """``policyc serve POLICY ...`` starts the service; ``policyc serve keygen ...`` and the
     other subcommands run themselves."""
 
-    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage(ctx.command_path, "POLICY_OR_BUNDLE --keys KEYS.toml [OPTIONS]")
-        formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="   or: ")
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        start = self.commands["start"]
-        start.format_options(click.Context(start, info_name=ctx.info_name, parent=ctx.parent), formatter)
-        self.format_commands(ctx, formatter)
-
-    def resolve_command(
-        self, ctx: click.Context, args: list[str]
-    ) -> tuple[str | None, click.Command | None, list[str]]:
-        if args and args[0] in self.commands:
-            return super().resolve_command(ctx, args)
-        return "start", self.commands["start"], args
+    usages = ("POLICY_OR_BUNDLE --keys KEYS.toml [OPTIONS]",)
 
 
 @click.group("serve", cls=_ServeGroup, invoke_without_command=False)
