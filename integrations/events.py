@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from policyc.runtime import context
 from policyc.runtime.approvers import settle, settle_async
-from policyc.runtime.context import new_id, refusal, result_text
+from policyc.runtime.context import new_id, refusal
 from policyc.runtime.verdict import Decision, quote_value
 from policyc.stdlib.events import EventError, check_event
 
@@ -65,18 +66,7 @@ def record_result(
     the recorded call ``call`` of ``tool``; the result event's id (``None`` without a call)."""
     if call is None or call not in session.events:
         return None
-    identifier = new_id("result", session)
-    event: dict[str, Any] = {
-        "id": identifier,
-        "kind": "tool_result",
-        "of": call,
-        "tool": tool,
-        "text": result_text(result),
-    }
-    if labels:
-        event["labels"] = list(labels)
-    session.record(event)
-    return identifier
+    return context.record_result(session, call, tool, result, labels)
 
 
 def _call_event(

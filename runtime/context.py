@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -176,15 +176,17 @@ def error_text(error: BaseException) -> str:
 
 
 def record_result(
-    session: Session | None, call: str | None, tool: str, result: Any, labels: tuple[str, ...]
-) -> None:
+    session: Session | None, call: str | None, tool: str, result: Any, labels: Sequence[str] = ()
+) -> str | None:
     """Record ``result`` as the result of the call ``call`` of ``tool`` in the given (or
-    ambient) session, labelled ``labels``; nothing without a session or a recorded call."""
+    ambient) session, labelled ``labels``; the result event's id (nothing, and None, without a
+    session or a call)."""
     session = session or current_session.get()
     if session is None or call is None:
-        return
+        return None
+    identifier = new_id("result", session)
     event: dict[str, Any] = {
-        "id": new_id("result", session),
+        "id": identifier,
         "kind": "tool_result",
         "of": call,
         "tool": tool,
@@ -193,3 +195,4 @@ def record_result(
     if labels:
         event["labels"] = list(labels)
     session.record(event)
+    return identifier

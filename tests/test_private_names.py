@@ -22,6 +22,8 @@ FOLDERS = sorted({ROOT / folder for folder in SETUP["package-dir"].values()})
 # Private names of Python and of third-party libraries that modules may read, and why.
 THIRD_PARTY = {
     "_replace": "a NamedTuple's method for a copy with some fields changed (Span._replace)",
+    "_exit": "os._exit, the documented way to end a process whose threads cannot be stopped "
+    "(the MCP gateway on SIGTERM, once its servers are stopped and its audit log closed)",
 }
 
 
