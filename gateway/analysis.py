@@ -6,7 +6,9 @@ policy denies, whatever the session holds. Showing such a tool to a client only 
 that are refused, so the gateway hides it and logs why. A finding that is only ``bounded`` (no
 allowed call on the small databases searched) is not a proof, and its tool stays listed; so does
 every tool when the analysis cannot run (its time ran out, or the policy cannot be analysed),
-since a listed tool is still decided call by call.
+since a listed tool is still decided call by call. The analyzer counts an escalated call as a
+denied one; a tool that some of the rules behind the finding escalate stays listed, since each
+of its calls can run once the user approves it.
 
 >>> from policyc.compiler import compile_source
 >>> hidden = always_denied_of(compile_source('''
@@ -53,6 +55,8 @@ def always_denied_of(compilation: Any, timeout: float = ANALYSIS_TIMEOUT) -> dic
     for finding in deep_findings(compilation, timeout=timeout):
         if finding.code != "PC305" or finding.strength != "proved":
             continue
+        if "`Escalate`" in finding.message:  # the analyzer counts an escalation as a denial, but
+            continue  # an escalated call runs once a person approves it: the tool stays listed
         match = _TOOL.match(finding.message)
         if match:
             found.setdefault(match.group(1), f"{finding.message} [{finding.code} {finding.name}]")

@@ -210,3 +210,24 @@ def test_an_escalated_call_is_settled_by_what_the_user_answers(
     reasons = [reason.rule for reason in verdict.decision.reasons]
     assert reasons == ([] if said is None else [said, "pay-needs-approval"])
     assert verdict.decision.verdict == ("allow" if forwarded else "deny")
+
+
+def test_a_tool_always_escalated_stays_listed_for_a_person_to_approve() -> None:
+    """Only a tool no call of which can ever run is hidden: one every call of which is escalated
+    can run once a person approves it, so it is listed (and each call put to the user)."""
+    from policyc.compiler import compile_source
+    from policyc.gateway.analysis import always_denied_of
+
+    escalated = compile_source(
+        '.import events\nTainted(e) :- Label(e, "untrusted").\n'
+        'Escalate(a) :- ToolCall(a, "bank.pay"), Tainted(a).\n'
+        'Escalate(a) :- ToolCall(a, "bank.pay"), not Tainted(a).\n'
+        'Deny(a) :- ToolCall(a, "git.push"), not Label(a, "ok").\n'
+        'Deny(a) :- ToolCall(a, "git.push"), Label(a, "ok").\n'
+    )
+    assert sorted(always_denied_of(escalated)) == ["git.push"]
+    mixed = compile_source(
+        '.import events\nDeny(a) :- ToolCall(a, "bank.pay"), Label(a, "x").\n'
+        'Escalate(a) :- ToolCall(a, "bank.pay"), not Label(a, "x").\n'
+    )
+    assert always_denied_of(mixed) == {}, "the calls without the label can be approved"
