@@ -86,15 +86,22 @@ class DeepResult:
         return [u.note() for u in self.unchecked]
 
 
-def deep_findings(compilation: Stratified, bound: int = 2, timeout: float = 6.0) -> list[Diagnostic]:
+def deep_findings(
+    compilation: Stratified, bound: int = 2, timeout: float = 6.0, *, escalations_deny: bool = True
+) -> list[Diagnostic]:
     """The deep findings of a compiled policy without errors (see :func:`analyse`)."""
-    return analyse(compilation, bound, timeout).findings
+    return analyse(compilation, bound, timeout, escalations_deny=escalations_deny).findings
 
 
-def analyse(compilation: Stratified, bound: int = 2, timeout: float = 6.0) -> DeepResult:
+def analyse(
+    compilation: Stratified, bound: int = 2, timeout: float = 6.0, *, escalations_deny: bool = True
+) -> DeepResult:
     """The deep findings of a compiled policy without errors. ``timeout`` bounds the whole
     analysis: every phase stops when it has passed, and what it did not decide gives no
-    finding and is counted in :attr:`DeepResult.unchecked`."""
+    finding and is counted in :attr:`DeepResult.unchecked`. With ``escalations_deny`` false
+    the proofs of always-deny and always-allow count only `Deny` rules as denying (an escalated
+    call may still run, once approved): what the MCP gateway asks to know which tools no call
+    of can ever run."""
     deadline = Deadline(timeout)
     program = compilation.program
     every = [PlacedRule(rule, module) for module, rule in program.rules()]
@@ -181,7 +188,12 @@ def analyse(compilation: Stratified, bound: int = 2, timeout: float = 6.0) -> De
     note(("shadowed-escalate",), unsure, "`Escalate` rules")
     # the tools the rules that can fire name (a dead rule is reported as such)
     firing = [r.rule for r in every if id(r.rule) not in dead]
-    verdicts = Verdicts(compilation, firing, [r.rule for r in user if id(r.rule) not in dead])
+    verdicts = Verdicts(
+        compilation,
+        firing,
+        [r.rule for r in user if id(r.rule) not in dead],
+        escalations_deny=escalations_deny,
+    )
     tools = verdicts.questions(deadline)
     for q in tools:
         if q.strength == "proved":

@@ -81,9 +81,16 @@ class Verdicts:
     """The tools a policy names and what can be proved of their verdicts.
 
     ``rules`` are the rules that may fire (dead ones left out), ``user`` those of the files the
-    user wrote."""
+    user wrote; with ``escalations_deny`` false, `Escalate` rules are not counted as denying."""
 
-    def __init__(self, compilation: Stratified, rules: list[ast.Rule], user: list[ast.Rule]) -> None:
+    def __init__(
+        self,
+        compilation: Stratified,
+        rules: list[ast.Rule],
+        user: list[ast.Rule],
+        *,
+        escalations_deny: bool = True,
+    ) -> None:
         self.compilation = compilation
         self.symbols = compilation.symbols
         self.events = event_functors(compilation)
@@ -101,7 +108,7 @@ class Verdicts:
                 self.by_head.setdefault(rule.head.name, []).append(rule)
         self.facts = {rule.head.name for rule in rules if rule.is_fact}
         escalate = relations.get(ESCALATE)
-        escalating = escalate is not None and is_verdict(ESCALATE, escalate.arity)
+        escalating = escalations_deny and escalate is not None and is_verdict(ESCALATE, escalate.arity)
         # an escalated call is not allowed as it is: `Escalate` rules decide like `Deny` rules
         self.denies = self.by_head.get("Deny", []) + (self.by_head.get(ESCALATE, []) if escalating else [])
         self.allows = self.by_head.get("Allow", [])

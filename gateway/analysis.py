@@ -6,9 +6,9 @@ policy denies, whatever the session holds. Showing such a tool to a client only 
 that are refused, so the gateway hides it and logs why. A finding that is only ``bounded`` (no
 allowed call on the small databases searched) is not a proof, and its tool stays listed; so does
 every tool when the analysis cannot run (its time ran out, or the policy cannot be analysed),
-since a listed tool is still decided call by call. The analyzer counts an escalated call as a
-denied one; a tool that some of the rules behind the finding escalate stays listed, since each
-of its calls can run once the user approves it.
+since a listed tool is still decided call by call. Only `Deny` rules count as denying here (the
+analysis runs with ``escalations_deny=False``): a tool whose calls are escalated stays listed,
+since each can run once the user approves it.
 
 >>> from policyc.compiler import compile_source
 >>> hidden = always_denied_of(compile_source('''
@@ -52,11 +52,10 @@ def always_denied_of(compilation: Any, timeout: float = ANALYSIS_TIMEOUT) -> dic
     if not isinstance(compilation, Stratified) or any(d.is_error for d in compilation.diagnostics):
         return {}
     found: dict[str, str] = {}
-    for finding in deep_findings(compilation, timeout=timeout):
+    # an escalated call runs once a person approves it: only `Deny` rules count as denying
+    for finding in deep_findings(compilation, timeout=timeout, escalations_deny=False):
         if finding.code != "PC305" or finding.strength != "proved":
             continue
-        if "`Escalate`" in finding.message:  # the analyzer counts an escalation as a denial, but
-            continue  # an escalated call runs once a person approves it: the tool stays listed
         match = _TOOL.match(finding.message)
         if match:
             found.setdefault(match.group(1), f"{finding.message} [{finding.code} {finding.name}]")
