@@ -404,22 +404,36 @@ def _can_list_roots(ctx: Any) -> bool:
 STOP_TIMEOUT = 15.0  # seconds the servers have to stop when the gateway is told to end
 
 
-async def _stop_on_signal(upstreams: Upstreams, gateway: Gateway, closing: Callable[[], None] | None) -> None:
-    """On SIGTERM or SIGHUP (what a client or a supervisor sends to end the gateway): record the
-    servers' last answers, stop every server the gateway started (not leave them running),
-    close the audit log, and end the process. It ends the process itself because the stdio
-    transport reads the client's input in a thread that nothing can interrupt but input."""
+@dataclass
+class _Ending:
+    """What the signal watcher stops: the upstreams once they run, the gateway once it serves
+    stdio (whose reading of the client's input no cancellation interrupts), the audit log's close."""
+
+    closing: Callable[[], None] | None = None
+    upstreams: Upstreams | None = None
+    gateway: Gateway | None = None
+
+
+async def _stop_on_signal(scope: Any, ending: _Ending) -> None:
+    """On SIGTERM or SIGHUP (what a client or a supervisor sends to end the gateway), from the
+    moment the gateway starts: before it serves stdio, cancel ``scope`` (starting servers are
+    stopped as the gateway unwinds); once it serves stdio, record the servers' last answers, stop
+    every server the gateway started, close the audit log and end the process — itself, since
+    the stdio transport reads the client's input in a thread that nothing interrupts but input."""
     import os
     import signal
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
         async for _ in signals:
+            if ending.gateway is None or ending.upstreams is None:
+                scope.cancel()
+                return
             with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT):
-                for gate in list(gateway.gates.values()):
+                for gate in list(ending.gateway.gates.values()):
                     await gate.flush()
-                await upstreams.stop()
-            if closing is not None:
-                closing()
+                await ending.upstreams.stop()
+            if ending.closing is not None:
+                ending.closing()
             sys.stderr.flush()
             os._exit(0)
 
@@ -436,6 +450,22 @@ async def serve(
     """Start the upstream servers and serve the gateway over stdio (``listen`` None) or
     streamable HTTP at ``listen`` (host, port, path ``/mcp``) until the client goes away, or
     until SIGTERM or SIGHUP (then ``closing`` runs before the process ends: the audit log's)."""
+    ending = _Ending(closing)
+    async with anyio.create_task_group() as group:
+        group.start_soon(_stop_on_signal, group.cancel_scope, ending)
+        await _serve(config, monitor, hidden, listen, screen, log, ending)
+        group.cancel_scope.cancel()
+
+
+async def _serve(
+    config: GatewayConfig,
+    monitor: Any,
+    hidden: Mapping[str, str],
+    listen: tuple[str, int] | None,
+    screen: Callable[[list[UpstreamTool], Mapping[str, Any]], Mapping[str, str]] | None,
+    log: TextIO | None,
+    ending: _Ending,
+) -> None:
     from mcp.server.lowlevel import NotificationOptions
 
     from .upstreams import Callbacks
@@ -476,11 +506,9 @@ async def serve(
             if listen is None:
                 from mcp.server.stdio import stdio_server
 
-                async with anyio.create_task_group() as group:
-                    group.start_soon(_stop_on_signal, upstreams, gateway, closing)
-                    async with stdio_server() as (read, write):
-                        await server.run(read, write, options)
-                    group.cancel_scope.cancel()
+                ending.upstreams, ending.gateway = upstreams, gateway
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, options)
                 return
             import uvicorn
 

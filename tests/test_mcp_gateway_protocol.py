@@ -306,14 +306,33 @@ def _children(pid: int) -> list[int]:
 
 def test_a_terminated_gateway_stops_the_servers_it_started(tmp_path: Path) -> None:
     """SIGTERM (what a client or a supervisor sends) ends the gateway and every server it started,
-    not the gateway alone, and leaves its audit log closed."""
-    import signal
-
+    not the gateway alone — while it starts them, and while it serves (then with its audit log
+    closed)."""
     assert Path("/proc/self/task").exists()  # Linux: the test finds processes there
     policy, config = files(tmp_path)
     script = tmp_path / "demo_server.py"  # a server that stays when its input ends, as some do
     script.write_text(SERVER + "\nimport time\ntime.sleep(120)\n")
-    audit = tmp_path / "audit.jsonl"
+    for serving in (False, True):
+        audit = tmp_path / f"audit-{serving}.jsonl"
+        servers = _terminated(policy, config, audit, serving)
+        deadline = time.monotonic() + 15
+        alive = servers
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+            alive = [pid for pid in servers if Path(f"/proc/{pid}").exists() and _running(pid)]
+        assert alive == [], f"the servers outlived the gateway (signalled while serving: {serving})"
+        if serving:
+            verified = subprocess.run(
+                [POLICYC, "audit", "verify", str(audit)], capture_output=True, text=True
+            )
+            assert verified.returncode == 0, verified.stdout + verified.stderr  # closed, not cut off
+
+
+def _terminated(policy: Path, config: Path, audit: Path, serving: bool) -> list[int]:
+    """Start the gateway, send it SIGTERM as soon as it has started its server (or once it
+    serves), wait for it to end; the server processes it had started."""
+    import signal
+
     gateway = subprocess.Popen(
         [POLICYC, "mcp", str(policy), "--config", str(config), "--audit", str(audit)],
         stdin=subprocess.PIPE,
@@ -323,21 +342,15 @@ def test_a_terminated_gateway_stops_the_servers_it_started(tmp_path: Path) -> No
     )
     try:
         assert gateway.stderr is not None
-        for line in gateway.stderr:
-            if line.startswith("policyc mcp: serving"):
-                break
-        servers = _children(gateway.pid)
-        assert servers, "the gateway started its server"
+        if serving:
+            for line in gateway.stderr:
+                if line.startswith("policyc mcp: serving"):
+                    break
+        while not (servers := _children(gateway.pid)):
+            time.sleep(0.01)
         gateway.send_signal(signal.SIGTERM)
-        gateway.wait(timeout=30)
-        deadline = time.monotonic() + 10
-        alive = servers
-        while alive and time.monotonic() < deadline:
-            time.sleep(0.1)
-            alive = [pid for pid in servers if Path(f"/proc/{pid}").exists() and _running(pid)]
-        assert alive == [], "the servers outlived the gateway"
-        verified = subprocess.run([POLICYC, "audit", "verify", str(audit)], capture_output=True, text=True)
-        assert verified.returncode == 0, verified.stdout + verified.stderr  # closed, not cut off
+        gateway.wait(timeout=60)
+        return servers
     finally:
         gateway.kill()
         gateway.wait()
