@@ -34,8 +34,8 @@ def inspect(servers: NpmServers, folder: Path, *method: str) -> tuple[int, dict]
     # output to files, not pipes: a process the gateway started may outlive it and hold a pipe
     with open(folder / "stdout", "w+") as stdout, open(folder / "stderr", "w+") as stderr:
         done = subprocess.run(
-            ["npx", "--no", "--", "@modelcontextprotocol/inspector", "--cli", *gateway, *method],
-            cwd=servers.folder,  # npx finds the Inspector installed there, and fetches nothing
+            [*servers.inspector, "--cli", *gateway, *method],  # the Inspector installed by npm ci
+            cwd=servers.folder,
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,
