@@ -268,6 +268,7 @@ def test_run_benchmark_prints_agentdojo_figures() -> None:
     assert rows["policy"]["attacks_succeeded"] == 0 and rows["policy"]["solved"] == 1
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_run_benchmark_refuses_unknown_names() -> None:
     """A suite, an attack, a task or a policy that does not exist: a message and status 2, no
     traceback."""

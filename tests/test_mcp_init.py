@@ -94,6 +94,7 @@ def assert_starter(out: Path, name: str, tools: list) -> None:
     assert config.lock == str(out / f"{name}.lock.json")
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_init_on_mcp_server_git(tmp_path: Path, repository: Path) -> None:
     out = tmp_path / "starter"
     done = run_policyc("mcp", "init", "--name", "git", "--out", str(out), "--", *git_server(repository))

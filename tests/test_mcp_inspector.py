@@ -59,6 +59,7 @@ def text_of(result: dict) -> str:
     return "\n".join(block.get("text", "") for block in result["content"])
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_tools_list_shows_the_servers_tools_as_s_t(npm_servers, tmp_path: Path) -> None:  # noqa: F811
     status, listed = inspect(npm_servers, tmp_path, "--method", "tools/list")
     assert status == 0
@@ -67,6 +68,7 @@ def test_tools_list_shows_the_servers_tools_as_s_t(npm_servers, tmp_path: Path) 
     assert all(name.startswith("everything.") for name in names)
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_an_allowed_call_reaches_the_server(npm_servers, tmp_path: Path) -> None:  # noqa: F811
     call = ("--method", "tools/call", "--tool-name", "everything.echo", "--tool-arg", "message=hello")
     status, result = inspect(npm_servers, tmp_path, *call)

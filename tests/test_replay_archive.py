@@ -277,6 +277,7 @@ def test_tallies_merge_to_the_same_report_in_any_order(seeds, rng) -> None:
     assert report_json(merged, *named, ["t"]) == report_json(whole, *named, ["t"])
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_a_local_ray_cluster_gives_the_local_engines_report(archive) -> None:
     folder, _ = archive
     options = ["--shard-bytes", "4000", "--compare", "older.dl"]
