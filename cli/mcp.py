@@ -149,7 +149,7 @@ def start_command(
 
         try:
             anyio.run(serve, config, monitor, hidden, address, screen, None, closing)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C at a terminal: the gateway has unwound, and ends quietly
             pass
 
 
