@@ -17,3 +17,30 @@ PAGES = {
     "https://example.com/plain": "Meeting notes: ship on Friday.",
 }
 FEEDBACK = "would send mail after reading untrusted content"
+
+
+def run_example(name: str) -> None:
+    """Run ``examples/integrations/NAME`` with its scripted model, and check its transcript: the
+    injected mail refused with the feedback, the benign mail sent, the approved payment made and
+    the refused one not."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "integrations" / name)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "POLICYC_EXAMPLE_MODEL"},
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "  send_email (refused): Authorization issues encountered:" in out
+    assert "would send mail after reading untrusted content" in out.split("user: Email")[0]
+    assert "  send_email: sent to bob@example.com" in out
+    assert "  pay: paid 5000 to bob@example.com" in out and "paid 2000" not in out
+    assert out.count("user: ") == 4 and "Traceback" not in done.stderr

@@ -7,9 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -33,8 +30,7 @@ from policyc.integrations.langchain import (
 )
 from policyc.runtime import Monitor, load_source
 
-from .conftest import ROOT
-from .integration_scenario import FEEDBACK, INJECTION, PAGES, POLICY
+from .integration_scenario import FEEDBACK, INJECTION, PAGES, POLICY, run_example
 
 
 class ScriptedModel(GenericFakeChatModel):
@@ -368,21 +364,7 @@ def test_the_callback_records_tools_the_guard_does_not_run() -> None:
 
 
 def test_the_example_runs() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "integrations" / "langchain_agent.py")],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if k != "POLICYC_EXAMPLE_MODEL"},
-    )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
-    assert "  send_email (refused): Authorization issues encountered:" in out
-    assert "would send mail after reading untrusted content" in out.split("user: Email")[0]
-    assert "  send_email: sent to bob@example.com" in out
-    assert "  pay: paid 5000 to bob@example.com" in out and "paid 2000" not in out
-    assert out.count("user: ") == 4 and "Traceback" not in done.stderr
+    run_example("langchain_agent.py")
 
 
 def test_a_message_whose_calls_run_again_is_decided_again() -> None:

@@ -5,9 +5,6 @@ send mail), function tools and an MCP server's tools, with the policy deciding e
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -29,8 +26,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from policyc.integrations.pydantic_ai import PolicyToolset, guard_toolset
 from policyc.runtime import Monitor, load_source
 
-from .conftest import ROOT
-from .integration_scenario import FEEDBACK, INJECTION, PAGES, POLICY
+from .integration_scenario import FEEDBACK, INJECTION, PAGES, POLICY, run_example
 
 
 class Script:
@@ -309,21 +305,7 @@ def test_an_mcp_servers_tools_are_decided_alike(tmp_path: Path, monkeypatch: pyt
 
 
 def test_the_example_runs() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "integrations" / "pydantic_ai_agent.py")],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if k != "POLICYC_EXAMPLE_MODEL"},
-    )
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
-    assert "  send_email (refused): Authorization issues encountered:" in out
-    assert "would send mail after reading untrusted content" in out.split("user: Email")[0]
-    assert "  send_email: sent to bob@example.com" in out
-    assert "  pay: paid 5000 to bob@example.com" in out and "paid 2000" not in out
-    assert out.count("user: ") == 4 and "Traceback" not in done.stderr
+    run_example("pydantic_ai_agent.py")
 
 
 def test_a_session_that_cannot_decide_refuses_every_call() -> None:
