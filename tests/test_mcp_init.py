@@ -156,7 +156,9 @@ def test_init_on_server_filesystem(tmp_path: Path, npm_servers) -> None:  # noqa
 def test_init_names_the_server_from_its_command(tmp_path: Path, repository: Path) -> None:
     done = run_policyc("mcp", "init", "--out", str(tmp_path), "--", *git_server(repository)[:3])
     assert done.status == 0, done.stderr
-    assert (tmp_path / "git.dl").is_file() and "[servers.git]" in (tmp_path / "gateway.toml").read_text()
+    written = sorted(path.name for path in tmp_path.iterdir())
+    assert "git.dl" in written, (written, done.stdout, done.stderr)
+    assert "[servers.git]" in (tmp_path / "gateway.toml").read_text()
 
 
 def test_init_refusals(tmp_path: Path, repository: Path) -> None:
