@@ -19,7 +19,7 @@ import importlib.util
 # extra -> the top-level modules it installs
 EXTRAS: dict[str, tuple[str, ...]] = {
     "translate": ("openai",),
-    "plots": ("matplotlib",),
+    "plots": ("matplotlib", "jinja2"),
     "lsp": ("pygls", "lsprotocol"),
     "serve": ("uvicorn", "starlette", "orjson", "prometheus_client", "httpx"),
     "ray": ("ray",),

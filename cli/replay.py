@@ -31,6 +31,12 @@ from .common import EXIT_USAGE, FORMAT, FUNCTORS, POLICY, VERIFY, echo_json, fai
 @click.option("--address", metavar="ADDRESS", help="The Ray cluster to run on (default: a local one).")
 @click.option("--report", "report_path", metavar="FILE", help="Write the report (JSON) to FILE.")
 @click.option(
+    "--html",
+    "html_path",
+    metavar="FILE",
+    help="Write the report as a self-contained HTML page with its plots to FILE (extra `plots`).",
+)
+@click.option(
     "--shard-bytes",
     type=click.IntRange(min=1),
     default=1 << 20,
@@ -60,6 +66,7 @@ def replay_command(
     workers: int | None,
     address: str | None,
     report_path: str | None,
+    html_path: str | None,
     shard_bytes: int,
     each: bool,
     progress: bool | None,
@@ -73,10 +80,12 @@ def replay_command(
     made, and report the decisions per verdict, rule and tool; with --compare, every decision
     that differs. Exit status 1 when a line or file could not be read or a shard failed."""
     with internal_errors():
-        if engine == "ray":
-            from .common import require_extra
+        from .common import require_extra
 
+        if engine == "ray":
             require_extra("ray", "`--engine ray`")
+        if html_path is not None:
+            require_extra("plots", "`--html`")
         for path in traces:
             if not os.path.exists(path):
                 fail(f"cannot read `{path}`: no such file or folder", EXIT_USAGE)
@@ -99,11 +108,11 @@ def replay_command(
         compared = None if old_policy is None or digests[1] is None else (old_policy, digests[1])
         report = report_json(tally, (policy, digests[0]), compared, files(traces))
         if report_path is not None:
-            try:
-                with open(report_path, "wb") as out:
-                    out.write(report_bytes(report))
-            except OSError as error:
-                fail(f"cannot write `{report_path}`: {error.strerror or error}", EXIT_USAGE)
+            _write(report_path, report_bytes(report))
+        if html_path is not None:
+            from ..replay.page import report_html
+
+            _write(html_path, report_html(report).encode("utf-8"))
         if fmt == "json":
             echo_json({"sessions": listing(tally), "report": report} if each else report)
         else:
@@ -126,6 +135,14 @@ def replay_command(
                 f"{' and '.join(parts)} (listed in the report; the first: "
                 f"{location(first)}: {first['message']})"
             )
+
+
+def _write(path: str, data: bytes) -> None:
+    try:
+        with open(path, "wb") as out:
+            out.write(data)
+    except OSError as error:
+        fail(f"cannot write `{path}`: {error.strerror or error}", EXIT_USAGE)
 
 
 def _job(

@@ -9,7 +9,7 @@ failed closed: a malformed event or facts, an errored decision; counted, the fir
 their reasons), ``unreadable`` (lines and files that are not sessions; counted, the first
 listed at their file and line), ``shards_failed``, and with ``--compare`` ``differences``: the
 sessions and decisions whose verdict or rules differ, grouped by (rule, tool, old verdict → new
-verdict) with example decisions. With ``--each`` the sessions' decisions come before it
+verdict) with example decisions, and the sessions that differ per tool. With ``--each`` the sessions' decisions come before it
 (:func:`listing`; in JSON ``{"sessions": [...], "report": {...}}``).
 """
 
@@ -54,6 +54,10 @@ def report_json(
         out["differences"] = {
             "sessions": tally.differing,
             "decisions": tally.differences,
+            "tools": [
+                {"tool": tool, "sessions": sessions}
+                for tool, sessions in sorted(tally.differing_tools.items())
+            ],
             "groups": [
                 {
                     "rule": rule,

@@ -51,6 +51,7 @@ class Tally:
     differing: int = 0
     differences: int = 0
     groups: dict[tuple[str, str, str, str], Group] = field(default_factory=dict)
+    differing_tools: Counter[str] = field(default_factory=Counter)  # tool -> sessions it differs in
     listing: list[tuple[Place, dict[str, Any]]] = field(default_factory=list)  # with `each`
 
     # ------------------------------------------------------------------------ filling
@@ -95,6 +96,7 @@ class Tally:
         self, place: Place, where: dict[str, Any], old: list[dict[str, Any]], new: list[dict[str, Any]]
     ) -> None:
         seen: set[tuple[str, str, str, str]] = set()
+        tools: set[str] = set()
         for n in range(max(len(old), len(new))):
             before = old[n] if n < len(old) else None
             after = new[n] if n < len(new) else None
@@ -104,6 +106,7 @@ class Tally:
             rules = _rules(before) ^ _rules(after)
             tool = str((after or before or {}).get("tool"))
             example = {**where, "event": (after or before or {}).get("event")}
+            tools.add(tool)
             for rule in sorted(rules) or [NONE]:
                 key = (rule, tool, _verdict(before), _verdict(after))
                 group = self.groups.setdefault(key, Group())
@@ -114,6 +117,7 @@ class Tally:
                 _keep(group.examples, ((place[0], place[1], n), example), EXAMPLES)
         if seen:
             self.differing += 1
+        self.differing_tools.update(tools)
 
     def unreadable_line(self, place: Place, path: str, message: str, column: int | None = None) -> None:
         self.unreadable += 1
@@ -142,6 +146,7 @@ class Tally:
         self.shards_failed = sorted(self.shards_failed + other.shards_failed, key=_place)
         self.differing += other.differing
         self.differences += other.differences
+        self.differing_tools.update(other.differing_tools)
         for key, group in other.groups.items():
             mine_group = self.groups.setdefault(key, Group())
             mine_group.decisions += group.decisions

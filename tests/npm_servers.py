@@ -86,8 +86,15 @@ def npm() -> list[str]:
 
 def install(home: Path) -> NpmServers:
     """The packages of ``tests/mcp_npm`` installed below ``home`` (once per lock file)."""
-    lock_file = PACKAGES / "package-lock.json"
-    key = hashlib.sha256(lock_file.read_bytes() + (PACKAGES / "package.json").read_bytes()).hexdigest()[:16]
+    return NpmServers(npm_ci(PACKAGES, home))
+
+
+def npm_ci(packages: Path, home: Path) -> Path:
+    """The packages of the folder ``packages`` (its ``package.json`` and ``package-lock.json``)
+    installed below ``home`` by ``npm ci``, once per lock file: the folder holding their
+    ``node_modules``."""
+    lock_file = packages / "package-lock.json"
+    key = hashlib.sha256(lock_file.read_bytes() + (packages / "package.json").read_bytes()).hexdigest()[:16]
     home.mkdir(parents=True, exist_ok=True)
     folder = home / key
     with open(home / "lock", "w") as lock:
@@ -95,7 +102,7 @@ def install(home: Path) -> NpmServers:
         if not (folder / "node_modules").is_dir():
             staging = Path(tempfile.mkdtemp(dir=home))
             for name in ("package.json", "package-lock.json"):
-                shutil.copy2(PACKAGES / name, staging / name)
+                shutil.copy2(packages / name, staging / name)
             done = subprocess.run(
                 [*npm(), "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
                 cwd=staging,
@@ -110,10 +117,10 @@ def install(home: Path) -> NpmServers:
             )
             if done.returncode != 0:
                 shutil.rmtree(staging, ignore_errors=True)
-                pytest.fail(f"npm ci in tests/mcp_npm failed:\n{done.stdout}{done.stderr}")
+                pytest.fail(f"npm ci in tests/{packages.name} failed:\n{done.stdout}{done.stderr}")
             shutil.rmtree(folder, ignore_errors=True)
             staging.rename(folder)
-    return NpmServers(folder)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ def test_the_base_install_holds_the_compiler_analyzer_and_runtime_only() -> None
     assert not base & {"openai", "matplotlib", "pygls", "uvicorn", "starlette", "orjson", "prometheus-client"}
     extras = PROJECT["optional-dependencies"]
     assert _names(extras["translate"]) == {"openai"}
-    assert _names(extras["plots"]) == {"matplotlib"}
+    assert _names(extras["plots"]) == {"matplotlib", "jinja2"}
     assert _names(extras["lsp"]) == {"pygls"}
     assert _names(extras["serve"]) == {"uvicorn", "starlette", "orjson", "prometheus-client", "httpx"}
     assert _names(extras["ray"]) == {"ray"}

@@ -10,6 +10,7 @@ import gzip
 import json
 import random
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -131,7 +132,7 @@ def test_compare_lists_exactly_the_decisions_one_rule_changes(archive) -> None:
     same = json.loads(
         run("policy.dl", "traces", "--compare", "policy.dl", "--format", "json", cwd=folder).stdout
     )
-    assert same["differences"] == {"sessions": 0, "decisions": 0, "groups": []}
+    assert same["differences"] == {"sessions": 0, "decisions": 0, "tools": [], "groups": []}
     done = run(
         "policy.dl",
         "traces",
@@ -149,6 +150,7 @@ def test_compare_lists_exactly_the_decisions_one_rule_changes(archive) -> None:
     differences = json.loads(done.stdout)["differences"]
     new, old = (policyc.Monitor(policyc.load_source(text)) for text in (POLICY, OLDER))
     expected: dict[str, list[str]] = {}
+    tools: Counter[str] = Counter()  # tool -> sessions with a changed decision of it
     for record in records:
         name = record["session"]
         pairs = zip(
@@ -161,6 +163,17 @@ def test_compare_lists_exactly_the_decisions_one_rule_changes(archive) -> None:
         ]
         if changed:
             expected[name] = changed
+            tools.update(
+                {
+                    n["tool"]
+                    for o, n in zip(
+                        replay_session(old, record, name)["decisions"],
+                        replay_session(new, record, name)["decisions"],
+                        strict=True,
+                    )
+                    if (o["verdict"], o["reasons"]) != (n["verdict"], n["reasons"])
+                }
+            )
     assert expected, "the two policies differ on this archive"
     assert differences["sessions"] == len(expected)
     assert differences["decisions"] == sum(map(len, expected.values()))
@@ -172,6 +185,7 @@ def test_compare_lists_exactly_the_decisions_one_rule_changes(archive) -> None:
         "deny",
     )
     assert group["sessions"] == len(expected)
+    assert differences["tools"] == [{"tool": t, "sessions": n} for t, n in sorted(tools.items())]
     for example in group["examples"]:
         assert example["event"] in expected[example["session"]]
     text = run("policy.dl", "traces", "--compare", "older.dl", cwd=folder).stdout
