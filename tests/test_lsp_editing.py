@@ -407,6 +407,22 @@ async def test_a_builtin_declared_again_is_a_warning_whose_fix_removes_the_line(
 
 
 @lsp
+async def test_a_contains_call_in_the_old_order_offers_swapping_its_arguments(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    path = tmp_path / "order.dl"
+    text = '.input Fetch\nDeny(a) :- Fetch(a, url), contains(lower(url), "evil.com").\n'
+    (got,) = await open_document(client, path, text)
+    assert (got.code, got.severity) == ("PC206", types.DiagnosticSeverity.Warning)
+    (fix,) = await _actions(client, path, got)
+    assert fix.title == "Swap the arguments" and not fix.is_preferred  # it changes what the rule means
+    fixed = apply(text, fix.edit.changes[path.as_uri()])
+    assert fixed == '.input Fetch\nDeny(a) :- Fetch(a, url), contains("evil.com", lower(url)).\n'
+    assert await change(client, path, fixed, 2) == []
+    close(client, path)
+
+
+@lsp
 async def test_fix_all_applies_every_safe_fix(client: LanguageClient, tmp_path: Path) -> None:
     path = tmp_path / "fixall.dl"
     text = ".input P, Q\nDeny(a) :- P(a, x), Q(a, y).\nAllow(a) :- P(a, z), Q(a, _).\n"
