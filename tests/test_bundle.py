@@ -127,6 +127,8 @@ def test_a_format_1_bundle_that_calls_contains_is_refused(tmp_path, cli) -> None
     facts.write_text(json.dumps({"Fetch": [["a1", "https://evil.example"]]}), "utf-8")
     run = cli("eval", str(old), "--facts", str(facts))
     assert run.status == 1 and "`contains`" in run.stderr and "Traceback" not in run.stderr
+    current = _rewrite(old, lambda d: d.update(format_version=2))  # compiled now: the part first
+    assert policyc.load(current).evaluate(json.loads(facts.read_text("utf-8"))).relation("Deny") == {("a1",)}
 
 
 def test_a_format_1_bundle_without_contains_still_loads(tmp_path, cli) -> None:
