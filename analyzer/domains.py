@@ -13,7 +13,7 @@ reports.
 Positions are ``("rel", name, i)`` for argument ``i`` of a relation, ``("arg", functor, i)``
 for a functor's parameter and ``("ret", functor)`` for its result. A functor that returns
 ``any`` has a result position per constant it is called with last, ``("ret", functor, key)``:
-``tool_arg(a, "total") > 0`` and ``contains(tool_arg(a, "url"), "x")`` ask for values of
+``tool_arg(a, "total") > 0`` and ``contains("x", tool_arg(a, "url"))`` ask for values of
 different types (a number, a string), which one class could not give both.
 """
 
@@ -326,7 +326,7 @@ def compute(
     )
 
 
-# Builtins whose arguments are best tried with each other's constants: `contains(out, "PASS")`
+# Builtins whose arguments are best tried with each other's constants: `contains("PASS", out)`
 # holds when `out` is "PASS"; `lower(x) = "a"` when `x` is "a".
 SAME_VALUES = {"contains": (0, 1), "startswith": (0, 1), "endswith": (0, 1)}
 SAME_AS_RESULT = {"lower", "upper"}
@@ -338,11 +338,13 @@ def _text(value: Any) -> str | None:
 
 
 def _number(value: Any) -> int | None:
-    """The number a text is the decimal text of, as ``to_number`` reads it."""
+    """The number ``to_number`` reads in a text (None when it reads none)."""
+    from policyc.stdlib.builtins import to_number
+
     if not isinstance(value, str):
         return None
     try:
-        return int(value.strip())
+        return to_number(value)
     except ValueError:
         return None
 

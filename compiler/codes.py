@@ -72,6 +72,9 @@ UNDEFINED_FUNCTION = Code("PC106", "undefined-function", E, "a function is calle
 INVALID_DIRECTIVE = Code("PC107", "invalid-directive", E, "a directive is malformed or contradicts another")
 INVALID_ANNOTATION = Code("PC108", "invalid-annotation", E, "a rule annotation is malformed")
 NAME_CONFLICT = Code("PC109", "name-conflict", E, "a name is used both as a relation and as a functor")
+INVALID_PATTERN = Code(
+    "PC110", "invalid-pattern", E, "a constant `match` pattern is not a regular expression `match` can run"
+)
 
 SINGLETON_VARIABLE = Code("PC201", "singleton-variable", W, "a named variable occurs only once in its rule")
 UNUSED_RELATION = Code(
@@ -81,6 +84,12 @@ EMPTY_RELATION = Code("PC203", "empty-relation", W, "nothing can ever put a fact
 DUPLICATE_RULE = Code("PC204", "duplicate-rule", W, "a rule repeats another rule")
 REDECLARED_BUILTIN = Code(
     "PC205", "redeclared-builtin", W, "a builtin functor is declared again, with the signature it has"
+)
+CONTAINS_ORDER = Code(
+    "PC206",
+    "contains-order",
+    W,
+    '`contains(x, "constant")` asks whether `x` occurs in the constant: the arguments may be swapped',
 )
 
 # deep findings (`policyc check --deep`), each with a strength
@@ -108,11 +117,13 @@ CATALOG: tuple[Code, ...] = (
     INVALID_DIRECTIVE,
     INVALID_ANNOTATION,
     NAME_CONFLICT,
+    INVALID_PATTERN,
     SINGLETON_VARIABLE,
     UNUSED_RELATION,
     EMPTY_RELATION,
     DUPLICATE_RULE,
     REDECLARED_BUILTIN,
+    CONTAINS_ORDER,
     UNSATISFIABLE_RULE,
     UNREACHABLE_RULE,
     REDUNDANT_RULE,

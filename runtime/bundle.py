@@ -2,7 +2,7 @@
 
 ::
 
-    {"format": "policyc-bundle", "format_version": 1,
+    {"format": "policyc-bundle", "format_version": 2,
      "manifest": {"policyc_version", "default", "entrypoints", "inputs", "functors", "roles",
                   "fields", ...the extensions' sections ("thresholds"), "checks",
                   "sources": [{"path", "sha256"}], "plan_sha256"},
@@ -14,7 +14,8 @@ UTF-8 text for each source. The optional Ed25519 signature covers the canonical 
 which holds every hash, so it covers the whole bundle. Reading checks, in order: that the
 file is JSON with the bundle's format marker, that its format version is one this policyc
 reads, that the plan and every source match their hashes, that the signature verifies (when
-a verification key is given), and that the plan is well formed. Any failure is a
+a verification key is given), that the plan is well formed, and that a bundle of format 1 does
+not call ``contains``, whose arguments format 2 swapped. Any failure is a
 :class:`~policyc.runtime.policy.PolicyError` with a one-line reason.
 
 A manifest key the runtime does not own is an extension's section
@@ -51,7 +52,10 @@ if TYPE_CHECKING:
     from policyc.compiler.loader import Program
 
 FORMAT = "policyc-bundle"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Format 2: `contains(part, text)` takes the part first (Soufflé's order); format 1 bundles
+# were compiled when it took the text first, so one that calls it would now mean the opposite.
+SWAPPED_IN_FORMAT_2 = ("contains",)
 
 
 def canonical(value: Any) -> bytes:
@@ -331,6 +335,12 @@ def _read_bundle(data: bytes, origin: str, verify_key: str | os.PathLike[str] | 
     if manifest.get("functors") != expected or manifest.get("default") != plan.default:
         wrong = "functors" if manifest.get("functors") != expected else "default"
         raise manifest_at.child(wrong).fail("integrity check failed: the manifest does not describe the plan")
+    if version < 2 and (swapped := [f.name for f in plan.functors if f.name in SWAPPED_IN_FORMAT_2]):
+        raise format_version.fail(
+            f"bundle format {version} was compiled when `{swapped[0]}` took `(text, part)`; it now takes "
+            f"`(part, text)`, as in Soufflé, so this bundle would not mean what it meant: swap the arguments "
+            f"of every `{swapped[0]}` call in its sources (`policyc check` warns at each) and compile it again"
+        )
     return Bundle(origin, plan, manifest, sources, plan_data)
 
 

@@ -3,24 +3,34 @@
 Each is a pure, deterministic function of its arguments. A function that cannot give a value
 for its arguments raises (the literal fails and the evaluation is marked errored).
 
+The functors Soufflé also has return what Soufflé returns (its interpreter, Engine.cpp, and
+``include/souffle/utility/StringUtil.h`` / ``EvaluatorUtil.h``), counting characters where
+Soufflé counts the bytes of UTF-8 (the same for ASCII text): ``contains(part, text)`` puts the
+part first; ``to_number`` reads a number as ``std::stoll`` does, in the base its prefix names
+(``0x`` hexadecimal, ``0b`` binary); ``substr`` out of range is ``""``. Where Soufflé stops the
+whole program (``to_number`` of a text with no number in front), the call is an error here.
+
 Each is bounded: it takes time linear in the size of its arguments (its result). A regular
-expression (``match``) is RE2 syntax, compiled by RE2 and matched in time linear in the text
-(no backtracking: a pattern like ``(a+)+b`` takes as long as any other); a pattern RE2 does not
-accept (invalid, or using backreferences or lookaround, which need backtracking), or longer
-than :data:`MAX_PATTERN` characters, is an error of that call.
+expression (``match``) is Soufflé's dialect (ECMAScript, with RE2's extensions; see
+:mod:`policyc.compiler.regex`), compiled by RE2 and matched in time linear in the text (no
+backtracking: a pattern like ``(a+)+b`` takes as long as any other); a pattern RE2 cannot run
+(invalid, or using backreferences or lookaround, which need backtracking), or longer than
+10,000 characters, is an error of that call.
 """
 
 from __future__ import annotations
 
-import functools
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-import re2
+from policyc.compiler.regex import compile_pattern
 
 
-def contains(text: str, part: str) -> bool:
+def contains(part: str, text: str) -> bool:
+    """``part`` occurs in ``text`` (Soufflé's order: the part first)."""
     return part in text
 
 
@@ -32,32 +42,8 @@ def endswith(text: str, suffix: str) -> bool:
     return text.endswith(suffix)
 
 
-MAX_PATTERN = 10_000  # characters of a regular expression
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # an invalid pattern is an error of the call, not a line on stderr
-_OPTIONS.max_mem = 8 << 20  # bytes RE2 may use for one compiled pattern
-
-
-@functools.lru_cache(maxsize=256)
-def _regex(pattern: str) -> Any:
-    if len(pattern) > MAX_PATTERN:
-        raise ValueError(
-            f"the pattern has {len(pattern):,} characters, more than the {MAX_PATTERN:,} allowed"
-        )
-    try:
-        return re2.compile(pattern, _OPTIONS)
-    except re2.error as error:
-        reason = error.args[0] if error.args else error
-        if isinstance(reason, bytes):
-            reason = reason.decode("utf-8", "replace")
-        raise ValueError(
-            f"invalid pattern {pattern!r}: {reason} (RE2 syntax, matched in linear time: "
-            "no backreferences or lookaround)"
-        ) from None
-
-
 def match(pattern: str, text: str) -> bool:
-    return _regex(pattern).fullmatch(text) is not None
+    return compile_pattern(pattern).fullmatch(text) is not None
 
 
 def lower(text: str) -> str:
@@ -73,21 +59,86 @@ def strlen(text: str) -> int:
 
 
 def substr(text: str, start: int, length: int) -> str:
-    if start < 0 or length < 0 or start > len(text):
-        raise ValueError(f"substr({text!r}, {start}, {length}) is out of range")
-    return text[start : start + length]
+    """``length`` characters of ``text`` from ``start``, as C++ ``std::string::substr`` with
+    Soufflé's arguments converted to ``size_t``: a start past the end (or negative) is ``""``
+    (Soufflé warns and gives ``""``), a length past the end (or negative) takes the rest."""
+    if start < 0 or start > len(text):
+        return ""
+    return text[start:] if length < 0 else text[start : start + length]
 
 
 def cat(a: str, b: str) -> str:
     return a + b
 
 
+_SPACE = " \t\n\v\f\r"  # what C's isspace skips
+_DIGITS = {2: "01", 10: "0123456789", 16: "0123456789abcdefABCDEF"}
+
+
+def _leading_integer(text: str, base: int, written: str) -> int:
+    """The integer at the start of ``text``, read as C's ``strtoll`` reads it in ``base``:
+    spaces skipped, a sign, ``0x`` in base 16, the longest run of digits (the rest ignored)."""
+    i, n = 0, len(text)
+    while i < n and text[i] in _SPACE:
+        i += 1
+    negative = i < n and text[i] == "-"
+    if i < n and text[i] in "+-":
+        i += 1
+    digits = _DIGITS[base]
+    if base == 16 and text[i : i + 2] in ("0x", "0X") and text[i + 2 : i + 3] and text[i + 2] in digits:
+        i += 2
+    j = i
+    while j < n and text[j] in digits:
+        j += 1
+    if j == i:
+        raise ValueError(f"to_number({written!r}): the text does not start with a number")
+    value = int(text[i:j], base)
+    return -value if negative else value
+
+
 def to_number(text: str) -> int:
-    return int(text.strip())
+    """The integer written at the start of ``text``, in the base its prefix names, as Soufflé
+    reads it (``RamSignedFromString`` with base 0): ``0x10`` is 16, ``-0b101`` is -5, ``12ab``
+    is 12; a text with no number in front is an error (Soufflé stops the program)."""
+    if text.startswith(("0b", "-0b")):
+        return _leading_integer("-" + text[3:] if text.startswith("-") else text[2:], 2, text)
+    return _leading_integer(text, 16 if text.startswith(("0x", "-0x")) else 10, text)
+
+
+_FLOAT = re.compile(
+    r"[ \t\n\v\f\r]*([+-]?)(?:(0x(?:[0-9a-f]+\.?[0-9a-f]*|\.[0-9a-f]+)(?:p[+-]?[0-9]+)?)"
+    r"|((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?|inf(?:inity)?))",
+    re.IGNORECASE | re.ASCII,
+)
+
+
+def to_float(text: str) -> float:
+    """The number at the start of ``text``, as C++ ``std::stod`` reads it (Soufflé's
+    ``RamFloatFromString``): ``" 2.5kg"`` is 2.5, ``"1e3"`` 1000.0, ``"0x1p3"`` 8.0, ``"inf"``
+    infinity. A text with no number in front, or a NaN, is an error."""
+    found = _FLOAT.match(text)
+    if found is None:
+        raise ValueError(f"to_float({text!r}): the text does not start with a number")
+    sign, hexadecimal, decimal = found.groups()
+    value = float.fromhex(hexadecimal) if hexadecimal else float(decimal)
+    return -value if sign == "-" else value
 
 
 def to_string(n: int) -> str:
     return str(n)
+
+
+def itof(n: int) -> float:
+    """The integer ``n`` as a float (Soufflé's ``itof``)."""
+    return float(n)
+
+
+def ftoi(x: float) -> int:
+    """The float ``x`` truncated toward zero (Soufflé's ``ftoi``, a C++ ``static_cast``);
+    infinity and NaN have no integer and are an error."""
+    if not math.isfinite(x):
+        raise ValueError(f"ftoi({x!r}): {x!r} has no integer value")
+    return int(x)
 
 
 def _split(url: str) -> Any:
@@ -115,7 +166,10 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "substr": substr,
     "cat": cat,
     "to_number": to_number,
+    "to_float": to_float,
     "to_string": to_string,
+    "itof": itof,
+    "ftoi": ftoi,
     "url_host": url_host,
     "url_scheme": url_scheme,
 }

@@ -125,7 +125,7 @@ def test_a_string_argument_stays_a_string(cli, tmp_path: Path) -> None:
     policy = write(
         tmp_path,
         "urls.dl",
-        '@id("evil")\nDeny(a) :- Action(a), is_tool(a, "fetch"), contains(tool_arg(a, "url"), "evil.com").\n'
+        '@id("evil")\nDeny(a) :- Action(a), is_tool(a, "fetch"), contains("evil.com", tool_arg(a, "url")).\n'
         '@id("admin")\nDeny(a) :- Action(a), is_tool(a, "send"), tool_arg(a, "to") = "admin@corp.example".\n',
     )
     found = []
@@ -145,7 +145,7 @@ MIXED = """
 @id("big-transfer")
 Deny(a) :- Action(a), is_tool(a, "transfer"), n = tool_arg(a, "amount"), n * 2 > 10.
 @id("evil-url")
-Deny(a) :- Action(a), is_tool(a, "fetch"), contains(tool_arg(a, "url"), "evil.com").
+Deny(a) :- Action(a), is_tool(a, "fetch"), contains("evil.com", tool_arg(a, "url")).
 @id("refund-cap")
 Deny(a) :- Action(a), is_tool(a, "refund"), tool_arg(a, "amount") >= 1000, tool_arg(a, "reason") != "fraud".
 """
@@ -232,8 +232,8 @@ def test_diff_finds_a_changed_numeric_threshold(cli, tmp_path: Path) -> None:
 
 
 def test_diff_of_string_uses_finds_no_numbers(cli, tmp_path: Path) -> None:
-    old = write(tmp_path, "old.dl", 'Deny(a) :- Action(a), contains(tool_arg(a, "url"), "evil.com").\n')
-    new = write(tmp_path, "new.dl", 'Deny(a) :- Action(a), contains(tool_arg(a, "url"), "evil").\n')
+    old = write(tmp_path, "old.dl", 'Deny(a) :- Action(a), contains("evil.com", tool_arg(a, "url")).\n')
+    new = write(tmp_path, "new.dl", 'Deny(a) :- Action(a), contains("evil", tool_arg(a, "url")).\n')
     result = cli("diff", str(old), str(new), "--format", "json").json()
     assert result["verdict"] == "less-permissive"
     (difference,) = result["witnesses"]

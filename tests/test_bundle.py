@@ -34,7 +34,7 @@ def bundle(tmp_path, cli) -> Path:
 def test_bundle_round_trip(bundle: Path) -> None:
     data = json.loads(bundle.read_text("utf-8"))
     manifest = data["manifest"]
-    assert data["format"] == "policyc-bundle" and data["format_version"] == 1
+    assert data["format"] == "policyc-bundle" and data["format_version"] == 2
     assert manifest["entrypoints"] == ["Allow", "Deny"]
     assert {i["name"] for i in manifest["inputs"]} == {
         "UntrustedInput",
@@ -78,7 +78,7 @@ def _rewrite(bundle: Path, change) -> Path:
     [
         (lambda b: b.write_bytes(b.read_bytes()[: len(b.read_bytes()) // 2]), "truncated or is not JSON"),
         (lambda b: b.write_text('{"hello": "world"}', "utf-8"), "not a policyc bundle"),
-        (lambda b: _rewrite(b, lambda d: d.update(format_version=2)), "bundle format 2 is newer"),
+        (lambda b: _rewrite(b, lambda d: d.update(format_version=3)), "bundle format 3 is newer"),
         (
             lambda b: _rewrite(b, lambda d: d["plan"]["strata"].reverse()),
             "integrity check failed: the plan does not match its hash",
@@ -103,6 +103,38 @@ def test_bad_bundles_are_refused(bundle: Path, damage, reason: str, cli) -> None
     assert run.status == 1
     lines = [line for line in run.stderr.splitlines() if line]
     assert len(lines) == 1 and reason.split(":")[0] in lines[0] and "Traceback" not in run.stderr
+
+
+def _compiled(tmp_path: Path, cli, text: str, format_version: int) -> Path:
+    source = tmp_path / "policy.dl"
+    source.write_text(text, "utf-8")
+    out = tmp_path / "policy.bundle"
+    run = cli("compile", str(source), "-o", str(out))
+    assert run.status == 0, run.stderr
+    return _rewrite(out, lambda d: d.update(format_version=format_version))
+
+
+def test_a_format_1_bundle_that_calls_contains_is_refused(tmp_path, cli) -> None:
+    """Format 1 bundles were compiled when `contains` took the text first: run with the
+    part first they would mean the opposite, so they are refused, saying how to fix them."""
+    old = _compiled(tmp_path, cli, '.input Fetch\nDeny(a) :- Fetch(a, u), contains("evil", u).\n', 1)
+    with pytest.raises(
+        PolicyError, match=r"format 1 was compiled when `contains` took `\(text, part\)`"
+    ) as refused:
+        policyc.load(old)
+    assert "compile it again" in str(refused.value)
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps({"Fetch": [["a1", "https://evil.example"]]}), "utf-8")
+    run = cli("eval", str(old), "--facts", str(facts))
+    assert run.status == 1 and "`contains`" in run.stderr and "Traceback" not in run.stderr
+    current = _rewrite(old, lambda d: d.update(format_version=2))  # compiled now: the part first
+    assert policyc.load(current).evaluate(json.loads(facts.read_text("utf-8"))).relation("Deny") == {("a1",)}
+
+
+def test_a_format_1_bundle_without_contains_still_loads(tmp_path, cli) -> None:
+    old = _compiled(tmp_path, cli, '.input Fetch\nDeny(a) :- Fetch(a, u), startswith(u, "http:").\n', 1)
+    result = policyc.load(old).evaluate({"Fetch": [["a1", "http://x"], ["a2", "https://x"]]})
+    assert result.relation("Deny") == {("a1",)}
 
 
 def test_plan_tampering_that_keeps_the_hash_is_still_checked(bundle: Path) -> None:

@@ -155,9 +155,9 @@ CASES = {
     "type-predicate-as-value": (
         """
         .input R
-        Deny(a) :- R(a), x = contains(a, "x"), x = a.
+        Deny(a) :- R(a), x = contains("x", a), x = a.
         """,
-        [("type-mismatch", 3, 'contains(a, "x")')],
+        [("type-mismatch", 3, 'contains("x", a)')],
     ),
     "type-function-as-condition": (
         """
@@ -207,7 +207,7 @@ CASES = {
     "unsafe-function-argument": (
         """
         .input R
-        Deny(a) :- R(a), contains(a, y).
+        Deny(a) :- R(a), contains(y, a).
         """,
         [("unsafe-variable", 3, "y")],
     ),

@@ -108,7 +108,7 @@ CASES = {
         .functor contains(s: symbol, sub: symbol): bool
         .functor strlen(text: symbol): number  // as in Soufflé
         .input Send
-        Deny(a) :- Send(a, x), contains(x, "evil"), strlen(x) > 3.
+        Deny(a) :- Send(a, x), contains("evil", x), strlen(x) > 3.
         """,
         [("redeclared-builtin", 2, ".functor contains"), ("redeclared-builtin", 3, ".functor strlen")],
     ),
@@ -289,7 +289,7 @@ def test_a_builtin_declared_again_with_another_signature_says_which() -> None:
     (d,) = compile_source(text, "case.dl").diagnostics
     assert d.name == "invalid-directive"
     assert "`contains` is a builtin functor" in d.message
-    assert "contains(text: symbol, part: symbol): bool" in d.message
+    assert "contains(part: symbol, text: symbol): bool" in d.message
     (d,) = compile_source(".functor to_number(t: symbol): symbol\n", "case.dl").diagnostics
     assert "to_number(text: symbol): number" in d.message
 
@@ -300,7 +300,7 @@ def test_a_builtin_declared_again_as_it_is_gets_a_warning_whose_fix_removes_it()
         ".functor lower(x: symbol): symbol\n"
         "  .functor contains(s: symbol, sub: symbol): bool   \n"
         ".functor strlen(s: symbol): number  // the length\n"
-        'Deny(a) :- Send(a, x), contains(lower(x), "evil"), strlen(x) > 3.\n'
+        'Deny(a) :- Send(a, x), contains("evil", lower(x)), strlen(x) > 3.\n'
     )
     result = compile_source(text, "case.dl")
     assert result.ok
@@ -315,6 +315,6 @@ def test_a_builtin_declared_again_as_it_is_gets_a_warning_whose_fix_removes_it()
         for edit in d.fix.edits:
             fixed = fixed[: edit.span.start] + edit.text + fixed[edit.span.end :]
     assert fixed == (
-        '.input Send\n// the length\nDeny(a) :- Send(a, x), contains(lower(x), "evil"), strlen(x) > 3.\n'
+        '.input Send\n// the length\nDeny(a) :- Send(a, x), contains("evil", lower(x)), strlen(x) > 3.\n'
     )
     assert not compile_source(fixed, "case.dl").diagnostics

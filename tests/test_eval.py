@@ -116,7 +116,7 @@ def test_builtin_functors() -> None:
         .decl U(url: symbol)
         .input U
         Host(u, url_host(u), url_scheme(u)) :- U(u).
-        Api(u) :- U(u), contains(u, "/api/"), startswith(lower(u), "https"), match("https?://[a-z.]+/.*", u).
+        Api(u) :- U(u), contains("/api/", u), startswith(lower(u), "https"), match("https?://[a-z.]+/.*", u).
         Parts(cat(substr(u, 0, 5), "!"), to_string(strlen(u)), to_number("42")) :- U(u), endswith(u, "x").
         .output Host, Api, Parts
         """,

@@ -357,10 +357,10 @@ def test_line_ends_and_blanks() -> None:
 
 def test_a_builtin_declared_again_is_laid_out_like_any_functor() -> None:
     text = (
-        '.functor contains(s:symbol,sub:symbol):bool\n.input Send\nDeny(a):-Send(a,x),contains(x,"evil").\n'
+        '.functor contains(s:symbol,sub:symbol):bool\n.input Send\nDeny(a):-Send(a,x),contains("evil",x).\n'
     )
     assert format_source(text) == (
-        '.functor contains(s: symbol, sub: symbol): bool\n.input Send\nDeny(a) :- Send(a, x), contains(x, "evil").\n'
+        '.functor contains(s: symbol, sub: symbol): bool\n.input Send\nDeny(a) :- Send(a, x), contains("evil", x).\n'
     )
 
 

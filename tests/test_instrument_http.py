@@ -113,9 +113,9 @@ def policy_for(denied_port: int) -> object:
         f"""
         .import events
         @id("denied-host") @message("{{a}} goes to a denied host")
-        Deny(a) :- is_tool(a, "http_request"), ToolArg(a, "url", u), contains(u, "127.0.0.1:{denied_port}").
-        @id("secret-body") Deny(a) :- is_tool(a, "http_request"), ToolArg(a, "body", b), contains(b, "SECRET").
-        @id("secret-header") Deny(a) :- is_tool(a, "http_request"), ToolArg(a, "headers", h), contains(h, "SECRET").
+        Deny(a) :- is_tool(a, "http_request"), ToolArg(a, "url", u), contains("127.0.0.1:{denied_port}", u).
+        @id("secret-body") Deny(a) :- is_tool(a, "http_request"), ToolArg(a, "body", b), contains("SECRET", b).
+        @id("secret-header") Deny(a) :- is_tool(a, "http_request"), ToolArg(a, "headers", h), contains("SECRET", h).
         """
     )
 

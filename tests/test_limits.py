@@ -11,6 +11,7 @@ hanging the suite).
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -22,6 +23,7 @@ import pytest
 
 import policyc
 from policyc.runtime.evaluator import Limits
+from policyc.runtime.policy import PolicyError
 
 WITHIN = 20.0  # seconds a call given a limit of one second may take, on any machine
 ONE_SECOND = Limits(max_seconds=1)
@@ -214,17 +216,22 @@ def test_match_in_full_evaluation_is_linear_too() -> None:
     ],
 )
 def test_a_pattern_that_is_invalid_or_needs_backtracking_fails_closed(pattern: str, words: list[str]) -> None:
-    source = f"""
+    """A pattern that reaches `match` at run time; a constant one is an error of `check`."""
+    source = """
         .decl U(u: symbol)
-        .input U
-        Deny(u) :- U(u), match({pattern!r}, u).
-    """.replace("'", '"')
-    result = policyc.load(source).evaluate({"U": [["a"], ["aa"]]})
+        .decl P(p: symbol)
+        .input U, P
+        Deny(u) :- U(u), P(p), match(p, u).
+    """
+    result = policyc.load(source).evaluate({"U": [["a"], ["aa"]], "P": [[pattern]]})
     assert result.errored
     message = result.errors[0].message
     for word in words:
         assert word in message, message
     assert not result.decide("b").allowed
+    constant = source.replace("P(p), match(p, u)", "match(" + json.dumps(pattern) + ", u)")
+    with pytest.raises(PolicyError, match="invalid-pattern"):
+        policyc.load(constant)
 
 
 # ----------------------------------------------------------------------------------- Limits

@@ -67,7 +67,7 @@ async def test_hover_on_a_relation(client: LanguageClient, tmp_path: Path) -> No
 @lsp
 async def test_hover_on_a_functor_a_variable_and_an_import(client: LanguageClient, tmp_path: Path) -> None:
     path = tmp_path / "functor.dl"
-    text = '.import events\nDeny(a) :- Action(a), Text(a, t), contains(lower(t), "password").\n'
+    text = '.import events\nDeny(a) :- Action(a), Text(a, t), contains("password", lower(t)).\n'
     await open_document(client, path, text)
     hover = await client.text_document_hover_async(
         types.HoverParams(doc(path), position_of(text, "contains"))
@@ -393,7 +393,7 @@ async def test_a_builtin_declared_again_is_a_warning_whose_fix_removes_the_line(
     path = tmp_path / "souffle.dl"
     text = (
         ".functor contains(s: symbol, sub: symbol): bool\n.input Send\n"
-        'Deny(a) :- Send(a, x), contains(x, "evil").\n'
+        'Deny(a) :- Send(a, x), contains("evil", x).\n'
     )
     (got,) = await open_document(client, path, text)
     assert (got.code, got.severity) == ("PC205", types.DiagnosticSeverity.Warning)
@@ -401,7 +401,23 @@ async def test_a_builtin_declared_again_is_a_warning_whose_fix_removes_the_line(
     (fix,) = await _actions(client, path, got)
     assert fix.title == "Remove the declaration" and fix.is_preferred
     fixed = apply(text, fix.edit.changes[path.as_uri()])
-    assert fixed == '.input Send\nDeny(a) :- Send(a, x), contains(x, "evil").\n'
+    assert fixed == '.input Send\nDeny(a) :- Send(a, x), contains("evil", x).\n'
+    assert await change(client, path, fixed, 2) == []
+    close(client, path)
+
+
+@lsp
+async def test_a_contains_call_in_the_old_order_offers_swapping_its_arguments(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    path = tmp_path / "order.dl"
+    text = '.input Fetch\nDeny(a) :- Fetch(a, url), contains(lower(url), "evil.com").\n'
+    (got,) = await open_document(client, path, text)
+    assert (got.code, got.severity) == ("PC206", types.DiagnosticSeverity.Warning)
+    (fix,) = await _actions(client, path, got)
+    assert fix.title == "Swap the arguments" and not fix.is_preferred  # it changes what the rule means
+    fixed = apply(text, fix.edit.changes[path.as_uri()])
+    assert fixed == '.input Fetch\nDeny(a) :- Fetch(a, url), contains("evil.com", lower(url)).\n'
     assert await change(client, path, fixed, 2) == []
     close(client, path)
 

@@ -256,7 +256,7 @@ def test_http_instrumentation(server) -> None:
         .import events
         @id("localhost-only") @message("requests may only go to 127.0.0.1")
         Deny(a) :- Action(a), is_tool(a, "http_request"), tool_arg(a, "host") != "127.0.0.1".
-        @id("no-secrets-in-urls") Deny(a) :- ToolArg(a, "url", u), contains(u, "secret").
+        @id("no-secrets-in-urls") Deny(a) :- ToolArg(a, "url", u), contains("secret", u).
         """
     )
     session = policyc.Monitor(policy).session("s")

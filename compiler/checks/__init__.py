@@ -44,13 +44,24 @@ Check = Callable[[Context], list[Diagnostic]]
 
 def all_checks() -> tuple[Check, ...]:
     """The checks, in the order their findings are most useful to read."""
-    from . import arity, duplicates, empty, rule_annotations, safety, singletons, undefined, unused
+    from . import (
+        arity,
+        builtin_calls,
+        duplicates,
+        empty,
+        rule_annotations,
+        safety,
+        singletons,
+        undefined,
+        unused,
+    )
 
     # type inference runs in the pipeline itself: later stages need the types it finds
     return (
         undefined.check,
         arity.check,
         safety.check,
+        builtin_calls.check,
         rule_annotations.check,
         singletons.check,
         duplicates.check,
