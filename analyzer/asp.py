@@ -33,7 +33,7 @@ from itertools import count as counter
 from itertools import product
 from typing import Any
 
-from policyc.compiler import ast
+from policyc.compiler import ast, scopes
 from policyc.compiler.checks.rule_annotations import rule_mode
 from policyc.compiler.stages import Stratified
 
@@ -45,7 +45,8 @@ class Untranslatable(Exception):
 
 
 def var(name: str) -> str:
-    return "V_" + name.replace("'", "_q").replace("\u2019", "_q")
+    # `a@1`: an aggregate's own variable renamed apart (policyc.compiler.scopes)
+    return "V_" + name.replace("'", "_q").replace("\u2019", "_q").replace("@", "_l")
 
 
 def const(value: object) -> str:
@@ -83,6 +84,13 @@ class Translator:
 
     def inline(self, name: str) -> bool:
         return self.symbols.is_inline(name)
+
+    def localized(self, rule: ast.Rule) -> ast.Rule:
+        """The rule with its aggregates' own variables renamed apart, as the planner has it."""
+        given = None
+        if self.inline(rule.head.name):
+            given = {a.name for a in rule.head.args if isinstance(a, ast.Var)}
+        return scopes.localized(rule, lambda a: not self.predicate(a.name) and not self.inline(a.name), given)
 
     def predicate(self, name: str) -> bool:
         sig = self.symbols.functors.get(name)
@@ -161,6 +169,7 @@ class Translator:
         """An inline relation's rule, with its head's values given by the use: one body per
         way its own positive inline literals expand."""
         tag = next(self.fresh)
+        rule = self.localized(rule)
         inner: dict[str, str] = {}
         literals: list[str] = []
         checks = []
@@ -277,6 +286,7 @@ class Translator:
         shadow mode derives a relation nothing reads, as the planner has it (it decides nothing)."""
         if head_name is None and rule_mode(rule) == "shadow":
             head_name = SHADOW_HEAD
+        rule = self.localized(rule)
         env: dict[str, str] = {}
         head = rule.head.name
         fixed: list[str] = []

@@ -31,7 +31,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from . import ast
+from . import ast, scopes
 from . import plan as p
 from .checks.rule_annotations import SHADOW_RELATIONS, rule_mode
 from .loader import Program
@@ -95,8 +95,8 @@ class _Planner:
     # ------------------------------------------------------------------------ program
 
     def run(self) -> p.Plan:
-        rules = [rule for _, rule in self.program.rules()]
-        infos = [self.rule_info(i, module, rule) for i, (module, rule) in enumerate(self.program.rules())]
+        rules = [self.localized(rule) for _, rule in self.program.rules()]
+        infos = [self.rule_info(i, module, rules[i]) for i, (module, _) in enumerate(self.program.rules())]
         by_head: dict[str, list[int]] = {}
         for index, rule in enumerate(rules):
             by_head.setdefault(self.heads.get(index, rule.head.name), []).append(index)
@@ -164,6 +164,13 @@ class _Planner:
         return p.Stratum(
             tuple(self.rel[r] for r in members), recursive, tuple(base), tuple(deltas), tuple(inserts)
         )
+
+    def localized(self, rule: ast.Rule) -> ast.Rule:
+        """The rule with its aggregates' own variables renamed apart (:mod:`.scopes`)."""
+        given = None
+        if self.symbols.is_inline(rule.head.name):
+            given = {a.name for a in rule.head.args if isinstance(a, ast.Var)}
+        return scopes.localized(rule, self.binds, given)
 
     def with_shadow(self, name: str) -> list[str]:
         """A relation and the relation of its rules in shadow mode, if it has any."""
