@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import ast, scopes
 from . import plan as p
@@ -300,6 +300,8 @@ class _Planner:
                 continue
             atoms = [(i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.scannable(lit, ctx)]
             if not atoms:
+                if self.defer(pending, ctx, delta_literal):
+                    continue
                 raise PlanningError("a literal can never be evaluated (unsafe variables)")
             chosen = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
             pending.remove(chosen)
@@ -308,6 +310,40 @@ class _Planner:
             steps.extend(new)
             origins.extend([chosen[0]] * len(new))
         return steps, origins
+
+    def defer(self, pending: list[tuple[int, ast.Literal]], ctx: _Context, delta_literal: int | None) -> bool:
+        """When no atom can be scanned because each has an argument computed from variables
+        another binds (``e(x + 1, y), e(y + 1, x)``): scan the best of them with those arguments
+        bound to hidden slots, and compare each with its expression once that can be computed
+        (a filter). Whether there was such an atom."""
+        atoms = [
+            (i, lit)
+            for i, lit in pending
+            if isinstance(lit, ast.Atom)
+            and self.binds(lit)
+            and any(isinstance(a, ast.Var | ast.Wildcard) for a in lit.args)
+        ]
+        if not atoms:
+            return False
+        index, atom = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
+        here = {ctx.slots[a.name] for a in atom.args if isinstance(a, ast.Var)}
+        extended = _Context(ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences)
+        args: list[ast.Term] = []
+        checks: list[tuple[int, ast.Literal]] = []
+        for arg in atom.args:
+            if isinstance(arg, ast.Var | ast.Wildcard) or self.ready(arg, extended):
+                args.append(arg)
+                continue
+            name = f"#{ctx.hidden}"  # no variable of the source is spelt so
+            ctx.slots[name] = ctx.hidden
+            ctx.hidden += 1
+            ctx.occurrences[name] = 2
+            hidden = ast.Var(name, span=arg.span)
+            args.append(hidden)
+            checks.append((index, ast.Comparison("=", hidden, arg, span=arg.span)))
+        position = pending.index((index, atom))
+        pending[position : position + 1] = [(index, replace(atom, args=tuple(args))), *checks]
+        return True
 
     def take_prelude(self, ctx: _Context) -> list[p.Step]:
         prelude = list(ctx.prelude)
@@ -435,6 +471,8 @@ class _Planner:
                 (i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.scannable(lit, inner)
             ]
             if not atoms:
+                if self.defer(pending, inner, None):
+                    continue
                 raise PlanningError("an aggregate body can never be evaluated")
             chosen = max(atoms, key=lambda item: self.score(item, inner, None))
             pending.remove(chosen)

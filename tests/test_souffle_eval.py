@@ -21,6 +21,13 @@ def agree_with_clingo(text: str, facts: dict[str, list[tuple]]) -> dict[str, set
     return result.relations
 
 
+def plan_text(text: str) -> list[str]:
+    """The lines `policyc check --show plan` prints for a policy, stripped."""
+    from policyc.compiler.show import show_plan
+
+    return [line.strip() for line in show_plan(compile_source(text, "souffle.dl"))]
+
+
 # ------------------------------------------------------------------ aggregates' own variables
 
 A = ".decl a(n: number, z: number)\n.input a\n"
@@ -55,3 +62,27 @@ def test_a_witness_is_still_an_error() -> None:
     errors = [d for d in compile_source(text, "w.dl").diagnostics if d.is_error]
     assert [d.name for d in errors] == ["unsafe-variable"]
     assert "only inside an aggregate" in errors[0].message
+
+
+# ----------------------------------------------------------- expressions in atom arguments
+
+E = ".decl e(x: number, y: number)\n.input e\n"
+E_FACTS = {"e": [(2, 1), (3, 2), (2, 2), (4, 3), (4, 5), (6, 3)]}
+
+
+def test_atoms_whose_expressions_need_each_other() -> None:
+    """Bound from one atom, the other's expression is a filter (by hand: (y + 1, x) and
+    (x + 1, y) both facts)."""
+    text = E + "p(x, y) :- e(x + 1, y), e(y + 1, x).\n.output p"
+    assert agree_with_clingo(text, E_FACTS)["p"] == {(1, 1), (2, 2), (3, 3), (5, 3), (3, 5)}
+
+
+def test_the_same_inside_an_aggregate() -> None:
+    text = E + "c(n) :- n = count : { e(x + 1, y), e(y + 1, x) }.\n.output c"
+    assert agree_with_clingo(text, E_FACTS)["c"] == {(5,)}
+
+
+def test_the_plan_shows_the_filter() -> None:
+    text = E + "p(x, y) :- e(x + 1, y), e(y + 1, x).\n.output p"
+    lines = plan_text(text)
+    assert "filter _2 = (x + 1)" in lines, lines
