@@ -86,3 +86,41 @@ def test_the_plan_shows_the_filter() -> None:
     text = E + "p(x, y) :- e(x + 1, y), e(y + 1, x).\n.output p"
     lines = plan_text(text)
     assert "filter _2 = (x + 1)" in lines, lines
+
+
+# --------------------------------------------------------------- errors of `eval --format json`
+
+
+def eval_json(tmp_path, policy: str, facts: str | None) -> tuple[int, dict]:
+    import json
+
+    from click.testing import CliRunner
+
+    from policyc.cli import main
+
+    (tmp_path / "p.dl").write_text(policy, "utf-8")
+    facts_path = tmp_path / "facts.json"
+    if facts is not None:
+        facts_path.write_text(facts, "utf-8")
+    args = ["eval", str(tmp_path / "p.dl"), "--facts", str(facts_path), "--format", "json"]
+    done = CliRunner().invoke(main, args)
+    return done.exit_code, json.loads(done.stdout)
+
+
+def test_eval_json_prints_the_policy_errors(tmp_path) -> None:
+    status, out = eval_json(tmp_path, E + "p(x) :- e(x, _), q(x).\n", "{}")
+    assert status == 1
+    assert [d["name"] for d in out["diagnostics"]] == ["undefined-relation"]
+    assert "`q` is not defined" in out["errors"][0]
+
+
+def test_eval_json_prints_an_input_error(tmp_path) -> None:
+    status, out = eval_json(tmp_path, E + "p(x) :- e(x, _).\n", None)
+    assert status == 2
+    assert "cannot read facts" in out["errors"][0] and out["diagnostics"] == []
+
+
+def test_eval_json_prints_what_a_program_derives(tmp_path) -> None:
+    facts = '{"e": [[2, 1], [3, 2]]}'
+    status, out = eval_json(tmp_path, E + "p(x, y) :- e(x + 1, y), e(y + 1, x).\n.output p", facts)
+    assert status == 0 and out["relations"]["p"] == [[1, 1], [2, 2]]
