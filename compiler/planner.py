@@ -5,7 +5,11 @@ whatever can be decided with the slots bound so far runs first (comparisons, ass
 negations, foreign predicates, inline relations, aggregates whose grouping variables are
 bound), then the atom with the most known arguments is scanned (in a semi-naive variant,
 the delta atom always comes first: it is the smallest). Arguments known at a scan become
-index lookups at runtime.
+index lookups at runtime. An atom that binds nothing the rule uses (``e(_)``, ``e(x, _)``
+with ``x`` known; a variable occurring once counts as ``_``) is an existence check, placed
+where it can first run and done once there. When every atom left has an argument computed
+from variables only another binds (``e(x + 1, y), e(y + 1, x)``), one is scanned with those
+arguments bound apart and compared with their expressions once these can be computed.
 
 A recursive stratum gets *base* rules (no atom of the stratum in the body), evaluated once,
 and one *delta variant* per recursive atom of every other rule, evaluated each round with
@@ -61,6 +65,9 @@ class _Context:
     hidden: int  # number of slots so far (named and hidden)
     occurrences: Counter[str]  # how often each variable occurs in the whole rule
     prelude: list[p.Step] = field(default_factory=list)  # aggregates an expression needs first
+    # whether a variable occurring once is a wildcard (evaluation), or binds all the same (a
+    # rule with its head given: deny reasons and explanations name every value)
+    singletons: bool = True
 
 
 class _Planner:
@@ -227,10 +234,12 @@ class _Planner:
 
     # ------------------------------------------------------------------------- rules
 
-    def new_context(self, rule: ast.Rule) -> _Context:
+    def new_context(self, rule: ast.Rule, singletons: bool = True) -> _Context:
         names = self.slot_names(rule)
         occurrences = Counter(v.name for v in summarize(rule).variables)
-        return _Context({n: i for i, n in enumerate(names)}, set(), len(names), occurrences)
+        return _Context(
+            {n: i for i, n in enumerate(names)}, set(), len(names), occurrences, singletons=singletons
+        )
 
     def rule_plan(self, index: int, rule: ast.Rule, delta_literal: int | None) -> p.RulePlan:
         ctx = self.new_context(rule)
@@ -247,7 +256,7 @@ class _Planner:
         )
 
     def bound_rule(self, index: int, rule: ast.Rule) -> p.BoundRule:
-        ctx = self.new_context(rule)
+        ctx = self.new_context(rule, singletons=False)
         head: list[p.Bind | p.Match] = []
         deferred: list[int] = []
         for position, arg in enumerate(rule.head.args):
@@ -279,19 +288,36 @@ class _Planner:
         pending = list(literals)
         while pending:
             # a stored atom whose arguments are all known is a membership check: it filters
-            # before computed values are, so a functor never sees bindings the check excludes
-            ready = next(
-                (
-                    item
-                    for item in pending
-                    if isinstance(item[1], ast.Atom)
-                    and item[0] != delta_literal
-                    and self.binds(item[1])
-                    and self.scannable(item[1], ctx)
-                    and all(not isinstance(a, ast.Wildcard) and self.ready(a, ctx) for a in item[1].args)
-                ),
-                None,
-            ) or next((item for item in pending if self.is_ready(item[1], ctx)), None)
+            # before computed values are, so a functor never sees bindings the check excludes;
+            # one that binds nothing (`e(_)`, `e(x, _)` with `x` known) is an existence check,
+            # done once where it can first be (not once per binding of later literals)
+            ready = (
+                next(
+                    (
+                        item
+                        for item in pending
+                        if isinstance(item[1], ast.Atom)
+                        and item[0] != delta_literal
+                        and self.binds(item[1])
+                        and self.scannable(item[1], ctx)
+                        and all(not isinstance(a, ast.Wildcard) and self.ready(a, ctx) for a in item[1].args)
+                    ),
+                    None,
+                )
+                or next(
+                    (
+                        item
+                        for item in pending
+                        if isinstance(item[1], ast.Atom)
+                        and item[0] != delta_literal
+                        and self.binds(item[1])
+                        and self.scannable(item[1], ctx)
+                        and self.checks_only(item[1], ctx)
+                    ),
+                    None,
+                )
+                or next((item for item in pending if self.is_ready(item[1], ctx)), None)
+            )
             if ready is not None:
                 pending.remove(ready)
                 new = self.step(ready[1], ctx, "full")
@@ -327,7 +353,9 @@ class _Planner:
             return False
         index, atom = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
         here = {ctx.slots[a.name] for a in atom.args if isinstance(a, ast.Var)}
-        extended = _Context(ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences)
+        extended = _Context(
+            ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences, singletons=ctx.singletons
+        )
         args: list[ast.Term] = []
         checks: list[tuple[int, ast.Literal]] = []
         for arg in atom.args:
@@ -367,8 +395,25 @@ class _Planner:
         if not self.binds(atom):
             return False
         here = {ctx.slots[a.name] for a in atom.args if isinstance(a, ast.Var)}
-        extended = _Context(ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences)
+        extended = _Context(
+            ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences, singletons=ctx.singletons
+        )
         return all(isinstance(a, ast.Var | ast.Wildcard) or self.ready(a, extended) for a in atom.args)
+
+    def checks_only(self, atom: ast.Atom, ctx: _Context) -> bool:
+        """Whether scanning an atom binds nothing the rule uses: each argument is `_`, a
+        variable occurring nowhere else, or known."""
+        return all(
+            isinstance(a, ast.Wildcard)
+            or (isinstance(a, ast.Var) and (self.is_bound(a, ctx) or self.singleton(a, ctx)))
+            or (not isinstance(a, ast.Var) and self.ready(a, ctx))
+            for a in atom.args
+        )
+
+    @staticmethod
+    def singleton(var: ast.Var, ctx: _Context) -> bool:
+        """A variable occurring once in the rule, when that makes it a wildcard."""
+        return ctx.singletons and ctx.occurrences[var.name] == 1
 
     def binds(self, atom: ast.Atom) -> bool:
         return atom.name not in self.symbols.functors and not self.symbols.is_inline(atom.name)
@@ -439,7 +484,9 @@ class _Planner:
         after them (an expression may use a variable the same atom binds)."""
         patterns: list[p.Pattern | None] = [None] * len(atom.args)
         for i, arg in enumerate(atom.args):
-            if isinstance(arg, ast.Var) and not self.is_bound(arg, ctx):
+            if isinstance(arg, ast.Var) and not hidden_wildcards and self.singleton(arg, ctx):
+                patterns[i] = p.Skip()  # a variable occurring nowhere else: any value
+            elif isinstance(arg, ast.Var) and not self.is_bound(arg, ctx):
                 slot = ctx.slots[arg.name]
                 ctx.bound.add(slot)
                 patterns[i] = p.Bind(slot)
@@ -458,7 +505,7 @@ class _Planner:
 
     def aggregate(self, aggregate: ast.Aggregate, ctx: _Context) -> p.Expr:
         outer = set(ctx.bound)
-        inner = _Context(ctx.slots, set(ctx.bound), ctx.hidden, ctx.occurrences)
+        inner = _Context(ctx.slots, set(ctx.bound), ctx.hidden, ctx.occurrences, singletons=ctx.singletons)
         steps: list[p.Step] = []
         pending = list(enumerate(aggregate.body))
         while pending:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any
 
 from policyc.compiler import plan as p
@@ -71,8 +72,14 @@ def _sum(values: list) -> Any:
     return math.fsum(values)  # exactly rounded: the result does not depend on the order
 
 
+def _first(values: Iterable[Any]) -> Iterable[Any]:
+    """The first of ``values``, if any (an existence check's witness)."""
+    return islice(values, 1)
+
+
 RUNTIME: dict[str, Any] = {
     "FAIL": FAIL,
+    "_first": _first,
     "_div": _div,
     "_mod": _mod,
     "_sum": _sum,
@@ -397,19 +404,31 @@ class RuleCompiler:
             if self.record:
                 self.matched.append(f"({step.relation}, {self.tuple_code(values)})")
             return
+        # binding nothing, the scan is an existence check: the rest of the body runs once, for
+        # the first fact that matches, not once per fact (a match function, which finds every
+        # derivation, still goes through them all)
+        exists = not binds and not self.record
         if arity == 1 or not known or not self.indexed(step):  # run through the facts
             value_of = self.names(step, range(arity), bound)
             facts = self.facts(step.source, step.relation)
-            self.loop(f"for {self.target(list(value_of.values()), arity == 1)} in {facts}:")
-            if known:
-                tests = " and ".join(f"{value_of[i]} == {v}" for i, v in known)
-                w.open(f"if {tests}:")
+            names = self.target(list(value_of.values()), arity == 1)
+            tests = " and ".join(f"{value_of[i]} == {v}" for i, v in known)
+            if exists and known:
+                self.loop(f"for {names} in _first(({names}) for {names} in {facts} if {tests}):")
+            elif exists:
+                self.loop(f"for {names} in _first({facts}):")
+            else:
+                self.loop(f"for {names} in {facts}:")
+                if known:
+                    w.open(f"if {tests}:")
         else:
             positions = tuple(i for i, _ in known)
             rest = projection(arity, positions)
             index = self.index(step.source, step.relation, positions)
             value_of = self.names(step, rest, bound)
             lookup = f"{index}({self.key([v for _, v in known])}, ())"
+            if exists:
+                lookup = f"_first({lookup})"
             self.loop(f"for {self.target(list(value_of.values()), len(rest) == 1)} in {lookup}:")
         value_of.update(known)
         agree = []  # the same variable twice in one atom: the second must agree (one test)

@@ -4,6 +4,8 @@ the analyzer's translation) or against answers derived by hand."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import policyc
 from policyc.analyzer.asp import solve_unique, to_clingo
 from policyc.compiler.pipeline import compile_source
@@ -124,3 +126,72 @@ def test_eval_json_prints_what_a_program_derives(tmp_path) -> None:
     facts = '{"e": [[2, 1], [3, 2]]}'
     status, out = eval_json(tmp_path, E + "p(x, y) :- e(x + 1, y), e(y + 1, x).\n.output p", facts)
     assert status == 0 and out["relations"]["p"] == [[1, 1], [2, 2]]
+
+
+# ----------------------------------------------------------------------- existence checks
+
+
+def visits(text: str, head: str, facts: dict[str, list]) -> tuple[set, Counter]:
+    """What the rule of ``head`` derives from ``facts`` (unary relations), and how many facts of
+    each relation its code went through."""
+    from policyc.runtime import codegen
+    from policyc.runtime.codegen import FAIL
+    from policyc.runtime.limits import Limits, Meter
+    from policyc.runtime.relations import Relation
+
+    visited: Counter[str] = Counter()
+
+    class Counting(set):
+        def __init__(self, name: str, items: list) -> None:
+            super().__init__(items)
+            self.name = name
+
+        def __iter__(self):
+            for item in super().__iter__():
+                visited[self.name] += 1
+                yield item
+
+    plan = policyc.load(text).plan
+    index = plan.relation_index()
+    relations = [Relation(spec.arity) for spec in plan.relations]
+    for name, rows in facts.items():
+        relations[index[name]] = Relation.owning(1, Counting(name, rows))
+    rule = next(r for s in plan.strata for r in s.rules if plan.relations[r.head].name == head)
+    _, function = codegen.compile_rule(plan, rule)
+    out: set = set()
+    function(relations, [], out, [], {}, Meter(Limits(), lambda: 0, lambda op: FAIL, False))
+    return out, visited
+
+
+UNARY = ".decl e(x: number)\n.decl i(x: number)\n.input e, i\n"
+
+
+def test_an_atom_of_wildcards_is_checked_once() -> None:
+    """`e(_)` three times is three existence checks before `i` is scanned: 3 facts of `e` are
+    looked at, whatever the size of `e` (iterated, it would be 100 + 100² + 100³)."""
+    text = UNARY + "q(x) :- e(_), e(_), e(_), i(x).\n.output q"
+    out, visited = visits(text, "q", {"e": list(range(100)), "i": [7, 8]})
+    assert out == {7, 8}
+    assert visited == {"e": 3, "i": 2}
+    lines = plan_text(text)
+    start = lines.index("rule q@souffle.dl:4 (once)") + 1
+    assert lines[start : start + 4] == ["exists e(_)", "exists e(_)", "exists e(_)", "scan i(x)"]
+
+
+def test_a_variable_occurring_once_is_a_wildcard() -> None:
+    text = UNARY + "q(x) :- e(_a), e(y), i(x).\n.output q"
+    out, visited = visits(text, "q", {"e": list(range(100)), "i": [7, 8]})
+    assert out == {7, 8} and visited == {"e": 2, "i": 2}
+
+
+def test_an_empty_relation_fails_the_check() -> None:
+    text = UNARY + "q(x) :- i(x), e(_).\n.output q"
+    out, visited = visits(text, "q", {"e": [], "i": [7, 8]})
+    assert out == set() and visited["i"] == 0
+
+
+def test_existence_checks_agree_with_clingo() -> None:
+    text = E + ".decl i(x: number)\n.input i\nr(x) :- i(x), e(x, _), e(_, _), !e(_, x).\n.output r"
+    facts = {**E_FACTS, "i": [(2,), (3,), (4,), (6,), (9,)]}
+    assert agree_with_clingo(text, facts)["r"] == {(4,), (6,)}
+    assert "exists, lookup on [0] e(=x, _)" in plan_text(text)
