@@ -72,6 +72,9 @@ UNDEFINED_FUNCTION = Code("PC106", "undefined-function", E, "a function is calle
 INVALID_DIRECTIVE = Code("PC107", "invalid-directive", E, "a directive is malformed or contradicts another")
 INVALID_ANNOTATION = Code("PC108", "invalid-annotation", E, "a rule annotation is malformed")
 NAME_CONFLICT = Code("PC109", "name-conflict", E, "a name is used both as a relation and as a functor")
+MISPLACED_GENERATOR = Code(
+    "PC110", "misplaced-generator", E, "`range` is used elsewhere than as one side of `=` in a body"
+)
 
 SINGLETON_VARIABLE = Code("PC201", "singleton-variable", W, "a named variable occurs only once in its rule")
 UNUSED_RELATION = Code(

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from . import ast, scopes
 from . import plan as p
 from .checks.rule_annotations import SHADOW_RELATIONS, rule_mode
+from .generators import generator
 from .loader import Program
 from .stages import Stratified
 from .summary import summarize
@@ -316,7 +317,7 @@ class _Planner:
                     ),
                     None,
                 )
-                or next((item for item in pending if self.is_ready(item[1], ctx)), None)
+                or self.first_ready(pending, ctx)
             )
             if ready is not None:
                 pending.remove(ready)
@@ -372,6 +373,26 @@ class _Planner:
         position = pending.index((index, atom))
         pending[position : position + 1] = [(index, replace(atom, args=tuple(args))), *checks]
         return True
+
+    def first_ready(
+        self, pending: list[tuple[int, ast.Literal]], ctx: _Context
+    ) -> tuple[int, ast.Literal] | None:
+        """The first literal that can be decided now; a generator (``range``) only when nothing
+        else can: it multiplies the bindings that follow."""
+        ready = [item for item in pending if self.is_ready(item[1], ctx)]
+        plain = next((i for i in ready if generator(i[1], self.symbols.functors) is None), None)
+        if plain is not None:
+            return plain
+        atoms = [lit for _, lit in pending if isinstance(lit, ast.Atom) and self.binds(lit)]
+        for item in ready:
+            # before a scan only when an atom uses what it binds (then looked up, not scanned)
+            target = generator(item[1], self.symbols.functors)[0]  # type: ignore[index]
+            names = {v.name for v in ast.term_vars(target)}
+            if not any(self.scannable(a, ctx) for a in atoms) or any(
+                names & {v.name for arg in a.args for v in ast.term_vars(arg)} for a in atoms
+            ):
+                return item
+        return None
 
     def take_prelude(self, ctx: _Context) -> list[p.Step]:
         prelude = list(ctx.prelude)
@@ -453,8 +474,30 @@ class _Planner:
 
     def step(self, literal: ast.Literal, ctx: _Context, source: str) -> list[p.Step]:
         """The step of a literal, after the aggregates its expressions need."""
+        found = generator(literal, self.symbols.functors)
+        if found is not None:
+            return self.range_steps(*found, ctx)
         step = self.literal_step(literal, ctx, source)
         return [*self.take_prelude(ctx), step]
+
+    def range_steps(self, target: ast.Term, call: ast.Call, ctx: _Context) -> list[p.Step]:
+        """``x = range(...)``: bind ``x`` to each value; with the other side known, each value
+        is compared with it."""
+        bounds = [self.expr(a, ctx) for a in call.args]
+        by = bounds[2] if len(bounds) == 3 else None
+        if isinstance(target, ast.Var) and not self.is_bound(target, ctx):
+            slot = ctx.slots[target.name]
+            ctx.bound.add(slot)
+            return [*self.take_prelude(ctx), p.Range(slot, bounds[0], bounds[1], by)]
+        value = self.expr(target, ctx)
+        slot = ctx.hidden
+        ctx.hidden += 1
+        ctx.bound.add(slot)
+        return [
+            *self.take_prelude(ctx),
+            p.Range(slot, bounds[0], bounds[1], by),
+            p.Filter("=", p.Slot(slot), value),
+        ]
 
     def literal_step(self, literal: ast.Literal, ctx: _Context, source: str) -> p.Step:
         if isinstance(literal, ast.Comparison):

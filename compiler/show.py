@@ -210,6 +210,10 @@ def _step_lines(plan: p.Plan, step: p.Step, names: list[str]) -> list[str]:
         ]
     if isinstance(step, p.Assign):
         return [f"let {names[step.slot]} = {_expr_text(plan, step.expr, names)}"]
+    if isinstance(step, p.Range):
+        bounds = [step.start, step.stop, *([] if step.step is None else [step.step])]
+        shown = ", ".join(_expr_text(plan, e, names) for e in bounds)
+        return [f"for {names[step.slot]} in range({shown})"]
     if isinstance(step, p.Test | p.InlineTest):
         target = (
             plan.functors[step.functor].name

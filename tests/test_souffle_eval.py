@@ -195,3 +195,93 @@ def test_existence_checks_agree_with_clingo() -> None:
     facts = {**E_FACTS, "i": [(2,), (3,), (4,), (6,), (9,)]}
     assert agree_with_clingo(text, facts)["r"] == {(4,), (6,)}
     assert "exists, lookup on [0] e(=x, _)" in plan_text(text)
+
+
+# ------------------------------------------------------------------------------------ range
+
+RANGES = """
+.decl n(a: number, b: number)
+.input n
+up(x) :- x = range(0, 10).
+down(x) :- x = range(10, 0).
+by(x) :- x = range(1, 10, 3).
+back(x) :- x = range(9, 0, -4).
+still(x) :- x = range(3, 5, 0).
+none(x) :- x = range(4, 4, 0).
+between(a, b, x) :- n(a, b), x = range(a, b).
+stepped(a, b, x) :- n(a, b), x = range(a, 20, b).
+known(a) :- n(a, _), a = range(0, 5).
+pairs(c) :- c = count : { x = range(0, 7), y = range(x, 3) }.
+.output up, down, by, back, still, none, between, stepped, known, pairs
+"""
+
+
+def test_range_as_souffle_has_it() -> None:
+    """By hand from Soufflé's definition: `to` excluded; default step 1 up, -1 down; step 0
+    gives `from` once unless the range is empty."""
+    facts = {"n": [(1, 4), (4, 1), (2, 2), (7, -3), (3, 0)]}
+    r = agree_with_clingo(RANGES, facts)
+    assert r["up"] == {(i,) for i in range(10)}
+    assert r["down"] == {(i,) for i in range(1, 11)}
+    assert r["by"] == {(1,), (4,), (7,)} and r["back"] == {(9,), (5,), (1,)}
+    assert r["still"] == {(3,)} and r["none"] == set()
+    assert r["between"] == {(1, 4, 1), (1, 4, 2), (1, 4, 3), (4, 1, 4), (4, 1, 3), (4, 1, 2)} | {
+        (7, -3, x) for x in range(-2, 8)
+    } | {(3, 0, 3), (3, 0, 2), (3, 0, 1)}
+    assert r["stepped"] == {(1, 4, x) for x in (1, 5, 9, 13, 17)} | {(4, 1, x) for x in range(4, 20)} | {
+        (2, 2, x) for x in range(2, 20, 2)
+    } | {(3, 0, 3)}  # range(7, 20, -3) is empty: counting down from 7 never reaches 20
+    assert r["known"] == {(1,), (4,), (2,), (3,)}
+    assert r["pairs"] == {(12,)}  # x < 3: 3 + 2 + 1 values of y; x = 3: none; x > 3: counting down, 1 + 2 + 3
+
+
+def test_float_ranges_add_the_step() -> None:
+    text = "f(x) :- x = range(0.0, 1.0, 0.25).\ng(x) :- x = range(1.0, 0.0).\n.output f, g"
+    result = policyc.load(text).evaluate({})
+    assert result.relation("f") == {(0.0,), (0.25,), (0.5,), (0.75,)}
+    assert result.relation("g") == {(1.0,)}
+
+
+def test_a_range_too_large_fails_closed() -> None:
+    from policyc.runtime.limits import MAX_RANGE
+
+    text = f"Deny(x) :- x = range(0, {MAX_RANGE + 1}).\n"
+    result = policyc.load(text).evaluate({})
+    assert result.errored
+    assert [e.message for e in result.errors] == [
+        f"range(0, {MAX_RANGE + 1}) has {MAX_RANGE + 1:,} values, more than {MAX_RANGE:,} (the limit of a range)"
+    ]
+    assert not result.decide("x").allowed
+    assert policyc.load(f"S(x) :- x = range(0, {MAX_RANGE}).\n.output S").evaluate({}).relation("S")
+
+
+def test_the_plan_shows_a_range_and_round_trips() -> None:
+    from policyc.compiler.plan_read import from_data
+    from policyc.compiler.plan_write import to_data
+
+    plan = policyc.load(RANGES).plan
+    assert from_data(to_data(plan)) == plan
+    assert "for x in range(1, 10, 3)" in plan_text(RANGES)
+
+
+def test_range_is_checked() -> None:
+    text = (
+        ".decl n(a: number)\n.input n\n"
+        "a(x) :- n(x), x < range(0, 3).\n"
+        "b(x) :- n(x), x = range(0).\n"
+        'c(x) :- x = range(0, "9").\n'
+        "d(range(0, 2)) :- n(_).\n"
+    )
+    found = [(d.span.line, d.name) for d in compile_source(text, "r.dl").diagnostics if d.is_error]
+    assert found == [
+        (3, "misplaced-generator"),
+        (4, "arity-mismatch"),
+        (5, "type-mismatch"),
+        (6, "misplaced-generator"),
+    ]
+
+
+def test_a_declared_range_functor_is_a_functor() -> None:
+    text = ".functor range(a: number, b: number): number\nr(x) :- x = range(1, 2).\n.output r"
+    result = policyc.load(text, {"range": lambda a, b: a + b}).evaluate({})
+    assert result.relation("r") == {(3,)}

@@ -44,12 +44,23 @@ Check = Callable[[Context], list[Diagnostic]]
 
 def all_checks() -> tuple[Check, ...]:
     """The checks, in the order their findings are most useful to read."""
-    from . import arity, duplicates, empty, rule_annotations, safety, singletons, undefined, unused
+    from . import (
+        arity,
+        duplicates,
+        empty,
+        generators,
+        rule_annotations,
+        safety,
+        singletons,
+        undefined,
+        unused,
+    )
 
     # type inference runs in the pipeline itself: later stages need the types it finds
     return (
         undefined.check,
         arity.check,
+        generators.check,
         safety.check,
         rule_annotations.check,
         singletons.check,
