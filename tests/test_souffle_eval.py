@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 import policyc
 from policyc.analyzer.asp import solve_unique, to_clingo
 from policyc.compiler.pipeline import compile_source
+
+from .conftest import examples
 
 
 def agree_with_clingo(text: str, facts: dict[str, list[tuple]]) -> dict[str, set[tuple]]:
@@ -285,3 +290,44 @@ def test_a_declared_range_functor_is_a_functor() -> None:
     text = ".functor range(a: number, b: number): number\nr(x) :- x = range(1, 2).\n.output r"
     result = policyc.load(text, {"range": lambda a, b: a + b}).evaluate({})
     assert result.relation("r") == {(3,)}
+
+
+def souffle_range(start: int, stop: int, step: int | None) -> list[int]:
+    """Soufflé's loops for `range`, written out (src/include/souffle/utility/EvaluatorUtil.h)."""
+    if step is None:
+        step = 1 if start <= stop else -1
+    values = []
+    if step > 0:
+        x = start
+        while x < stop:
+            values.append(x)
+            x += step
+    elif step < 0:
+        x = start
+        while stop < x:
+            values.append(x)
+            x += step
+    elif start != stop:
+        values.append(start)
+    return values
+
+
+@examples(15, 200)
+def test_random_ranges_agree_with_souffle_and_clingo(examples: int) -> None:
+    small = st.integers(-6, 6)
+    triples = st.lists(st.tuples(small, small, small), min_size=1, max_size=6, unique=True)
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(triples)
+    def run(rows: list[tuple[int, int, int]]) -> None:
+        text = (
+            ".decl n(a: number, b: number, s: number)\n.input n\n"
+            "by(a, b, s, x) :- n(a, b, s), x = range(a, b, s).\n"
+            "plain(a, b, x) :- n(a, b, _), x = range(a, b).\n"
+            ".output by, plain\n"
+        )
+        relations = agree_with_clingo(text, {"n": rows})
+        assert relations["by"] == {(a, b, s, x) for a, b, s in rows for x in souffle_range(a, b, s)}
+        assert relations["plain"] == {(a, b, x) for a, b, _ in rows for x in souffle_range(a, b, None)}
+
+    run()
