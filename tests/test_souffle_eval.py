@@ -331,3 +331,10 @@ def test_random_ranges_agree_with_souffle_and_clingo(examples: int) -> None:
         assert relations["plain"] == {(a, b, x) for a, b, _ in rows for x in souffle_range(a, b, None)}
 
     run()
+
+
+def test_an_aggregates_own_variable_has_its_own_type() -> None:
+    """`d` counts the symbols `d` of the body: the outer `d` is a number, the inner a symbol."""
+    text = ".decl Dep(a: symbol, b: symbol)\n.input Dep\nMany(a) :- Dep(a, _), d = count : { Dep(a, d) }, d > 1.\n.output Many"
+    facts = {"Dep": [("x", "p"), ("x", "q"), ("y", "p")]}
+    assert agree_with_clingo(text, facts)["Many"] == {("x",)}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from itertools import count
 
-from .. import ast, codes
+from .. import ast, codes, scopes
 from ..diagnostics import Diagnostic, Related
 from ..generators import is_range
 from ..loader import Program
@@ -150,9 +150,17 @@ class _Solver:
     def rule(self, index: int, rule: ast.Rule, report: bool) -> None:
         self.report = report
         self.rule_index = index
+        if self.program.summary(rule).aggregates:  # an aggregate's own variables have types of their own
+            given = None
+            if self.symbols.is_inline(rule.head.name):
+                given = {a.name for a in rule.head.args if isinstance(a, ast.Var)}
+            rule = scopes.localized(rule, self.binds, given)
         for literal in rule.body:
             self.literal(literal)
         self.atom(rule.head)
+
+    def binds(self, atom: ast.Atom) -> bool:
+        return atom.name not in self.symbols.functors and not self.symbols.is_inline(atom.name)
 
     def literal(self, literal: ast.Literal) -> None:
         if isinstance(literal, ast.Atom):
