@@ -391,10 +391,10 @@ class RuleCompiler:
         elif isinstance(step, p.Range):
             start, stop = self.expr(step.start), self.expr(step.stop)
             by = "None" if step.step is None else self.expr(step.step)
-            values = w.fresh("g")
-            w.line(f"{values} = _range({start}, {stop}, {by}, E)")
-            w.open(f"if {values} is not FAIL:")
-            self.loop(f"for v{step.slot} in {values}:")
+            generated = w.fresh("g")
+            w.line(f"{generated} = _range({start}, {stop}, {by}, E)")
+            w.open(f"if {generated} is not FAIL:")
+            self.loop(f"for v{step.slot} in {generated}:")
             bound.add(step.slot)
         elif isinstance(step, p.Test):
             args = ", ".join(self.expr(a) for a in step.args)
