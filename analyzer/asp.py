@@ -21,8 +21,11 @@ derives (the test suite checks this on thousands of random programs).
   auxiliary predicate defined over the using rule's own bindings (its literals from lower
   strata).
 
+* ``x = range(a, b[, step])`` becomes clingo intervals (see :meth:`Translator.range_alternatives`).
+
 Floats and a few combinations (a ``mean`` in a head, an inline relation with several rules
-inside an aggregate) have no translation: :class:`Untranslatable` says which.
+inside an aggregate, a ``range`` with a computed step inside an aggregate) have no translation:
+:class:`Untranslatable` says which.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from itertools import count as counter
 from itertools import product
 from typing import Any
 
-from policyc.compiler import ast
+from policyc.compiler import ast, scopes
 from policyc.compiler.checks.rule_annotations import rule_mode
+from policyc.compiler.generators import generator
 from policyc.compiler.stages import Stratified
 
 _TRANSLATORS = counter()
@@ -45,7 +49,8 @@ class Untranslatable(Exception):
 
 
 def var(name: str) -> str:
-    return "V_" + name.replace("'", "_q").replace("\u2019", "_q")
+    # `a@1`: an aggregate's own variable renamed apart (policyc.compiler.scopes)
+    return "V_" + name.replace("'", "_q").replace("\u2019", "_q").replace("@", "_l")
 
 
 def const(value: object) -> str:
@@ -83,6 +88,13 @@ class Translator:
 
     def inline(self, name: str) -> bool:
         return self.symbols.is_inline(name)
+
+    def localized(self, rule: ast.Rule) -> ast.Rule:
+        """The rule with its aggregates' own variables renamed apart, as the planner has it."""
+        given = None
+        if self.inline(rule.head.name):
+            given = {a.name for a in rule.head.args if isinstance(a, ast.Var)}
+        return scopes.localized(rule, lambda a: not self.predicate(a.name) and not self.inline(a.name), given)
 
     def predicate(self, name: str) -> bool:
         sig = self.symbols.functors.get(name)
@@ -139,6 +151,9 @@ class Translator:
                 option for rule in self.program.rules_of(lit.name) for option in self.expand(rule, lit, env)
             ]
         pre: list[str] = []
+        found = generator(lit, self.symbols.functors)
+        if found is not None:
+            return self.range_alternatives(found[0], found[1], env)
         if isinstance(lit, ast.Negation):
             if self.inline(lit.atom.name):
                 return [[self.negated_inline(lit.atom, env, head, body)]]
@@ -157,10 +172,41 @@ class Translator:
             pre.append(f"@{SAME_KIND}({left},{right}) = 1")
         return [[*pre, f"{left}{lit.op}{right}"]]
 
+    def range_alternatives(self, target: ast.Term, call: ast.Call, env: dict[str, str]) -> list[list[str]]:
+        """``x = range(a, b[, step])`` through clingo's intervals (integers only): without a
+        step, the pool ``(a..b-1; b+1..a)`` (one of the two is empty); with a constant step, the
+        multiples of it that fall in the range; with a computed one, one rule per sign."""
+        pre: list[str] = []
+        value = self.term(target, env, pre)
+        start, stop = (self.term(a, env, pre) for a in call.args[:2])
+        if len(call.args) == 2:
+            return [[*pre, f"{value} = ({start}..{stop}-1;{stop}+1..{start})"]]
+        step_term = call.args[2]
+        step = self.term(step_term, env, pre)
+        k = f"K{next(self.fresh)}"
+        up = [f"{start} < {stop}", f"{k} = 0..({stop}-{start}-1)/({step})", f"{value} = {start}+{k}*({step})"]
+        down = [
+            f"{start} > {stop}",
+            f"{k} = 0..({start}-{stop}-1)/(-({step}))",
+            f"{value} = {start}+{k}*({step})",
+        ]
+        still = [f"{start} != {stop}", f"{value} = {start}"]
+        constant = step_term.value if isinstance(step_term, ast.Integer) else None
+        if isinstance(step_term, ast.Negate) and isinstance(step_term.operand, ast.Integer):
+            constant = -step_term.operand.value
+        if constant is not None:
+            return [[*pre, *(up if constant > 0 else down if constant < 0 else still)]]
+        return [
+            [*pre, f"{step} > 0", *up],
+            [*pre, f"{step} < 0", *down],
+            [*pre, f"{step} = 0", *still],
+        ]
+
     def expand(self, rule: ast.Rule, use: ast.Atom, env: dict[str, str]) -> list[list[str]]:
         """An inline relation's rule, with its head's values given by the use: one body per
         way its own positive inline literals expand."""
         tag = next(self.fresh)
+        rule = self.localized(rule)
         inner: dict[str, str] = {}
         literals: list[str] = []
         checks = []
@@ -252,7 +298,10 @@ class Translator:
                 isinstance(t, ast.Aggregate) for t in (lit.left, lit.right)
             ):
                 continue
-            literals.extend(self.literal_alternatives(lit, env, head, body)[0])
+            options = self.literal_alternatives(lit, env, head, body)
+            if len(options) != 1:
+                raise Untranslatable("a `range` with a computed step beside a negated inline relation")
+            literals.extend(options[0])
         return literals
 
     def aggregate_body(self, agg: ast.Aggregate, env: dict[str, str], head: str) -> tuple[str, list[str]]:
@@ -264,6 +313,8 @@ class Translator:
                 parts.extend([*pre, text])
             else:
                 options = self.literal_alternatives(lit, env, head, agg.body)
+                if len(options) != 1 and generator(lit, self.symbols.functors) is not None:
+                    raise Untranslatable("a `range` with a computed step inside an aggregate")
                 if len(options) != 1:
                     raise Untranslatable("a positive inline relation inside an aggregate")
                 parts.extend(options[0])
@@ -277,6 +328,7 @@ class Translator:
         shadow mode derives a relation nothing reads, as the planner has it (it decides nothing)."""
         if head_name is None and rule_mode(rule) == "shadow":
             head_name = SHADOW_HEAD
+        rule = self.localized(rule)
         env: dict[str, str] = {}
         head = rule.head.name
         fixed: list[str] = []

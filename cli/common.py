@@ -9,6 +9,7 @@ opens a policy, a bundle, functors, facts or thresholds is here, once.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import os
 import sys
@@ -30,8 +31,28 @@ EXIT_USAGE = 2  # a usage or I/O problem
 # --------------------------------------------------------------------------------- errors
 
 
-def fail(message: str, status: int = EXIT_ERRORS) -> None:
-    """Stop the command: ``message`` on standard error, and the exit status."""
+_JSON_FAILURES: contextvars.ContextVar[bool] = contextvars.ContextVar("json_failures", default=False)
+
+
+@contextlib.contextmanager
+def json_failures(enabled: bool) -> Iterator[None]:
+    """With ``--format json``, a command that stops on an error prints it on standard output
+    too, as ``{"errors": [message], "diagnostics": [...]}`` (the policy's error diagnostics, as
+    `policyc check --format json` has them): a reader of the output sees every error."""
+    token = _JSON_FAILURES.set(enabled)
+    try:
+        yield
+    finally:
+        _JSON_FAILURES.reset(token)
+
+
+def fail(message: str, status: int = EXIT_ERRORS, diagnostics: Any = ()) -> None:
+    """Stop the command: ``message`` on standard error (and as JSON on standard output under
+    :func:`json_failures`), and the exit status."""
+    if _JSON_FAILURES.get():
+        from ..compiler.render_json import diagnostic_json
+
+        echo_json({"errors": [message], "diagnostics": [diagnostic_json(d) for d in diagnostics]})
     click.echo(f"policyc: error: {message}", err=True)
     sys.exit(status)
 
@@ -59,6 +80,8 @@ class internal_errors:
             fail(str(error), EXIT_USAGE)
         if os.environ.get("POLICYC_DEBUG"):
             return False
+        if _JSON_FAILURES.get():
+            echo_json({"errors": [f"internal error: {kind.__name__}: {error}"], "diagnostics": []})
         click.echo(f"policyc: internal error: {kind.__name__}: {error}", err=True)
         click.echo(
             "this is a bug in policyc; please report it with the input that caused it "
@@ -220,7 +243,7 @@ def policy_failures() -> Iterator[None]:
     except PolicyError as error:
         if error.diagnostics:
             print_diagnostics(list(error.diagnostics))
-        fail(str(error))
+        fail(str(error), diagnostics=error.diagnostics)
     except MissingFunctors as error:
         fail(str(error))
 

@@ -21,6 +21,7 @@ from .common import (
     echo_json,
     fail,
     internal_errors,
+    json_failures,
     limits_of,
     load_policy,
     read_facts,
@@ -49,7 +50,7 @@ def eval_command(
     timeout: float | None,
 ) -> None:
     """Evaluate a policy on facts and print the relations it derives."""
-    with internal_errors():
+    with json_failures(fmt == "json"), internal_errors():
         loaded = load_policy(policy, functors, verify_key, limits_of(max_facts, timeout))
         names = {r.name: r for r in loaded.plan.relations}
         for query in queries:
@@ -99,7 +100,7 @@ def explain_command(
     verify_key: str | None,
 ) -> None:
     """Explain why FACT (like 'Deny("v6")') holds, as a derivation tree, or why it does not."""
-    with internal_errors():
+    with json_failures(fmt == "json"), internal_errors():
         name, values = _parse_fact(fact)
         loaded = load_policy(policy, functors, verify_key)
         values = _fact_of(loaded.plan, name, values, fact)

@@ -75,6 +75,9 @@ NAME_CONFLICT = Code("PC109", "name-conflict", E, "a name is used both as a rela
 INVALID_PATTERN = Code(
     "PC110", "invalid-pattern", E, "a constant `match` pattern is not a regular expression `match` can run"
 )
+MISPLACED_GENERATOR = Code(
+    "PC111", "misplaced-generator", E, "`range` is used elsewhere than as one side of `=` in a body"
+)
 
 SINGLETON_VARIABLE = Code("PC201", "singleton-variable", W, "a named variable occurs only once in its rule")
 UNUSED_RELATION = Code(
@@ -118,6 +121,7 @@ CATALOG: tuple[Code, ...] = (
     INVALID_ANNOTATION,
     NAME_CONFLICT,
     INVALID_PATTERN,
+    MISPLACED_GENERATOR,
     SINGLETON_VARIABLE,
     UNUSED_RELATION,
     EMPTY_RELATION,

@@ -17,6 +17,7 @@ Steps of a rule body, executed in order for each binding of the slots so far:
 ``NotExists``      no fact of a relation matches (negation; ``_`` matches anything)
 ``Filter``         a comparison holds
 ``Assign``         compute a value into a slot
+``Range``          for each value of ``range(start, stop[, step])``, bind a slot to it
 ``Test``           a foreign predicate holds (or, negated, does not)
 ``InlineTest``     an inline relation holds for the given arguments (or does not)
 ``Aggregate``      compute count/sum/min/max/mean over the bindings of an inner body
@@ -124,6 +125,18 @@ class Assign:
 
 
 @dataclass(frozen=True, slots=True)
+class Range:
+    """``slot = range(start, stop[, step])``: Soufflé's generator. ``stop`` is excluded; without
+    ``step``, it is 1 upwards (``start <= stop``), else -1; a ``step`` of 0 gives ``start`` once
+    when ``start != stop``."""
+
+    slot: int
+    start: Expr
+    stop: Expr
+    step: Expr | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Test:
     functor: int
     args: tuple[Expr, ...]
@@ -149,7 +162,7 @@ class Aggregate:
     keys: tuple[int, ...]
 
 
-Step = Scan | NotExists | Filter | Assign | Test | InlineTest | Aggregate
+Step = Scan | NotExists | Filter | Assign | Range | Test | InlineTest | Aggregate
 
 # ----------------------------------------------------------------------------------- rules
 

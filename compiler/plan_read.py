@@ -39,6 +39,7 @@ from .plan import (
     Pattern,
     Plan,
     PlanError,
+    Range,
     RelationSpec,
     RuleInfo,
     RulePlan,
@@ -232,6 +233,9 @@ class _Reader:
             )
         if kind == "assign" and n == 3:
             return Assign(parts[1].count(slots), self.expr(parts[2], slots))
+        if kind == "range" and n == 5:
+            by = None if parts[4].value is None else self.expr(parts[4], slots)
+            return Range(parts[1].count(slots), self.expr(parts[2], slots), self.expr(parts[3], slots), by)
         if kind == "test" and n == 4:
             functor = parts[1].count(len(self.functors))
             arity = len(self.functors[functor].params)

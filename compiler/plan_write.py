@@ -29,6 +29,7 @@ from .plan import (
     NotExists,
     Pattern,
     Plan,
+    Range,
     RulePlan,
     Scan,
     Slot,
@@ -135,6 +136,9 @@ def _step_data(step: Step) -> Any:
         return ["filter", step.op, _expr_data(step.left), _expr_data(step.right)]
     if isinstance(step, Assign):
         return ["assign", step.slot, _expr_data(step.expr)]
+    if isinstance(step, Range):
+        by = None if step.step is None else _expr_data(step.step)
+        return ["range", step.slot, _expr_data(step.start), _expr_data(step.stop), by]
     if isinstance(step, Test):
         return ["test", step.functor, [_expr_data(a) for a in step.args], step.negated]
     if isinstance(step, InlineTest):

@@ -5,7 +5,11 @@ whatever can be decided with the slots bound so far runs first (comparisons, ass
 negations, foreign predicates, inline relations, aggregates whose grouping variables are
 bound), then the atom with the most known arguments is scanned (in a semi-naive variant,
 the delta atom always comes first: it is the smallest). Arguments known at a scan become
-index lookups at runtime.
+index lookups at runtime. An atom that binds nothing the rule uses (``e(_)``, ``e(x, _)``
+with ``x`` known; a variable occurring once counts as ``_``) is an existence check, placed
+where it can first run and done once there. When every atom left has an argument computed
+from variables only another binds (``e(x + 1, y), e(y + 1, x)``), one is scanned with those
+arguments bound apart and compared with their expressions once these can be computed.
 
 A recursive stratum gets *base* rules (no atom of the stratum in the body), evaluated once,
 and one *delta variant* per recursive atom of every other rule, evaluated each round with
@@ -29,11 +33,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from . import ast
+from . import ast, scopes
 from . import plan as p
 from .checks.rule_annotations import SHADOW_RELATIONS, rule_mode
+from .generators import generator
 from .loader import Program
 from .stages import Stratified
 from .summary import summarize
@@ -61,6 +66,9 @@ class _Context:
     hidden: int  # number of slots so far (named and hidden)
     occurrences: Counter[str]  # how often each variable occurs in the whole rule
     prelude: list[p.Step] = field(default_factory=list)  # aggregates an expression needs first
+    # whether a variable occurring once is a wildcard (evaluation), or binds all the same (a
+    # rule with its head given: deny reasons and explanations name every value)
+    singletons: bool = True
 
 
 class _Planner:
@@ -95,8 +103,8 @@ class _Planner:
     # ------------------------------------------------------------------------ program
 
     def run(self) -> p.Plan:
-        rules = [rule for _, rule in self.program.rules()]
-        infos = [self.rule_info(i, module, rule) for i, (module, rule) in enumerate(self.program.rules())]
+        rules = [self.localized(rule) for _, rule in self.program.rules()]
+        infos = [self.rule_info(i, module, rules[i]) for i, (module, _) in enumerate(self.program.rules())]
         by_head: dict[str, list[int]] = {}
         for index, rule in enumerate(rules):
             by_head.setdefault(self.heads.get(index, rule.head.name), []).append(index)
@@ -165,6 +173,13 @@ class _Planner:
             tuple(self.rel[r] for r in members), recursive, tuple(base), tuple(deltas), tuple(inserts)
         )
 
+    def localized(self, rule: ast.Rule) -> ast.Rule:
+        """The rule with its aggregates' own variables renamed apart (:mod:`.scopes`)."""
+        given = None
+        if self.symbols.is_inline(rule.head.name):
+            given = {a.name for a in rule.head.args if isinstance(a, ast.Var)}
+        return scopes.localized(rule, self.binds, given)
+
     def with_shadow(self, name: str) -> list[str]:
         """A relation and the relation of its rules in shadow mode, if it has any."""
         return [name, *[s for s, base in self.shadowed.items() if base == name and s in self.rel]]
@@ -220,10 +235,12 @@ class _Planner:
 
     # ------------------------------------------------------------------------- rules
 
-    def new_context(self, rule: ast.Rule) -> _Context:
+    def new_context(self, rule: ast.Rule, singletons: bool = True) -> _Context:
         names = self.slot_names(rule)
         occurrences = Counter(v.name for v in summarize(rule).variables)
-        return _Context({n: i for i, n in enumerate(names)}, set(), len(names), occurrences)
+        return _Context(
+            {n: i for i, n in enumerate(names)}, set(), len(names), occurrences, singletons=singletons
+        )
 
     def rule_plan(self, index: int, rule: ast.Rule, delta_literal: int | None) -> p.RulePlan:
         ctx = self.new_context(rule)
@@ -240,7 +257,7 @@ class _Planner:
         )
 
     def bound_rule(self, index: int, rule: ast.Rule) -> p.BoundRule:
-        ctx = self.new_context(rule)
+        ctx = self.new_context(rule, singletons=False)
         head: list[p.Bind | p.Match] = []
         deferred: list[int] = []
         for position, arg in enumerate(rule.head.args):
@@ -272,19 +289,36 @@ class _Planner:
         pending = list(literals)
         while pending:
             # a stored atom whose arguments are all known is a membership check: it filters
-            # before computed values are, so a functor never sees bindings the check excludes
-            ready = next(
-                (
-                    item
-                    for item in pending
-                    if isinstance(item[1], ast.Atom)
-                    and item[0] != delta_literal
-                    and self.binds(item[1])
-                    and self.scannable(item[1], ctx)
-                    and all(not isinstance(a, ast.Wildcard) and self.ready(a, ctx) for a in item[1].args)
-                ),
-                None,
-            ) or next((item for item in pending if self.is_ready(item[1], ctx)), None)
+            # before computed values are, so a functor never sees bindings the check excludes;
+            # one that binds nothing (`e(_)`, `e(x, _)` with `x` known) is an existence check,
+            # done once where it can first be (not once per binding of later literals)
+            ready = (
+                next(
+                    (
+                        item
+                        for item in pending
+                        if isinstance(item[1], ast.Atom)
+                        and item[0] != delta_literal
+                        and self.binds(item[1])
+                        and self.scannable(item[1], ctx)
+                        and all(not isinstance(a, ast.Wildcard) and self.ready(a, ctx) for a in item[1].args)
+                    ),
+                    None,
+                )
+                or next(
+                    (
+                        item
+                        for item in pending
+                        if isinstance(item[1], ast.Atom)
+                        and item[0] != delta_literal
+                        and self.binds(item[1])
+                        and self.scannable(item[1], ctx)
+                        and self.checks_only(item[1], ctx)
+                    ),
+                    None,
+                )
+                or self.first_ready(pending, ctx)
+            )
             if ready is not None:
                 pending.remove(ready)
                 new = self.step(ready[1], ctx, "full")
@@ -293,6 +327,8 @@ class _Planner:
                 continue
             atoms = [(i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.scannable(lit, ctx)]
             if not atoms:
+                if self.defer(pending, ctx, delta_literal):
+                    continue
                 raise PlanningError("a literal can never be evaluated (unsafe variables)")
             chosen = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
             pending.remove(chosen)
@@ -301,6 +337,62 @@ class _Planner:
             steps.extend(new)
             origins.extend([chosen[0]] * len(new))
         return steps, origins
+
+    def defer(self, pending: list[tuple[int, ast.Literal]], ctx: _Context, delta_literal: int | None) -> bool:
+        """When no atom can be scanned because each has an argument computed from variables
+        another binds (``e(x + 1, y), e(y + 1, x)``): scan the best of them with those arguments
+        bound to hidden slots, and compare each with its expression once that can be computed
+        (a filter). Whether there was such an atom."""
+        atoms = [
+            (i, lit)
+            for i, lit in pending
+            if isinstance(lit, ast.Atom)
+            and self.binds(lit)
+            and any(isinstance(a, ast.Var | ast.Wildcard) for a in lit.args)
+        ]
+        if not atoms:
+            return False
+        index, atom = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
+        here = {ctx.slots[a.name] for a in atom.args if isinstance(a, ast.Var)}
+        extended = _Context(
+            ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences, singletons=ctx.singletons
+        )
+        args: list[ast.Term] = []
+        checks: list[tuple[int, ast.Literal]] = []
+        for arg in atom.args:
+            if isinstance(arg, ast.Var | ast.Wildcard) or self.ready(arg, extended):
+                args.append(arg)
+                continue
+            name = f"#{ctx.hidden}"  # no variable of the source is spelt so
+            ctx.slots[name] = ctx.hidden
+            ctx.hidden += 1
+            ctx.occurrences[name] = 2
+            hidden = ast.Var(name, span=arg.span)
+            args.append(hidden)
+            checks.append((index, ast.Comparison("=", hidden, arg, span=arg.span)))
+        position = pending.index((index, atom))
+        pending[position : position + 1] = [(index, replace(atom, args=tuple(args))), *checks]
+        return True
+
+    def first_ready(
+        self, pending: list[tuple[int, ast.Literal]], ctx: _Context
+    ) -> tuple[int, ast.Literal] | None:
+        """The first literal that can be decided now; a generator (``range``) only when nothing
+        else can: it multiplies the bindings that follow."""
+        ready = [item for item in pending if self.is_ready(item[1], ctx)]
+        plain = next((i for i in ready if generator(i[1], self.symbols.functors) is None), None)
+        if plain is not None:
+            return plain
+        atoms = [lit for _, lit in pending if isinstance(lit, ast.Atom) and self.binds(lit)]
+        for item in ready:
+            # before a scan only when an atom uses what it binds (then looked up, not scanned)
+            target = generator(item[1], self.symbols.functors)[0]  # type: ignore[index]
+            names = {v.name for v in ast.term_vars(target)}
+            if not any(self.scannable(a, ctx) for a in atoms) or any(
+                names & {v.name for arg in a.args for v in ast.term_vars(arg)} for a in atoms
+            ):
+                return item
+        return None
 
     def take_prelude(self, ctx: _Context) -> list[p.Step]:
         prelude = list(ctx.prelude)
@@ -324,8 +416,25 @@ class _Planner:
         if not self.binds(atom):
             return False
         here = {ctx.slots[a.name] for a in atom.args if isinstance(a, ast.Var)}
-        extended = _Context(ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences)
+        extended = _Context(
+            ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences, singletons=ctx.singletons
+        )
         return all(isinstance(a, ast.Var | ast.Wildcard) or self.ready(a, extended) for a in atom.args)
+
+    def checks_only(self, atom: ast.Atom, ctx: _Context) -> bool:
+        """Whether scanning an atom binds nothing the rule uses: each argument is `_`, a
+        variable occurring nowhere else, or known."""
+        return all(
+            isinstance(a, ast.Wildcard)
+            or (isinstance(a, ast.Var) and (self.is_bound(a, ctx) or self.singleton(a, ctx)))
+            or (not isinstance(a, ast.Var) and self.ready(a, ctx))
+            for a in atom.args
+        )
+
+    @staticmethod
+    def singleton(var: ast.Var, ctx: _Context) -> bool:
+        """A variable occurring once in the rule, when that makes it a wildcard."""
+        return ctx.singletons and ctx.occurrences[var.name] == 1
 
     def binds(self, atom: ast.Atom) -> bool:
         return atom.name not in self.symbols.functors and not self.symbols.is_inline(atom.name)
@@ -365,8 +474,30 @@ class _Planner:
 
     def step(self, literal: ast.Literal, ctx: _Context, source: str) -> list[p.Step]:
         """The step of a literal, after the aggregates its expressions need."""
+        found = generator(literal, self.symbols.functors)
+        if found is not None:
+            return self.range_steps(*found, ctx)
         step = self.literal_step(literal, ctx, source)
         return [*self.take_prelude(ctx), step]
+
+    def range_steps(self, target: ast.Term, call: ast.Call, ctx: _Context) -> list[p.Step]:
+        """``x = range(...)``: bind ``x`` to each value; with the other side known, each value
+        is compared with it."""
+        bounds = [self.expr(a, ctx) for a in call.args]
+        by = bounds[2] if len(bounds) == 3 else None
+        if isinstance(target, ast.Var) and not self.is_bound(target, ctx):
+            slot = ctx.slots[target.name]
+            ctx.bound.add(slot)
+            return [*self.take_prelude(ctx), p.Range(slot, bounds[0], bounds[1], by)]
+        value = self.expr(target, ctx)
+        slot = ctx.hidden
+        ctx.hidden += 1
+        ctx.bound.add(slot)
+        return [
+            *self.take_prelude(ctx),
+            p.Range(slot, bounds[0], bounds[1], by),
+            p.Filter("=", p.Slot(slot), value),
+        ]
 
     def literal_step(self, literal: ast.Literal, ctx: _Context, source: str) -> p.Step:
         if isinstance(literal, ast.Comparison):
@@ -396,7 +527,9 @@ class _Planner:
         after them (an expression may use a variable the same atom binds)."""
         patterns: list[p.Pattern | None] = [None] * len(atom.args)
         for i, arg in enumerate(atom.args):
-            if isinstance(arg, ast.Var) and not self.is_bound(arg, ctx):
+            if isinstance(arg, ast.Var) and not hidden_wildcards and self.singleton(arg, ctx):
+                patterns[i] = p.Skip()  # a variable occurring nowhere else: any value
+            elif isinstance(arg, ast.Var) and not self.is_bound(arg, ctx):
                 slot = ctx.slots[arg.name]
                 ctx.bound.add(slot)
                 patterns[i] = p.Bind(slot)
@@ -415,7 +548,7 @@ class _Planner:
 
     def aggregate(self, aggregate: ast.Aggregate, ctx: _Context) -> p.Expr:
         outer = set(ctx.bound)
-        inner = _Context(ctx.slots, set(ctx.bound), ctx.hidden, ctx.occurrences)
+        inner = _Context(ctx.slots, set(ctx.bound), ctx.hidden, ctx.occurrences, singletons=ctx.singletons)
         steps: list[p.Step] = []
         pending = list(enumerate(aggregate.body))
         while pending:
@@ -428,6 +561,8 @@ class _Planner:
                 (i, lit) for i, lit in pending if isinstance(lit, ast.Atom) and self.scannable(lit, inner)
             ]
             if not atoms:
+                if self.defer(pending, inner, None):
+                    continue
                 raise PlanningError("an aggregate body can never be evaluated")
             chosen = max(atoms, key=lambda item: self.score(item, inner, None))
             pending.remove(chosen)

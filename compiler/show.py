@@ -197,6 +197,8 @@ def _step_lines(plan: p.Plan, step: p.Step, names: list[str]) -> list[str]:
         args = ", ".join(_pattern_text(plan, a, names) for a in step.args)
         keys = [i for i, a in enumerate(step.args) if isinstance(a, p.Match)]
         how = "check" if len(keys) == len(step.args) else (f"lookup on {keys}" if keys else "scan")
+        if how != "check" and not any(isinstance(a, p.Bind) for a in step.args):
+            how = "exists" if not keys else f"exists, {how}"  # done once: the first fact will do
         delta = "Δ" if step.source == "delta" else ""
         return [f"{how} {delta}{plan.relations[step.relation].name}({args})"]
     if isinstance(step, p.NotExists):
@@ -208,6 +210,10 @@ def _step_lines(plan: p.Plan, step: p.Step, names: list[str]) -> list[str]:
         ]
     if isinstance(step, p.Assign):
         return [f"let {names[step.slot]} = {_expr_text(plan, step.expr, names)}"]
+    if isinstance(step, p.Range):
+        bounds = [step.start, step.stop, *([] if step.step is None else [step.step])]
+        shown = ", ".join(_expr_text(plan, e, names) for e in bounds)
+        return [f"for {names[step.slot]} in range({shown})"]
     if isinstance(step, p.Test | p.InlineTest):
         target = (
             plan.functors[step.functor].name

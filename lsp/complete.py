@@ -18,6 +18,7 @@ import re
 
 from lsprotocol import types
 
+from policyc.compiler.generators import RANGE, RANGE_SIGNATURE
 from policyc.compiler.loader import library_modules
 from policyc.compiler.symbols import FUNCTOR_PARAMS, FUNCTOR_RESULTS, TYPES
 from policyc.compiler.syntax_errors import DIRECTIVES, RESERVED
@@ -93,6 +94,8 @@ def complete(snapshot: Snapshot, offset: int, trigger: str | None = None) -> lis
             )
             kind = Kind.Function if not sig.is_predicate else Kind.Method
             items.append(_item(name, kind, f"{name}({params}): {sig.returns}", sort="2"))
+        if RANGE not in symbols.functors:  # the intrinsic generator
+            items.append(_item(RANGE, Kind.Function, RANGE_SIGNATURE, sort="2"))
     items += [_item(k, Kind.Keyword, None, sort="3") for k in KEYWORDS]
     return items
 

@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.generators import RANGE, RANGE_SIGNATURE
 from policyc.compiler.loader import LIBRARY_PREFIX, library_path
 from policyc.compiler.symbols import VERDICTS
 
@@ -108,6 +109,8 @@ def functor(snapshot: Snapshot, name: str) -> str:
     symbols = snapshot.model.symbols
     sig = symbols.functors.get(name) if symbols else None
     statement = _declaration(snapshot, name, ast.Functor)
+    if statement is None and name == RANGE:
+        return f"{_code(RANGE_SIGNATURE)}\n\nbuiltin generator: `x = range(from, to[, step])` binds `x` to each value"
     if statement is None:
         return f"`{name}`: not declared"
     parts = [_code(_text(snapshot, statement.span))]

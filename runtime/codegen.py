@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 from policyc.compiler import plan as p
 
-from .limits import TICK, LimitExceeded
+from .limits import MAX_RANGE, TICK, LimitExceeded
 from .relations import projection
 
 
@@ -71,8 +72,52 @@ def _sum(values: list) -> Any:
     return math.fsum(values)  # exactly rounded: the result does not depend on the order
 
 
+def _range(start: Any, stop: Any, step: Any, E: Any) -> Any:
+    """The values of ``range(start, stop[, step])`` as Soufflé generates them (``step`` None:
+    1 upwards, -1 downwards; 0: ``start`` once unless the range is empty), or what ``E`` makes
+    of the error (:data:`FAIL`) when an argument is no number or there are more than
+    :data:`~.limits.MAX_RANGE` values."""
+    given = (start, stop) if step is None else (start, stop, step)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in given):
+        return E(f"range{_shown(given)} needs numbers")
+    if not all(math.isfinite(v) for v in given):
+        return E(f"range{_shown(given)} needs finite numbers")
+    if step is None:
+        step = 1 if start <= stop else -1
+    if step == 0:
+        return (start,) if start != stop else ()
+    count = max(0, math.ceil((stop - start) / step))
+    if count > MAX_RANGE:
+        return E(f"range{_shown(given)} has {count:,} values, more than {MAX_RANGE:,} (the limit of a range)")
+    if isinstance(start, int) and isinstance(stop, int) and isinstance(step, int):
+        return range(start, stop, step)
+    return _float_range(start, stop, step, count)
+
+
+def _float_range(start: float, stop: float, step: float, count: int) -> Iterator[float]:
+    """Floats from ``start`` by repeated addition of ``step``, as Soufflé adds them (at most
+    ``count + 1``, rounding aside)."""
+    value = start
+    for _ in range(count + 1):
+        if not (value < stop if step > 0 else value > stop):
+            return
+        yield value
+        value += step
+
+
+def _shown(values: tuple) -> str:
+    return "(" + ", ".join(repr(v) for v in values) + ")"
+
+
+def _first(values: Iterable[Any]) -> Iterable[Any]:
+    """The first of ``values``, if any (an existence check's witness)."""
+    return islice(values, 1)
+
+
 RUNTIME: dict[str, Any] = {
     "FAIL": FAIL,
+    "_first": _first,
+    "_range": _range,
     "_div": _div,
     "_mod": _mod,
     "_sum": _sum,
@@ -343,6 +388,14 @@ class RuleCompiler:
             value = self.expr(step.expr)
             w.line(f"v{step.slot} = {value}")
             bound.add(step.slot)
+        elif isinstance(step, p.Range):
+            start, stop = self.expr(step.start), self.expr(step.stop)
+            by = "None" if step.step is None else self.expr(step.step)
+            generated = w.fresh("g")
+            w.line(f"{generated} = _range({start}, {stop}, {by}, E)")
+            w.open(f"if {generated} is not FAIL:")
+            self.loop(f"for v{step.slot} in {generated}:")
+            bound.add(step.slot)
         elif isinstance(step, p.Test):
             args = ", ".join(self.expr(a) for a in step.args)
             comma = "," if len(step.args) == 1 else ""
@@ -397,19 +450,31 @@ class RuleCompiler:
             if self.record:
                 self.matched.append(f"({step.relation}, {self.tuple_code(values)})")
             return
+        # binding nothing, the scan is an existence check: the rest of the body runs once, for
+        # the first fact that matches, not once per fact (a match function, which finds every
+        # derivation, still goes through them all)
+        exists = not binds and not self.record
         if arity == 1 or not known or not self.indexed(step):  # run through the facts
             value_of = self.names(step, range(arity), bound)
             facts = self.facts(step.source, step.relation)
-            self.loop(f"for {self.target(list(value_of.values()), arity == 1)} in {facts}:")
-            if known:
-                tests = " and ".join(f"{value_of[i]} == {v}" for i, v in known)
-                w.open(f"if {tests}:")
+            names = self.target(list(value_of.values()), arity == 1)
+            tests = " and ".join(f"{value_of[i]} == {v}" for i, v in known)
+            if exists and known:
+                self.loop(f"for {names} in _first(({names}) for {names} in {facts} if {tests}):")
+            elif exists:
+                self.loop(f"for {names} in _first({facts}):")
+            else:
+                self.loop(f"for {names} in {facts}:")
+                if known:
+                    w.open(f"if {tests}:")
         else:
             positions = tuple(i for i, _ in known)
             rest = projection(arity, positions)
             index = self.index(step.source, step.relation, positions)
             value_of = self.names(step, rest, bound)
             lookup = f"{index}({self.key([v for _, v in known])}, ())"
+            if exists:
+                lookup = f"_first({lookup})"
             self.loop(f"for {self.target(list(value_of.values()), len(rest) == 1)} in {lookup}:")
         value_of.update(known)
         agree = []  # the same variable twice in one atom: the second must agree (one test)

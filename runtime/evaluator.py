@@ -130,7 +130,10 @@ class Evaluation:
         return again
 
     def _arithmetic(self, op: str) -> Any:
-        self.errors.append(EvalError("arithmetic", "division by zero" if op == "/" else "modulo by zero"))
+        """An expression that has no value: ``/`` or ``%`` by zero, else what is wrong (a
+        ``range`` over too many values, or over something else than numbers)."""
+        message = {"/": "division by zero", "%": "modulo by zero"}.get(op, op)
+        self.errors.append(EvalError("arithmetic", message))
         return FAIL
 
     def _count(self) -> int:

@@ -29,6 +29,9 @@ from typing import Any
 
 _monotonic = time.monotonic
 TICK = 256  # loop iterations between two checks: counted with small integers, which Python caches
+# the most values one `range(a, b[, step])` may generate: more is an error of the evaluation
+# (every decision on it a denial), not a loop that holds the decision up until the time limit
+MAX_RANGE = 1_000_000
 
 
 @dataclass(frozen=True)

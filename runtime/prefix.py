@@ -394,7 +394,7 @@ def _bound_by(steps: Iterable[p.Step]) -> set[int]:
     for step in steps:
         if isinstance(step, p.Scan):
             bound.update(a.slot for a in step.args if isinstance(a, p.Bind))
-        elif isinstance(step, p.Assign | p.Aggregate):
+        elif isinstance(step, p.Assign | p.Range | p.Aggregate):
             bound.add(step.slot)
     return bound
 
@@ -413,6 +413,9 @@ def mentions(step: p.Step) -> set[int]:
         return slots_read(step.left) | slots_read(step.right)
     if isinstance(step, p.Assign):
         return {step.slot} | slots_read(step.expr)
+    if isinstance(step, p.Range):
+        bounds = (step.start, step.stop) if step.step is None else (step.start, step.stop, step.step)
+        return {step.slot}.union(*(slots_read(e) for e in bounds))
     if isinstance(step, p.Test | p.InlineTest):
         return set().union(*(slots_read(a) for a in step.args)) if step.args else set()
     if isinstance(step, p.Aggregate):

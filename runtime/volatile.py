@@ -461,12 +461,16 @@ def starting_from(rule: p.RulePlan, position: int) -> p.RulePlan:
             steps.append(p.Scan(step.relation, tuple(args), "full"))
         elif isinstance(step, p.Assign) and step.slot in bound:
             steps.append(p.Filter("=", p.Slot(step.slot), step.expr))
+        elif isinstance(step, p.Range) and step.slot in bound:  # each value compared with the known one
+            steps.append(p.Range(slots, step.start, step.stop, step.step))
+            steps.append(p.Filter("=", p.Slot(step.slot), p.Slot(slots)))
+            slots += 1
         elif isinstance(step, p.Aggregate) and step.slot in bound:
             steps.append(p.Aggregate(slots, step.op, step.target, step.body, step.keys))
             steps.append(p.Filter("=", p.Slot(step.slot), p.Slot(slots)))
             slots += 1
         else:
-            if isinstance(step, p.Assign | p.Aggregate):
+            if isinstance(step, p.Assign | p.Range | p.Aggregate):
                 bound.add(step.slot)
             steps.append(step)
     return p.RulePlan(rule.rule, rule.head, rule.head_args, tuple(steps), slots)

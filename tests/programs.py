@@ -105,8 +105,8 @@ class OracleCase:
 @st.composite
 def oracle_programs(draw, max_layers: int = 4) -> OracleCase:
     """Programs over small integers exercising recursion (also mutual), stratified negation,
-    comparisons, arithmetic, every aggregate (grouped or not), constants, wildcards and
-    repeated variables. Recursive rules stay within finite values (no arithmetic in them)."""
+    comparisons, arithmetic, every aggregate (grouped or not, two of a rule sharing a local
+    variable), `range`, constants, wildcards and repeated variables. Recursive rules stay within finite values (no arithmetic in them)."""
     inputs = [Relation(f"E{i}", draw(st.integers(1, 3)), 0) for i in range(draw(st.integers(1, 3)))]
     derived = []
     for layer in range(1, draw(st.integers(1, max_layers)) + 1):
@@ -192,7 +192,10 @@ def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Rel
         var = next(names)
         body.append(f"{var} = {draw(st.integers(0, 4))}")
         bound.append(var)
-    kinds = ["neg", "cmp"] + (["assign", "count", "sum", "min", "max", "mean", "test"] if rich else [])
+    kinds = ["neg", "cmp"] + (
+        ["assign", "count", "sum", "min", "max", "mean", "test", "range"] if rich else []
+    )
+    shared = None  # the local variable of the last aggregate: the next may use the same name
     for _ in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(kinds))
         if kind == "neg":
@@ -205,6 +208,16 @@ def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Rel
             op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
             right = draw(st.sampled_from([*bound, str(draw(st.integers(0, 4)))]))
             body.append(f"{draw(st.sampled_from(bound))} {op} {right}")
+        elif kind == "range":
+            var = next(names)
+            # ends small whatever the values (products grow from layer to layer)
+            ends = [
+                draw(st.sampled_from([*(f"{v} % 5" for v in bound), str(draw(st.integers(-2, 5)))]))
+                for _ in range(2)
+            ]
+            step = draw(st.sampled_from(["", ", 1", ", 2", ", -1", ", -3", ", 0"]))
+            body.append(f"{var} = range({ends[0]}, {ends[1]}{step})")
+            bound.append(var)
         elif kind == "assign":
             var = next(names)
             op = draw(st.sampled_from(["+", "-", "*", "/", "%"]))
@@ -213,7 +226,8 @@ def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Rel
             bound.append(var)
         else:
             rel = draw(st.sampled_from(lower))
-            inner = next(names)
+            inner = shared if shared is not None and draw(st.booleans()) else next(names)
+            shared = inner
             args = [draw(st.sampled_from([inner, "_", *bound])) for _ in range(rel.arity)]
             atom = f"{rel.name}({', '.join(args)})"
             extra = f", {inner} != 2" if inner in args and draw(st.booleans()) else ""

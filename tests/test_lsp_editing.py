@@ -85,6 +85,12 @@ async def test_hover_on_a_functor_a_variable_and_an_import(client: LanguageClien
     first = (STDLIB / "events.dl").read_text("utf-8").splitlines()[0][3:]
     assert "library module `events`" in hover.contents.value and first in hover.contents.value
     close(client, path)
+    path = tmp_path / "range.dl"
+    text = "S(i) :- i = range(0, 3).\n"
+    await open_document(client, path, text)
+    hover = await client.text_document_hover_async(types.HoverParams(doc(path), position_of(text, "range")))
+    assert "range(from, to[, step])" in hover.contents.value and "builtin generator" in hover.contents.value
+    close(client, path)
 
 
 @lsp
@@ -326,6 +332,7 @@ async def test_completion_in_a_rule_being_written(client: LanguageClient, tmp_pa
     assert labels["Reached"].detail == "Reached(symbol, number)"
     assert labels["contains"].kind == types.CompletionItemKind.Method  # a foreign predicate
     assert labels["lower"].detail == "lower(text: symbol): symbol"
+    assert labels["range"].detail == "range(from, to[, step])"  # the generator, intrinsic
     assert "e" not in labels and "d" not in labels  # the variables of other rules
     # inside a parsed rule: its own variables
     items = await _complete(client, main, text, position_of(text, "DependsOn(e, d)"))

@@ -53,6 +53,13 @@ POLICIES = {
     + '@id("two-hops") Deny(a) :- ToolCall(a, "send"), DependsOn(a, b), DependsOn(b, c), Label(c, "sensitive"),'
     + ' Label(a, "reviewed").\n'
     + '@id("unrelated") Deny(a) :- ToolCall(a, "read"), Label(a, "external"), Action(b), b != a, !DependsOn(a, b).\n',
+    # a generator, an existence check and an aggregate's own variable
+    "generators and checks": TOXIC
+    + '@id("few-deps") Deny(a) :- ToolCall(a, "send"), k = range(1, 3), k = count : { DependsOn(a, _) },'
+    + ' Label(a, "ok").\n'
+    + '@id("any-untrusted") Deny(a) :- ToolCall(a, "read"), Label(_, "untrusted"), Label(a, "external").\n'
+    + '@id("own-max") Deny(a) :- ToolCall(a, "read"), Label(a, "reviewed"), d = count : { DependsOn(a, d) },'
+    + " d > 1.\n",
 }
 
 LABELS = ["untrusted", "sensitive", "external", "ok", "reviewed"]

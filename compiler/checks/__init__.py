@@ -49,6 +49,7 @@ def all_checks() -> tuple[Check, ...]:
         builtin_calls,
         duplicates,
         empty,
+        generators,
         rule_annotations,
         safety,
         singletons,
@@ -60,6 +61,7 @@ def all_checks() -> tuple[Check, ...]:
     return (
         undefined.check,
         arity.check,
+        generators.check,
         safety.check,
         builtin_calls.check,
         rule_annotations.check,

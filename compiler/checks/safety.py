@@ -5,10 +5,12 @@ A variable is *bound* when it is an argument of a positive relation atom, or ass
 of an aggregate whose grouping variables are bound. Every variable in the head, in a
 negated literal, in a comparison, in an expression or passed to a functor must be bound.
 
-Aggregates have their own scope: variables bound inside the braces exist only there. A
-variable that occurs inside an aggregate and also outside it must be bound outside (it
-groups the aggregate); if only the aggregate binds it, its value outside is undefined —
-the *witness problem*.
+Aggregates have their own scope (Soufflé's rule, :mod:`..scopes`): variables bound inside
+the braces exist only there. A variable that occurs inside an aggregate and is bound outside
+it groups the aggregate, unless it is one of the aggregate's target (``a = max a : r(a)``:
+the target's ``a`` is the aggregate's own); one that occurs outside but only the aggregate
+binds has no value outside — the *witness problem*. A variable two aggregates share and
+nothing outside binds is each aggregate's own.
 
 Facts have no body, so they cannot hold variables at all (``Send(v6).`` is almost always
 meant as ``Send("v6").``).
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from .. import ast, codes
+from .. import ast, codes, scopes
 from ..diagnostics import Diagnostic, Edit, Fix
 from ..summary import RuleSummary
 from ..symbols import Symbols
@@ -46,6 +48,7 @@ class _RuleSafety:
         self.reported: set[str] = set()
         self.total: Counter[str] = Counter(v.name for v in summary.variables)
         self.inner_bound: set[str] = set()  # bound in some aggregate's scope
+        self.scopes: dict[int, scopes.Scope] = {}
 
     def all_terms(self) -> Iterable[ast.Term]:
         yield from self.rule.head.args
@@ -62,6 +65,10 @@ class _RuleSafety:
         return atom.name not in self.symbols.functors and not self.symbols.is_inline(atom.name)
 
     def outer_vars(self, aggregate: ast.Aggregate) -> set[str]:
+        """The variables that group an aggregate (:mod:`..scopes`: injected, or witnesses)."""
+        scope = self.scopes.get(id(aggregate))
+        if scope is not None:
+            return set(scope.grouping)
         inside: Counter[str] = Counter(v.name for v in _vars(aggregate))
         return {name for name, n in inside.items() if self.total[name] > n}
 
@@ -74,10 +81,15 @@ class _RuleSafety:
             if isinstance(t, ast.Aggregate):
                 if not self.outer_vars(t) <= bound:
                     return False
-                inner = self.bound(t.body, bound)
+                inner = self.inner(t, bound)
                 if t.target is not None and not all(v.name in inner for v in _vars(t.target)):
                     return False
         return True
+
+    def inner(self, aggregate: ast.Aggregate, outer: set[str]) -> set[str]:
+        """The variables bound in an aggregate's body: its own (local) ones are bound only there."""
+        scope = self.scopes.get(id(aggregate))
+        return self.bound(aggregate.body, outer - scope.local if scope else outer)
 
     def bound(self, literals: tuple[ast.Literal, ...], outer: set[str]) -> set[str]:
         """The variables bound in a scope, given those bound around it."""
@@ -107,6 +119,8 @@ class _RuleSafety:
         if self.symbols.is_inline(rule.head.name):
             # the caller binds every argument of an inline relation
             given = {arg.name for arg in rule.head.args if isinstance(arg, ast.Var)}
+        if self.summary.aggregates:
+            self.scopes = scopes.scopes(rule, self.binds, given)
         bound = self.bound(rule.body, given)
         if self.summary.aggregates:
             self.collect_inner(rule.body, bound)
@@ -129,7 +143,7 @@ class _RuleSafety:
             for term in ast.literal_terms(literal):
                 for t in ast.walk_term(term, into_aggregates=False):
                     if isinstance(t, ast.Aggregate):
-                        inner = self.bound(t.body, bound)
+                        inner = self.inner(t, bound)
                         self.inner_bound |= inner - bound
                         self.collect_inner(t.body, inner)
 
@@ -290,7 +304,7 @@ class _RuleSafety:
                 f"a variable used both inside and outside an aggregate must be bound outside it; "
                 f"bind `{name}` with a positive literal outside the braces",
             )
-        inner = self.bound(aggregate.body, bound)
+        inner = self.inner(aggregate, bound)
         for literal in aggregate.body:
             self.literal(literal, inner)
         if aggregate.target is not None:

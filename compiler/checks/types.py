@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from itertools import count
 
-from .. import ast, codes
+from .. import ast, codes, scopes
 from ..diagnostics import Diagnostic, Related
+from ..generators import is_range
 from ..loader import Program
 from ..source import Span
 from ..symbols import Symbols
@@ -149,9 +150,17 @@ class _Solver:
     def rule(self, index: int, rule: ast.Rule, report: bool) -> None:
         self.report = report
         self.rule_index = index
+        if self.program.summary(rule).aggregates:  # an aggregate's own variables have types of their own
+            given = None
+            if self.symbols.is_inline(rule.head.name):
+                given = {a.name for a in rule.head.args if isinstance(a, ast.Var)}
+            rule = scopes.localized(rule, self.binds, given)
         for literal in rule.body:
             self.literal(literal)
         self.atom(rule.head)
+
+    def binds(self, atom: ast.Atom) -> bool:
+        return atom.name not in self.symbols.functors and not self.symbols.is_inline(atom.name)
 
     def literal(self, literal: ast.Literal) -> None:
         if isinstance(literal, ast.Atom):
@@ -275,6 +284,8 @@ class _Solver:
 
     def call(self, call: ast.Call) -> object:
         sig = self.symbols.functors.get(call.name)
+        if is_range(call, self.symbols.functors):
+            return self.range(call)
         if sig is None:
             for arg in call.args:
                 self.term(arg)
@@ -290,6 +301,23 @@ class _Solver:
         if sig.returns is None or sig.returns == "any":
             return self.new_slot()
         return self.new_slot(frozenset({sig.returns}), (call.span, f"`{call.name}` returns `{sig.returns}`"))
+
+    def range(self, call: ast.Call) -> object:
+        """``range(a, b[, step])``: numbers of one type, and its values are of that type."""
+        slots = [(arg, self.term(arg)) for arg in call.args]
+        if not all(self.numeric(arg, key) for arg, key in slots):
+            return self.new_slot(NUMERIC)
+        if not slots:
+            return self.new_slot(NUMERIC)
+        first = slots[0][1]
+        for arg, key in slots[1:]:
+            if not self.unify(first, key):
+                self.error(
+                    arg.span,
+                    f"`range` mixes {describe(self.types(first))} and {describe(self.types(key))}",
+                    [self.why(first), self.why(key)],
+                )
+        return first
 
     def aggregate(self, aggregate: ast.Aggregate) -> object:
         for literal in aggregate.body:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .. import ast, codes
 from ..diagnostics import Diagnostic, Edit, Fix, replace_name
+from ..generators import is_range
 from ..source import Span
 from ..symbols import VERDICTS
 from ..syntax_errors import did_you_mean
@@ -54,7 +55,7 @@ def check(context: Context) -> list[Diagnostic]:
                 closest[atom.name] = did_you_mean(atom.name, candidates)
             diagnostics.append(_undefined_relation(atom, closest[atom.name], declare.fix(module, atom)))
         for call in summary.calls:
-            if call.name not in symbols.functors:
+            if call.name not in symbols.functors and not is_range(call, symbols.functors):
                 diagnostics.append(_undefined_function(call, known, symbols.functors))
     return diagnostics
 
