@@ -35,6 +35,16 @@ CompiledRule = tuple[p.RulePlan, Callable[..., None]]
 """A rule's plan and the function :func:`.codegen.compile_rule` made of it."""
 
 
+_ARITHMETIC_ERRORS = {
+    "/": "division by zero",
+    "%": "modulo by zero",
+    "^": "a power with no value (0 to a negative power, a result too large, or no real value)",
+    "bshl": "a shift left by a negative count or a result too large",
+    "bshr": "a shift by a negative count",
+    "bshru": "a shift by a negative count",
+}
+
+
 @dataclass(frozen=True)
 class EvalError:
     """A problem an evaluation met: every decision on it is a denial naming the problem."""
@@ -130,7 +140,7 @@ class Evaluation:
         return again
 
     def _arithmetic(self, op: str) -> Any:
-        self.errors.append(EvalError("arithmetic", "division by zero" if op == "/" else "modulo by zero"))
+        self.errors.append(EvalError("arithmetic", _ARITHMETIC_ERRORS.get(op, "modulo by zero")))
         return FAIL
 
     def _count(self) -> int:

@@ -67,6 +67,8 @@ def _shape(node: Any, names: dict[str, int] | None) -> Any:
         return ("op", node.op, _shape(node.left, names), _shape(node.right, names))
     if isinstance(node, ast.Negate):
         return ("neg", _shape(node.operand, names))
+    if isinstance(node, ast.UnaryOp):
+        return ("unary", node.op, _shape(node.operand, names))
     if isinstance(node, ast.Aggregate):
         target = None if node.target is None else _shape(node.target, names)
         return ("agg", node.op, target, tuple(_shape(lit, names) for lit in node.body))
