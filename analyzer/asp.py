@@ -380,6 +380,8 @@ def _no_counterpart(t: ast.BinOp | ast.UnaryOp) -> str:
     else:
         what = f"`{t.op}`"
     return f"{what} (at {where}) has no clingo counterpart"
+
+
 SHADOW_HEAD = "policyc_shadow_deny"  # the head of a rule in shadow mode (see Translator.rule)
 SAME_KIND = "policyc_same_kind"  # answered by the grounding context, never a policy's functor
 

@@ -175,6 +175,7 @@ class Disjunction:
     alternatives: tuple[tuple[Literal | Disjunction, ...], ...]
     span: Span = _span()
 
+
 # -------------------------------------------------------------------------- statements
 
 

@@ -220,7 +220,9 @@ class Builder:
                     "are the functions of several values",
                 )
             )
-        return self._fold(op.value, args, span, lambda name, left, right, at: ast.BinOp(name, left, right, span=at))
+        return self._fold(
+            op.value, args, span, lambda name, left, right, at: ast.BinOp(name, left, right, span=at)
+        )
 
     def neg(self, children: list) -> ast.Term:
         operand = children[1]
@@ -248,7 +250,10 @@ class Builder:
         name_span = self._span(name)
         if name.value == "cat" and len(args) > 2:  # `cat(a, b, c)`: `cat(cat(a, b), c)`
             return self._fold(
-                "cat", args, span, lambda n, left, right, at: ast.Call(n, (left, right), span=at, name_span=name_span)
+                "cat",
+                args,
+                span,
+                lambda n, left, right, at: ast.Call(n, (left, right), span=at, name_span=name_span),
             )
         return ast.Call(name.value, tuple(args), span=span, name_span=name_span)
 

@@ -36,7 +36,7 @@ def alternatives(
                 options = alternatives(item.alternatives)
                 partial = [p + o for p in partial for o in options][: MAX_RULES + 1]
             else:
-                partial = [p + (item,) for p in partial]
+                partial = [(*p, item) for p in partial]
         found.extend(partial)
         if len(found) > MAX_RULES:
             break
@@ -50,4 +50,3 @@ def expand(compound: ast.Compound) -> list[ast.Rule]:
         for body in alternatives(compound.body)
         for head in compound.heads
     ]
-

@@ -381,7 +381,9 @@ class _Printer:
         parts = self.annotations(rule.annotations, rule.heads[0].span.start)
         heads = group(self.listing(rule.heads, self.atom, ""))
         body = self.alternatives(rule.body, Line())
-        parts.append(group([heads, " :-", nest(INDENT, body), *self.close(rule.span.end - 1, None, ".")], fit=True))
+        parts.append(
+            group([heads, " :-", nest(INDENT, body), *self.close(rule.span.end - 1, None, ".")], fit=True)
+        )
         return parts
 
     def alternatives(self, alternatives: Sequence[Sequence[Any]], first_line: Doc) -> list[Doc]:

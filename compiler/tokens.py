@@ -142,7 +142,11 @@ def _mark_groups(tokens: list[Token]) -> None:
                 previous in _LITERAL_AFTER or (previous == "COMMA" and (not inside or inside[-1]))
             )
             close = matching.get(i)
-            if at_literal and close is not None and (close + 1 >= n or tokens[close + 1].type not in _AFTER_TERM):
+            if (
+                at_literal
+                and close is not None
+                and (close + 1 >= n or tokens[close + 1].type not in _AFTER_TERM)
+            ):
                 token.type = kind = "LGROUP"
             inside.append(kind == "LGROUP")
         elif kind == "LBRACE":

@@ -173,7 +173,12 @@ def _inline_block(draw, inputs: list[Relation]) -> list[str]:
 
 @st.composite
 def _oracle_rule(
-    draw, head: Relation, positive: list[Relation], lower: list[Relation], rich: bool, also: list[Relation] = ()
+    draw,
+    head: Relation,
+    positive: list[Relation],
+    lower: list[Relation],
+    rich: bool,
+    also: list[Relation] = (),
 ) -> str:
     """A rule for ``head``; sometimes with a second head among ``also`` (relations the same
     body may define), sometimes with a second body after `;`."""
@@ -184,7 +189,9 @@ def _oracle_rule(
         if others:
             heads.append(draw(st.sampled_from(others)))
     if draw(st.integers(0, 4)):
-        atoms = [f"{h.name}({', '.join(draw(st.sampled_from(bound)) for _ in range(h.arity))})" for h in heads]
+        atoms = [
+            f"{h.name}({', '.join(draw(st.sampled_from(bound)) for _ in range(h.arity))})" for h in heads
+        ]
         return f"{', '.join(atoms)} :- {', '.join(first)}."
     # `;`: each alternative binds the head's variables h0, h1, ... its own way
     second, bound2 = draw(_oracle_body(positive, lower, rich, "y"))

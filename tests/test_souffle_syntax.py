@@ -76,11 +76,18 @@ def test_prefix_operators_bind_tighter_than_binary_ones_but_power() -> None:
 
 
 def test_hexadecimal_and_binary_integers() -> None:
-    assert [shape(term_of(t)) for t in ("0x1F", "0XfF", "0b101", "0B0", "-0x10", "007")] == [31, 255, 5, 0, -16, 7]
+    assert [shape(term_of(t)) for t in ("0x1F", "0XfF", "0b101", "0B0", "-0x10", "007")] == [
+        31,
+        255,
+        5,
+        0,
+        -16,
+        7,
+    ]
     digits = "0x" + "f" * 5000  # no limit on digits in these bases
     assert shape(term_of(digits)) == int(digits, 16)
     for bad in ("0x", "0b2", "0x1G"):
-        module, diagnostics = parse(SourceFile("p.dl", f"P({bad})."))
+        _, diagnostics = parse(SourceFile("p.dl", f"P({bad})."))
         assert [d.name for d in diagnostics] == ["syntax-error"], bad
     assert format_source("P(0x1F, -0b11, 0X0a).") == "P(0x1F, -0b11, 0X0a).\n"
 
@@ -105,13 +112,13 @@ def test_max_min_and_cat_take_several_values() -> None:
 
 
 def test_aggregates_other_than_max_and_min_have_no_function_form() -> None:
-    module, diagnostics = parse(SourceFile("p.dl", "P(x) :- Q(x, y), x = count(y, 1)."))
+    _, diagnostics = parse(SourceFile("p.dl", "P(x) :- Q(x, y), x = count(y, 1)."))
     assert [(d.name, d.span.column) for d in diagnostics] == [("syntax-error", 22)]
     assert "`count` is an aggregate" in diagnostics[0].message
 
 
 def test_operators_are_reserved_words() -> None:
-    module, diagnostics = parse(SourceFile("p.dl", "P(band) :- Q(band)."))
+    _, diagnostics = parse(SourceFile("p.dl", "P(band) :- Q(band)."))
     assert diagnostics and "reserved word" in diagnostics[0].message
 
 
@@ -122,7 +129,7 @@ def test_types_of_the_operators() -> None:
 
     assert problems("v = n band 3 bshl n") == []
     assert problems("v = f ^ 2.0") == []
-    assert problems("v = max(s, \"a\")") == []
+    assert problems('v = max(s, "a")') == []
     assert problems("v = f band 1") == [("type-mismatch", 25)]  # at `f`
     assert problems("v = lnot s") == [("type-mismatch", 30)]  # at `s`
     assert problems("v = max(s, n)") == [("type-mismatch", 25)]  # at `max(...)`
@@ -177,7 +184,9 @@ PROGRAM = "\n".join(
 @examples(20, 300)
 def test_operators_compute_what_souffle_computes(examples: int) -> None:
     policy = policyc.load(PROGRAM)
-    pairs = st.lists(st.tuples(st.integers(-70, 70), st.integers(-4, 40)), min_size=1, max_size=6, unique=True)
+    pairs = st.lists(
+        st.tuples(st.integers(-70, 70), st.integers(-4, 40)), min_size=1, max_size=6, unique=True
+    )
 
     @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
     @given(pairs)
@@ -285,7 +294,9 @@ def test_what_a_disjunction_cannot_be() -> None:
 
 
 def test_parenthesised_terms_still_start_literals() -> None:
-    module, diagnostics = parse(SourceFile("p.dl", "P(x) :- Q(x), (x + 1) * 2 > 3, (x) = 1, (Q(x)), (x band 1) = 0."))
+    module, diagnostics = parse(
+        SourceFile("p.dl", "P(x) :- Q(x), (x + 1) * 2 > 3, (x) = 1, (Q(x)), (x band 1) = 0.")
+    )
     assert diagnostics == []
     body = module.statements[0].body
     assert [type(lit).__name__ for lit in body] == ["Atom", "Comparison", "Comparison", "Atom", "Comparison"]
@@ -294,7 +305,11 @@ def test_parenthesised_terms_still_start_literals() -> None:
 def test_formatting_keeps_the_written_form() -> None:
     text = '@id("r")\nA(x), B(x) :- E(x), (F(x) ; /* or */ G(x), x = bnot 2 ^ 3) ; H(x).  // end\n'
     assert format_source(text) == text
-    long = "A(x), B(x) :- " + " ; ".join(f"SomeLongRelationName{i}(x), OtherRelation{i}(x)" for i in range(3)) + "."
+    long = (
+        "A(x), B(x) :- "
+        + " ; ".join(f"SomeLongRelationName{i}(x), OtherRelation{i}(x)" for i in range(3))
+        + "."
+    )
     formatted = format_source(long)
     assert formatted.splitlines()[0] == "A(x), B(x) :-" and format_source(formatted) == formatted
 
@@ -314,7 +329,19 @@ def test_clingo_translation_of_the_operators() -> None:
 
 
 @pytest.mark.parametrize(
-    "term", ["a bshr 1", "a bshru 1", "a land 1", "a lor 1", "a lxor 1", "lnot a", "max(a, 1)", "min(a, 1)", "a ^ a", "a bshl a"]
+    "term",
+    [
+        "a bshr 1",
+        "a bshru 1",
+        "a land 1",
+        "a lor 1",
+        "a lxor 1",
+        "lnot a",
+        "max(a, 1)",
+        "min(a, 1)",
+        "a ^ a",
+        "a bshl a",
+    ],
 )
 def test_what_clingo_cannot_express_is_said_with_its_place(term: str) -> None:
     text = f".decl N(a: number)\n.input N\nR(x) :- N(a),\n    x = {term}.\n.output R"
