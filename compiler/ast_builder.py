@@ -151,7 +151,7 @@ class Builder:
         body: _Body = children[-2]
         span = self._span(children[0], children[-1])
         if len(heads) == 1 and len(body) == 1 and not any(isinstance(i, ast.Disjunction) for i in body[0]):
-            return ast.Rule(heads[0], body[0], span=span)  # type: ignore[arg-type]
+            return ast.Rule(heads[0], body[0], span=span)
         return ast.Compound(heads, tuple(body), span=span)
 
     def fact(self, children: list) -> ast.Rule:

@@ -234,9 +234,7 @@ def _depth(statement: ast.Statement) -> int:
         stack.extend((lit, 1) for lit in statement.body)
     elif isinstance(statement, ast.Compound):
         stack = [(head, 1) for head in statement.heads]
-        stack.extend(
-            (ast.Disjunction(statement.body), 0),
-        )
+        stack.append((ast.Disjunction(statement.body), 0))
     else:
         return 0
     deepest = 0
