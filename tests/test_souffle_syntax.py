@@ -348,3 +348,21 @@ def test_what_clingo_cannot_express_is_said_with_its_place(term: str) -> None:
     with pytest.raises(asp.Untranslatable, match=r"has no clingo counterpart") as raised:
         asp.to_clingo(compile_source(text, "p.dl"), {"N": [(1,)]})
     assert "p.dl:4:9" in str(raised.value)
+
+
+def test_the_language_server_sees_one_variable_per_name_in_a_statement() -> None:
+    from policyc.lsp.index import VARIABLE, Index
+
+    text = ".decl E(x: number)\n.input E\nA(x), B(x) :- E(x) ; x = 1, E(_).\nC(x) :- E(x).\n"
+    index = Index.build(compile_source(text, "p.dl", upto="resolve"))
+    xs = [o for o in index.occurrences if o.symbol.kind == VARIABLE]
+    assert sorted((o.span.line, o.span.column) for o in xs) == [
+        (3, 3),
+        (3, 9),
+        (3, 17),
+        (3, 22),
+        (4, 3),
+        (4, 11),
+    ]
+    first = {o.symbol for o in xs if o.span.line == 3}
+    assert len(first) == 1 and not first & {o.symbol for o in xs if o.span.line == 4}
