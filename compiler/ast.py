@@ -167,12 +167,14 @@ Literal = Atom | Negation | Comparison
 
 @dataclass(frozen=True, slots=True)
 class Disjunction:
-    """``(a(x) ; b(x), c(x))`` in a written body: one of the alternatives holds.
+    """``(a(x) ; b(x), c(x))`` in a written body: one of the alternatives holds (``negated``:
+    ``not (...)``, none holds).
 
     Each alternative is a conjunction of literals and nested disjunctions; a parenthesised
     conjunction without ``;`` is a disjunction of one alternative."""
 
     alternatives: tuple[tuple[Literal | Disjunction, ...], ...]
+    negated: bool = False
     span: Span = _span()
 
 

@@ -174,6 +174,9 @@ class Builder:
     def group(self, children: list) -> ast.Disjunction:
         return ast.Disjunction(tuple(children[1]), span=self._span(children[0], children[-1]))
 
+    def negated_group(self, children: list) -> ast.Disjunction:
+        return ast.Disjunction(tuple(children[2]), True, span=self._span(children[0], children[-1]))
+
     # literals
 
     def atom(self, children: list) -> ast.Atom:

@@ -2,7 +2,8 @@
 
 A rule with several heads, or with ``;`` in its body, is a :class:`~.ast.Compound` as
 parsed. It means one plain rule per head and per alternative of its body (the body in
-disjunctive normal form), as in Soufflé:
+disjunctive normal form; ``not (...)`` by De Morgan's laws, a negated comparison the opposite
+comparison), as in Soufflé:
 
 >>> from .source import SourceFile
 >>> from .parser import parse
@@ -34,6 +35,8 @@ def alternatives(
         for item in conjunction:
             if isinstance(item, ast.Disjunction):
                 options = alternatives(item.alternatives)
+                if item.negated:
+                    options = _negated(options)
                 partial = [p + o for p in partial for o in options][: MAX_RULES + 1]
             else:
                 partial = [(*p, item) for p in partial]
@@ -41,6 +44,25 @@ def alternatives(
         if len(found) > MAX_RULES:
             break
     return found[: MAX_RULES + 1]
+
+
+def _negated(options: list[tuple[ast.Literal, ...]]) -> list[tuple[ast.Literal, ...]]:
+    """``not (A ; B)`` as ``not A, not B``, and ``not (a, b)`` as ``not a ; not b``."""
+    found: list[tuple[ast.Literal, ...]] = [()]
+    for conjunction in options:
+        found = [(*f, _negation(lit)) for f in found for lit in conjunction][: MAX_RULES + 1]
+    return found
+
+
+_OPPOSITE = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+
+
+def _negation(literal: ast.Literal) -> ast.Literal:
+    if isinstance(literal, ast.Atom):
+        return ast.Negation(literal, span=literal.span)
+    if isinstance(literal, ast.Negation):
+        return literal.atom
+    return ast.Comparison(_OPPOSITE[literal.op], literal.left, literal.right, span=literal.span)
 
 
 def expand(compound: ast.Compound) -> list[ast.Rule]:

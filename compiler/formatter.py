@@ -396,7 +396,8 @@ class _Printer:
 
     def disjunction(self, disjunction: ast.Disjunction) -> Doc:
         body = self.alternatives(disjunction.alternatives, Line(""))
-        return group(["(", nest(INDENT, body), *self.close(disjunction.span.end - 1, Line(""), ")")])
+        opening = "not (" if disjunction.negated else "("
+        return group([opening, nest(INDENT, body), *self.close(disjunction.span.end - 1, Line(""), ")")])
 
     def directive(self, directive: ast.Directive) -> Doc:
         if isinstance(directive, ast.Decl):
