@@ -370,3 +370,13 @@ def test_the_language_server_sees_one_variable_per_name_in_a_statement() -> None
     ]
     first = {o.symbol for o in xs if o.span.line == 3}
     assert len(first) == 1 and not first & {o.symbol for o in xs if o.span.line == 4}
+
+
+def test_a_statement_that_repeats_itself_is_told_so() -> None:
+    text = ".decl E(x: number)\n.input E\nA(x) :- E(x) ; E(x).\nB(x), B(x) :- E(x).\nA(y) :- E(y).\n"
+    found = [(d.name, d.span.line, d.message.split(" (")[0]) for d in check_source(text)]
+    assert found == [
+        ("duplicate-rule", 3, "this rule says the same thing twice"),
+        ("duplicate-rule", 4, "this rule says the same thing twice"),
+        ("duplicate-rule", 5, "this rule repeats the rule on line 3"),
+    ]

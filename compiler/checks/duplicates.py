@@ -26,6 +26,15 @@ def check(context: Context) -> list[Diagnostic]:
         names: dict[str, int] = {}
         key = (_shape(rule.head, names), tuple(_shape(lit, names) for lit in ordered))
         first = seen.get(key)
+        if first is not None and first.span == rule.span:  # one statement, written twice over
+            diagnostics.append(
+                codes.DUPLICATE_RULE(
+                    rule.head.span,
+                    "this rule says the same thing twice (two of its heads or alternatives are the same)",
+                    help="remove the repeated head or alternative",
+                )
+            )
+            continue
         if first is not None:
             what = "fact" if rule.is_fact else "rule"
             diagnostics.append(
