@@ -397,7 +397,9 @@ class _Printer:
     def disjunction(self, disjunction: ast.Disjunction) -> Doc:
         body = self.alternatives(disjunction.alternatives, Line(""))
         opening = "not (" if disjunction.negated else "("
-        return group([opening, nest(INDENT, body), *self.close(disjunction.span.end - 1, Line(""), ")")])
+        return group(
+            [opening, nest(INDENT, body), *self.close(disjunction.span.end - 1, Line(""), ")")], fit=True
+        )
 
     def directive(self, directive: ast.Directive) -> Doc:
         if isinstance(directive, ast.Decl):
