@@ -380,3 +380,12 @@ def test_a_statement_that_repeats_itself_is_told_so() -> None:
         ("duplicate-rule", 4, "this rule says the same thing twice"),
         ("duplicate-rule", 5, "this rule repeats the rule on line 3"),
     ]
+
+
+def test_hover_shows_a_statement_once() -> None:
+    from policyc.lsp.document import build
+    from policyc.lsp.hover import relation
+
+    text = ".decl E(x: number)\n.input E\nA(x), B(x) :- E(x) ; x = 1, E(_).\n.output A, B\n"
+    shown = relation(build(text, "/p.dl", 1), "A")
+    assert shown.count("A(x), B(x) :- E(x) ; x = 1, E(_).") == 1, shown
