@@ -389,3 +389,12 @@ def test_hover_shows_a_statement_once() -> None:
     text = ".decl E(x: number)\n.input E\nA(x), B(x) :- E(x) ; x = 1, E(_).\n.output A, B\n"
     shown = relation(build(text, "/p.dl", 1), "A")
     assert shown.count("A(x), B(x) :- E(x) ; x = 1, E(_).") == 1, shown
+
+
+def test_the_outline_has_one_entry_per_head_written() -> None:
+    from policyc.lsp.document import build
+    from policyc.lsp.outline import outline
+
+    text = ".decl E(x: number)\n.input E\nA(x), B(x) :- E(x) ; x = 1, E(_).\n.output A, B\n"
+    entries = {s.name: [c.detail for c in s.children] for s in outline(build(text, "/p.dl", 1))}
+    assert entries["A"] == ["rule"] and entries["B"] == ["rule"]
