@@ -46,6 +46,14 @@ class Untranslatable(Exception):
     """The policy uses something clingo cannot express; the message says what."""
 
 
+class UntranslatableOperator(Untranslatable):
+    """An operator clingo does not have (``max``, ``bshr``, ...), at ``span``."""
+
+    def __init__(self, message: str, span: Any) -> None:
+        super().__init__(message)
+        self.span = span
+
+
 def var(name: str) -> str:
     return "V_" + name.replace("'", "_q").replace("\u2019", "_q")
 
@@ -109,13 +117,13 @@ class Translator:
                 return f"({left}**{count})"
             if t.op == "bshl" and 0 <= count <= MAX_EXPONENT:
                 return f"({left}*{2**count})"
-            raise Untranslatable(_no_counterpart(t))
+            raise UntranslatableOperator(_no_counterpart(t), t.span)
         if isinstance(t, ast.Negate):
             return f"-({self.term(t.operand, env, pre)})"
         if isinstance(t, ast.UnaryOp):
             if t.op == "bnot":
                 return f"~({self.term(t.operand, env, pre)})"
-            raise Untranslatable(_no_counterpart(t))
+            raise UntranslatableOperator(_no_counterpart(t), t.span)
         if isinstance(t, ast.Call):
             args = [self.term(a, env, pre) for a in t.args]
             if t.name in self.tabled:

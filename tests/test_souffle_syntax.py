@@ -398,3 +398,13 @@ def test_the_outline_has_one_entry_per_head_written() -> None:
     text = ".decl E(x: number)\n.input E\nA(x), B(x) :- E(x) ; x = 1, E(_).\n.output A, B\n"
     entries = {s.name: [c.detail for c in s.children] for s in outline(build(text, "/p.dl", 1))}
     assert entries["A"] == ["rule"] and entries["B"] == ["rule"]
+
+
+def test_the_deep_analysis_says_which_rules_its_search_cannot_translate() -> None:
+    from policyc.analyzer.deep import analyse
+
+    text = ".decl S(a: symbol, n: number)\n.input S\nDeny(a) :- S(a, n), x = n bshr 1, x > 3.\nDeny(a) :- S(a, n), n > 9.\n"
+    found = [(d.name, d.span.line, d.span.column) for d in analyse(compile_source(text, "p.dl")).findings]
+    assert ("unsearched-rule", 3, 25) in found
+    plain = text.replace("n bshr 1", "n / 2")
+    assert "unsearched-rule" not in {d.name for d in analyse(compile_source(plain, "p.dl")).findings}
