@@ -47,11 +47,14 @@ class Untranslatable(Exception):
 
 
 class UntranslatableOperator(Untranslatable):
-    """An operator clingo does not have (``max``, ``bshr``, ...), at ``span``."""
+    """An operator clingo does not have (``max``, ``bshr``, ...), at ``span``; ``what`` says
+    which, without the place."""
 
-    def __init__(self, message: str, span: Any) -> None:
-        super().__init__(message)
-        self.span = span
+    def __init__(self, term: ast.BinOp | ast.UnaryOp) -> None:
+        self.span = term.span
+        self.what = _no_counterpart(term)
+        where = f"{term.span.file}:{term.span.line}:{term.span.column}"
+        super().__init__(f"{self.what} (at {where})")
 
 
 def var(name: str) -> str:
@@ -117,13 +120,13 @@ class Translator:
                 return f"({left}**{count})"
             if t.op == "bshl" and 0 <= count <= MAX_EXPONENT:
                 return f"({left}*{2**count})"
-            raise UntranslatableOperator(_no_counterpart(t), t.span)
+            raise UntranslatableOperator(t)
         if isinstance(t, ast.Negate):
             return f"-({self.term(t.operand, env, pre)})"
         if isinstance(t, ast.UnaryOp):
             if t.op == "bnot":
                 return f"~({self.term(t.operand, env, pre)})"
-            raise UntranslatableOperator(_no_counterpart(t), t.span)
+            raise UntranslatableOperator(t)
         if isinstance(t, ast.Call):
             args = [self.term(a, env, pre) for a in t.args]
             if t.name in self.tabled:
@@ -379,15 +382,14 @@ MAX_EXPONENT = 30  # of `^` and `bshl`: a constant from 0 to this is translated
 
 
 def _no_counterpart(t: ast.BinOp | ast.UnaryOp) -> str:
-    """Why a term has no translation, and where it is (the rule that holds it)."""
-    where = f"{t.span.file}:{t.span.line}:{t.span.column}"
+    """Why a term has no translation."""
     if t.op == "^":
         what = "`^` with an exponent that is not a constant from 0 to 30"
     elif t.op == "bshl":
         what = "`bshl` with a shift that is not a constant from 0 to 30"
     else:
         what = f"`{t.op}`"
-    return f"{what} (at {where}) has no clingo counterpart"
+    return f"{what} has no clingo counterpart"
 
 
 SHADOW_HEAD = "policyc_shadow_deny"  # the head of a rule in shadow mode (see Translator.rule)

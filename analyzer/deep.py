@@ -100,7 +100,7 @@ def _untranslatable(compilation: Stratified, rules: list[PlacedRule]) -> list[Di
             found.append(
                 codes.UNSEARCHED_RULE(
                     error.span,
-                    f"the bounded search cannot translate this rule: {error}",
+                    f"the bounded search cannot translate this rule: {error.what}",
                     help="the proofs still run; the searches for redundant rules, shadowed `Allow` or "
                     "`Escalate` rules and tools always denied or allowed are not run on this policy",
                     strength="syntactic",
