@@ -247,13 +247,22 @@ def _oracle_body(
         var = next(names)
         body.append(f"{var} = {draw(st.integers(0, 4))}")
         bound.append(var)
-    kinds = ["neg", "cmp"] + (["assign", "count", "sum", "min", "max", "mean", "test"] if rich else [])
+    kinds = ["neg", "cmp", "neggroup"] + (["assign", "count", "sum", "min", "max", "mean", "test"] if rich else [])
     for _ in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(kinds))
         if kind == "neg":
             rel = draw(st.sampled_from(lower))
             args = [draw(st.sampled_from([*bound, "_", "1"])) for _ in range(rel.arity)]
             body.append(f"not {rel.name}({', '.join(args)})")
+        elif kind == "neggroup":  # `not (A ; B, x < y)`: De Morgan's laws
+            parts = []
+            for _ in range(2):
+                rel = draw(st.sampled_from(lower))
+                args = [draw(st.sampled_from([*bound, "_", "1"])) for _ in range(rel.arity)]
+                parts.append(f"{rel.name}({', '.join(args)})")
+            op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
+            comparison = f"{draw(st.sampled_from(bound))} {op} {draw(st.sampled_from([*bound, '2']))}"
+            body.append(f"not ({parts[0]} ; {parts[1]}, {comparison})")
         elif kind == "test":
             body.append(f"{draw(st.sampled_from(['', 'not ']))}small({draw(st.sampled_from(bound))})")
         elif kind == "cmp":

@@ -250,13 +250,17 @@ def _literal(text: str, literal: ast.Literal) -> Iterator[Expect]:
         yield from _atom(text, literal)
     elif isinstance(literal, ast.Negation):
         width = 3 if text.startswith("not", literal.span.start) else 1
-        yield Expect(
-            literal.span.start, literal.span.start + width, ("keyword.operator.negation.policyc",), "not"
-        )
+        if literal.span.start != literal.atom.span.start:  # else negated by `not (...)` around it
+            yield Expect(
+                literal.span.start, literal.span.start + width, ("keyword.operator.negation.policyc",), "not"
+            )
         yield from _atom(text, literal.atom)
     else:
-        at = _between(text, literal.left.span.end, literal.right.span.start, literal.op)
-        yield Expect(at, at + len(literal.op), ("keyword.operator.comparison.policyc",), literal.op)
+        # the operator written (in `not (...)` the parser's is the opposite one)
+        written = re.search(r"!=|<=|>=|=|<|>", text[literal.left.span.end : literal.right.span.start])
+        assert written is not None
+        at = literal.left.span.end + written.start()
+        yield Expect(at, at + len(written.group()), ("keyword.operator.comparison.policyc",), written.group())
         yield from _term(text, literal.left)
         yield from _term(text, literal.right)
 
