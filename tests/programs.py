@@ -247,7 +247,9 @@ def _oracle_body(
         var = next(names)
         body.append(f"{var} = {draw(st.integers(0, 4))}")
         bound.append(var)
-    kinds = ["neg", "cmp", "neggroup"] + (["assign", "count", "sum", "min", "max", "mean", "test"] if rich else [])
+    kinds = ["neg", "cmp", "neggroup"] + (
+        ["assign", "count", "sum", "min", "max", "mean", "test"] if rich else []
+    )
     for _ in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(kinds))
         if kind == "neg":
