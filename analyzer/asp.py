@@ -23,9 +23,11 @@ derives (the test suite checks this on thousands of random programs).
 
 * ``x = range(a, b[, step])`` becomes clingo intervals (see :meth:`Translator.range_alternatives`).
 
-Floats and a few combinations (a ``mean`` in a head, an inline relation with several rules
-inside an aggregate, a ``range`` with a computed step inside an aggregate) have no translation:
-:class:`Untranslatable` says which.
+Floats, a few operators (``bshr``, ``bshru``, ``land``, ``lor``, ``lxor``, ``lnot``, ``max``,
+``min``; ``^`` and ``bshl`` but by a constant from 0 to :data:`MAX_EXPONENT`) and a few
+combinations (a ``mean`` in a head, an inline relation with several rules inside an aggregate,
+a ``range`` with a computed step inside an aggregate) have no translation:
+:class:`Untranslatable` says which, and where.
 """
 
 from __future__ import annotations
@@ -46,6 +48,17 @@ _TRANSLATORS = counter()
 
 class Untranslatable(Exception):
     """The policy uses something clingo cannot express; the message says what."""
+
+
+class UntranslatableOperator(Untranslatable):
+    """An operator clingo does not have (``max``, ``bshr``, ...), at ``span``; ``what`` says
+    which, without the place."""
+
+    def __init__(self, term: ast.BinOp | ast.UnaryOp) -> None:
+        self.span = term.span
+        self.what = _no_counterpart(term)
+        where = f"{term.span.file}:{term.span.line}:{term.span.column}"
+        super().__init__(f"{self.what} (at {where})")
 
 
 def var(name: str) -> str:
@@ -111,10 +124,21 @@ class Translator:
         if isinstance(t, ast.Integer | ast.String | ast.Float):
             return const(t.value)
         if isinstance(t, ast.BinOp):
-            op = "\\" if t.op == "%" else t.op
-            return f"({self.term(t.left, env, pre)}{op}{self.term(t.right, env, pre)})"
+            left, right = self.term(t.left, env, pre), self.term(t.right, env, pre)
+            if t.op in _CLINGO_OPERATORS:
+                return f"({left}{_CLINGO_OPERATORS[t.op]}{right})"
+            count = t.right.value if isinstance(t.right, ast.Integer) else -1
+            if t.op == "^" and 0 <= count <= MAX_EXPONENT:  # clingo has no value for a negative one
+                return f"({left}**{count})"
+            if t.op == "bshl" and 0 <= count <= MAX_EXPONENT:
+                return f"({left}*{2**count})"
+            raise UntranslatableOperator(t)
         if isinstance(t, ast.Negate):
             return f"-({self.term(t.operand, env, pre)})"
+        if isinstance(t, ast.UnaryOp):
+            if t.op == "bnot":
+                return f"~({self.term(t.operand, env, pre)})"
+            raise UntranslatableOperator(t)
         if isinstance(t, ast.Call):
             args = [self.term(a, env, pre) for a in t.args]
             if t.name in self.tabled:
@@ -404,13 +428,31 @@ class Translator:
 
 
 ORDERINGS = ("<", "<=", ">", ">=")
+# policyc's operators that are clingo's (on the 32-bit integers clingo has, the same values)
+_CLINGO_OPERATORS = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "\\", "band": "&", "bor": "?", "bxor": "^"}
+MAX_EXPONENT = 30  # of `^` and `bshl`: a constant from 0 to this is translated
+
+
+def _no_counterpart(t: ast.BinOp | ast.UnaryOp) -> str:
+    """Why a term has no translation."""
+    if t.op == "^":
+        what = "`^` with an exponent that is not a constant from 0 to 30"
+    elif t.op == "bshl":
+        what = "`bshl` with a shift that is not a constant from 0 to 30"
+    else:
+        what = f"`{t.op}`"
+    return f"{what} has no clingo counterpart"
+
+
 SHADOW_HEAD = "policyc_shadow_deny"  # the head of a rule in shadow mode (see Translator.rule)
 SAME_KIND = "policyc_same_kind"  # answered by the grounding context, never a policy's functor
 
 
 def _numeric(term: ast.Term) -> bool:
     """Whether a term's value is a number whatever the database (a constant or arithmetic)."""
-    return isinstance(term, ast.Integer | ast.Float | ast.BinOp | ast.Negate)
+    if isinstance(term, ast.BinOp):
+        return term.op not in ast.EXTREMA
+    return isinstance(term, ast.Integer | ast.Float | ast.Negate | ast.UnaryOp)
 
 
 def _atom_vars(atom: ast.Atom) -> set[str]:

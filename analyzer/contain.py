@@ -58,6 +58,8 @@ def _unify(pattern: ast.Term, target: ast.Term, theta: dict[str, Any]) -> dict[s
         return None if found is None else _unify(pattern.right, target.right, found)
     if isinstance(pattern, ast.Negate) and isinstance(target, ast.Negate):
         return _unify(pattern.operand, target.operand, theta)
+    if isinstance(pattern, ast.UnaryOp) and isinstance(target, ast.UnaryOp):
+        return _unify(pattern.operand, target.operand, theta) if pattern.op == target.op else None
     if isinstance(pattern, ast.String | ast.Integer | ast.Float):
         return theta if shape(pattern) == shape(target) else None
     return None
@@ -118,6 +120,8 @@ def _from_shape(s: Any) -> ast.Term:
         return ast.BinOp(s[1], _from_shape(s[2]), _from_shape(s[3]))
     if kind == "neg":
         return ast.Negate(_from_shape(s[1]))
+    if kind == "unary":
+        return ast.UnaryOp(s[1], _from_shape(s[2]))
     raise ValueError(s)
 
 

@@ -86,6 +86,31 @@ class DeepResult:
         return [u.note() for u in self.unchecked]
 
 
+def _untranslatable(compilation: Stratified, rules: list[PlacedRule]) -> list[Diagnostic]:
+    """``unsearched-rule`` for each rule with an operator clingo does not have: the bounded
+    search, which needs every rule translated, is not run."""
+    from . import asp
+
+    translator = asp.Translator(compilation)
+    found = []
+    for r in rules:
+        try:
+            translator.rule(r.rule)
+        except asp.UntranslatableOperator as error:
+            found.append(
+                codes.UNSEARCHED_RULE(
+                    error.span,
+                    f"the bounded search cannot translate this rule: {error.what}",
+                    help="the proofs still run; the searches for redundant rules, shadowed `Allow` or "
+                    "`Escalate` rules and tools always denied or allowed are not run on this policy",
+                    strength="syntactic",
+                )
+            )
+        except asp.Untranslatable:
+            pass  # what the search reports by leaving its questions unanswered, as before
+    return found
+
+
 def deep_findings(
     compilation: Stratified, bound: int = 2, timeout: float = 6.0, *, escalations_deny: bool = True
 ) -> list[Diagnostic]:
@@ -202,6 +227,11 @@ def analyse(
     # without searches, a proof not decided in time leaves its tool unchecked
     expired = {q.tool for q in tools if q.expired and not q.strength} if searches is None else set()
     note(("always-deny", "always-allow"), len(verdicts.unasked) + len(expired), "tools")
+    if searches is not None:
+        blocked = _untranslatable(compilation, live)
+        findings.extend(blocked)
+        if blocked:
+            searches = None  # no question could be asked of a translation without these rules
     if searches is not None:
         switched = [r for r in verdicts.side_rules() if not compilation.symbols.is_inline(r.head.name)]
         searches.plan(live, redundant, shadowed, [q for q in tools if not q.strength], switched)

@@ -42,6 +42,8 @@ def shape(term: ast.Term) -> Any:
         return ("op", term.op, shape(term.left), shape(term.right))
     if isinstance(term, ast.Negate):
         return ("neg", shape(term.operand))
+    if isinstance(term, ast.UnaryOp):
+        return ("unary", term.op, shape(term.operand))
     if isinstance(term, ast.Aggregate):
         return ("agg", id(term))
     return ("?", id(term))
@@ -66,10 +68,14 @@ def render_term(term: ast.Term) -> str:
         return repr(term.value)
     if isinstance(term, ast.Call):
         return f"{term.name}({', '.join(render_term(a) for a in term.args)})"
+    if isinstance(term, ast.BinOp) and term.op in ast.EXTREMA:
+        return f"{term.op}({render_term(term.left)}, {render_term(term.right)})"
     if isinstance(term, ast.BinOp):
         return f"{render_term(term.left)} {term.op} {render_term(term.right)}"
     if isinstance(term, ast.Negate):
         return f"-{render_term(term.operand)}"
+    if isinstance(term, ast.UnaryOp):
+        return f"{term.op} {render_term(term.operand)}"
     if isinstance(term, ast.Aggregate):
         return f"{term.op} : {{ ... }}"
     return "?"
@@ -152,7 +158,16 @@ class Encoder:
                 return left - right
             if t.op == "*":
                 return left * right
-            return self.unknown(left.sort())  # division, remainder: unconstrained
+            if t.op == "max":
+                return z3.If(left >= right, left, right)
+            if t.op == "min":
+                return z3.If(left <= right, left, right)
+            return self.unknown(left.sort())  # division, remainder, bitwise, power: unconstrained
+        if isinstance(t, ast.UnaryOp):
+            inner = self.term(t.operand)
+            if inner is None or z3.is_string(inner):
+                return None
+            return -inner - 1 if t.op == "bnot" else z3.If(inner == 0, z3.IntVal(1), z3.IntVal(0))
         if isinstance(t, ast.Call):
             sig = self.symbols.functors.get(t.name)
             if sig is None:
@@ -237,7 +252,9 @@ def var_types(compilation: Stratified, rule: ast.Rule) -> dict[str, str]:
                     note(a, functors[b.name].returns)
                 elif isinstance(b, ast.Aggregate) and b.op == "count":
                     note(a, "number")
-                elif isinstance(b, ast.BinOp | ast.Negate):
+                elif isinstance(b, ast.BinOp | ast.Negate | ast.UnaryOp) and not (
+                    isinstance(b, ast.BinOp) and b.op in ast.EXTREMA
+                ):
                     note(a, "number")  # arithmetic is on numbers
                 calls(a)
 

@@ -7,9 +7,13 @@ when they mean the same thing (the formatter relies on that):
 True
 
 Terms: :class:`Var`, :class:`Wildcard`, :class:`String`, :class:`Integer`, :class:`Float`,
-:class:`Call`, :class:`BinOp`, :class:`Negate`, :class:`Aggregate`.
+:class:`Call`, :class:`BinOp`, :class:`Negate`, :class:`UnaryOp`, :class:`Aggregate`.
 Body literals: :class:`Atom`, :class:`Negation`, :class:`Comparison`.
 Statements: :class:`Rule` (a fact is a rule with an empty body) and the directives.
+
+A rule written with several heads or with ``;`` in its body is a :class:`Compound` as parsed;
+the parser desugars it into the plain rules it stands for (:mod:`.desugar`) unless asked for
+the text's own form (the formatter is).
 """
 
 from __future__ import annotations
@@ -78,11 +82,21 @@ class Call:
     name_span: Span = _span()
 
 
+# binary operators on numbers besides + - * / %: Soufflé's bitwise and logical ones, power
+BITWISE = ("band", "bor", "bxor", "bshl", "bshr", "bshru")
+LOGICAL = ("land", "lor", "lxor")
+POWER = "^"
+# `max(a, b, c)` and `min(...)`: the greater (lesser) of values of one type, nested to the left
+EXTREMA = ("max", "min")
+BINARY = ("+", "-", "*", "/", "%", POWER, *BITWISE, *LOGICAL, *EXTREMA)
+UNARY = ("bnot", "lnot")
+
+
 @dataclass(frozen=True, slots=True)
 class BinOp:
-    """Arithmetic on two terms: ``n + 1``."""
+    """An operation on two terms: ``n + 1``, ``flags band 4``, ``2 ^ n``, ``max(a, b)``."""
 
-    op: str  # one of + - * / %
+    op: str  # one of BINARY
     left: Term
     right: Term
     span: Span = _span()
@@ -97,6 +111,15 @@ class Negate:
 
 
 @dataclass(frozen=True, slots=True)
+class UnaryOp:
+    """``bnot n`` (bitwise complement) or ``lnot n`` (1 if ``n`` is 0, else 0)."""
+
+    op: str  # one of UNARY
+    operand: Term
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class Aggregate:
     """``count : { body }``, ``sum t : { body }``, ``min``/``max``/``mean`` likewise."""
 
@@ -106,7 +129,7 @@ class Aggregate:
     span: Span = _span()
 
 
-Term = Var | Wildcard | String | Integer | Float | Call | BinOp | Negate | Aggregate
+Term = Var | Wildcard | String | Integer | Float | Call | BinOp | Negate | UnaryOp | Aggregate
 
 # ---------------------------------------------------------------------------- literals
 
@@ -141,6 +164,20 @@ class Comparison:
 
 Literal = Atom | Negation | Comparison
 
+
+@dataclass(frozen=True, slots=True)
+class Disjunction:
+    """``(a(x) ; b(x), c(x))`` in a written body: one of the alternatives holds (``negated``:
+    ``not (...)``, none holds).
+
+    Each alternative is a conjunction of literals and nested disjunctions; a parenthesised
+    conjunction without ``;`` is a disjunction of one alternative."""
+
+    alternatives: tuple[tuple[Literal | Disjunction, ...], ...]
+    negated: bool = False
+    span: Span = _span()
+
+
 # -------------------------------------------------------------------------- statements
 
 
@@ -168,6 +205,19 @@ class Rule:
 
     def annotation(self, name: str) -> Annotation | None:
         return next((a for a in self.annotations if a.name == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Compound:
+    """A rule as written with several heads or with ``;``: ``A(x), B(x) :- (c(x) ; d(x)).``
+
+    It stands for one plain rule per head and per alternative of its body, each with the
+    compound's annotations (:mod:`.desugar`); ``body`` lists the top-level alternatives."""
+
+    heads: tuple[Atom, ...]
+    body: tuple[tuple[Literal | Disjunction, ...], ...]
+    annotations: tuple[Annotation, ...] = ()
+    span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +337,7 @@ class Misplaced:
 
 
 Directive = Decl | Input | Output | Include | Import | Functor | Default | Role | FieldMap
-Statement = Rule | Directive | Misplaced
+Statement = Rule | Compound | Directive | Misplaced
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +366,7 @@ def term_children(term: Term) -> tuple[Term, ...]:
         return term.args
     if isinstance(term, BinOp):
         return (term.left, term.right)
-    if isinstance(term, Negate):
+    if isinstance(term, Negate | UnaryOp):
         return (term.operand,)
     return ()
 
@@ -329,6 +379,8 @@ def map_children(term: Term, fn: Callable[[Term], Term]) -> Term:
         return BinOp(term.op, fn(term.left), fn(term.right))
     if isinstance(term, Negate):
         return Negate(fn(term.operand))
+    if isinstance(term, UnaryOp):
+        return UnaryOp(term.op, fn(term.operand))
     return term
 
 

@@ -24,6 +24,7 @@ from bisect import bisect_right
 from typing import Any
 
 from . import ast, codes
+from .desugar import alternatives
 from .diagnostics import Diagnostic
 from .source import SourceFile, Span
 from .tokens import Token
@@ -120,6 +121,15 @@ class Builder:
             end - starts[end_line - 1] + 1,
         )
 
+    def _fold(self, name: str, args: list, span: Span, make: Any) -> Any:
+        """``f(a, b, c)`` as ``f(f(a, b), c)``: an inner node spans from the call's start to
+        its last argument."""
+        node = args[0]
+        for i, arg in enumerate(args[1:], start=1):
+            at = span if i == len(args) - 1 else self.source.span(span.start, arg.span.end)
+            node = make(name, node, arg, at)
+        return node
+
     def _ident(self, token: Token) -> ast.Ident:
         return ast.Ident(token.value, span=self._span(token))
 
@@ -132,11 +142,17 @@ class Builder:
         span = self._span(annotations[0], statement)
         if isinstance(statement, ast.Rule):
             return ast.Rule(statement.head, statement.body, tuple(annotations), span=span)
+        if isinstance(statement, ast.Compound):
+            return ast.Compound(statement.heads, statement.body, tuple(annotations), span=span)
         return ast.Misplaced(tuple(annotations), statement, span=span)
 
-    def rule(self, children: list) -> ast.Rule:
-        head, _, body, _ = children
-        return ast.Rule(head, body, span=self._span(children[0], children[-1]))
+    def rule(self, children: list) -> ast.Rule | ast.Compound:
+        heads = tuple(c for c in children[:-2] if isinstance(c, ast.Atom))
+        body: _Body = children[-2]
+        span = self._span(children[0], children[-1])
+        if len(heads) == 1 and len(body) == 1 and not any(isinstance(i, ast.Disjunction) for i in body[0]):
+            return ast.Rule(heads[0], body[0], span=span)
+        return ast.Compound(heads, tuple(body), span=span)
 
     def fact(self, children: list) -> ast.Rule:
         return ast.Rule(children[0], (), span=self._span(children[0], children[-1]))
@@ -149,8 +165,17 @@ class Builder:
     def bare_word(self, children: list) -> ast.Var:
         return ast.Var(children[0].value, span=self._span(children[0]))
 
-    def body(self, children: list) -> tuple[ast.Literal, ...]:
+    def body(self, children: list) -> _Body:
+        return _Body(_values(children))
+
+    def conjunction(self, children: list) -> tuple[ast.Literal | ast.Disjunction, ...]:
         return tuple(_values(children))
+
+    def group(self, children: list) -> ast.Disjunction:
+        return ast.Disjunction(tuple(children[1]), span=self._span(children[0], children[-1]))
+
+    def negated_group(self, children: list) -> ast.Disjunction:
+        return ast.Disjunction(tuple(children[2]), True, span=self._span(children[0], children[-1]))
 
     # literals
 
@@ -179,6 +204,29 @@ class Builder:
         left, op, right = children
         return ast.BinOp(op.value, left, right, span=self._span(left, right))
 
+    def unop(self, children: list) -> ast.UnaryOp:
+        op, operand = children
+        return ast.UnaryOp(op.value, operand, span=self._span(op, operand))
+
+    def extremum(self, children: list) -> ast.Term:
+        """``max(a, b, c)``: ``max(max(a, b), c)``; ``count``, ``sum`` and ``mean`` have no
+        such form (as in Soufflé)."""
+        op = children[0]
+        args = _values(children[2:-1])
+        span = self._span(op, children[-1])
+        if op.value not in ast.EXTREMA:
+            self.diagnostics.append(
+                codes.SYNTAX_ERROR(
+                    span,
+                    f"`{op.value}` is an aggregate and has no form with arguments",
+                    help=f"write an aggregate, `{op.value} x : {{ ... }}`; `max(a, b)` and `min(a, b)` "
+                    "are the functions of several values",
+                )
+            )
+        return self._fold(
+            op.value, args, span, lambda name, left, right, at: ast.BinOp(name, left, right, span=at)
+        )
+
     def neg(self, children: list) -> ast.Term:
         operand = children[1]
         span = self._span(children[0], operand)
@@ -200,20 +248,38 @@ class Builder:
 
     def call(self, children: list) -> ast.Call:
         name = children[0]
-        return ast.Call(
-            name.value,
-            tuple(_values(children[2:-1])),
-            span=self._span(name, children[-1]),
-            name_span=self._span(name),
-        )
+        args = _values(children[2:-1])
+        span = self._span(name, children[-1])
+        name_span = self._span(name)
+        if name.value == "cat" and len(args) > 2:  # `cat(a, b, c)`: `cat(cat(a, b), c)`
+            return self._fold(
+                "cat",
+                args,
+                span,
+                lambda n, left, right, at: ast.Call(n, (left, right), span=at, name_span=name_span),
+            )
+        return ast.Call(name.value, tuple(args), span=span, name_span=name_span)
 
     def aggregate(self, children: list) -> ast.Aggregate:
         op = children[0]
         colon = next(i for i, c in enumerate(children) if _is_token(c) and c.type == "COLON")
         target = children[1] if colon == 2 else None
         rest = children[colon + 1 :]
-        body = rest[1] if _is_token(rest[0]) else (rest[0],)
-        return ast.Aggregate(op.value, target, body, span=self._span(op, children[-1]))
+        span = self._span(op, children[-1])
+        body: tuple[ast.Literal, ...] = (rest[0],)
+        if _is_token(rest[0]):
+            written = rest[1]
+            found = alternatives(tuple(written))
+            body = found[0] if found else ()
+            if len(found) > 1:
+                self.diagnostics.append(
+                    codes.SYNTAX_ERROR(
+                        span,
+                        "an aggregate's body cannot hold `;`",
+                        help="aggregate over a relation the alternatives define, one rule each",
+                    )
+                )
+        return ast.Aggregate(op.value, target, body, span=span)
 
     def aggregator(self, children: list) -> Token:
         return children[0]
@@ -229,9 +295,13 @@ class Builder:
         return ast.Float(self._float(children[0]), span=self._span(children[0]))
 
     def _int(self, token: Token) -> int:
-        """An integer literal's value (0, and a diagnostic, for one Python will not convert)."""
+        """An integer literal's value (0, and a diagnostic, for one Python will not convert);
+        ``0x1F`` is hexadecimal and ``0b101`` binary."""
+        text = token.value
+        if text[:2] in ("0x", "0X", "0b", "0B"):
+            return int(text[2:], 16 if text[1] in "xX" else 2)  # no digit limit for these bases
         try:
-            return int(token.value)
+            return int(text)
         except ValueError:
             digits = len(token.value.lstrip("-+"))
             self.diagnostics.append(
@@ -334,6 +404,10 @@ class Builder:
                 )
             )
         return ast.FieldMap(tool, argument, self._ident(role), span=self._span(keyword, role), path_span=span)
+
+
+class _Body(list):
+    """The alternatives of a body as written (one tuple of literals and groups each)."""
 
 
 def _with_span(node: Any, span: Span) -> Any:

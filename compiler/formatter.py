@@ -40,8 +40,13 @@ from .source import SourceFile
 WIDTH = 100  # a rule longer than this breaks, one literal per line
 INDENT = 4
 
-_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
-_UNARY = 3
+# Soufflé's precedence (grammar/policy.lark), loosest first; `^` groups to the right
+_PRECEDENCE = {"lor": 1, "lxor": 2, "land": 3, "bor": 4, "bxor": 5, "band": 6}
+_PRECEDENCE.update({"bshl": 7, "bshr": 7, "bshru": 7, "+": 8, "-": 8, "*": 9, "/": 9, "%": 9})
+_UNARY = 10
+_POWER = 11
+_PRIMARY = 12
+_RADIX = re.compile(r"([\s(\-]*)(0[xX][0-9a-fA-F]+|0[bB][01]+)[\s)]*")
 _FLOAT = re.compile(r"([\s(\-]*)([0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)[\s)]*")
 _STRING = re.compile(r'[\s(]*("(?:[^"\\\n]|\\.)*")[\s)]*')
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
@@ -58,7 +63,7 @@ class FormatError(Exception):
 
 def format_source(text: str, path: str = "<input>") -> str:
     """The canonical text of a policy; :class:`FormatError` when it does not parse."""
-    module, diagnostics = parse(SourceFile(path, text))
+    module, diagnostics = parse(SourceFile(path, text), surface=True)
     errors = [d for d in diagnostics if d.is_error]
     if errors:
         raise FormatError(errors)
@@ -96,7 +101,7 @@ def format_read(source: SourceFile | Diagnostic) -> FileResult:
     text, or the diagnostic of why it is not text."""
     if isinstance(source, Diagnostic):
         return FileResult(source.span.file, None, None, (source,))
-    module, diagnostics = parse(source)
+    module, diagnostics = parse(source, surface=True)
     errors = tuple(sort_diagnostics(d for d in diagnostics if d.is_error))
     if errors:
         return FileResult(source.path, source, None, errors)
@@ -340,6 +345,8 @@ class _Printer:
     def statement(self, statement: ast.Statement) -> Doc:
         if isinstance(statement, ast.Rule):
             return self.rule(statement)
+        if isinstance(statement, ast.Compound):
+            return self.compound(statement)
         if isinstance(statement, ast.Misplaced):
             annotations = self.annotations(statement.annotations, statement.statement.span.start)
             return [*annotations, self.directive(statement.statement)]
@@ -368,6 +375,31 @@ class _Printer:
         body = self.listing(rule.body, self.literal, Line())
         parts.append(group([head, " :-", nest(INDENT, body), *self.close(dot, None, ".")], fit=True))
         return parts
+
+    def compound(self, rule: ast.Compound) -> Doc:
+        """Several heads and ``;``: the alternatives one after another, each ended by ``;``."""
+        parts = self.annotations(rule.annotations, rule.heads[0].span.start)
+        heads = group(self.listing(rule.heads, self.atom, ""))
+        body = self.alternatives(rule.body, Line())
+        parts.append(
+            group([heads, " :-", nest(INDENT, body), *self.close(rule.span.end - 1, None, ".")], fit=True)
+        )
+        return parts
+
+    def alternatives(self, alternatives: Sequence[Sequence[Any]], first_line: Doc) -> list[Doc]:
+        parts: list[Doc] = []
+        for i, alternative in enumerate(alternatives):
+            if i:
+                parts.append(" ;")
+            parts += self.listing(alternative, self.literal, first_line if i == 0 else Line())
+        return parts
+
+    def disjunction(self, disjunction: ast.Disjunction) -> Doc:
+        body = self.alternatives(disjunction.alternatives, Line(""))
+        opening = "not (" if disjunction.negated else "("
+        return group(
+            [opening, nest(INDENT, body), *self.close(disjunction.span.end - 1, Line(""), ")")], fit=True
+        )
 
     def directive(self, directive: ast.Directive) -> Doc:
         if isinstance(directive, ast.Decl):
@@ -423,7 +455,9 @@ class _Printer:
 
     # literals
 
-    def literal(self, literal: ast.Literal) -> Doc:
+    def literal(self, literal: ast.Literal | ast.Disjunction) -> Doc:
+        if isinstance(literal, ast.Disjunction):
+            return self.disjunction(literal)
         if isinstance(literal, ast.Atom):
             return self.atom(literal)
         if isinstance(literal, ast.Negation):
@@ -433,6 +467,8 @@ class _Printer:
         raise TypeError(f"no layout for {type(literal).__name__}")
 
     def atom(self, atom: ast.Atom | ast.Call) -> Doc:
+        if isinstance(atom, ast.Call) and atom.name == "cat":
+            return self.arguments("cat(", _unfolded(atom, "cat"), self.term, atom.span.end - 1)
         return self.arguments(f"{atom.name}(", atom.args, self.term, atom.span.end - 1)
 
     # terms
@@ -451,18 +487,31 @@ class _Printer:
             return self.atom(term)
         if isinstance(term, ast.Aggregate):
             return self.aggregate(term)
+        if isinstance(term, ast.BinOp) and term.op in ast.EXTREMA:
+            return self.arguments(f"{term.op}(", _unfolded(term, term.op), self.term, term.span.end - 1)
         if isinstance(term, ast.BinOp):
-            precedence = _PRECEDENCE[term.op]
-            doc: Doc = [
-                self.term(term.left, precedence),
-                f" {term.op} ",
-                self.term(term.right, precedence + 1),
-            ]
+            if term.op == ast.POWER:  # `primary ^ unary`: a negative constant needs parentheses
+                precedence = _POWER
+                left = self.term(term.left, _PRIMARY)
+                if isinstance(term.left, ast.Integer | ast.Float) and self.number(term.left).startswith("-"):
+                    left = ["(", left, ")"]
+                doc: Doc = [left, " ^ ", self.term(term.right, _UNARY)]
+            else:
+                precedence = _PRECEDENCE[term.op]
+                doc = [
+                    self.term(term.left, precedence),
+                    f" {term.op} ",
+                    self.term(term.right, precedence + 1),
+                ]
             written = term.span.start < term.left.span.start  # the policy's own parentheses
         elif isinstance(term, ast.Negate):
             precedence = _UNARY
             operand = term.operand
             doc = ["-", self.term(operand, _UNARY + (1 if isinstance(operand, ast.Negate) else 0))]
+            written = self.text[term.span.start : term.span.start + 1] == "("
+        elif isinstance(term, ast.UnaryOp):
+            precedence = _UNARY
+            doc = [f"{term.op} ", self.term(term.operand, _UNARY)]
             written = self.text[term.span.start : term.span.start + 1] == "("
         else:
             raise TypeError(f"no layout for {type(term).__name__}")
@@ -510,6 +559,12 @@ class _Printer:
 
     def number(self, number: ast.Integer | ast.Float) -> str:
         if isinstance(number, ast.Integer):
+            radix = _RADIX.fullmatch(self.code_text(number.span.start, number.span.end))
+            if radix:  # `0x1F` and `0b101` as written
+                sign = "-" if radix.group(1).count("-") % 2 else ""
+                digits = radix.group(2)
+                if int(sign + digits[2:], 16 if digits[1] in "xX" else 2) == number.value:
+                    return sign + digits
             return str(number.value)
         written = _FLOAT.fullmatch(self.code_text(number.span.start, number.span.end))
         if written:
@@ -517,3 +572,32 @@ class _Printer:
             if float(spelled) == number.value:
                 return spelled
         return repr(number.value)
+
+
+def _unfolded(term: ast.BinOp | ast.Call, name: str) -> list[ast.Term]:
+    """The arguments of ``max(a, b, c)`` (or ``cat``), which the parser nests to the left: an
+    inner node that starts where the outer one does was written as one call."""
+    args: list[ast.Term] = []
+    node: ast.Term = term
+    while True:
+        if isinstance(node, ast.BinOp):
+            left, right = node.left, node.right
+        else:
+            assert isinstance(node, ast.Call)
+            if len(node.args) != 2:
+                return [*node.args, *reversed(args)]
+            left, right = node.args
+        args.append(right)
+        inner = left
+        folded = (
+            inner.span.start == node.span.start
+            and inner.span != node.span
+            and (
+                (isinstance(inner, ast.BinOp) and inner.op == name)
+                or (isinstance(inner, ast.Call) and inner.name == name)
+            )
+        )
+        if not folded:
+            args.append(left)
+            return list(reversed(args))
+        node = inner

@@ -25,7 +25,7 @@ import dataclasses
 import functools
 from typing import Any
 
-from . import ast, codes, syntax_errors
+from . import ast, codes, desugar, syntax_errors
 from .ast_builder import Builder
 from .diagnostics import Diagnostic
 from .grammar_tables import tables
@@ -37,13 +37,42 @@ MAX_NESTING = 200  # deeper terms are refused rather than risk exhausting the st
 _SYNC_TYPES = frozenset({"AT", "UNKNOWN_DIRECTIVE"} | {d[1:].upper() for d in syntax_errors.DIRECTIVES})
 
 
-def parse(source: SourceFile) -> tuple[ast.Module, list[Diagnostic]]:
-    """Parse one file. The module holds every statement that parsed; the list, every error."""
+def parse(source: SourceFile, surface: bool = False) -> tuple[ast.Module, list[Diagnostic]]:
+    """Parse one file. The module holds every statement that parsed; the list, every error.
+
+    A rule with several heads or with ``;`` is desugared into the plain rules it stands for
+    (:mod:`.desugar`), unless ``surface``: then it is the :class:`~.ast.Compound` written."""
     tokens, comments, diagnostics = tokenize(source)
     builder = Builder(source, diagnostics)
     statements = _drive(source, tokens, builder, diagnostics)
+    statements = _desugared(statements, diagnostics, surface)
     module = ast.Module(source.path, tuple(statements), tuple(comments), source)
     return module, diagnostics
+
+
+def _desugared(
+    statements: list[ast.Statement], diagnostics: list[Diagnostic], surface: bool
+) -> list[ast.Statement]:
+    out: list[ast.Statement] = []
+    for statement in statements:
+        if not isinstance(statement, ast.Compound):
+            out.append(statement)
+            continue
+        rules = desugar.expand(statement)
+        if len(rules) > desugar.MAX_RULES:
+            diagnostics.append(
+                codes.SYNTAX_ERROR(
+                    statement.span,
+                    f"this rule stands for more than {desugar.MAX_RULES} rules (its heads times the "
+                    "alternatives of its `;`)",
+                    help="define the alternatives in relations of their own",
+                )
+            )
+        elif surface:
+            out.append(statement)
+        else:
+            out.extend(rules)
+    return out
 
 
 # ------------------------------------------------------------------------------ driver
@@ -199,10 +228,15 @@ def _depth(statement: ast.Statement) -> int:
     """How deeply the terms of a statement nest (aggregate bodies included)."""
     if isinstance(statement, ast.Misplaced):
         statement = statement.statement
-    if not isinstance(statement, ast.Rule):
+    stack: list[tuple[object, int]]
+    if isinstance(statement, ast.Rule):
+        stack = [(statement.head, 1)]
+        stack.extend((lit, 1) for lit in statement.body)
+    elif isinstance(statement, ast.Compound):
+        stack = [(head, 1) for head in statement.heads]
+        stack.append((ast.Disjunction(statement.body), 0))
+    else:
         return 0
-    stack: list[tuple[object, int]] = [(statement.head, 1)]
-    stack.extend((lit, 1) for lit in statement.body)
     deepest = 0
     while stack:
         node, depth = stack.pop()
@@ -211,6 +245,8 @@ def _depth(statement: ast.Statement) -> int:
             break
         if isinstance(node, ast.Atom | ast.Negation | ast.Comparison):
             stack.extend((t, depth + 1) for t in ast.literal_terms(node))
+        elif isinstance(node, ast.Disjunction):
+            stack.extend((item, depth + 1) for alternative in node.alternatives for item in alternative)
         elif isinstance(node, ast.Aggregate):
             if node.target is not None:
                 stack.append((node.target, depth + 1))

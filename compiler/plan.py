@@ -30,7 +30,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 PLAN_VERSION = 1
-OPERATORS = ("+", "-", "*", "/", "%")
+OPERATORS = (
+    *("+", "-", "*", "/", "%", "^"),
+    *("band", "bor", "bxor", "bshl", "bshr", "bshru", "land", "lor", "lxor", "max", "min"),
+)
 COMPARATORS = ("=", "!=", "<", "<=", ">", ">=")
 AGGREGATES = ("count", "sum", "min", "max", "mean")
 TYPES = ("symbol", "number", "float")

@@ -591,6 +591,11 @@ class _Planner:
             return p.Arith(term.op, self.expr(term.left, ctx), self.expr(term.right, ctx))
         if isinstance(term, ast.Negate):
             return p.Neg(self.expr(term.operand, ctx))
+        if isinstance(term, ast.UnaryOp):  # `bnot n` is `-n - 1`; `lnot n` is `1 - (n lor 0)`
+            operand = self.expr(term.operand, ctx)
+            if term.op == "bnot":
+                return p.Arith("-", p.Neg(operand), p.Const(1))
+            return p.Arith("-", p.Const(1), p.Arith("lor", operand, p.Const(0)))
         if isinstance(term, ast.Aggregate):
             return self.aggregate(term, ctx)
         raise PlanningError(f"cannot evaluate {term!r}")

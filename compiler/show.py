@@ -173,6 +173,8 @@ def _expr_text(plan: p.Plan, expr: p.Expr, names: list[str]) -> str:
     if isinstance(expr, p.CallExpr):
         args = ", ".join(_expr_text(plan, a, names) for a in expr.args)
         return f"{plan.functors[expr.functor].name}({args})"
+    if isinstance(expr, p.Arith) and expr.op in ("max", "min"):
+        return f"{expr.op}({_expr_text(plan, expr.left, names)}, {_expr_text(plan, expr.right, names)})"
     if isinstance(expr, p.Arith):
         return f"({_expr_text(plan, expr.left, names)} {expr.op} {_expr_text(plan, expr.right, names)})"
     return f"-{_expr_text(plan, expr.operand, names)}"

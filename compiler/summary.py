@@ -48,7 +48,7 @@ def summarize(rule: ast.Rule) -> RuleSummary:
         elif kind is ast.BinOp:
             term(t.left, depth)  # type: ignore[union-attr]
             term(t.right, depth)  # type: ignore[union-attr]
-        elif kind is ast.Negate:
+        elif kind is ast.Negate or kind is ast.UnaryOp:
             term(t.operand, depth)  # type: ignore[union-attr]
         elif kind is ast.Aggregate:
             if depth == 0:

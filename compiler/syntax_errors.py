@@ -25,8 +25,10 @@ TERMINALS: dict[str, str] = {
     "IF": "`:-`",
     "DOT": "`.`",
     "COMMA": "`,`",
+    "SEMICOLON": "`;`",
     "COLON": "`:`",
     "LPAR": "`(`",
+    "LGROUP": "`(`",
     "RPAR": "`)`",
     "LBRACE": "`{`",
     "RBRACE": "`}`",
@@ -44,11 +46,23 @@ TERMINALS: dict[str, str] = {
     "STAR": "`*`",
     "SLASH": "`/`",
     "PERCENT": "`%`",
+    "CARET": "`^`",
     "COUNT": "`count`",
     "SUM": "`sum`",
     "MIN": "`min`",
     "MAX": "`max`",
     "MEAN": "`mean`",
+    "BAND": "`band`",
+    "BOR": "`bor`",
+    "BXOR": "`bxor`",
+    "BSHL": "`bshl`",
+    "BSHR": "`bshr`",
+    "BSHRU": "`bshru`",
+    "BNOT": "`bnot`",
+    "LAND": "`land`",
+    "LOR": "`lor`",
+    "LXOR": "`lxor`",
+    "LNOT": "`lnot`",
     "BUDGET": "`budget`",
     "POOL": "`pool`",
     "INLINE": "`inline`",
@@ -56,12 +70,18 @@ TERMINALS: dict[str, str] = {
 }
 TERMINALS.update({d[1:].upper(): f"`{d}`" for d in DIRECTIVES})
 
+# Soufflé's operators written as words
+OPERATOR_WORDS = ("band", "bor", "bxor", "bshl", "bshr", "bshru", "bnot", "land", "lor", "lxor", "lnot")
 RESERVED = {"NOT": "not", "COUNT": "count", "SUM": "sum", "MIN": "min", "MAX": "max", "MEAN": "mean"}
+RESERVED.update({w.upper(): w for w in OPERATOR_WORDS})
 AGGREGATORS = frozenset({"COUNT", "SUM", "MIN", "MAX", "MEAN"})
 COMPARATORS = frozenset({"EQ", "NE", "LT", "LE", "GT", "GE"})
-OPERATORS = frozenset({"PLUS", "MINUS", "STAR", "SLASH", "PERCENT"})
+OPERATORS = frozenset(
+    {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "CARET"}
+    | {w.upper() for w in OPERATOR_WORDS if w not in ("bnot", "lnot")}
+)
 TERM_START = frozenset(
-    {"NAME", "STRING", "INT", "FLOAT", "LPAR", "MINUS", "COUNT", "SUM", "MIN", "MAX", "MEAN"}
+    {"NAME", "STRING", "INT", "FLOAT", "LPAR", "MINUS", "COUNT", "SUM", "MIN", "MAX", "MEAN", "BNOT", "LNOT"}
 )
 STATEMENT_START = frozenset({"NAME", "AT"} | {d[1:].upper() for d in DIRECTIVES})
 
@@ -77,6 +97,8 @@ def describe_token(token_type: str, value: str) -> str:
 def describe_expected(expected: Collection[str]) -> str:
     """Turn a set of terminal names into "a term", "`,` or `.`", ..."""
     names = set(expected) - {"$END"}
+    if "LPAR" in names:
+        names.discard("LGROUP")  # both are written `(`
     groups: list[str] = []
     if STATEMENT_START <= names:
         groups.append("a rule, a fact or a directive")

@@ -99,7 +99,64 @@ def tokenize(source: SourceFile) -> tuple[list[Token], list[ast.Comment], list[D
         )
     _retype_soft_keywords(tokens)
     _mark_unknown_directives(source.text, tokens)
+    _mark_groups(tokens)
     return tokens, comments, diagnostics
+
+
+# what may follow a parenthesised term: an operator or a comparison
+_AFTER_TERM = frozenset(
+    {"EQ", "NE", "LT", "LE", "GT", "GE", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "CARET"}
+    | {"BAND", "BOR", "BXOR", "BSHL", "BSHR", "BSHRU", "LAND", "LOR", "LXOR"}
+)
+# after these (in a rule's body) a literal starts; after a `,` too, unless it is in parentheses
+_LITERAL_AFTER = frozenset({"IF", "SEMICOLON", "LGROUP", "LBRACE", "NOT", "BANG"})
+
+
+def _mark_groups(tokens: list[Token]) -> None:
+    """A `(` where a body literal starts opens a group of literals (`(a(x) ; b(x))`), unless
+    the matching `)` is followed by an operator or a comparison (`(n + 1) > m`): it becomes
+    LGROUP. One pass finds the matching parentheses, a second the places literals start."""
+    matching: dict[int, int] = {}
+    opened: list[int] = []
+    for i, token in enumerate(tokens):
+        if token.type == "LPAR":
+            opened.append(i)
+        elif token.type == "RPAR" and opened:
+            matching[opened.pop()] = i
+        elif token.type == "DOT" or token.type in _DIRECTIVE_TYPES:
+            opened.clear()
+    n = len(tokens)
+    in_body = False
+    inside: list[bool] = []  # per open bracket: whether literals are listed inside it
+    previous = ""
+    for i, token in enumerate(tokens):
+        kind = token.type
+        if kind == "DOT" or kind in _DIRECTIVE_TYPES:
+            in_body = False
+            inside.clear()
+        elif kind == "IF":
+            in_body = True
+            inside.clear()
+        elif kind == "LPAR":
+            at_literal = in_body and (
+                previous in _LITERAL_AFTER or (previous == "COMMA" and (not inside or inside[-1]))
+            )
+            close = matching.get(i)
+            if (
+                at_literal
+                and close is not None
+                and (close + 1 >= n or tokens[close + 1].type not in _AFTER_TERM)
+            ):
+                token.type = kind = "LGROUP"
+            inside.append(kind == "LGROUP")
+        elif kind == "LBRACE":
+            inside.append(True)
+        elif kind in ("RPAR", "RBRACE") and inside:
+            inside.pop()
+        previous = kind
+
+
+_DIRECTIVE_TYPES = frozenset({d[1:].upper() for d in syntax_errors.DIRECTIVES} | {"UNKNOWN_DIRECTIVE", "AT"})
 
 
 def _mark_unknown_directives(text: str, tokens: list[Token]) -> None:

@@ -90,6 +90,8 @@ def relation(snapshot: Snapshot, name: str) -> str:
     if rules:
         proper = [r for r in rules if not r.is_fact]
         facts = len(rules) - len(proper)
+        # the rules of one statement (`;`, several heads) are shown once, as written
+        proper = list({(r.span, r.head.span): r for r in proper}.values())
         lines = []
         for rule in proper[:SHOWN_RULES]:
             lines.append(

@@ -109,16 +109,27 @@ class _Walker:
         self.module = module
         self.functors = functors
         self.scope = -1
+        self.written: Span | None = None  # the statement the rules being walked were written as
+        self.seen: set[tuple[str, str, Span, str]] = set()
 
     def add(self, kind: str, name: str, span: Span, role: str) -> None:
         scope = self.scope if kind == VARIABLE else -1
+        key = (kind, name, span, role)
+        if key in self.seen:  # a place shared by the rules of one statement (`;`, several heads)
+            return
+        self.seen.add(key)
         self.occurrences.append(Occurrence(Symbol(kind, name, scope), span, role))
 
     def statement(self, statement: ast.Statement) -> None:
         if isinstance(statement, ast.Misplaced):
             statement = statement.statement
         if isinstance(statement, ast.Rule):
-            self.scope = len(self.rules)
+            # the rules one statement stands for are one scope: a variable of the statement is
+            # one variable, whichever alternative or head it is in
+            if statement.span != self.written:
+                self.written = statement.span
+                self.scope = len(self.rules)
+                self.seen = set()
             self.rules.append((self.module, statement))
             self.atom(statement.head, DEFINITION)
             self.literals(statement.body)

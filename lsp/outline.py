@@ -38,11 +38,15 @@ def outline(snapshot: Snapshot) -> list[types.DocumentSymbol]:
             out.append(relations[name])
         return relations[name]
 
+    shown: set[tuple[object, object]] = set()  # the rules of one statement (`;`): one entry a head
     for statement in module.statements:
         if isinstance(statement, ast.Misplaced):
             statement = statement.statement
         text = _text(snapshot, statement.span)
         if isinstance(statement, ast.Rule):
+            if (statement.span, statement.head.span) in shown:
+                continue
+            shown.add((statement.span, statement.head.span))
             parent = relation(statement.head.name, statement.span, statement.head.name_span)
             rule_id = statement.annotation("id")
             name = (

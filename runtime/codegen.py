@@ -66,6 +66,72 @@ def _mod(a: Any, b: Any) -> Any:
     return math.fmod(a, b)
 
 
+MAX_BITS = 1 << 16  # the largest integer `^` and `bshl` make: 65,536 bits (about 19,700 digits)
+
+
+def _pow(a: Any, b: Any) -> Any:
+    """``a ^ b``; an integer power truncates toward zero, as Soufflé's does (``2 ^ -1`` is 0).
+    No value (FAIL) for 0 to a negative power, a result beyond :data:`MAX_BITS`, or a float
+    power without a real value."""
+    if isinstance(a, int) and isinstance(b, int):
+        if b < 0:
+            if a == 0:
+                return FAIL
+            return a if a in (1, -1) and b % 2 else 1 if a in (1, -1) else 0
+        if a not in (0, 1, -1) and b * (abs(a).bit_length() - 1) > MAX_BITS:
+            return FAIL
+        return a**b
+    try:
+        return math.pow(a, b)
+    except (ValueError, OverflowError):
+        return FAIL
+
+
+def _shl(a: int, b: int) -> Any:
+    if b < 0 or b > MAX_BITS:
+        return FAIL
+    return a << b
+
+
+def _shr(a: int, b: int) -> Any:
+    return a >> b if b >= 0 else FAIL
+
+
+def _shru(a: int, b: int) -> Any:
+    """``a bshru b``: a logical shift; a negative ``a`` is read as 32 bits, as Soufflé's
+    ``number`` is by default (``-1 bshru 28`` is 15)."""
+    if b < 0:
+        return FAIL
+    return (a % (1 << 32) if a < 0 else a) >> b
+
+
+# operators whose code is a call of a helper that may give no value (FAIL)
+_FALLIBLE = {"^": "_pow", "bshl": "_shl", "bshr": "_shr", "bshru": "_shru"}
+# operators whose code is a Python expression of the two operands
+_INFIX = {"+": "+", "-": "-", "*": "*", "band": "&", "bor": "|", "bxor": "^"}
+_CALLED = {"land": "_land", "lor": "_lor", "lxor": "_lxor", "max": "_max", "min": "_min"}
+
+
+def _land(a: int, b: int) -> int:
+    return 1 if a != 0 and b != 0 else 0
+
+
+def _lor(a: int, b: int) -> int:
+    return 1 if a != 0 or b != 0 else 0
+
+
+def _lxor(a: int, b: int) -> int:
+    return 1 if (a != 0) != (b != 0) else 0
+
+
+def _max(a: Any, b: Any) -> Any:
+    return b if b > a else a
+
+
+def _min(a: Any, b: Any) -> Any:
+    return b if b < a else a
+
+
 def _sum(values: list) -> Any:
     if all(isinstance(v, int) for v in values):
         return sum(values)
@@ -121,6 +187,7 @@ RUNTIME: dict[str, Any] = {
     "_div": _div,
     "_mod": _mod,
     "_sum": _sum,
+    **{name: globals()[name] for name in (*_FALLIBLE.values(), *_CALLED.values())},
     "LimitExceeded": LimitExceeded,
 }
 
@@ -314,7 +381,17 @@ class RuleCompiler:
                 self.w.line(f"{tmp} = {helper}({left}, {right}) if {right} != 0 else E({e.op!r})")
                 self.w.open(f"if {tmp} is not FAIL:")
                 return tmp
-            return f"({left} {e.op} {right})"
+            if e.op in _FALLIBLE:
+                tmp = self.w.fresh("d")
+                self.w.line(f"{tmp} = {_FALLIBLE[e.op]}({left}, {right})")
+                self.w.line(f"{tmp} = {tmp} if {tmp} is not FAIL else E({e.op!r})")
+                self.w.open(f"if {tmp} is not FAIL:")
+                return tmp
+            if e.op in _CALLED:
+                return f"{_CALLED[e.op]}({left}, {right})"
+            if e.op not in _INFIX:
+                raise p.PlanError(f"unknown operator {e.op!r}")
+            return f"({left} {_INFIX[e.op]} {right})"
         if isinstance(e, p.Neg):
             return f"(-{self.expr(e.operand)})"
         raise p.PlanError(f"unknown expression {e!r}")

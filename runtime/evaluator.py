@@ -35,6 +35,16 @@ CompiledRule = tuple[p.RulePlan, Callable[..., None]]
 """A rule's plan and the function :func:`.codegen.compile_rule` made of it."""
 
 
+_ARITHMETIC_ERRORS = {
+    "/": "division by zero",
+    "%": "modulo by zero",
+    "^": "a power with no value (0 to a negative power, a result too large, or no real value)",
+    "bshl": "a shift left by a negative count or a result too large",
+    "bshr": "a shift by a negative count",
+    "bshru": "a shift by a negative count",
+}
+
+
 @dataclass(frozen=True)
 class EvalError:
     """A problem an evaluation met: every decision on it is a denial naming the problem."""
@@ -130,10 +140,10 @@ class Evaluation:
         return again
 
     def _arithmetic(self, op: str) -> Any:
-        """An expression that has no value: ``/`` or ``%`` by zero, else what is wrong (a
-        ``range`` over too many values, or over something else than numbers)."""
-        message = {"/": "division by zero", "%": "modulo by zero"}.get(op, op)
-        self.errors.append(EvalError("arithmetic", message))
+        """An expression that has no value: ``/`` or ``%`` by zero, a power or shift with no
+        value, else what is wrong (a ``range`` over too many values, or over something else
+        than numbers)."""
+        self.errors.append(EvalError("arithmetic", _ARITHMETIC_ERRORS.get(op, op)))
         return FAIL
 
     def _count(self) -> int:

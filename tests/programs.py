@@ -1,9 +1,10 @@
 """Random policies for property tests.
 
 :func:`oracle_programs` draws stratified, range-restricted, well-typed programs with input
-facts: relations in layers, rules with positive and negated atoms, comparisons, arithmetic,
-aggregates, functors, inline relations, recursion within a layer and negation or aggregation
-only over lower layers. Every such program must check without errors, and evaluate to what
+facts: relations in layers, rules with positive and negated atoms, comparisons, arithmetic
+(Soufflé's bitwise operators and power too, hexadecimal and binary constants), aggregates,
+functors, inline relations, rules with several heads or with `;`, recursion within a layer and
+negation or aggregation only over lower layers. Every such program must check without errors, and evaluate to what
 clingo computes. :func:`token_soup` draws text that is mostly not a program at all.
 """
 
@@ -46,6 +47,14 @@ TOKENS = [
     "-",
     "%",
     "/",
+    ";",
+    "^",
+    "band",
+    "bnot",
+    "lor",
+    "max",
+    "0x1F",
+    "0b1",
     '"s"',
     '"a\\"b"',
     "1",
@@ -123,11 +132,11 @@ def oracle_programs(draw, max_layers: int = 4) -> OracleCase:
     for rel in derived:
         lower = inputs + [r for r in derived if r.layer < rel.layer]
         same = [r for r in derived if r.layer == rel.layer]
-        lines.append(draw(_oracle_rule(rel, lower, lower, rich=True)))
+        lines.append(draw(_oracle_rule(rel, lower, lower, rich=True, also=same)))
         for _ in range(draw(st.integers(0, 2))):
             recursive = draw(st.booleans())
             positive = lower + same if recursive else lower
-            lines.append(draw(_oracle_rule(rel, positive, lower, rich=not recursive)))
+            lines.append(draw(_oracle_rule(rel, positive, lower, rich=not recursive, also=same)))
         if draw(st.integers(0, 4)) == 0:
             lines.append(f"{rel.name}({', '.join(str(draw(st.integers(0, 4))) for _ in range(rel.arity))}).")
     for rel in derived:
@@ -163,8 +172,54 @@ def _inline_block(draw, inputs: list[Relation]) -> list[str]:
 
 
 @st.composite
-def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Relation], rich: bool) -> str:
-    names = (f"x{i}" for i in range(1000))
+def _oracle_rule(
+    draw,
+    head: Relation,
+    positive: list[Relation],
+    lower: list[Relation],
+    rich: bool,
+    also: list[Relation] = (),
+) -> str:
+    """A rule for ``head``; sometimes with a second head among ``also`` (relations the same
+    body may define), sometimes with a second body after `;`."""
+    first, bound = draw(_oracle_body(positive, lower, rich, "x"))
+    heads = [head]
+    if also and draw(st.integers(0, 4)) == 0:
+        others = [r for r in also if r != head]
+        if others:
+            heads.append(draw(st.sampled_from(others)))
+    if draw(st.integers(0, 4)):
+        atoms = [
+            f"{h.name}({', '.join(draw(st.sampled_from(bound)) for _ in range(h.arity))})" for h in heads
+        ]
+        return f"{', '.join(atoms)} :- {', '.join(first)}."
+    # `;`: each alternative binds the head's variables h0, h1, ... its own way
+    second, bound2 = draw(_oracle_body(positive, lower, rich, "y"))
+    width = max(h.arity for h in heads)
+    alternatives = []
+    for body, names in ((first, bound), (second, bound2)):
+        parts = body + [f"h{i} = {draw(st.sampled_from(names))}" for i in range(width)]
+        text = ", ".join(parts)
+        alternatives.append(f"({text})" if draw(st.booleans()) else text)
+    atoms = [f"{h.name}({', '.join(f'h{i}' for i in range(h.arity))})" for h in heads]
+    if draw(st.booleans()) and len(first) > 1:  # `S, (A ; B)`: a group after a shared atom
+        rest = ", ".join(first[1:] + [f"h{i} = {draw(st.sampled_from(bound))}" for i in range(width)])
+        other = ", ".join(second + [f"h{i} = {draw(st.sampled_from(bound2))}" for i in range(width)])
+        return f"{', '.join(atoms)} :- {first[0]}, ({rest} ; {other})."
+    return f"{', '.join(atoms)} :- {' ; '.join(alternatives)}."
+
+
+def _constant(draw) -> str:
+    """A small constant, sometimes written in hexadecimal or binary."""
+    value = draw(st.integers(0, 4))
+    return draw(st.sampled_from([str(value), hex(value), bin(value)]))
+
+
+@st.composite
+def _oracle_body(
+    draw, positive: list[Relation], lower: list[Relation], rich: bool, prefix: str
+) -> tuple[list[str], list[str]]:
+    names = (f"{prefix}{i}" for i in range(1000))
     bound: list[str] = []
     body: list[str] = []
     for _ in range(draw(st.integers(1, 3))):
@@ -175,7 +230,7 @@ def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Rel
             if choice == 0 and bound:
                 args.append(draw(st.sampled_from(bound)))
             elif choice == 1:
-                args.append(str(draw(st.integers(0, 4))))
+                args.append(_constant(draw))
             elif choice == 2:
                 args.append("_")
             elif choice == 3 and bound and rich:
@@ -192,7 +247,7 @@ def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Rel
         var = next(names)
         body.append(f"{var} = {draw(st.integers(0, 4))}")
         bound.append(var)
-    kinds = ["neg", "cmp"] + (
+    kinds = ["neg", "cmp", "neggroup"] + (
         ["assign", "count", "sum", "min", "max", "mean", "test", "range"] if rich else []
     )
     shared = None  # the local variable of the last aggregate: the next may use the same name
@@ -202,6 +257,15 @@ def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Rel
             rel = draw(st.sampled_from(lower))
             args = [draw(st.sampled_from([*bound, "_", "1"])) for _ in range(rel.arity)]
             body.append(f"not {rel.name}({', '.join(args)})")
+        elif kind == "neggroup":  # `not (A ; B, x < y)`: De Morgan's laws
+            parts = []
+            for _ in range(2):
+                rel = draw(st.sampled_from(lower))
+                args = [draw(st.sampled_from([*bound, "_", "1"])) for _ in range(rel.arity)]
+                parts.append(f"{rel.name}({', '.join(args)})")
+            op = draw(st.sampled_from(["=", "!=", "<", "<=", ">", ">="]))
+            comparison = f"{draw(st.sampled_from(bound))} {op} {draw(st.sampled_from([*bound, '2']))}"
+            body.append(f"not ({parts[0]} ; {parts[1]}, {comparison})")
         elif kind == "test":
             body.append(f"{draw(st.sampled_from(['', 'not ']))}small({draw(st.sampled_from(bound))})")
         elif kind == "cmp":
@@ -220,9 +284,17 @@ def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Rel
             bound.append(var)
         elif kind == "assign":
             var = next(names)
-            op = draw(st.sampled_from(["+", "-", "*", "/", "%"]))
-            operand = str(draw(st.integers(1, 3))) if op in "/%" else draw(st.sampled_from([*bound, "2"]))
-            body.append(f"{var} = {draw(st.sampled_from(bound))} {op} {operand}")
+            op = draw(st.sampled_from(["+", "-", "*", "/", "%", "band", "bor", "bxor", "^", "bshl", "bnot"]))
+            if op in ("/", "%"):
+                operand = str(draw(st.integers(1, 3)))
+            elif op in ("^", "bshl"):  # clingo has them for a constant exponent or shift
+                operand = draw(st.sampled_from(["0", "1", "2", "0b10"]))
+            else:
+                operand = draw(st.sampled_from([*bound, "2", "0x3"]))
+            if op == "bnot":
+                body.append(f"{var} = bnot {draw(st.sampled_from(bound))}")
+            else:
+                body.append(f"{var} = {draw(st.sampled_from(bound))} {op} {operand}")
             bound.append(var)
         else:
             rel = draw(st.sampled_from(lower))
@@ -244,5 +316,4 @@ def _oracle_rule(draw, head: Relation, positive: list[Relation], lower: list[Rel
                 target = inner if draw(st.booleans()) else f"{inner} * 2 - 1"
                 body.append(f"{var} = {kind} {target} : {{ {atom}{extra} }}")
                 bound.append(var)
-    head_args = [draw(st.sampled_from(bound)) for _ in range(head.arity)]
-    return f"{head.name}({', '.join(head_args)}) :- {', '.join(body)}."
+    return body, bound

@@ -40,7 +40,8 @@ POLICIES = sorted(
 
 
 def module_of(text: str):
-    module, diagnostics = parse(SourceFile("p.dl", text))
+    """The module as written (several heads and `;` not desugared)."""
+    module, diagnostics = parse(SourceFile("p.dl", text), surface=True)
     assert diagnostics == [], [d.message for d in diagnostics]
     return module
 
@@ -74,7 +75,7 @@ TOKEN = re.compile(
     r"""//[^\n]*|/\*[\s\S]*?\*/
     |"(?:[^"\\\n]|\\.)*"
     |\.[a-z]+\b
-    |[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|[0-9]+
+    |[0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+
     |[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*['\u2019]*
     |:-|!=|<=|>=
     |\S""",

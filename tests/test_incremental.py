@@ -12,6 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import policyc
+from policyc.compiler import ast
+from policyc.compiler.parser import parse
+from policyc.compiler.source import SourceFile
 
 from .programs import FUNCTORS, oracle_programs
 
@@ -41,11 +44,8 @@ def sessions(draw):
     names = [
         line.split("(")[0].split()[-1] for line in case.text.splitlines() if line.startswith(".output R")
     ]
-    arities = {}
-    for line in case.text.splitlines():
-        if line.startswith("R") and ":-" in line:
-            head = line.split(":-")[0].strip()
-            arities[head.split("(")[0]] = head.count(",") + 1
+    module, _ = parse(SourceFile("random.dl", case.text))  # a rule may have several heads
+    arities = {s.head.name: len(s.head.args) for s in module.statements if isinstance(s, ast.Rule)}
     e0_arity = len(case.facts["E0"][0]) if case.facts["E0"] else None
     lines = [case.text]
     if names and e0_arity:

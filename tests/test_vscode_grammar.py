@@ -205,13 +205,21 @@ def _term(text: str, term: ast.Term) -> Iterator[Expect]:
         yield Expect(term.name_span.start, term.name_span.end, _function(term.name), f"call {term.name}")
         for arg in term.args:
             yield from _term(text, arg)
+    elif isinstance(term, ast.BinOp) and term.op in ast.EXTREMA:
+        if text.startswith(term.op, s.start):  # the innermost of `max(a, b, c)` starts at the name
+            yield Expect(s.start, s.start + 3, ("support.function.builtin.policyc",), f"call {term.op}")
+        yield from _term(text, term.left)
+        yield from _term(text, term.right)
     elif isinstance(term, ast.BinOp):
         at = _between(text, term.left.span.end, term.right.span.start, term.op)
-        yield Expect(at, at + 1, ("keyword.operator.arithmetic.policyc",), f"operator {term.op}")
+        yield Expect(at, at + len(term.op), (_operator_scope(term.op),), f"operator {term.op}")
         yield from _term(text, term.left)
         yield from _term(text, term.right)
     elif isinstance(term, ast.Negate):
         yield Expect(s.start, s.start + 1, ("keyword.operator.arithmetic.policyc",), "minus")
+        yield from _term(text, term.operand)
+    elif isinstance(term, ast.UnaryOp):
+        yield Expect(s.start, s.start + len(term.op), (_operator_scope(term.op),), term.op)
         yield from _term(text, term.operand)
     elif isinstance(term, ast.Aggregate):
         yield Expect(s.start, s.start + len(term.op), ("keyword.other.aggregate.policyc",), term.op)
@@ -221,6 +229,14 @@ def _term(text: str, term: ast.Term) -> Iterator[Expect]:
             yield from _literal(text, literal)
     else:
         raise AssertionError(f"unknown term {term!r}")
+
+
+def _operator_scope(op: str) -> str:
+    if op in ast.BITWISE or op == "bnot":
+        return "keyword.operator.bitwise.policyc"
+    if op in ast.LOGICAL or op == "lnot":
+        return "keyword.operator.logical.policyc"
+    return "keyword.operator.arithmetic.policyc"
 
 
 def _atom(text: str, atom: ast.Atom) -> Iterator[Expect]:
@@ -234,13 +250,17 @@ def _literal(text: str, literal: ast.Literal) -> Iterator[Expect]:
         yield from _atom(text, literal)
     elif isinstance(literal, ast.Negation):
         width = 3 if text.startswith("not", literal.span.start) else 1
-        yield Expect(
-            literal.span.start, literal.span.start + width, ("keyword.operator.negation.policyc",), "not"
-        )
+        if literal.span.start != literal.atom.span.start:  # else negated by `not (...)` around it
+            yield Expect(
+                literal.span.start, literal.span.start + width, ("keyword.operator.negation.policyc",), "not"
+            )
         yield from _atom(text, literal.atom)
     else:
-        at = _between(text, literal.left.span.end, literal.right.span.start, literal.op)
-        yield Expect(at, at + len(literal.op), ("keyword.operator.comparison.policyc",), literal.op)
+        # the operator written (in `not (...)` the parser's is the opposite one)
+        written = re.search(r"!=|<=|>=|=|<|>", text[literal.left.span.end : literal.right.span.start])
+        assert written is not None
+        at = literal.left.span.end + written.start()
+        yield Expect(at, at + len(written.group()), ("keyword.operator.comparison.policyc",), written.group())
         yield from _term(text, literal.left)
         yield from _term(text, literal.right)
 

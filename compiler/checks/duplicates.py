@@ -26,6 +26,15 @@ def check(context: Context) -> list[Diagnostic]:
         names: dict[str, int] = {}
         key = (_shape(rule.head, names), tuple(_shape(lit, names) for lit in ordered))
         first = seen.get(key)
+        if first is not None and first.span == rule.span:  # one statement, written twice over
+            diagnostics.append(
+                codes.DUPLICATE_RULE(
+                    rule.head.span,
+                    "this rule says the same thing twice (two of its heads or alternatives are the same)",
+                    help="remove the repeated head or alternative",
+                )
+            )
+            continue
         if first is not None:
             what = "fact" if rule.is_fact else "rule"
             diagnostics.append(
@@ -67,6 +76,8 @@ def _shape(node: Any, names: dict[str, int] | None) -> Any:
         return ("op", node.op, _shape(node.left, names), _shape(node.right, names))
     if isinstance(node, ast.Negate):
         return ("neg", _shape(node.operand, names))
+    if isinstance(node, ast.UnaryOp):
+        return ("unary", node.op, _shape(node.operand, names))
     if isinstance(node, ast.Aggregate):
         target = None if node.target is None else _shape(node.target, names)
         return ("agg", node.op, target, tuple(_shape(lit, names) for lit in node.body))

@@ -14,6 +14,10 @@ annotation     meaning                                         argument
 Placeholders ``{var}`` in ``@message`` and ``@suggest`` must name a variable that the rule
 binds outside any aggregate (``{{`` and ``}}`` stand for literal braces).
 
+A rule written with several heads or with ``;`` stands for several rules, each with its
+annotations: they share its ``@id``, and each of them must bind the variables its
+``@message`` names.
+
 ``@mode("shadow")`` makes a ``Deny`` rule log-only: the planner gives it a relation of its own
 (:data:`SHADOW_RELATIONS`), which the enforced verdict never reads; a monitor reports its
 denials as *would-deny* (docs/verdicts.md, "Shadow rollout").
@@ -110,7 +114,7 @@ def _annotation(
     if name == "id":
         if not value.strip():
             return [error(annotation.args[0].span, "a rule id cannot be empty")]
-        if value in ids:
+        if value in ids and ids[value].span != annotation.span:  # the rules of one `;` share it
             return [
                 error(
                     annotation.args[0].span,

@@ -5,7 +5,8 @@ Types are inferred with union-find over *slots*: each variable of a rule, each a
 an undeclared relation, each subterm. A slot holds the set of types it may still have;
 string constants are symbols, float constants floats, and integer constants either number
 or float (as in Soufflé, ``1`` fits a float attribute). Arithmetic needs numbers on both
-sides; a comparison needs the same type on both sides; an argument must have the type of
+sides, the bitwise and logical operators (``band``, ``lnot``, ...) integers (``number``),
+``max`` and ``min`` the same type on both sides; a comparison needs the same type on both sides; an argument must have the type of
 its attribute or parameter. When a constraint leaves a slot with no type, the place is
 reported with where the conflicting type came from, and the slot keeps its old type so one
 mistake is reported once.
@@ -29,6 +30,7 @@ ANY = frozenset({"symbol", "number", "float"})
 NUMERIC = frozenset({"number", "float"})
 SYMBOL = frozenset({"symbol"})
 FLOAT = frozenset({"float"})
+INTEGER = frozenset({"number"})
 
 
 def describe(types: frozenset[str]) -> str:
@@ -254,6 +256,23 @@ class _Solver:
             return self.new_slot()
         if isinstance(term, ast.Call):
             return self.call(term)
+        if isinstance(term, ast.BinOp) and term.op in ast.EXTREMA:
+            left, right = self.term(term.left), self.term(term.right)
+            if not self.unify(left, right):
+                self.error(
+                    term.span,
+                    f"`{term.op}` compares {describe(self.types(left))} with {describe(self.types(right))}",
+                    [self.why(left), self.why(right)],
+                )
+            return left
+        if isinstance(term, ast.BinOp) and term.op in ast.BITWISE + ast.LOGICAL:
+            left, right = self.term(term.left), self.term(term.right)
+            self.integer(term.left, left, term.op)
+            self.integer(term.right, right, term.op)
+            return self.new_slot(INTEGER)
+        if isinstance(term, ast.UnaryOp):
+            self.integer(term.operand, self.term(term.operand), term.op)
+            return self.new_slot(INTEGER)
         if isinstance(term, ast.BinOp):
             left, right = self.term(term.left), self.term(term.right)
             if not (self.numeric(term.left, left) and self.numeric(term.right, right)):
@@ -278,6 +297,16 @@ class _Solver:
             self.error(
                 term.span,
                 f"arithmetic needs numbers, but `{self.text(term.span)}` is {describe(clash)}",
+                [self.why(key)],
+            )
+        return clash is None
+
+    def integer(self, term: ast.Term, key: object, op: str) -> bool:
+        clash = self.restrict(key, INTEGER, (term.span, f"used with `{op}` here"))
+        if clash is not None:
+            self.error(
+                term.span,
+                f"`{op}` needs integers (`number`), but `{self.text(term.span)}` is {describe(clash)}",
                 [self.why(key)],
             )
         return clash is None

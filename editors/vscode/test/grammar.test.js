@@ -56,9 +56,13 @@ test('every directive of the language is highlighted as one', () => {
 
 test('every reserved word of the language is highlighted as a keyword', () => {
   const words = [...LARK.matchAll(/^[A-Z]+: "([a-z]+)"$/gm)].map((m) => m[1]);
-  assert.deepEqual(words.sort(), ['count', 'max', 'mean', 'min', 'not', 'sum']);
+  const operators = ['band', 'bnot', 'bor', 'bshl', 'bshr', 'bshru', 'bxor', 'land', 'lnot', 'lor', 'lxor'];
+  assert.deepEqual(words.sort(), ['count', 'max', 'mean', 'min', 'not', 'sum', ...operators].sort());
   for (const word of words) {
-    const text = `P(x) :- Q(x), y = ${word} : { R(x) }.`;
+    const unary = word === 'bnot' || word === 'lnot';
+    const text = operators.includes(word)
+      ? `P(x) :- Q(x), y = ${unary ? '' : 'x '}${word} 1.`
+      : `P(x) :- Q(x), y = ${word} : { R(x) }.`;
     const leaves = leafAt(text, word);
     assert.ok(leaves.every((s) => s.startsWith('keyword.')), `${word}: ${leaves}`);
     // ... but a longer name that starts with it is a variable

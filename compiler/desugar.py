@@ -1,0 +1,74 @@
+"""Written forms of several rules, as the plain rules they stand for.
+
+A rule with several heads, or with ``;`` in its body, is a :class:`~.ast.Compound` as
+parsed. It means one plain rule per head and per alternative of its body (the body in
+disjunctive normal form; ``not (...)`` by De Morgan's laws, a negated comparison the opposite
+comparison), as in Soufflé:
+
+>>> from .source import SourceFile
+>>> from .parser import parse
+>>> module, _ = parse(SourceFile("p.dl", "A(x), B(x) :- (c(x) ; d(x)), e(x)."), surface=True)
+>>> [(r.head.name, [lit.name for lit in r.body]) for r in expand(module.statements[0])]
+[('A', ['c', 'e']), ('B', ['c', 'e']), ('A', ['d', 'e']), ('B', ['d', 'e'])]
+
+Every rule keeps the spans of its literals and has the compound's span, so that a diagnostic
+about one of them points at the text that was written; every rule has the compound's
+annotations (one ``@id`` names the rules of one statement, and a deny reason gives it
+whichever alternative denied).
+"""
+
+from __future__ import annotations
+
+from . import ast
+
+MAX_RULES = 256  # the plain rules one written rule may stand for
+
+
+def alternatives(
+    body: tuple[tuple[ast.Literal | ast.Disjunction, ...], ...],
+) -> list[tuple[ast.Literal, ...]]:
+    """The conjunctions of plain literals a written body holds (its disjunctive normal form),
+    in the order written; stops growing past :data:`MAX_RULES`."""
+    found: list[tuple[ast.Literal, ...]] = []
+    for conjunction in body:
+        partial: list[tuple[ast.Literal, ...]] = [()]
+        for item in conjunction:
+            if isinstance(item, ast.Disjunction):
+                options = alternatives(item.alternatives)
+                if item.negated:
+                    options = _negated(options)
+                partial = [p + o for p in partial for o in options][: MAX_RULES + 1]
+            else:
+                partial = [(*p, item) for p in partial]
+        found.extend(partial)
+        if len(found) > MAX_RULES:
+            break
+    return found[: MAX_RULES + 1]
+
+
+def _negated(options: list[tuple[ast.Literal, ...]]) -> list[tuple[ast.Literal, ...]]:
+    """``not (A ; B)`` as ``not A, not B``, and ``not (a, b)`` as ``not a ; not b``."""
+    found: list[tuple[ast.Literal, ...]] = [()]
+    for conjunction in options:
+        found = [(*f, _negation(lit)) for f in found for lit in conjunction][: MAX_RULES + 1]
+    return found
+
+
+_OPPOSITE = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+
+
+def _negation(literal: ast.Literal) -> ast.Literal:
+    if isinstance(literal, ast.Atom):
+        return ast.Negation(literal, span=literal.span)
+    if isinstance(literal, ast.Negation):
+        return literal.atom
+    return ast.Comparison(_OPPOSITE[literal.op], literal.left, literal.right, span=literal.span)
+
+
+def expand(compound: ast.Compound) -> list[ast.Rule]:
+    """The plain rules of a compound: for each alternative of the body, one rule per head."""
+    return [
+        ast.Rule(head, body, compound.annotations, span=compound.span)
+        for body in alternatives(compound.body)
+        for head in compound.heads
+    ]
