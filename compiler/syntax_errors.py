@@ -14,7 +14,7 @@ from . import codes
 from .diagnostics import Diagnostic, Edit, Fix
 from .source import SourceFile, Span
 
-DIRECTIVES = (".decl", ".input", ".output", ".include", ".import", ".functor", ".default", ".role", ".field")
+DIRECTIVES = (".decl", ".input", ".output", ".include", ".import", ".functor", ".default", ".role", ".field", ".type")
 
 TERMINALS: dict[str, str] = {
     "NAME": "a name",
@@ -52,6 +52,11 @@ TERMINALS: dict[str, str] = {
     "BUDGET": "`budget`",
     "POOL": "`pool`",
     "INLINE": "`inline`",
+    "SUBTYPE": "`<:`",
+    "PIPE": "`|`",
+    "LSQB": "`[`",
+    "RSQB": "`]`",
+    "DOLLAR": "`$`",
     "$END": "end of file",
 }
 TERMINALS.update({d[1:].upper(): f"`{d}`" for d in DIRECTIVES})
@@ -61,7 +66,7 @@ AGGREGATORS = frozenset({"COUNT", "SUM", "MIN", "MAX", "MEAN"})
 COMPARATORS = frozenset({"EQ", "NE", "LT", "LE", "GT", "GE"})
 OPERATORS = frozenset({"PLUS", "MINUS", "STAR", "SLASH", "PERCENT"})
 TERM_START = frozenset(
-    {"NAME", "STRING", "INT", "FLOAT", "LPAR", "MINUS", "COUNT", "SUM", "MIN", "MAX", "MEAN"}
+    {"NAME", "STRING", "INT", "FLOAT", "LPAR", "MINUS", "COUNT", "SUM", "MIN", "MAX", "MEAN", "LSQB", "DOLLAR"}
 )
 STATEMENT_START = frozenset({"NAME", "AT"} | {d[1:].upper() for d in DIRECTIVES})
 
