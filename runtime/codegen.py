@@ -33,6 +33,7 @@ from policyc.compiler import plan as p
 
 from .limits import TICK, LimitExceeded
 from .relations import projection
+from .values import Adt, kind
 
 
 class _Fail:
@@ -77,6 +78,8 @@ RUNTIME: dict[str, Any] = {
     "_mod": _mod,
     "_sum": _sum,
     "LimitExceeded": LimitExceeded,
+    "_adt": Adt,
+    "_kind": kind,
 }
 
 COMPARISON = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -272,6 +275,15 @@ class RuleCompiler:
             return f"({left} {e.op} {right})"
         if isinstance(e, p.Neg):
             return f"(-{self.expr(e.operand)})"
+        if isinstance(e, p.Pack):
+            fields = [self.w.const(e.tag)] if e.tag is not None else []
+            fields += [self.expr(a) for a in e.args]
+            packed = self.tuple_code(fields) if fields else "()"
+            return f"_adt({packed})" if e.tag is not None else packed
+        if isinstance(e, p.Field):
+            return f"{self.expr(e.value)}[{int(e.index)}]"
+        if isinstance(e, p.Kind):
+            return f"_kind({self.expr(e.value)})"
         raise p.PlanError(f"unknown expression {e!r}")
 
     # ------------------------------------------------------------------------ steps
@@ -497,6 +509,10 @@ def slots_read(expr: p.Expr) -> set[int]:
         return slots_read(expr.left) | slots_read(expr.right)
     if isinstance(expr, p.Neg):
         return slots_read(expr.operand)
+    if isinstance(expr, p.Pack):
+        return set().union(*(slots_read(a) for a in expr.args)) if expr.args else set()
+    if isinstance(expr, p.Field | p.Kind):
+        return slots_read(expr.value)
     return set()
 
 

@@ -32,8 +32,15 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def convert(value: Any, type_: str | None, where: str) -> str | int | float:
+def convert(value: Any, type_: str | None, where: str) -> Any:
     """A value of the given attribute type, or :class:`FactsError`."""
+    if type_ == "record":
+        from .values import from_json
+
+        try:
+            return from_json(value)
+        except (ValueError, RecursionError) as error:
+            raise FactsError(f"{where}: {_describe(value)} is not a record or ADT value ({error})") from None
     if isinstance(value, bool) or value is None:
         raise FactsError(f"{where}: {_describe(value)} is not a policy value")
     if type_ == "symbol":
@@ -43,6 +50,10 @@ def convert(value: Any, type_: str | None, where: str) -> str | int | float:
     if type_ == "number":
         if not isinstance(value, int):
             raise FactsError(f"{where}: expected an integer, got {_describe(value)}")
+        return value
+    if type_ == "unsigned":
+        if not isinstance(value, int) or value < 0:
+            raise FactsError(f"{where}: expected an integer of at least 0, got {_describe(value)}")
         return value
     if type_ == "float":
         if not isinstance(value, int | float):
@@ -124,6 +135,8 @@ _ALLOWED: dict[str | None, frozenset[type]] = {
     "symbol": frozenset({str}),
     "number": frozenset({int}),
     "float": frozenset({float}),
+    "unsigned": frozenset(),  # checked value by value (at least 0)
+    "record": frozenset(),  # converted value by value (arrays to tuples)
     None: frozenset({str, int, float}),
 }
 _ROWS = frozenset({list, tuple})
@@ -223,10 +236,18 @@ def _read_folder(folder: Path, plan: Plan) -> dict[str, list[list[Any]]]:
     return facts
 
 
-def _parse_field(text: str, type_: str | None, where: str) -> str | int | float:
+def _parse_field(text: str, type_: str | None, where: str) -> Any:
+    if type_ == "record":  # written as JSON: `[1, "a"]`, `null`, `{"A": [1]}`
+        try:
+            return convert(json.loads(text), type_, where)
+        except ValueError:
+            raise FactsError(f"{where}: `{text}` is not a record written as JSON") from None
     try:
-        if type_ == "number":
-            return int(text)
+        if type_ == "number" or type_ == "unsigned":
+            value = int(text)
+            if type_ == "unsigned" and value < 0:
+                raise ValueError(text)
+            return value
         if type_ == "float":
             number = float(text)
             if not math.isfinite(number):
