@@ -132,7 +132,9 @@ class Constructor:
     name_span: Span = _span()
 
 
-Term = Var | Wildcard | String | Integer | Float | Call | BinOp | Negate | Aggregate | Record | Nil | Constructor
+Term = (
+    Var | Wildcard | String | Integer | Float | Call | BinOp | Negate | Aggregate | Record | Nil | Constructor
+)
 STRUCTURED = (Record, Nil, Constructor)  # the terms that build (or, as patterns, take apart) records
 
 # ---------------------------------------------------------------------------- literals

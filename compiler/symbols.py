@@ -385,7 +385,8 @@ class _Resolver:
             if decl is not None:
                 arity: int | None = len(decl.attributes)
                 types = tuple(
-                    a.type.name if self.typedefs.representation(a.type.name) else None for a in decl.attributes
+                    a.type.name if self.typedefs.representation(a.type.name) else None
+                    for a in decl.attributes
                 )
                 attributes = tuple(a.name for a in decl.attributes)
                 span = decl.name.span

@@ -14,7 +14,18 @@ from . import codes
 from .diagnostics import Diagnostic, Edit, Fix
 from .source import SourceFile, Span
 
-DIRECTIVES = (".decl", ".input", ".output", ".include", ".import", ".functor", ".default", ".role", ".field", ".type")
+DIRECTIVES = (
+    ".decl",
+    ".input",
+    ".output",
+    ".include",
+    ".import",
+    ".functor",
+    ".default",
+    ".role",
+    ".field",
+    ".type",
+)
 
 TERMINALS: dict[str, str] = {
     "NAME": "a name",
@@ -66,7 +77,21 @@ AGGREGATORS = frozenset({"COUNT", "SUM", "MIN", "MAX", "MEAN"})
 COMPARATORS = frozenset({"EQ", "NE", "LT", "LE", "GT", "GE"})
 OPERATORS = frozenset({"PLUS", "MINUS", "STAR", "SLASH", "PERCENT"})
 TERM_START = frozenset(
-    {"NAME", "STRING", "INT", "FLOAT", "LPAR", "MINUS", "COUNT", "SUM", "MIN", "MAX", "MEAN", "LSQB", "DOLLAR"}
+    {
+        "NAME",
+        "STRING",
+        "INT",
+        "FLOAT",
+        "LPAR",
+        "MINUS",
+        "COUNT",
+        "SUM",
+        "MIN",
+        "MAX",
+        "MEAN",
+        "LSQB",
+        "DOLLAR",
+    }
 )
 STATEMENT_START = frozenset({"NAME", "AT"} | {d[1:].upper() for d in DIRECTIVES})
 

@@ -165,7 +165,7 @@ def collect(statements: Iterable[ast.Statement]) -> tuple[TypeTable, list[Diagno
                 tuple((a.name, a.type.name) for a in branch.fields),
                 branch.name.span,
             )
-    for name, node in nodes.items():
+    for node in nodes.values():
         problems.extend(_check(table, node))
     return table, problems
 
@@ -177,12 +177,19 @@ def _definition(statement: ast.TypeDecl) -> TypeDef:
     if statement.kind == "union" and len(statement.members) == 1:
         return TypeDef(name, "alias", base=statement.members[0].name, span=statement.name.span)
     if statement.kind == "union":
-        return TypeDef(name, "union", members=tuple(m.name for m in statement.members), span=statement.name.span)
+        return TypeDef(
+            name, "union", members=tuple(m.name for m in statement.members), span=statement.name.span
+        )
     if statement.kind == "record":
         return TypeDef(
-            name, "record", fields=tuple((a.name, a.type.name) for a in statement.fields), span=statement.name.span
+            name,
+            "record",
+            fields=tuple((a.name, a.type.name) for a in statement.fields),
+            span=statement.name.span,
         )
-    branches = tuple((b.name.name, tuple((a.name, a.type.name) for a in b.fields)) for b in statement.branches)
+    branches = tuple(
+        (b.name.name, tuple((a.name, a.type.name) for a in b.fields)) for b in statement.branches
+    )
     return TypeDef(name, "adt", branches=branches, span=statement.name.span)
 
 

@@ -165,7 +165,9 @@ class _Solver:
 
     def expect(self, term: ast.Term, key: object, types: frozenset[str], what: str, origin: Related) -> None:
         """The term (typed by ``key``) must have one of ``types``; ``what`` names the place."""
-        clash = self.restrict(key, types, (term.span, f"`{{}}` is {self.describe(types)} because of this use"))
+        clash = self.restrict(
+            key, types, (term.span, f"`{{}}` is {self.describe(types)} because of this use")
+        )
         if clash is None:
             self.note_local(term, key, f"`{{}}` is {self.describe(types)} because of this use")
         else:
@@ -318,7 +320,8 @@ class _Solver:
                 self.term(arg)
             if not candidates and expected is not None and expected & self.sets.records:
                 shown = ", ".join(
-                    f"`{r}` has {len(self.table.field_types(r) or ())}" for r in sorted(expected & self.sets.records)
+                    f"`{r}` has {len(self.table.field_types(r) or ())}"
+                    for r in sorted(expected & self.sets.records)
                 )
                 self.error(term.span, f"`{self.text(term.span)}` has {n} fields, but {shown}", [])
                 return self.new_slot(expected)
@@ -373,7 +376,9 @@ class _Solver:
         else:
             for (field_name, field_type), arg in zip(branch.fields, term.args, strict=True):
                 wanted = self.sets.of(field_type)
-                self.expect(arg, self.term(arg, wanted), wanted, f"field `{field_name}` of `${term.name}`", related)
+                self.expect(
+                    arg, self.term(arg, wanted), wanted, f"field `{field_name}` of `${term.name}`", related
+                )
         return self.new_slot(self.sets.of(branch.adt), (term.span, f"`{{}}` is a `{branch.adt}`"))
 
     def numeric(self, term: ast.Term, key: object) -> bool:
