@@ -442,7 +442,7 @@ class _Planner:
             offset = 0
         later: list[tuple[p.Expr, ast.Term]] = []
         for i, arg in enumerate(pattern.args):
-            field_value = p.Field(value, i + offset)
+            field_value: p.Expr = p.Field(value, i + offset)
             if isinstance(arg, ast.Var) and not self.is_bound(arg, ctx):
                 slot = ctx.slots[arg.name]
                 ctx.bound.add(slot)
