@@ -49,6 +49,14 @@ def var(name: str) -> str:
 
 
 def const(value: object) -> str:
+    """A policy value as a clingo term: a record ``[a, b]`` is ``rec(a,b)`` (``nil``:
+    ``rec``), an ADT value ``$A(x)`` is ``c_A(x)``."""
+    if isinstance(value, tuple):
+        from policyc.runtime.values import Adt
+
+        fields = [const(v) for v in (value[1:] if type(value) is Adt else value)]
+        head = f"c_{value[0]}" if type(value) is Adt else "rec"
+        return f"{head}({','.join(fields)})" if fields else head
     if isinstance(value, bool) or isinstance(value, float):
         raise Untranslatable("floating-point values have no clingo counterpart")
     if isinstance(value, int):
@@ -103,6 +111,10 @@ class Translator:
             return f"({self.term(t.left, env, pre)}{op}{self.term(t.right, env, pre)})"
         if isinstance(t, ast.Negate):
             return f"-({self.term(t.operand, env, pre)})"
+        if isinstance(t, ast.Record | ast.Constructor | ast.Nil):
+            fields = [self.term(a, env, pre) for a in t.args] if not isinstance(t, ast.Nil) else []
+            head = f"c_{t.name}" if isinstance(t, ast.Constructor) else "rec"
+            return f"{head}({','.join(fields)})" if fields else head
         if isinstance(t, ast.Call):
             args = [self.term(a, env, pre) for a in t.args]
             if t.name in self.tabled:
@@ -426,6 +438,11 @@ def value(symbol: Any) -> Any:
         return symbol.number
     if symbol.type == clingo.SymbolType.String:
         return symbol.string
+    if symbol.type == clingo.SymbolType.Function and (symbol.name == "rec" or symbol.name.startswith("c_")):
+        from policyc.runtime.values import Adt
+
+        fields = tuple(value(a) for a in symbol.arguments)
+        return fields if symbol.name == "rec" else Adt((symbol.name[2:], *fields))
     raise Untranslatable(f"unexpected clingo value {symbol}")
 
 
