@@ -95,6 +95,9 @@ ALWAYS_ALLOW = Code("PC306", "always-allow", W, "no call of a tool is ever denie
 SHADOWED_ESCALATE = Code(
     "PC307", "shadowed-escalate", W, "whenever an `Escalate` rule fires, a `Deny` fires too"
 )
+UNSEARCHED_RULE = Code(
+    "PC308", "unsearched-rule", W, "the bounded searches of `--deep` cannot model a rule (records, ADTs)"
+)
 
 CATALOG: tuple[Code, ...] = (
     SYNTAX_ERROR,
@@ -120,6 +123,7 @@ CATALOG: tuple[Code, ...] = (
     ALWAYS_DENY,
     ALWAYS_ALLOW,
     SHADOWED_ESCALATE,
+    UNSEARCHED_RULE,
 )
 
 BY_NAME: dict[str, Code] = {c.name: c for c in CATALOG}

@@ -247,3 +247,48 @@ def test_records_and_adt_values_in_json_facts_and_results(tmp_path, cli) -> None
     assert json.loads(run.stdout)["relations"]["Out"] == [[[2, "a"], {"A": [5]}]]
     text = cli("eval", str(policy), "--facts", str(facts), "--query", "Out")
     assert 'Out([2, "a"], $A(5))' in text.stdout
+
+
+BRIDGE = """
+.import events
+@id("env-file") Deny(a) :- ToolCall(a, "git_add"), ToolArgItem(a, "files", _, ".env").
+@id("first-outside") Deny(a) :- ToolCall(a, "send"), ToolArgList(a, "to", [first, _]), first != "me@corp.example".
+Second(a, x) :- ToolArgList(a, "to", [_, [x, _]]).
+"""
+
+
+@pytest.mark.parametrize(
+    "tool, args, denied",
+    [
+        ("git_add", {"files": ["a.py", ".env"]}, True),
+        ("git_add", {"files": ["a.py", "b.py"]}, False),
+        ("git_add", {"files": ".env"}, False),  # not a list: no elements
+        ("send", {"to": ["me@corp.example", "x@evil.example"]}, False),
+        ("send", {"to": ["x@evil.example"]}, True),
+        ("send", {"to": []}, False),  # nil: no first element
+    ],
+)
+def test_list_arguments_reach_a_policy_as_records_and_elements(tool: str, args: dict, denied: bool) -> None:
+    session = policyc.Monitor(policyc.load(BRIDGE)).session("s")
+    decision = session.authorize({"id": "c1", "kind": "tool_call", "tool": tool, "args": args})
+    assert decision.allowed is not denied
+
+
+def test_list_elements_are_text_in_order() -> None:
+    from policyc.stdlib.events import event_facts
+
+    facts = event_facts({"id": "c", "kind": "tool_call", "tool": "t", "args": {"l": ["a", 2, [3]]}}, 0, [])
+    assert facts["ToolArgList"] == {("c", "l", ("a", ("2", ("[3]", ()))))}
+    assert facts["ToolArgItem"] == {("c", "l", 0, "a"), ("c", "l", 1, "2"), ("c", "l", 2, "[3]")}
+    assert facts["ToolArg"] == {("c", "l", '["a", 2, [3]]')}  # the flat fact as before
+
+
+def test_deep_analysis_says_per_rule_that_it_does_not_search_records() -> None:
+    from policyc.analyzer.deep import deep_findings
+
+    text = ".type T = A {x: number} | B {}\n.decl S(n: symbol, t: T)\n.input S\n"
+    text += "Allow(n) :- S(n, $A(_)).\nDeny(n) :- S(n, $B).\n"
+    findings = deep_findings(compile_source(text, "d.dl"))
+    assert sorted((d.name, d.span.line) for d in findings) == [("unsearched-rule", 4), ("unsearched-rule", 5)]
+    plain = deep_findings(compile_source('.import events\nAllow(a) :- ToolCall(a, "x").\n', "e.dl"))
+    assert "unsearched-rule" not in {d.name for d in plain}  # the library's record relation, unread
