@@ -259,8 +259,8 @@ def _parse_field(text: str, type_: str | None, where: str) -> Any:
 
 
 def parse_fact(text: str) -> tuple[str, tuple]:
-    """A ground atom written in the policy language, like ``Deny("v6")`` (``ValueError`` if it
-    is not one)."""
+    """A ground atom written in the policy language, like ``Deny("v6")`` or
+    ``P([1, nil], $A(2))`` (``ValueError`` if it is not one)."""
     from policyc.compiler import ast
     from policyc.compiler.parser import parse
     from policyc.compiler.source import SourceFile
@@ -269,9 +269,17 @@ def parse_fact(text: str) -> tuple[str, tuple]:
     rules = [s for s in module.statements if isinstance(s, ast.Rule)]
     if diagnostics or len(rules) != 1 or rules[0].body:
         raise ValueError(f'`{text}` is not a fact like Deny("v6")')
-    values = []
-    for arg in rules[0].head.args:
-        if not isinstance(arg, ast.String | ast.Integer | ast.Float):
-            raise ValueError(f"`{text}` has a non-constant argument")
-        values.append(arg.value)
-    return rules[0].head.name, tuple(values)
+    from .values import Adt
+
+    def value(arg: ast.Term) -> Any:
+        if isinstance(arg, ast.String | ast.Integer | ast.Float):
+            return arg.value
+        if isinstance(arg, ast.Nil):
+            return ()
+        if isinstance(arg, ast.Record):
+            return tuple(value(a) for a in arg.args)
+        if isinstance(arg, ast.Constructor):
+            return Adt((arg.name, *(value(a) for a in arg.args)))
+        raise ValueError(f"`{text}` has a non-constant argument")
+
+    return rules[0].head.name, tuple(value(arg) for arg in rules[0].head.args)

@@ -251,6 +251,7 @@ def test_records_and_adt_values_in_json_facts_and_results(tmp_path, cli) -> None
 
 BRIDGE = """
 .import events
+.import lists
 @id("env-file") Deny(a) :- ToolCall(a, "git_add"), ToolArgItem(a, "files", _, ".env").
 @id("first-outside") Deny(a) :- ToolCall(a, "send"), ToolArgList(a, "to", [first, _]), first != "me@corp.example".
 Second(a, x) :- ToolArgList(a, "to", [_, [x, _]]).
