@@ -124,6 +124,16 @@ class Translator:
             return f"@{t.name}({','.join(args)})"
         raise Untranslatable(f"{type(t).__name__} in a term")
 
+    def hidden(self, t: ast.Term, env: dict[str, str], pre: list[str]) -> str:
+        """A term whose every ``_`` (in records and constructors too) is a variable of its own:
+        inside an aggregate each matched value counts."""
+        if isinstance(t, ast.Wildcard):
+            return f"W{next(self.fresh)}"
+        if isinstance(t, ast.Record | ast.Constructor) and t.args:
+            fields = [self.hidden(a, env, pre) for a in t.args]
+            return f"{'rec' if isinstance(t, ast.Record) else 'c_' + t.name}({','.join(fields)})"
+        return self.term(t, env, pre)
+
     def atom(self, a: ast.Atom, env: dict[str, str], pre: list[str], hide_wildcards: bool = False) -> str:
         if self.predicate(a.name):
             args = [self.term(x, env, pre) for x in a.args]
@@ -134,10 +144,7 @@ class Translator:
             return self.name(a.name)
         args = []
         for arg in a.args:
-            if hide_wildcards and isinstance(arg, ast.Wildcard):
-                args.append(f"W{next(self.fresh)}")
-            else:
-                args.append(self.term(arg, env, pre))
+            args.append(self.hidden(arg, env, pre) if hide_wildcards else self.term(arg, env, pre))
         return f"{self.name(a.name)}({','.join(args)})"
 
     # --------------------------------------------------------------------- bodies

@@ -71,6 +71,30 @@ Pair([h, p + 1]) :- Fetch(_, [h, p]), p < 100.
 .output Insecure, Pair
 """
 
+EDGES = """
+.type P = [x: number, y: symbol]
+.type T = A {x: number} | B {}
+.decl R(p: P, t: T)
+R([1, "a"], $A(1)). R([2, "b"], $B). R(nil, $B()). R([3, "c"], $A(4)).
+.decl Blocked(p: P)
+Blocked([2, "b"]).
+.decl NotBlocked(x: number)
+NotBlocked(x) :- R([x, y], _), !Blocked([x, y]).
+.decl CountA(n: number)
+CountA(n) :- n = count : { R([_, _], $A(_)) }.
+.decl SumX(n: number)
+SumX(n) :- n = sum x : { R([x, _], _) }.
+.decl Is(p: P) inline
+Is([x, y]) :- R([x, y], $A(_)).
+.decl UsesInline(x: number)
+UsesInline(x) :- R(p, _), p = [x, _], Is(p).
+.decl Same(x: number)
+Same(x) :- R([x, _], $A(x)).
+.decl Next(x: number)
+Next(x) :- R([y, _], _), R(q, _), q = [x, _], x = y + 1.
+.output NotBlocked, CountA, SumX, UsesInline, Same, Next
+"""
+
 CORPUS = [
     (
         LIST,
@@ -99,6 +123,18 @@ CORPUS = [
             "Pair": {(("a.example", 443),), (("b.example", 81),)},
         },
     ),
+    (
+        EDGES,
+        {},
+        {
+            "NotBlocked": {(1,), (3,)},
+            "CountA": {(2,)},
+            "SumX": {(6,)},
+            "UsesInline": {(1,), (3,)},
+            "Same": {(1,)},
+            "Next": {(2,), (3,)},
+        },
+    ),
 ]
 
 
@@ -123,6 +159,15 @@ def test_corpus_gives_the_hand_derived_answers_in_policyc_and_clingo(index: int)
     for name, rows in expected.items():
         assert mine[name] == rows, name
         assert theirs[name] == rows, name
+
+
+@pytest.mark.parametrize("index", range(len(CORPUS)))
+def test_plans_with_records_survive_a_bundle(index: int) -> None:
+    from policyc.compiler.plan_read import from_data
+    from policyc.compiler.plan_write import to_data
+
+    plan = policyc.load(CORPUS[index][0]).plan
+    assert from_data(json.loads(json.dumps(to_data(plan)))) == plan
 
 
 def _cons(values: list[int]) -> tuple:
