@@ -245,6 +245,16 @@ ERRORS = [
         "PC107",
         (2, 11),
     ),
+    (  # a record where a symbol is expected, no record type declared
+        ".decl P(x: symbol)\nP([1, 2]).",
+        "PC103",
+        (2, 3),
+    ),
+    (  # `nil` where a symbol is expected
+        ".type R = [a: number]\n.decl P(x: symbol)\nP(nil).",
+        "PC103",
+        (3, 3),
+    ),
     (  # a record is not a number
         '.type R = [a: number]\n.decl P(r: R)\nP([1]).\nDeny("x") :- P(r), r > 1 + r.',
         "PC103",

@@ -47,7 +47,8 @@ class _Sets:
         self.symbol = self.of("symbol")
         self.float = self.of("float")
         self.number = self.of("number")
-        self.records = table.records()
+        # a record where no record type is declared has a type of its own, which fits nowhere
+        self.records = table.records() or frozenset({"[record]"})
 
     def of(self, name: str) -> frozenset[str]:
         return self.table.leaves(name)
@@ -59,7 +60,7 @@ class _Sets:
             return "a number"
         if types in self.names:
             return f"a `{self.names[types]}`"
-        if types and types <= self.records:
+        if types and types <= self.records | {"[record]"}:
             return "a record"
         return "a value of one of " + ", ".join(f"`{t}`" for t in sorted(types))
 
@@ -331,7 +332,7 @@ class _Solver:
                     f"no record type has {n} fields: declare one with `.type R = [...]`",
                     [],
                 )
-            return self.new_slot(frozenset(candidates) or self.sets.records or self.ANY)
+            return self.new_slot(frozenset(candidates) or frozenset({"[record]"}))
         (name,) = candidates
         field_types = self.table.field_types(name) or ()
         for i, (arg, field_type) in enumerate(zip(term.args, field_types, strict=True)):
