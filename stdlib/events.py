@@ -242,9 +242,10 @@ RELATIONS = (
     "ToolCall",
     "ToolArg",
     "ToolResult",
-    "ToolArgList",
-    "ToolArgItem",
 )
+# the relations of `.import lists` the events fill too: only when asked for by name (`wanted`),
+# since a policy of the events vocabulary alone has no such relations
+LIST_RELATIONS = ("ToolArgList", "ToolArgItem")
 _EVERY = {name: name for name in RELATIONS}
 
 
@@ -255,8 +256,9 @@ def event_facts(
     wanted: Mapping[str, Hashable] | None = None,
     implicit: bool = False,
 ) -> dict[Hashable, set[tuple]]:
-    """The facts one (checked) event adds to its session, per relation name. With ``wanted``
-    (names to keys), only the facts of the relations it names, under their keys. With
+    """The facts one (checked) event adds to its session, per relation name (those of
+    :data:`RELATIONS`). With ``wanted`` (names to keys), only the facts of the relations it
+    names, under their keys (:data:`LIST_RELATIONS` too). With
     ``implicit``, an event without ``deps`` gives no ``DependsOn`` facts: the session keeps that
     it depends on every earlier event (``earlier``) in its order (:mod:`policyc.runtime.prefix`).
 

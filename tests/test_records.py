@@ -333,7 +333,10 @@ def test_list_arguments_reach_a_policy_as_records_and_elements(tool: str, args: 
 def test_list_elements_are_text_in_order() -> None:
     from policyc.stdlib.events import event_facts
 
-    facts = event_facts({"id": "c", "kind": "tool_call", "tool": "t", "args": {"l": ["a", 2, [3]]}}, 0, [])
+    event = {"id": "c", "kind": "tool_call", "tool": "t", "args": {"l": ["a", 2, [3]]}}
+    wanted = {"ToolArg": "ToolArg", "ToolArgList": "ToolArgList", "ToolArgItem": "ToolArgItem"}
+    facts = event_facts(event, 0, [], wanted)
+    assert "ToolArgList" not in event_facts(event, 0, [])  # only for a policy that has it
     assert facts["ToolArgList"] == {("c", "l", ("a", ("2", ("[3]", ()))))}
     assert facts["ToolArgItem"] == {("c", "l", 0, "a"), ("c", "l", 1, "2"), ("c", "l", 2, "[3]")}
     assert facts["ToolArg"] == {("c", "l", '["a", 2, [3]]')}  # the flat fact as before
