@@ -67,6 +67,14 @@ def var(name: str) -> str:
 
 
 def const(value: object) -> str:
+    """A policy value as a clingo term: a record ``[a, b]`` is ``rec(a,b)`` (``nil``:
+    ``rec``), an ADT value ``$A(x)`` is ``c_A(x)``."""
+    if isinstance(value, tuple):
+        from policyc.runtime.values import Adt
+
+        fields = [const(v) for v in (value[1:] if type(value) is Adt else value)]
+        head = f"c_{value[0]}" if type(value) is Adt else "rec"
+        return f"{head}({','.join(fields)})" if fields else head
     if isinstance(value, bool) or isinstance(value, float):
         raise Untranslatable("floating-point values have no clingo counterpart")
     if isinstance(value, int):
@@ -139,6 +147,10 @@ class Translator:
             if t.op == "bnot":
                 return f"~({self.term(t.operand, env, pre)})"
             raise UntranslatableOperator(t)
+        if isinstance(t, ast.Record | ast.Constructor | ast.Nil):
+            fields = [self.term(a, env, pre) for a in t.args] if not isinstance(t, ast.Nil) else []
+            head = f"c_{t.name}" if isinstance(t, ast.Constructor) else "rec"
+            return f"{head}({','.join(fields)})" if fields else head
         if isinstance(t, ast.Call):
             args = [self.term(a, env, pre) for a in t.args]
             if t.name in self.tabled:
@@ -147,6 +159,16 @@ class Translator:
                 return result
             return f"@{t.name}({','.join(args)})"
         raise Untranslatable(f"{type(t).__name__} in a term")
+
+    def hidden(self, t: ast.Term, env: dict[str, str], pre: list[str]) -> str:
+        """A term whose every ``_`` (in records and constructors too) is a variable of its own:
+        inside an aggregate each matched value counts."""
+        if isinstance(t, ast.Wildcard):
+            return f"W{next(self.fresh)}"
+        if isinstance(t, ast.Record | ast.Constructor) and t.args:
+            fields = [self.hidden(a, env, pre) for a in t.args]
+            return f"{'rec' if isinstance(t, ast.Record) else 'c_' + t.name}({','.join(fields)})"
+        return self.term(t, env, pre)
 
     def atom(self, a: ast.Atom, env: dict[str, str], pre: list[str], hide_wildcards: bool = False) -> str:
         if self.predicate(a.name):
@@ -158,10 +180,7 @@ class Translator:
             return self.name(a.name)
         args = []
         for arg in a.args:
-            if hide_wildcards and isinstance(arg, ast.Wildcard):
-                args.append(f"W{next(self.fresh)}")
-            else:
-                args.append(self.term(arg, env, pre))
+            args.append(self.hidden(arg, env, pre) if hide_wildcards else self.term(arg, env, pre))
         return f"{self.name(a.name)}({','.join(args)})"
 
     # --------------------------------------------------------------------- bodies
@@ -520,6 +539,11 @@ def value(symbol: Any) -> Any:
         return symbol.number
     if symbol.type == clingo.SymbolType.String:
         return symbol.string
+    if symbol.type == clingo.SymbolType.Function and (symbol.name == "rec" or symbol.name.startswith("c_")):
+        from policyc.runtime.values import Adt
+
+        fields = tuple(value(a) for a in symbol.arguments)
+        return fields if symbol.name == "rec" else Adt((symbol.name[2:], *fields))
     raise Untranslatable(f"unexpected clingo value {symbol}")
 
 

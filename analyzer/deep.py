@@ -204,7 +204,19 @@ def analyse(
     every = [r for r in every if rule_mode(r.rule) != "shadow"]
     user = [r for r in user if rule_mode(r.rule) != "shadow"]
     live = [r for r in user if id(r.rule) not in dead and not compilation.symbols.is_inline(r.rule.head.name)]
-    searches = Searches(compilation, bound, timeout) if _size(compilation) <= SEARCH_LIMIT else None
+    structured = [r for r in user if _structured(compilation, r.rule)]
+    searchable = _size(compilation) <= SEARCH_LIMIT and not _uses_structures(compilation, user)
+    searches = Searches(compilation, bound, timeout) if searchable else None
+    for r in structured:
+        findings.append(
+            codes.UNSEARCHED_RULE(
+                r.rule.head.span,
+                "the bounded searches of `--deep` do not model records or ADT values, so this rule "
+                "(and every rule of this policy) is not searched for a redundant, shadowed or "
+                "tool-deciding database",
+                help="the proofs still ran; the bounded findings need a policy without records and ADTs",
+            )
+        )
     redundant, unsure = _redundant_by_containment(compilation, live, deadline)
     note(("redundant-rule",), unsure, "rules")
     shadowed, unsure = _shadowed_by_containment(compilation, live, every, deadline)
@@ -298,6 +310,39 @@ _FINDING = {
     "always-deny": "always-deny",
     "always-allow": "always-allow",
 }
+
+
+def _structured(compilation: Stratified, rule: ast.Rule) -> bool:
+    """Whether a rule builds or takes apart records or ADT values, or reads or derives a
+    relation that holds them."""
+    types = compilation.types
+
+    def holds(name: str) -> bool:
+        return "record" in types.get(name, ())
+
+    terms = [*rule.head.args, *(t for lit in rule.body for t in ast.literal_terms(lit))]
+    return (
+        holds(rule.head.name)
+        or any(holds(atom.name) for atom, _, _ in compilation.program.summary(rule).atoms)
+        or any(isinstance(t, ast.STRUCTURED) for term in terms for t in ast.walk_term(term))
+    )
+
+
+def _uses_structures(compilation: Stratified, user: list[PlacedRule]) -> bool:
+    """Whether the user's rules, or the library rules they read (transitively), hold records
+    or ADT values (a library relation of records nothing reads does not count)."""
+    program = compilation.program
+    seen: set[str] = set()
+    stack = [r.rule for r in user]
+    while stack:
+        rule = stack.pop()
+        if _structured(compilation, rule):
+            return True
+        for atom, _, _ in program.summary(rule).atoms:
+            if atom.name not in seen:
+                seen.add(atom.name)
+                stack.extend(program.rules_of(atom.name))
+    return False
 
 
 def _size(compilation: Stratified) -> int:

@@ -65,7 +65,10 @@ def eval_command(
         relations = {name: _sorted_rows(result.relation(name)) for name in sorted(wanted)}
         errors = [e.message for e in result.errors]
         if fmt == "json":
-            out: dict[str, Any] = {"relations": relations}
+            from ..runtime.values import to_json
+
+            data = {name: [[to_json(v) for v in row] for row in rows] for name, rows in relations.items()}
+            out: dict[str, Any] = {"relations": data}
             if errors:
                 out["errors"] = errors
             echo_json(out)

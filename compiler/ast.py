@@ -7,7 +7,8 @@ when they mean the same thing (the formatter relies on that):
 True
 
 Terms: :class:`Var`, :class:`Wildcard`, :class:`String`, :class:`Integer`, :class:`Float`,
-:class:`Call`, :class:`BinOp`, :class:`Negate`, :class:`UnaryOp`, :class:`Aggregate`.
+:class:`Call`, :class:`BinOp`, :class:`Negate`, :class:`UnaryOp`, :class:`Aggregate`,
+:class:`Record`, :class:`Nil`, :class:`Constructor`.
 Body literals: :class:`Atom`, :class:`Negation`, :class:`Comparison`.
 Statements: :class:`Rule` (a fact is a rule with an empty body) and the directives.
 
@@ -129,7 +130,47 @@ class Aggregate:
     span: Span = _span()
 
 
-Term = Var | Wildcard | String | Integer | Float | Call | BinOp | Negate | UnaryOp | Aggregate
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record: ``[x, "a"]``; in a body atom or an equality, a pattern its fields match."""
+
+    args: tuple[Term, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Nil:
+    """``nil``: the record value of no fields (the end of a list)."""
+
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Constructor:
+    """A branch of an algebraic data type applied to terms: ``$Leaf(1)``, ``$Empty``."""
+
+    name: str
+    args: tuple[Term, ...]
+    span: Span = _span()
+    name_span: Span = _span()
+
+
+Term = (
+    Var
+    | Wildcard
+    | String
+    | Integer
+    | Float
+    | Call
+    | BinOp
+    | Negate
+    | UnaryOp
+    | Aggregate
+    | Record
+    | Nil
+    | Constructor
+)
+STRUCTURED = (Record, Nil, Constructor)  # the terms that build (or, as patterns, take apart) records
 
 # ---------------------------------------------------------------------------- literals
 
@@ -328,6 +369,29 @@ class FieldMap:
 
 
 @dataclass(frozen=True, slots=True)
+class Branch:
+    """One branch of an algebraic data type: ``Leaf {value: number}``."""
+
+    name: Ident
+    fields: tuple[Attribute, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class TypeDecl:
+    """``.type``: a subtype (``Id <: symbol``), an alias or union (``N = number``,
+    ``U = A | B``: ``members``), a record type (``P = [x: number, y: symbol]``: ``fields``) or
+    an algebraic data type (``T = A {x: number} | B {}``: ``branches``)."""
+
+    name: Ident
+    kind: str  # "subtype", "union", "record" or "adt"
+    members: tuple[Ident, ...] = ()
+    fields: tuple[Attribute, ...] = ()
+    branches: tuple[Branch, ...] = ()
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class Misplaced:
     """Annotations in front of a directive (kept so the checker can say so)."""
 
@@ -336,7 +400,7 @@ class Misplaced:
     span: Span = _span()
 
 
-Directive = Decl | Input | Output | Include | Import | Functor | Default | Role | FieldMap
+Directive = Decl | Input | Output | Include | Import | Functor | Default | Role | FieldMap | TypeDecl
 Statement = Rule | Compound | Directive | Misplaced
 
 
@@ -362,7 +426,7 @@ class Module:
 
 
 def term_children(term: Term) -> tuple[Term, ...]:
-    if isinstance(term, Call):
+    if isinstance(term, Call | Record | Constructor):
         return term.args
     if isinstance(term, BinOp):
         return (term.left, term.right)
@@ -375,6 +439,10 @@ def map_children(term: Term, fn: Callable[[Term], Term]) -> Term:
     """The term with ``fn`` applied to each child of a call or an operation (others as they are)."""
     if isinstance(term, Call):
         return Call(term.name, tuple(fn(a) for a in term.args))
+    if isinstance(term, Record):
+        return Record(tuple(fn(a) for a in term.args))
+    if isinstance(term, Constructor):
+        return Constructor(term.name, tuple(fn(a) for a in term.args))
     if isinstance(term, BinOp):
         return BinOp(term.op, fn(term.left), fn(term.right))
     if isinstance(term, Negate):
@@ -411,3 +479,20 @@ def walk_term(term: Term, into_aggregates: bool = True) -> Iterator[Term]:
 def term_vars(term: Term) -> Iterator[Var]:
     """Variables of a term, including those inside aggregates."""
     return (t for t in walk_term(term) if isinstance(t, Var))
+
+
+def is_pattern(term: Term) -> bool:
+    """A record or constructor that takes a value apart: it has a variable or ``_`` inside."""
+    return isinstance(term, Record | Constructor) and any(
+        isinstance(t, Var | Wildcard) for t in walk_term(term, into_aggregates=False)
+    )
+
+
+def pattern_vars(term: Term) -> Iterator[Var]:
+    """The variables a term binds when it is matched against a value: itself if it is a
+    variable, the variables at field positions of a record or constructor (recursively)."""
+    if isinstance(term, Var):
+        yield term
+    elif isinstance(term, Record | Constructor):
+        for arg in term.args:
+            yield from pattern_vars(arg)

@@ -236,10 +236,12 @@ class Builder:
             return ast.Float(-operand.value, span=span)
         return ast.Negate(operand, span=span)
 
-    def variable(self, children: list) -> ast.Var | ast.Wildcard:
+    def variable(self, children: list) -> ast.Var | ast.Wildcard | ast.Nil:
         token = children[0]
         if token.value == "_":
             return ast.Wildcard(span=self._span(token))
+        if token.value == "nil":
+            return ast.Nil(span=self._span(token))
         return ast.Var(token.value, span=self._span(token))
 
     def paren(self, children: list) -> ast.Term:
@@ -259,6 +261,18 @@ class Builder:
                 lambda n, left, right, at: ast.Call(n, (left, right), span=at, name_span=name_span),
             )
         return ast.Call(name.value, tuple(args), span=span, name_span=name_span)
+
+    def record(self, children: list) -> ast.Record:
+        return ast.Record(tuple(_values(children[1:-1])), span=self._span(children[0], children[-1]))
+
+    def constructor(self, children: list) -> ast.Constructor:
+        name = children[1]
+        return ast.Constructor(
+            name.value,
+            tuple(_values(children[3:-1])),
+            span=self._span(children[0], children[-1]),
+            name_span=self._span(name),
+        )
 
     def aggregate(self, children: list) -> ast.Aggregate:
         op = children[0]
@@ -387,6 +401,44 @@ class Builder:
             self._ident(children[1]),
             budget,
             pool,
+            span=self._span(children[0], children[-1]),
+        )
+
+    def subtype(self, children: list) -> ast.TypeDecl:
+        return ast.TypeDecl(
+            self._ident(children[1]),
+            "subtype",
+            (self._ident(children[3]),),
+            span=self._span(children[0], children[-1]),
+        )
+
+    def type_(self, children: list) -> ast.TypeDecl:
+        kind, parts = children[3]
+        members = tuple(p for p in parts if isinstance(p, ast.Ident))
+        fields = tuple(p for p in parts if isinstance(p, ast.Attribute))
+        branches = tuple(p for p in parts if isinstance(p, ast.Branch))
+        return ast.TypeDecl(
+            self._ident(children[1]),
+            kind,
+            members,
+            fields,
+            branches,
+            span=self._span(children[0], parts[-1] if parts else children[2]),
+        )
+
+    def type_union(self, children: list) -> tuple[str, list]:
+        return "union", [self._ident(t) for t in children if t.type == "NAME"]
+
+    def type_record(self, children: list) -> tuple[str, list]:
+        return "record", [*_values(children), children[-1]]  # `]` ends the declaration
+
+    def type_adt(self, children: list) -> tuple[str, list]:
+        return "adt", _values(children)
+
+    def branch(self, children: list) -> ast.Branch:
+        return ast.Branch(
+            self._ident(children[0]),
+            tuple(_values(children[2:-1])),
             span=self._span(children[0], children[-1]),
         )
 

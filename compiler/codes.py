@@ -108,7 +108,7 @@ SHADOWED_ESCALATE = Code(
     "PC307", "shadowed-escalate", W, "whenever an `Escalate` rule fires, a `Deny` fires too"
 )
 UNSEARCHED_RULE = Code(
-    "PC308", "unsearched-rule", W, "the bounded search cannot translate a rule, so it searches nothing"
+    "PC308", "unsearched-rule", W, "the bounded searches of `--deep` cannot translate or model a rule"
 )
 
 CATALOG: tuple[Code, ...] = (

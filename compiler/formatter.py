@@ -293,10 +293,12 @@ class _Printer:
             parts.append(print_item(item))  # after the gap: the comments come in order
         return parts
 
-    def arguments(self, opening: str, items: Sequence, print_item: Callable[[Any], Doc], closing: int) -> Doc:
+    def arguments(
+        self, opening: str, items: Sequence, print_item: Callable[[Any], Doc], closing: int, closer: str = ")"
+    ) -> Doc:
         """``opening``, comma-separated items, ``)``: on one line unless comments break it."""
         parts = self.listing(items, print_item, Line(""))
-        return group([opening, nest(INDENT, parts), *self.close(closing, Line(""), ")")])
+        return group([opening, nest(INDENT, parts), *self.close(closing, Line(""), closer)])
 
     # the module
 
@@ -443,7 +445,30 @@ class _Printer:
         if isinstance(directive, ast.FieldMap):
             path = self.spelling(directive.path_span.start, directive.path_span.end)
             return f".field {path} : {directive.role.name}"
+        if isinstance(directive, ast.TypeDecl):
+            return self.type_decl(directive)
         raise TypeError(f"no layout for {type(directive).__name__}")
+
+    def type_decl(self, directive: ast.TypeDecl) -> Doc:
+        name = directive.name.name
+        if directive.kind == "subtype":
+            return f".type {name} <: {directive.members[0].name}"
+        if directive.kind == "union":
+            return f".type {name} = " + " | ".join(m.name for m in directive.members)
+        if directive.kind == "record":
+            return self.arguments(
+                f".type {name} = [", directive.fields, self.attribute, directive.span.end - 1, "]"
+            )
+        branches: list[Doc] = []
+        for i, branch in enumerate(directive.branches):
+            if i:
+                branches.append(" | ")
+            branches.append(
+                self.arguments(
+                    f"{branch.name.name} {{", branch.fields, self.attribute, branch.span.end - 1, "}"
+                )
+            )
+        return [f".type {name} = ", *branches]
 
     def attribute(self, attribute: ast.Attribute) -> Doc:
         return f"{attribute.name}: {attribute.type.name}"
@@ -489,6 +514,14 @@ class _Printer:
             return self.aggregate(term)
         if isinstance(term, ast.BinOp) and term.op in ast.EXTREMA:
             return self.arguments(f"{term.op}(", _unfolded(term, term.op), self.term, term.span.end - 1)
+        if isinstance(term, ast.Nil):
+            return "nil"
+        if isinstance(term, ast.Record):
+            return self.arguments("[", term.args, self.term, term.span.end - 1, "]")
+        if isinstance(term, ast.Constructor):
+            if not term.args and self.text[term.span.end - 1 : term.span.end] != ")":
+                return f"${term.name}"
+            return self.arguments(f"${term.name}(", term.args, self.term, term.span.end - 1)
         if isinstance(term, ast.BinOp):
             if term.op == ast.POWER:  # `primary ^ unary`: a negative constant needs parentheses
                 precedence = _POWER

@@ -36,7 +36,7 @@ OPERATORS = (
 )
 COMPARATORS = ("=", "!=", "<", "<=", ">", ">=")
 AGGREGATES = ("count", "sum", "min", "max", "mean")
-TYPES = ("symbol", "number", "float")
+TYPES = ("symbol", "number", "unsigned", "float", "record")  # "record": records and ADT values
 
 
 class PlanError(ValueError):
@@ -74,7 +74,32 @@ class Neg:
     operand: Expr
 
 
-Expr = Slot | Const | CallExpr | Arith | Neg
+@dataclass(frozen=True, slots=True)
+class Pack:
+    """A record ``[a, b]`` (``tag`` None; ``nil`` has no fields) or an ADT value ``$A(a)``
+    (``tag`` ``"A"``) built from its fields."""
+
+    tag: str | None
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """Field ``index`` of a record or ADT value (known to have it: see :class:`Kind`)."""
+
+    value: Expr
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """What a structured value is: its number of fields for a record (0 for ``nil``), its
+    branch name for an ADT value; a pattern filters on it before taking fields."""
+
+    value: Expr
+
+
+Expr = Slot | Const | CallExpr | Arith | Neg | Pack | Field | Kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,13 +29,16 @@ from .plan import (
     CallExpr,
     Const,
     Expr,
+    Field,
     Filter,
     FunctorSpec,
     HeadMatch,
     InlineTest,
+    Kind,
     Match,
     Neg,
     NotExists,
+    Pack,
     Pattern,
     Plan,
     PlanError,
@@ -199,6 +202,13 @@ class _Reader:
             return Arith(parts[1].choice(OPERATORS), self.expr(parts[2], slots), self.expr(parts[3], slots))
         if kind == "neg" and n == 2:
             return Neg(self.expr(parts[1], slots))
+        if kind == "pack" and n == 3:
+            tag = None if parts[1].value is None else parts[1].string(empty=False)
+            return Pack(tag, tuple(self.expr(a, slots) for a in parts[2].list()))
+        if kind == "field" and n == 3:
+            return Field(self.expr(parts[1], slots), parts[2].count())
+        if kind == "kind" and n == 2:
+            return Kind(self.expr(parts[1], slots))
         raise e.fail(f"unknown expression {show(kind)} of {n} elements")
 
     def pattern(self, p: Cursor, slots: int) -> Pattern:

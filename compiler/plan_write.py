@@ -22,11 +22,14 @@ from .plan import (
     CallExpr,
     Const,
     Expr,
+    Field,
     Filter,
     InlineTest,
+    Kind,
     Match,
     Neg,
     NotExists,
+    Pack,
     Pattern,
     Plan,
     Range,
@@ -116,6 +119,12 @@ def _expr_data(expr: Expr) -> Any:
         return ["arith", expr.op, _expr_data(expr.left), _expr_data(expr.right)]
     if isinstance(expr, Neg):
         return ["neg", _expr_data(expr.operand)]
+    if isinstance(expr, Pack):
+        return ["pack", expr.tag, [_expr_data(a) for a in expr.args]]
+    if isinstance(expr, Field):
+        return ["field", _expr_data(expr.value), expr.index]
+    if isinstance(expr, Kind):
+        return ["kind", _expr_data(expr.value)]
     raise AssertionError(f"unknown expression {expr!r}")
 
 

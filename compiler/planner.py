@@ -69,6 +69,7 @@ class _Context:
     # whether a variable occurring once is a wildcard (evaluation), or binds all the same (a
     # rule with its head given: deny reasons and explanations name every value)
     singletons: bool = True
+    after: list[p.Step] = field(default_factory=list)  # record patterns taken apart after a step
 
 
 class _Planner:
@@ -415,11 +416,20 @@ class _Planner:
         can be computed: from variables bound before, or bound by the atom's own arguments."""
         if not self.binds(atom):
             return False
-        here = {ctx.slots[a.name] for a in atom.args if isinstance(a, ast.Var)}
+        here = {ctx.slots[v.name] for a in atom.args for v in ast.pattern_vars(a)}
         extended = _Context(
             ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences, singletons=ctx.singletons
         )
-        return all(isinstance(a, ast.Var | ast.Wildcard) or self.ready(a, extended) for a in atom.args)
+        return all(self.matchable(a, extended) for a in atom.args)
+
+    def matchable(self, term: ast.Term, ctx: _Context) -> bool:
+        """A term can be matched against a value once its pattern variables are bound:
+        variables and ``_`` at field positions, anything else computable."""
+        if isinstance(term, ast.Var | ast.Wildcard):
+            return True
+        if ast.is_pattern(term):
+            return all(self.matchable(a, ctx) for a in term.args)  # type: ignore[union-attr]
+        return self.ready(term, ctx)
 
     def checks_only(self, atom: ast.Atom, ctx: _Context) -> bool:
         """Whether scanning an atom binds nothing the rule uses: each argument is `_`, a
@@ -464,6 +474,8 @@ class _Planner:
                 for side, other in ((literal.left, literal.right), (literal.right, literal.left)):
                     if isinstance(side, ast.Var) and not self.is_bound(side, ctx) and self.ready(other, ctx):
                         return True
+                    if self.takes_apart(side, other, ctx):
+                        return True
             return self.ready(literal.left, ctx) and self.ready(literal.right, ctx)
         atom = literal.atom if isinstance(literal, ast.Negation) else literal
         if isinstance(literal, ast.Atom) and self.binds(atom):
@@ -478,7 +490,9 @@ class _Planner:
         if found is not None:
             return self.range_steps(*found, ctx)
         step = self.literal_step(literal, ctx, source)
-        return [*self.take_prelude(ctx), step]
+        after = list(ctx.after)
+        ctx.after.clear()
+        return [*self.take_prelude(ctx), step, *after]
 
     def range_steps(self, target: ast.Term, call: ast.Call, ctx: _Context) -> list[p.Step]:
         """``x = range(...)``: bind ``x`` to each value; with the other side known, each value
@@ -508,6 +522,11 @@ class _Planner:
                         slot = ctx.slots[side.name]
                         ctx.bound.add(slot)
                         return p.Assign(slot, expr)
+                    if self.takes_apart(side, other, ctx):
+                        slot = self.hidden_slot(ctx)
+                        assign = p.Assign(slot, self.expr(other, ctx))
+                        ctx.after.extend(self.destructure(p.Slot(slot), side, ctx))
+                        return assign
             return p.Filter(literal.op, self.expr(literal.left, ctx), self.expr(literal.right, ctx))
         negated = isinstance(literal, ast.Negation)
         atom = literal.atom if isinstance(literal, ast.Negation) else literal
@@ -521,6 +540,52 @@ class _Planner:
             )
             return p.NotExists(self.rel[atom.name], args)
         return p.Scan(self.rel[atom.name], self.patterns(atom, ctx, hidden_wildcards=False), source)
+
+    def takes_apart(self, side: ast.Term, other: ast.Term, ctx: _Context) -> bool:
+        """``[x, y] = e``: a record pattern not yet computable, matched against a value."""
+        return (
+            ast.is_pattern(side)
+            and not self.ready(side, ctx)
+            and self.ready(other, ctx)
+            and self.matchable(side, self.with_pattern(side, ctx))
+        )
+
+    def with_pattern(self, pattern: ast.Term, ctx: _Context) -> _Context:
+        here = {ctx.slots[v.name] for v in ast.pattern_vars(pattern)}
+        return _Context(ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences)
+
+    def hidden_slot(self, ctx: _Context) -> int:
+        slot = ctx.hidden
+        ctx.hidden += 1
+        ctx.bound.add(slot)
+        return slot
+
+    def destructure(self, value: p.Expr, pattern: ast.Term, ctx: _Context) -> list[p.Step]:
+        """Steps matching ``value`` against a record or constructor pattern: the value has
+        the pattern's shape, its fields bind the pattern's variables (first occurrences) and
+        equal its other fields."""
+        if isinstance(pattern, ast.Constructor):
+            steps: list[p.Step] = [p.Filter("=", p.Kind(value), p.Const(pattern.name))]
+            offset = 1  # an ADT value holds its branch name first
+        else:
+            assert isinstance(pattern, ast.Record)
+            steps = [p.Filter("=", p.Kind(value), p.Const(len(pattern.args)))]
+            offset = 0
+        later: list[tuple[p.Expr, ast.Term]] = []
+        for i, arg in enumerate(pattern.args):
+            field_value: p.Expr = p.Field(value, i + offset)
+            if isinstance(arg, ast.Var) and not self.is_bound(arg, ctx):
+                slot = ctx.slots[arg.name]
+                ctx.bound.add(slot)
+                steps.append(p.Assign(slot, field_value))
+            elif not isinstance(arg, ast.Wildcard):
+                later.append((field_value, arg))
+        for field_value, arg in later:
+            if ast.is_pattern(arg) and not self.ready(arg, ctx):
+                steps.extend(self.destructure(field_value, arg, ctx))
+            else:
+                steps.append(p.Filter("=", field_value, self.expr(arg, ctx)))
+        return steps
 
     def patterns(self, atom: ast.Atom, ctx: _Context, hidden_wildcards: bool) -> tuple[p.Pattern, ...]:
         """Arguments of a scanned atom. Plain unbound variables bind; the rest are matched
@@ -541,8 +606,21 @@ class _Planner:
                     patterns[i] = p.Bind(slot)
                 else:
                     patterns[i] = p.Skip()
+        taken: list[tuple[int, ast.Term]] = []
         for i, arg in enumerate(atom.args):
-            if patterns[i] is None:
+            if patterns[i] is None and ast.is_pattern(arg) and not self.ready(arg, ctx):
+                slot = self.hidden_slot(ctx)  # the whole value, taken apart after the scan
+                patterns[i] = p.Bind(slot)
+                taken.append((slot, arg))
+        before = set(ctx.bound)
+        for slot, arg in taken:
+            ctx.after.extend(self.destructure(p.Slot(slot), arg, ctx))
+        for i, arg in enumerate(atom.args):
+            if patterns[i] is None and taken and {ctx.slots[v.name] for v in ast.term_vars(arg)} - before:
+                slot = self.hidden_slot(ctx)  # needs a variable a pattern of this atom binds
+                patterns[i] = p.Bind(slot)
+                ctx.after.append(p.Filter("=", p.Slot(slot), self.expr(arg, ctx)))
+            elif patterns[i] is None:
                 patterns[i] = p.Match(self.expr(arg, ctx))
         return tuple(patterns)  # type: ignore[arg-type]
 
@@ -569,6 +647,8 @@ class _Planner:
             steps.append(
                 p.Scan(self.rel[chosen[1].name], self.patterns(chosen[1], inner, hidden_wildcards=True))
             )
+            steps.extend(inner.after)
+            inner.after.clear()
         target = None if aggregate.target is None else self.expr(aggregate.target, inner)
         steps.extend(self.take_prelude(inner))
         ctx.hidden = inner.hidden
@@ -598,4 +678,10 @@ class _Planner:
             return p.Arith("-", p.Const(1), p.Arith("lor", operand, p.Const(0)))
         if isinstance(term, ast.Aggregate):
             return self.aggregate(term, ctx)
+        if isinstance(term, ast.Record):
+            return p.Pack(None, tuple(self.expr(a, ctx) for a in term.args))
+        if isinstance(term, ast.Nil):
+            return p.Pack(None, ())
+        if isinstance(term, ast.Constructor):
+            return p.Pack(term.name, tuple(self.expr(a, ctx) for a in term.args))
         raise PlanningError(f"cannot evaluate {term!r}")

@@ -177,6 +177,15 @@ def _expr_text(plan: p.Plan, expr: p.Expr, names: list[str]) -> str:
         return f"{expr.op}({_expr_text(plan, expr.left, names)}, {_expr_text(plan, expr.right, names)})"
     if isinstance(expr, p.Arith):
         return f"({_expr_text(plan, expr.left, names)} {expr.op} {_expr_text(plan, expr.right, names)})"
+    if isinstance(expr, p.Pack):
+        fields = ", ".join(_expr_text(plan, a, names) for a in expr.args)
+        if expr.tag is not None:
+            return f"${expr.tag}({fields})"
+        return f"[{fields}]" if expr.args else "nil"
+    if isinstance(expr, p.Field):
+        return f"{_expr_text(plan, expr.value, names)}.{expr.index}"
+    if isinstance(expr, p.Kind):
+        return f"kind({_expr_text(plan, expr.value, names)})"
     return f"-{_expr_text(plan, expr.operand, names)}"
 
 

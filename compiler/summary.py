@@ -50,6 +50,9 @@ def summarize(rule: ast.Rule) -> RuleSummary:
             term(t.right, depth)  # type: ignore[union-attr]
         elif kind is ast.Negate or kind is ast.UnaryOp:
             term(t.operand, depth)  # type: ignore[union-attr]
+        elif kind is ast.Record or kind is ast.Constructor:
+            for arg in t.args:  # type: ignore[union-attr]
+                term(arg, depth)
         elif kind is ast.Aggregate:
             if depth == 0:
                 aggregates.append(t)  # type: ignore[arg-type]

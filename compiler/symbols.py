@@ -23,6 +23,7 @@ from .diagnostics import Diagnostic, Edit, Fix, Related, replace_name
 from .loader import LIBRARY_PREFIX, PRELUDE, Program
 from .source import Span
 from .syntax_errors import did_you_mean
+from .typedefs import TypeTable, collect, unknown_type
 
 TYPES = ("symbol", "number", "float")
 FUNCTOR_PARAMS = (*TYPES, "any")
@@ -96,6 +97,7 @@ class Symbols:
     inputs: frozenset[str]
     outputs: frozenset[str]
     defined: frozenset[str] = field(default=frozenset())  # relations with a rule or fact
+    typedefs: TypeTable = field(default_factory=TypeTable)  # the `.type` declarations
 
     def is_inline(self, name: str) -> bool:
         relation = self.relations.get(name)
@@ -120,8 +122,11 @@ class _Resolver:
         self.default: ast.Default | None = None
         self.inputs: dict[str, Span] = {}
         self.outputs: dict[str, Span] = {}
+        self.typedefs = TypeTable()
 
     def run(self) -> tuple[Symbols, list[Diagnostic]]:
+        self.typedefs, problems = collect(statement for _, statement in self.program.statements())
+        self.diagnostics.extend(problems)
         for module, statement in self.program.statements():
             library = self.program.is_library(module.path)
             if isinstance(statement, ast.Misplaced):
@@ -150,6 +155,7 @@ class _Resolver:
             | frozenset(VERDICTS)
             | frozenset(n for n in (ESCALATE,) if n in relations and is_verdict(n, relations[n].arity)),
             defined=frozenset(defined),
+            typedefs=self.typedefs,
         )
         return symbols, self.diagnostics
 
@@ -174,7 +180,9 @@ class _Resolver:
                 )
             seen: dict[str, ast.Attribute] = {}
             for attribute in statement.attributes:
-                self._check_type(attribute.type, TYPES)
+                problem = unknown_type(self.typedefs, attribute.type)
+                if problem is not None:
+                    self.diagnostics.append(problem)
                 if attribute.name in seen:
                     self.diagnostics.append(
                         error(
@@ -376,7 +384,10 @@ class _Resolver:
             decl = self.decls.get(name)
             if decl is not None:
                 arity: int | None = len(decl.attributes)
-                types = tuple(a.type.name if a.type.name in TYPES else None for a in decl.attributes)
+                types = tuple(
+                    a.type.name if self.typedefs.representation(a.type.name) else None
+                    for a in decl.attributes
+                )
                 attributes = tuple(a.name for a in decl.attributes)
                 span = decl.name.span
             else:

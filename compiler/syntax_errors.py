@@ -14,7 +14,18 @@ from . import codes
 from .diagnostics import Diagnostic, Edit, Fix
 from .source import SourceFile, Span
 
-DIRECTIVES = (".decl", ".input", ".output", ".include", ".import", ".functor", ".default", ".role", ".field")
+DIRECTIVES = (
+    ".decl",
+    ".input",
+    ".output",
+    ".include",
+    ".import",
+    ".functor",
+    ".default",
+    ".role",
+    ".field",
+    ".type",
+)
 
 TERMINALS: dict[str, str] = {
     "NAME": "a name",
@@ -66,6 +77,11 @@ TERMINALS: dict[str, str] = {
     "BUDGET": "`budget`",
     "POOL": "`pool`",
     "INLINE": "`inline`",
+    "SUBTYPE": "`<:`",
+    "PIPE": "`|`",
+    "LSQB": "`[`",
+    "RSQB": "`]`",
+    "DOLLAR": "`$`",
     "$END": "end of file",
 }
 TERMINALS.update({d[1:].upper(): f"`{d}`" for d in DIRECTIVES})
@@ -81,7 +97,23 @@ OPERATORS = frozenset(
     | {w.upper() for w in OPERATOR_WORDS if w not in ("bnot", "lnot")}
 )
 TERM_START = frozenset(
-    {"NAME", "STRING", "INT", "FLOAT", "LPAR", "MINUS", "COUNT", "SUM", "MIN", "MAX", "MEAN", "BNOT", "LNOT"}
+    {
+        "NAME",
+        "STRING",
+        "INT",
+        "FLOAT",
+        "LPAR",
+        "MINUS",
+        "COUNT",
+        "SUM",
+        "MIN",
+        "MAX",
+        "MEAN",
+        "BNOT",
+        "LNOT",
+        "LSQB",
+        "DOLLAR",
+    }
 )
 STATEMENT_START = frozenset({"NAME", "AT"} | {d[1:].upper() for d in DIRECTIVES})
 

@@ -75,9 +75,10 @@ def complete(snapshot: Snapshot, offset: int, trigger: str | None = None) -> lis
         return [_item(name, Kind.Property, help_text) for name, help_text in ANNOTATIONS.items()]
     if trigger is not None:
         return []  # a `.` that ends a rule: nothing to offer
-    if re.match(r"\s*\.(decl|functor)\b", before) and re.search(r":\s*[A-Za-z_]*$", before):
+    if re.match(r"\s*\.(decl|functor|type)\b", before) and re.search(r"(:|<:|=|\|)\s*[A-Za-z_]*$", before):
         if not before.lstrip().startswith(".functor"):
-            allowed = TYPES
+            declared = snapshot.model.symbols.typedefs.types if snapshot.model.symbols else {}
+            allowed = (*TYPES, "unsigned", *sorted(declared))
         else:
             allowed = FUNCTOR_RESULTS if ")" in before else FUNCTOR_PARAMS
         return [_item(t, Kind.TypeParameter, "type") for t in allowed]

@@ -22,7 +22,7 @@ from policyc.compiler.loader import LIBRARY_PREFIX, library_path
 from policyc.compiler.symbols import VERDICTS
 
 from .document import Snapshot, real_path
-from .index import FILE, FUNCTOR, MODULE, RELATION, ROLE, VARIABLE, Occurrence
+from .index import CONSTRUCTOR, FILE, FUNCTOR, MODULE, RELATION, ROLE, TYPE, VARIABLE, Occurrence
 
 SHOWN_RULES = 5
 
@@ -46,7 +46,26 @@ def describe(snapshot: Snapshot, occurrence: Occurrence) -> str | None:
             return f"role `{symbol.name}` (not declared)"
         pool = f", pooled in `{role.pool}`" if role.pool else ""
         return f"role `{symbol.name}`: risk budget {role.budget:g}{pool}"
+    if symbol.kind in (TYPE, CONSTRUCTOR):
+        return type_(snapshot, symbol.kind, symbol.name)
     return None
+
+
+def type_(snapshot: Snapshot, kind: str, name: str) -> str:
+    """A type's declaration (a constructor's: its ADT's), as written."""
+    symbols = snapshot.model.symbols
+    table = symbols.typedefs if symbols else None
+    owner = name
+    if kind == CONSTRUCTOR:
+        branch = table.constructors.get(name) if table else None
+        if branch is None:
+            return f"`${name}` (not a branch of any ADT)"
+        owner = branch.adt
+    declared = _declaration(snapshot, owner, ast.TypeDecl)
+    if declared is None:
+        return f"type `{name}` (not declared)"
+    text = f"```datalog\n{_text(snapshot, declared.span)}\n```"
+    return (f"constructor `${name}` of `{owner}`\n\n" if kind == CONSTRUCTOR else "") + text
 
 
 def relation(snapshot: Snapshot, name: str) -> str:

@@ -3,7 +3,8 @@ find references, rename, document symbols and completion.
 
 A :class:`Symbol` is a relation, a functor, a variable (local to its rule: every occurrence
 of the name in the rule, aggregates and ``{var}`` placeholders of ``@message``/``@suggest``
-included), a library module, an included file or a role. An :class:`Occurrence` is one place
+included), a library module, an included file, a role, a type (``.type``) or a branch of an
+ADT (its constructor ``$A``). An :class:`Occurrence` is one place
 a symbol is written, with its role there: declared (``.decl``, ``.functor``, ``.role``),
 defined (the head of a rule or fact), named by a directive (``.input``, ``.output``,
 ``.field``, ``.import``, ``.include``) or used.
@@ -21,6 +22,8 @@ from policyc.compiler.source import Span
 from policyc.compiler.stages import Resolved
 
 RELATION, FUNCTOR, VARIABLE, MODULE, FILE, ROLE = "relation", "functor", "variable", "module", "file", "role"
+TYPE, CONSTRUCTOR = "type", "constructor"
+PRIMITIVE_TYPES = frozenset({"symbol", "number", "unsigned", "float"})
 DECLARATION, DEFINITION, DIRECTIVE, USE = "declaration", "definition", "directive", "use"
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}\n]*)\}")
@@ -136,6 +139,18 @@ class _Walker:
             self.placeholders(statement)
         elif isinstance(statement, ast.Decl):
             self.add(RELATION, statement.name.name, statement.name.span, DECLARATION)
+            for attribute in statement.attributes:
+                self.type_use(attribute.type)
+        elif isinstance(statement, ast.TypeDecl):
+            self.add(TYPE, statement.name.name, statement.name.span, DECLARATION)
+            for ident in statement.members:
+                self.type_use(ident)
+            for attribute in statement.fields:
+                self.type_use(attribute.type)
+            for branch in statement.branches:
+                self.add(CONSTRUCTOR, branch.name.name, branch.name.span, DECLARATION)
+                for attribute in branch.fields:
+                    self.type_use(attribute.type)
         elif isinstance(statement, ast.Input | ast.Output):
             for ident in statement.names:
                 kind = FUNCTOR if ident.name in self.functors else RELATION
@@ -150,6 +165,10 @@ class _Walker:
             self.add(ROLE, statement.name.name, statement.name.span, DECLARATION)
         elif isinstance(statement, ast.FieldMap):
             self.add(ROLE, statement.role.name, statement.role.span, DIRECTIVE)
+
+    def type_use(self, ident: ast.Ident) -> None:
+        if ident.name not in PRIMITIVE_TYPES:
+            self.add(TYPE, ident.name, ident.span, USE)
 
     def atom(self, atom: ast.Atom, role: str) -> None:
         kind = FUNCTOR if atom.name in self.functors else RELATION
@@ -178,6 +197,10 @@ class _Walker:
             if term.target is not None:
                 self.term(term.target)
             self.literals(term.body)
+        elif isinstance(term, ast.Constructor):
+            self.add(CONSTRUCTOR, term.name, term.name_span, USE)
+            for arg in term.args:
+                self.term(arg)
         else:
             for child in ast.term_children(term):
                 self.term(child)

@@ -23,6 +23,7 @@ from policyc.compiler.syntax_errors import RESERVED
 
 from .document import Snapshot, real_path
 from .index import (
+    CONSTRUCTOR,
     DECLARATION,
     DEFINITION,
     DIRECTIVE,
@@ -32,6 +33,7 @@ from .index import (
     NAME,
     RELATION,
     ROLE,
+    TYPE,
     VARIABLE,
     Occurrence,
 )
@@ -96,7 +98,14 @@ def renamable(snapshot: Snapshot, occurrence: Occurrence) -> None:
     if symbol.kind == VARIABLE:
         return
     if symbol.kind != RELATION:
-        what = {FUNCTOR: "a functor", MODULE: "a library module", FILE: "a file", ROLE: "a role"}[symbol.kind]
+        what = {
+            FUNCTOR: "a functor",
+            MODULE: "a library module",
+            FILE: "a file",
+            ROLE: "a role",
+            TYPE: "a type",
+            CONSTRUCTOR: "a constructor",
+        }[symbol.kind]
         reason = " (the host binds functors by name)" if symbol.kind == FUNCTOR else ""
         raise RenameError(
             f"`{_shown(symbol.name)}` is {what}; only relations and variables can be renamed{reason}"

@@ -82,6 +82,11 @@ def _named(statement: ast.Statement) -> tuple[str, types.SymbolKind, object] | N
         return statement.name.name, types.SymbolKind.Function, statement.name.span
     if isinstance(statement, ast.Role):
         return statement.name.name, types.SymbolKind.Constant, statement.name.span
+    if isinstance(statement, ast.TypeDecl):
+        kind = (
+            types.SymbolKind.Struct if statement.kind in ("record", "adt") else types.SymbolKind.TypeParameter
+        )
+        return statement.name.name, kind, statement.name.span
     if isinstance(statement, ast.Import):
         return statement.module.name, types.SymbolKind.Module, statement.module.span
     if isinstance(statement, ast.Include):

@@ -34,6 +34,7 @@ from policyc.compiler import plan as p
 
 from .limits import MAX_RANGE, TICK, LimitExceeded
 from .relations import projection
+from .values import Adt, kind
 
 
 class _Fail:
@@ -189,6 +190,8 @@ RUNTIME: dict[str, Any] = {
     "_sum": _sum,
     **{name: globals()[name] for name in (*_FALLIBLE.values(), *_CALLED.values())},
     "LimitExceeded": LimitExceeded,
+    "_adt": Adt,
+    "_kind": kind,
 }
 
 COMPARISON = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
@@ -394,6 +397,15 @@ class RuleCompiler:
             return f"({left} {_INFIX[e.op]} {right})"
         if isinstance(e, p.Neg):
             return f"(-{self.expr(e.operand)})"
+        if isinstance(e, p.Pack):
+            fields = [self.w.const(e.tag)] if e.tag is not None else []
+            fields += [self.expr(a) for a in e.args]
+            packed = self.tuple_code(fields) if fields else "()"
+            return f"_adt({packed})" if e.tag is not None else packed
+        if isinstance(e, p.Field):
+            return f"{self.expr(e.value)}[{int(e.index)}]"
+        if isinstance(e, p.Kind):
+            return f"_kind({self.expr(e.value)})"
         raise p.PlanError(f"unknown expression {e!r}")
 
     # ------------------------------------------------------------------------ steps
@@ -639,6 +651,10 @@ def slots_read(expr: p.Expr) -> set[int]:
         return slots_read(expr.left) | slots_read(expr.right)
     if isinstance(expr, p.Neg):
         return slots_read(expr.operand)
+    if isinstance(expr, p.Pack):
+        return set().union(*(slots_read(a) for a in expr.args)) if expr.args else set()
+    if isinstance(expr, p.Field | p.Kind):
+        return slots_read(expr.value)
     return set()
 
 

@@ -32,8 +32,15 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def convert(value: Any, type_: str | None, where: str) -> str | int | float:
+def convert(value: Any, type_: str | None, where: str) -> Any:
     """A value of the given attribute type, or :class:`FactsError`."""
+    if type_ == "record":
+        from .values import from_json
+
+        try:
+            return from_json(value)
+        except (ValueError, RecursionError) as error:
+            raise FactsError(f"{where}: {_describe(value)} is not a record or ADT value ({error})") from None
     if isinstance(value, bool) or value is None:
         raise FactsError(f"{where}: {_describe(value)} is not a policy value")
     if type_ == "symbol":
@@ -43,6 +50,10 @@ def convert(value: Any, type_: str | None, where: str) -> str | int | float:
     if type_ == "number":
         if not isinstance(value, int):
             raise FactsError(f"{where}: expected an integer, got {_describe(value)}")
+        return value
+    if type_ == "unsigned":
+        if not isinstance(value, int) or value < 0:
+            raise FactsError(f"{where}: expected an integer of at least 0, got {_describe(value)}")
         return value
     if type_ == "float":
         if not isinstance(value, int | float):
@@ -124,6 +135,8 @@ _ALLOWED: dict[str | None, frozenset[type]] = {
     "symbol": frozenset({str}),
     "number": frozenset({int}),
     "float": frozenset({float}),
+    "unsigned": frozenset(),  # checked value by value (at least 0)
+    "record": frozenset(),  # converted value by value (arrays to tuples)
     None: frozenset({str, int, float}),
 }
 _ROWS = frozenset({list, tuple})
@@ -223,10 +236,18 @@ def _read_folder(folder: Path, plan: Plan) -> dict[str, list[list[Any]]]:
     return facts
 
 
-def _parse_field(text: str, type_: str | None, where: str) -> str | int | float:
+def _parse_field(text: str, type_: str | None, where: str) -> Any:
+    if type_ == "record":  # written as JSON: `[1, "a"]`, `null`, `{"A": [1]}`
+        try:
+            return convert(json.loads(text), type_, where)
+        except ValueError:
+            raise FactsError(f"{where}: `{text}` is not a record written as JSON") from None
     try:
-        if type_ == "number":
-            return int(text)
+        if type_ == "number" or type_ == "unsigned":
+            value = int(text)
+            if type_ == "unsigned" and value < 0:
+                raise ValueError(text)
+            return value
         if type_ == "float":
             number = float(text)
             if not math.isfinite(number):
@@ -238,8 +259,8 @@ def _parse_field(text: str, type_: str | None, where: str) -> str | int | float:
 
 
 def parse_fact(text: str) -> tuple[str, tuple]:
-    """A ground atom written in the policy language, like ``Deny("v6")`` (``ValueError`` if it
-    is not one)."""
+    """A ground atom written in the policy language, like ``Deny("v6")`` or
+    ``P([1, nil], $A(2))`` (``ValueError`` if it is not one)."""
     from policyc.compiler import ast
     from policyc.compiler.parser import parse
     from policyc.compiler.source import SourceFile
@@ -248,9 +269,17 @@ def parse_fact(text: str) -> tuple[str, tuple]:
     rules = [s for s in module.statements if isinstance(s, ast.Rule)]
     if diagnostics or len(rules) != 1 or rules[0].body:
         raise ValueError(f'`{text}` is not a fact like Deny("v6")')
-    values = []
-    for arg in rules[0].head.args:
-        if not isinstance(arg, ast.String | ast.Integer | ast.Float):
-            raise ValueError(f"`{text}` has a non-constant argument")
-        values.append(arg.value)
-    return rules[0].head.name, tuple(values)
+    from .values import Adt
+
+    def value(arg: ast.Term) -> Any:
+        if isinstance(arg, ast.String | ast.Integer | ast.Float):
+            return arg.value
+        if isinstance(arg, ast.Nil):
+            return ()
+        if isinstance(arg, ast.Record):
+            return tuple(value(a) for a in arg.args)
+        if isinstance(arg, ast.Constructor):
+            return Adt((arg.name, *(value(a) for a in arg.args)))
+        raise ValueError(f"`{text}` has a non-constant argument")
+
+    return rules[0].head.name, tuple(value(arg) for arg in rules[0].head.args)

@@ -185,6 +185,10 @@ def render_value(value: Any) -> str:
         if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
             return f'"{value}"'  # what JSON makes of it, sooner
         return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, tuple):
+        from .values import show
+
+        return show(value)
     return repr(value)
 
 

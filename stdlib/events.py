@@ -30,6 +30,9 @@ FIELDS = {"id", "kind", "text", "tool", "args", "of", "deps", "agent", "labels",
 # objects (with string keys) of them, nested at most this deep; integers as long as JSON readers
 # accept (Python's limit on converting integers to text)
 MAX_DEPTH = 64
+# a list argument longer than this has no `ToolArgList` fact (a record nests once per
+# element); `ToolArgItem` has its every element
+MAX_LIST = 200
 _INT_LIMIT = 10 ** (getattr(sys.int_info, "default_max_str_digits", 4300) or 4300)
 
 
@@ -46,6 +49,19 @@ def value_text(value: Any) -> str:
     if isinstance(value, int | float):
         return repr(value) if isinstance(value, float) else str(value)
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def cons_list(values: list[Any]) -> tuple:
+    """A list argument as the record ``ToolArgList`` holds: a cons-list of its elements'
+    texts, ``nil`` (the empty tuple) at its end.
+
+    >>> cons_list(["a", 2])
+    ('a', ('2', ()))
+    """
+    out: tuple = ()
+    for value in reversed(values):
+        out = (value_text(value), out)
+    return out
 
 
 def policy_value(value: Any) -> Any:
@@ -227,6 +243,9 @@ RELATIONS = (
     "ToolArg",
     "ToolResult",
 )
+# the relations of `.import lists` the events fill too: only when asked for by name (`wanted`),
+# since a policy of the events vocabulary alone has no such relations
+LIST_RELATIONS = ("ToolArgList", "ToolArgItem")
 _EVERY = {name: name for name in RELATIONS}
 
 
@@ -237,8 +256,9 @@ def event_facts(
     wanted: Mapping[str, Hashable] | None = None,
     implicit: bool = False,
 ) -> dict[Hashable, set[tuple]]:
-    """The facts one (checked) event adds to its session, per relation name. With ``wanted``
-    (names to keys), only the facts of the relations it names, under their keys. With
+    """The facts one (checked) event adds to its session, per relation name (those of
+    :data:`RELATIONS`). With ``wanted`` (names to keys), only the facts of the relations it
+    names, under their keys (:data:`LIST_RELATIONS` too). With
     ``implicit``, an event without ``deps`` gives no ``DependsOn`` facts: the session keeps that
     it depends on every earlier event (``earlier``) in its order (:mod:`policyc.runtime.prefix`).
 
@@ -283,6 +303,11 @@ def event_facts(
         if (to := key("ToolArg")) is not None:
             args = event.get("args") or {}
             facts[to] = {(e, name, value_text(v)) for name, v in args.items() if v is not None}
+        lists = {name: v for name, v in (event.get("args") or {}).items() if type(v) is list}
+        if (to := key("ToolArgList")) is not None:
+            facts[to] = {(e, name, cons_list(v)) for name, v in lists.items() if len(v) <= MAX_LIST}
+        if (to := key("ToolArgItem")) is not None:
+            facts[to] = {(e, name, i, value_text(x)) for name, v in lists.items() for i, x in enumerate(v)}
     elif (
         kind == "tool_result"
         and (of := event.get("of")) is not None

@@ -3,8 +3,9 @@
 :func:`oracle_programs` draws stratified, range-restricted, well-typed programs with input
 facts: relations in layers, rules with positive and negated atoms, comparisons, arithmetic
 (Soufflé's bitwise operators and power too, hexadecimal and binary constants), aggregates,
-functors, inline relations, rules with several heads or with `;`, recursion within a layer and
-negation or aggregation only over lower layers. Every such program must check without errors, and evaluate to what
+functors, inline relations, rules with several heads or with `;`, records and ADT values
+(built, taken apart, matched, counted), recursion within a layer and negation or aggregation
+only over lower layers. Every such program must check without errors, and evaluate to what
 clingo computes. :func:`token_soup` draws text that is mostly not a program at all.
 """
 
@@ -143,7 +144,55 @@ def oracle_programs(draw, max_layers: int = 4) -> OracleCase:
         lines.append(f".output {rel.name}")
     if draw(st.booleans()):
         lines.extend(draw(_inline_block(inputs)))
+    if draw(st.booleans()):
+        lines.extend(draw(_record_block(inputs, facts)))
     return OracleCase("\n".join(FUNCTOR_LINES + lines) + "\n", facts)
+
+
+RECORD_RULES = [
+    "Unpack(x, y) :- RecIn([x, y], _).",
+    "Swap([y, x]) :- RecIn([x, y], _).",
+    "Swap(p) :- Swap([x, y]), p = [x, x], y > x.",
+    "Somes(v) :- RecIn(_, $Some(v)).",
+    "Nones(p) :- RecIn(p, $None).",
+    "Nones(p) :- RecIn(p, $None()), p != [1, 1].",
+    "Lonely(x) :- Swap([x, _]), !RecIn([x, x], _).",
+    "CountP(n) :- n = count : { RecIn([_, y], _), y > 1 }.",
+    "SumP(n) :- n = sum x : { RecIn([x, _], $Some(_)) }.",
+    "Eq(a) :- RecIn(p, _), p = [a, a].",
+    "Wrapped($Some(x + y)) :- RecIn([x, y], $None).",
+    "Wrapped(o) :- RecIn(_, o), o != $None.",
+    "Same(v) :- RecIn([v, _], $Some(v)).",
+]
+
+
+@st.composite
+def _record_block(draw, inputs: list[Relation], facts: dict[str, list[tuple]]) -> list[str]:
+    """A record type, an ADT and an input of both, with rules over them (and one joining an
+    input of numbers)."""
+    from policyc.runtime.values import Adt
+
+    lines = [
+        ".type Pair = [l: number, r: number]",
+        ".type Opt = Some {v: number} | None {}",
+        ".decl RecIn(p: Pair, o: Opt)",
+        ".input RecIn",
+        ".decl Swap(p: Pair)",
+        ".decl Nones(p: Pair)",
+        ".decl Wrapped(o: Opt)",
+    ]
+    option = st.one_of(st.just(Adt(("None",))), st.integers(0, 3).map(lambda v: Adt(("Some", v))))
+    pair = st.tuples(st.integers(0, 3), st.integers(0, 3))
+    facts["RecIn"] = draw(st.lists(st.tuples(pair, option), max_size=6, unique=True))
+    rules = draw(st.lists(st.sampled_from(RECORD_RULES), min_size=1, max_size=6, unique=True))
+    if any(r.startswith("Swap(p)") for r in rules):
+        rules.append(RECORD_RULES[1])  # `Swap` needs its first rule
+    source = inputs[0]
+    rest = ", _" * (source.arity - 1)
+    if draw(st.booleans()):
+        rules.append(f"Joined(x) :- {source.name}(x{rest}), RecIn([x, _], $Some(x)).")
+    heads = sorted({rule.split("(", 1)[0] for rule in rules})
+    return lines + sorted(set(rules)) + [f".output {', '.join(heads)}"]
 
 
 FUNCTOR_LINES = [".functor inc(x: number): number", ".functor small(x: number): bool"]

@@ -94,6 +94,28 @@ async def test_hover_on_a_functor_a_variable_and_an_import(client: LanguageClien
 
 
 @lsp
+async def test_hover_and_definition_of_a_type_and_a_constructor(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    path = tmp_path / "types.dl"
+    text = (
+        ".type Host <: symbol\n.type Shape = Circle {r: number} | Dot {}\n"
+        '.decl S(h: Host, s: Shape)\nS("a", $Circle(2)).\nDeny(h) :- S(h, $Dot).\n'
+    )
+    await open_document(client, path, text)
+    hover = await client.text_document_hover_async(types.HoverParams(doc(path), position_of(text, "Host, s")))
+    assert ".type Host <: symbol" in hover.contents.value
+    hover = await client.text_document_hover_async(types.HoverParams(doc(path), position_of(text, "Dot).")))
+    assert "constructor `$Dot` of `Shape`" in hover.contents.value
+    assert ".type Shape = Circle {r: number} | Dot {}" in hover.contents.value
+    found = await client.text_document_definition_async(
+        types.DefinitionParams(doc(path), position_of(text, "Circle(2)"))
+    )
+    assert [(d.range.start.line, d.range.start.character) for d in found] == [(1, 14)]
+    close(client, path)
+
+
+@lsp
 async def test_go_to_definition(client: LanguageClient, tmp_path: Path) -> None:
     main, rules = copy_fixtures(tmp_path)
     text, rules_text = main.read_text("utf-8"), rules.read_text("utf-8")

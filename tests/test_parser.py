@@ -229,7 +229,7 @@ SYNTAX_ERRORS = {
     "Deny(a) :- P(a, 'x').": [(1, 17, "double quotes")],
     "Deny(a) :- P(a) # comment.": [(1, 17, "unexpected character `#`")],
     ".decl R(x symbol)": [(1, 11, "unexpected `symbol`; expected `:`")],
-    ".type Id <: symbol\nDeny(a) :- P(a).": [(1, 1, "unknown directive `.type`")],
+    ".typ Id <: symbol\nDeny(a) :- P(a).": [(1, 1, "unknown directive `.typ`")],
     ".inptu R\n": [(1, 1, "unknown directive `.inptu`")],
     "Deny(a) :- P(a), count = 2.": [(1, 18, "`count` is a reserved word")],
     "Deny(a) :- P(a), Q.": [(1, 19, "expected `(` or a comparison")],

@@ -42,7 +42,7 @@ needs_npm = pytest.mark.skipif(
 BUILTINS = frozenset(
     re.findall(r"^\.functor (\w+)\(", (ROOT / "stdlib" / "builtins.dl").read_text("utf-8"), flags=re.M)
 ) | {"range"}  # the generator, intrinsic (compiler/generators.py)
-PRIMITIVE_TYPES = frozenset({"symbol", "number", "float", "any", "bool"})
+PRIMITIVE_TYPES = frozenset({"symbol", "number", "unsigned", "float", "any", "bool"})
 
 
 def _env() -> dict[str, str]:
@@ -221,6 +221,19 @@ def _term(text: str, term: ast.Term) -> Iterator[Expect]:
     elif isinstance(term, ast.UnaryOp):
         yield Expect(s.start, s.start + len(term.op), (_operator_scope(term.op),), term.op)
         yield from _term(text, term.operand)
+    elif isinstance(term, ast.Record):
+        yield Expect(s.start, s.start + 1, ("punctuation.section.brackets.begin.policyc",), "record")
+        for arg in term.args:
+            yield from _term(text, arg)
+    elif isinstance(term, ast.Nil):
+        yield Expect(s.start, s.end, ("constant.language.nil.policyc",), "nil")
+    elif isinstance(term, ast.Constructor):
+        span = term.name_span
+        yield Expect(
+            span.start, span.end, ("entity.name.type.constructor.policyc",), f"constructor {term.name}"
+        )
+        for arg in term.args:
+            yield from _term(text, arg)
     elif isinstance(term, ast.Aggregate):
         yield Expect(s.start, s.start + len(term.op), ("keyword.other.aggregate.policyc",), term.op)
         if term.target is not None:
@@ -328,6 +341,17 @@ def _statement(text: str, statement: ast.Statement) -> Iterator[Expect]:
         scope = "string.quoted.double.policyc" if quoted else "entity.other.attribute-name.field.policyc"
         yield Expect(statement.path_span.start, statement.path_span.end, (scope,), "field")
         yield _ident(statement.role, ("entity.name.type.role.policyc",), "role")
+    elif isinstance(statement, ast.TypeDecl):
+        yield _ident(statement.name, ("entity.name.type.policyc",), "declared type")
+        for member in statement.members:
+            yield _ident(member, _type(member.name), "type")
+        attributes = [*statement.fields, *(a for b in statement.branches for a in b.fields)]
+        for branch in statement.branches:
+            yield _ident(branch.name, ("entity.name.type.constructor.policyc",), "branch")
+        for attribute in attributes:
+            start = attribute.span.start
+            yield Expect(start, start + len(attribute.name), ("variable.parameter.policyc",), "field")
+            yield _ident(attribute.type, _type(attribute.type.name), "type")
     else:
         raise AssertionError(f"unknown statement {statement!r}")
 

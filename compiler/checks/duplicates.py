@@ -83,6 +83,12 @@ def _shape(node: Any, names: dict[str, int] | None) -> Any:
         return ("agg", node.op, target, tuple(_shape(lit, names) for lit in node.body))
     if isinstance(node, ast.Wildcard):
         return ("_",)
+    if isinstance(node, ast.Record):
+        return ("record", tuple(_shape(a, names) for a in node.args))
+    if isinstance(node, ast.Constructor):
+        return ("adt", node.name, tuple(_shape(a, names) for a in node.args))
+    if isinstance(node, ast.Nil):
+        return ("nil",)
     if isinstance(node, ast.String | ast.Integer | ast.Float):
         return (type(node).__name__, node.value)
     raise AssertionError(f"unknown node {node!r}")

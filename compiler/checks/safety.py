@@ -1,7 +1,9 @@
 """``unsafe-variable``: range restriction, so every rule derives finitely many facts.
 
-A variable is *bound* when it is an argument of a positive relation atom, or assigned with
-``x = expr`` (either side) once every variable of ``expr`` is bound, or assigned the result
+A variable is *bound* when it is an argument of a positive relation atom (or a field of a
+record or constructor pattern there: ``R([x, _])`` binds ``x``), or assigned with
+``x = expr`` (either side; ``[x, y] = expr`` takes a record apart) once every variable of
+``expr`` is bound, or assigned the result
 of an aggregate whose grouping variables are bound. Every variable in the head, in a
 negated literal, in a comparison, in an expression or passed to a functor must be bound.
 
@@ -96,7 +98,7 @@ class _RuleSafety:
         bound = set(outer)
         for literal in literals:
             if isinstance(literal, ast.Atom) and self.binds(literal):
-                bound.update(arg.name for arg in literal.args if isinstance(arg, ast.Var))
+                bound.update(v.name for arg in literal.args for v in ast.pattern_vars(arg))
         assignments = [lit for lit in literals if isinstance(lit, ast.Comparison) and lit.op == "="]
         changed = True
         while changed:
@@ -106,6 +108,11 @@ class _RuleSafety:
                     if isinstance(side, ast.Var) and side.name not in bound and self.evaluable(other, bound):
                         bound.add(side.name)
                         changed = True
+                    elif ast.is_pattern(side) and self.evaluable(other, bound):
+                        new = {v.name for v in ast.pattern_vars(side)} - bound
+                        if new:
+                            bound |= new
+                            changed = True
         return bound
 
     # -------------------------------------------------------------------- checking
@@ -209,7 +216,7 @@ class _RuleSafety:
             elif self.is_relation(literal):
                 for arg in literal.args:
                     if not isinstance(arg, ast.Var | ast.Wildcard):
-                        self.expression(arg, bound, f"an argument of `{literal.name}`")
+                        self.pattern(arg, bound, f"an argument of `{literal.name}`")
             else:
                 self.functor_args(literal.name, literal.args, bound)
         elif isinstance(literal, ast.Negation):
@@ -239,9 +246,15 @@ class _RuleSafety:
                     # `x = expr` could not assign `x` because `expr` is unbound: report the
                     # cause, inside `expr`, rather than its consequence.
                     self.reported.add(side.name)
+            takes_apart = literal.op == "=" and any(
+                ast.is_pattern(side) and self.evaluable(other, bound)
+                for side, other in ((literal.left, literal.right), (literal.right, literal.left))
+            )
             for side in (literal.left, literal.right):
                 if isinstance(side, ast.Wildcard):
                     self.wildcard(side, "in a comparison")
+                elif takes_apart:
+                    self.pattern(side, bound, "a comparison")
                 else:
                     self.expression(side, bound, "a comparison")
 
@@ -275,6 +288,18 @@ class _RuleSafety:
                 self.wildcard(arg, f"as an argument of the functor `{name}`")
             else:
                 self.expression(arg, bound, f"an argument of `{name}`")
+
+    def pattern(self, term: ast.Term, bound: set[str], where: str) -> None:
+        """A term matched against a value: ``_`` and variables are fine at the field
+        positions of records and constructors; anything else is computed."""
+        if isinstance(term, ast.Record | ast.Constructor):
+            for arg in term.args:
+                if not isinstance(arg, ast.Var | ast.Wildcard):
+                    self.pattern(arg, bound, where)
+                elif isinstance(arg, ast.Var) and arg.name not in bound:
+                    self.expression(arg, bound, where)
+        else:
+            self.expression(term, bound, where)
 
     def expression(self, term: ast.Term, bound: set[str], where: str) -> None:
         """Every variable of a computed term must be bound; aggregates are checked inside."""

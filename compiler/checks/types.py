@@ -1,18 +1,25 @@
 """``type-mismatch``: values are used consistently with ``.decl`` and ``.functor`` signatures.
 
-There are three value types: ``symbol`` (strings), ``number`` (integers) and ``float``.
-Types are inferred with union-find over *slots*: each variable of a rule, each attribute of
-an undeclared relation, each subterm. A slot holds the set of types it may still have;
-string constants are symbols, float constants floats, and integer constants either number
-or float (as in Soufflé, ``1`` fits a float attribute). Arithmetic needs numbers on both
-sides, the bitwise and logical operators (``band``, ``lnot``, ...) integers (``number``),
-``max`` and ``min`` the same type on both sides; a comparison needs the same type on both sides; an argument must have the type of
-its attribute or parameter. When a constraint leaves a slot with no type, the place is
-reported with where the conflicting type came from, and the slot keeps its old type so one
-mistake is reported once.
+The primitive value types are ``symbol`` (strings), ``number`` (integers), ``unsigned``
+(integers of at least 0) and ``float``; ``.type`` declares subtypes, aliases, unions, record
+types and ADTs (:mod:`..typedefs`). Types are inferred with union-find over *slots*: each
+variable of a rule, each attribute of an undeclared relation, each subterm. A slot holds the
+set of the most specific types (:meth:`~..typedefs.TypeTable.leaves`) it may still have:
+string constants may be any symbol type, float constants floats, and integer constants any
+numeric type (as in Soufflé, ``1`` fits a float attribute); a value of a subtype fits where
+its base is expected, and two subtypes of one base do not mix. Arithmetic needs numbers of
+one type on both sides, the bitwise and logical operators (``band``, ``lnot``, ...)
+integers (``number``), ``max`` and ``min`` the same type on both sides; a comparison needs the same type on both sides; an argument must
+have the type of its attribute or parameter. A record ``[a, b]`` takes the record type its
+place expects (or the only record type of its number of fields) and its fields are checked
+against that type's; ``nil`` is a value of every record type; a constructor ``$A(x)`` is a
+value of its ADT, its arguments checked against the branch's fields. When a constraint
+leaves a slot with no type, the place is reported with where the conflicting type came
+from, and the slot keeps its old type so one mistake is reported once.
 
 Declared attribute and parameter types are fixed; undeclared relations get the types their
-uses imply, which :func:`infer` returns for later stages.
+uses imply, which :func:`infer` returns (as the primitive types values are kept in:
+``record`` for records and ADTs) for later stages.
 """
 
 from __future__ import annotations
@@ -25,21 +32,39 @@ from ..generators import is_range
 from ..loader import Program
 from ..source import Span
 from ..symbols import Symbols
-
-ANY = frozenset({"symbol", "number", "float"})
-NUMERIC = frozenset({"number", "float"})
-SYMBOL = frozenset({"symbol"})
-FLOAT = frozenset({"float"})
-INTEGER = frozenset({"number"})
+from ..typedefs import NUMERIC_PRIMITIVES, PRIMITIVES, TypeTable
 
 
-def describe(types: frozenset[str]) -> str:
-    if types == NUMERIC:
-        return "a number"
-    if len(types) == 1:
-        (only,) = types
-        return "a value of any type" if only == "any" else f"a `{only}`"
-    return "any value"
+class _Sets:
+    """The type sets of one program: every type's leaves, and the names to describe them."""
+
+    def __init__(self, table: TypeTable) -> None:
+        self.table = table
+        self.names: dict[frozenset[str], str] = {}
+        for name in (*PRIMITIVES, *table.types):
+            if table.representation(name) is not None:
+                self.names.setdefault(self.of(name), table.canonical(name))
+        self.any = frozenset().union(*(self.of(t) for t in PRIMITIVES), table.structured())
+        self.numeric = frozenset().union(*(self.of(t) for t in NUMERIC_PRIMITIVES))
+        self.symbol = self.of("symbol")
+        self.float = self.of("float")
+        self.number = self.of("number")
+        # a record where no record type is declared has a type of its own, which fits nowhere
+        self.records = table.records() or frozenset({"[record]"})
+
+    def of(self, name: str) -> frozenset[str]:
+        return self.table.leaves(name)
+
+    def describe(self, types: frozenset[str]) -> str:
+        if types == self.any:
+            return "any value"
+        if types == self.numeric:
+            return "a number"
+        if types in self.names:
+            return f"a `{self.names[types]}`"
+        if types and types <= self.records | {"[record]"}:
+            return "a record"
+        return "a value of one of " + ", ".join(f"`{t}`" for t in sorted(types))
 
 
 def infer(program: Program, symbols: Symbols) -> tuple[dict[str, tuple[str | None, ...]], list[Diagnostic]]:
@@ -54,6 +79,10 @@ class _Solver:
     def __init__(self, program: Program, symbols: Symbols) -> None:
         self.program = program
         self.symbols = symbols
+        self.sets = sets = _Sets(symbols.typedefs)
+        self.table = symbols.typedefs
+        self.ANY, self.NUMERIC, self.SYMBOL, self.FLOAT = sets.any, sets.numeric, sets.symbol, sets.float
+        self.describe = sets.describe
         self.parent: dict[object, object] = {}
         self.allowed: dict[object, frozenset[str]] = {}
         self.origin: dict[object, tuple[Span, str]] = {}  # why a slot has its types; `{}` is its text
@@ -69,7 +98,7 @@ class _Solver:
         parent = self.parent
         if key not in parent:
             parent[key] = key
-            self.allowed[key] = ANY
+            self.allowed[key] = self.ANY
             return key
         root = key
         while parent[root] != root:
@@ -78,10 +107,10 @@ class _Solver:
             parent[key], key = root, parent[key]
         return root
 
-    def new_slot(self, types: frozenset[str] = ANY, origin: tuple[Span, str] | None = None) -> object:
+    def new_slot(self, types: frozenset[str] | None = None, origin: tuple[Span, str] | None = None) -> object:
         key = ("tmp", next(self.fresh))
         self.parent[key] = key
-        self.allowed[key] = types
+        self.allowed[key] = self.ANY if types is None else types
         if origin is not None:
             self.origin[key] = origin
         return key
@@ -134,18 +163,20 @@ class _Solver:
         return Related(span, note.replace("{}", self.text(span)))
 
     def note_local(self, term: ast.Term, key: object, note: str) -> None:
-        if isinstance(term, ast.Var) and key not in self.local and self.types(key) != ANY:
+        if isinstance(term, ast.Var) and key not in self.local and self.types(key) != self.ANY:
             self.local[key] = (term.span, note)
 
     def expect(self, term: ast.Term, key: object, types: frozenset[str], what: str, origin: Related) -> None:
         """The term (typed by ``key``) must have one of ``types``; ``what`` names the place."""
-        clash = self.restrict(key, types, (term.span, f"`{{}}` is {describe(types)} because of this use"))
+        clash = self.restrict(
+            key, types, (term.span, f"`{{}}` is {self.describe(types)} because of this use")
+        )
         if clash is None:
-            self.note_local(term, key, f"`{{}}` is {describe(types)} because of this use")
+            self.note_local(term, key, f"`{{}}` is {self.describe(types)} because of this use")
         else:
             self.error(
                 term.span,
-                f"{what} is {describe(types)}, but `{self.text(term.span)}` is {describe(clash)}",
+                f"{what} is {self.describe(types)}, but `{self.text(term.span)}` is {self.describe(clash)}",
                 [self.why(key), origin],
             )
 
@@ -169,16 +200,24 @@ class _Solver:
             self.atom(literal)
         elif isinstance(literal, ast.Negation):
             self.atom(literal.atom)
+        elif isinstance(literal.left, ast.STRUCTURED) and not isinstance(literal.right, ast.STRUCTURED):
+            right = self.term(literal.right)
+            left = self.term(literal.left, self.types(right))
+            self.compare(literal, left, right)
         else:
-            left, right = self.term(literal.left), self.term(literal.right)
-            left_types, right_types = self.types(left), self.types(right)
-            if not self.unify(left, right):
-                self.error(
-                    literal.span,
-                    f"cannot compare {describe(left_types)} with {describe(right_types)}: "
-                    f"`{self.text(literal.left.span)}` and `{self.text(literal.right.span)}` differ in type",
-                    [self.why(left), self.why(right)],
-                )
+            left = self.term(literal.left)
+            right = self.term(literal.right, self.types(left))
+            self.compare(literal, left, right)
+
+    def compare(self, literal: ast.Comparison, left: object, right: object) -> None:
+        left_types, right_types = self.types(left), self.types(right)
+        if not self.unify(left, right):
+            self.error(
+                literal.span,
+                f"cannot compare {self.describe(left_types)} with {self.describe(right_types)}: "
+                f"`{self.text(literal.left.span)}` and `{self.text(literal.right.span)}` differ in type",
+                [self.why(left), self.why(right)],
+            )
 
     def atom(self, atom: ast.Atom) -> None:
         sig = self.symbols.functors.get(atom.name)
@@ -186,7 +225,7 @@ class _Solver:
             if not sig.is_predicate and sig.returns is not None:
                 self.error(
                     atom.span,
-                    f"`{atom.name}` returns {describe(frozenset({sig.returns}))}, so it cannot be a condition",
+                    f"`{atom.name}` returns {self.describe(self.sets.of(sig.returns))}, so it cannot be a condition",
                     [Related(sig.span, "declared here")],
                 )
             self.arguments(atom.name, atom.args, sig)
@@ -197,14 +236,15 @@ class _Solver:
                 self.term(arg)
             return
         for i, arg in enumerate(atom.args):
-            key = self.term(arg)
             declared = relation.types[i] if relation.declared else None
-            if declared is not None:
+            expected = self.sets.of(declared) if declared is not None else None
+            key = self.term(arg, expected)
+            if declared is not None and expected is not None:
                 what = f"argument {i + 1} of `{atom.name}`"
                 self.expect(
                     arg,
                     key,
-                    frozenset({declared}),
+                    expected,
                     what,
                     Related(relation.span, f"`{atom.name}` is declared here"),
                 )
@@ -214,15 +254,15 @@ class _Solver:
                 if not self.unify(key, slot):
                     self.error(
                         arg.span,
-                        f"argument {i + 1} of `{atom.name}` is {describe(before_types)} elsewhere, "
-                        f"but `{self.text(arg.span)}` is {describe(self.types(key))}",
+                        f"argument {i + 1} of `{atom.name}` is {self.describe(before_types)} elsewhere, "
+                        f"but `{self.text(arg.span)}` is {self.describe(self.types(key))}",
                         [self.why(key), before_origin],
                     )
                 else:
                     self.note_local(
                         arg,
                         key,
-                        f"`{{}}` is {describe(self.types(key))} as argument {i + 1} of `{atom.name}`",
+                        f"`{{}}` is {self.describe(self.types(key))} as argument {i + 1} of `{atom.name}`",
                     )
 
     def arguments(self, name: str, args: tuple[ast.Term, ...], sig) -> None:
@@ -231,27 +271,35 @@ class _Solver:
                 self.term(arg)
             return
         for i, (arg, param) in enumerate(zip(args, sig.params, strict=True)):
-            key = self.term(arg)
-            if param is not None and param != "any":
+            typed = param is not None and param != "any"
+            key = self.term(arg, self.sets.of(param) if typed else None)
+            if typed:
                 label = f"`{sig.param_names[i]}`" if sig.param_names[i] else f"{i + 1}"
                 self.expect(
                     arg,
                     key,
-                    frozenset({param}),
+                    self.sets.of(param),
                     f"parameter {label} of `{name}`",
                     Related(sig.span, f"`{name}` is declared here"),
                 )
 
-    def term(self, term: ast.Term) -> object:
-        """The slot of a term, after checking the terms inside it."""
+    def term(self, term: ast.Term, expected: frozenset[str] | None = None) -> object:
+        """The slot of a term, after checking the terms inside it; ``expected`` is the type
+        its place has, if known (a record takes its record type from it)."""
+        if isinstance(term, ast.Record):
+            return self.record(term, expected)
+        if isinstance(term, ast.Nil):
+            return self.new_slot(self.sets.records, (term.span, "`nil` is a record"))
+        if isinstance(term, ast.Constructor):
+            return self.constructor(term)
         if isinstance(term, ast.Var):
             return self.find(("var", self.rule_index, term.name))
         if isinstance(term, ast.String):
-            return self.new_slot(SYMBOL, (term.span, "a string constant"))
+            return self.new_slot(self.SYMBOL, (term.span, "a string constant"))
         if isinstance(term, ast.Integer):
-            return self.new_slot(NUMERIC)
+            return self.new_slot(self.NUMERIC)
         if isinstance(term, ast.Float):
-            return self.new_slot(FLOAT, (term.span, "a float constant"))
+            return self.new_slot(self.FLOAT, (term.span, "a float constant"))
         if isinstance(term, ast.Wildcard):
             return self.new_slot()
         if isinstance(term, ast.Call):
@@ -261,7 +309,7 @@ class _Solver:
             if not self.unify(left, right):
                 self.error(
                     term.span,
-                    f"`{term.op}` compares {describe(self.types(left))} with {describe(self.types(right))}",
+                    f"`{term.op}` compares {self.sets.describe(self.types(left))} with {self.sets.describe(self.types(right))}",
                     [self.why(left), self.why(right)],
                 )
             return left
@@ -269,44 +317,114 @@ class _Solver:
             left, right = self.term(term.left), self.term(term.right)
             self.integer(term.left, left, term.op)
             self.integer(term.right, right, term.op)
-            return self.new_slot(INTEGER)
+            return self.new_slot(self.sets.number)
         if isinstance(term, ast.UnaryOp):
             self.integer(term.operand, self.term(term.operand), term.op)
-            return self.new_slot(INTEGER)
+            return self.new_slot(self.sets.number)
         if isinstance(term, ast.BinOp):
             left, right = self.term(term.left), self.term(term.right)
             if not (self.numeric(term.left, left) and self.numeric(term.right, right)):
-                return self.new_slot(NUMERIC)  # reported; do not spread the error further
+                return self.new_slot(self.NUMERIC)  # reported; do not spread the error further
             if not self.unify(left, right):
                 self.error(
                     term.span,
-                    f"arithmetic mixes {describe(self.types(left))} and {describe(self.types(right))}",
+                    f"arithmetic mixes {self.describe(self.types(left))} and {self.describe(self.types(right))}",
                     [self.why(left), self.why(right)],
                 )
             return left
         if isinstance(term, ast.Negate):
             operand = self.term(term.operand)
-            return operand if self.numeric(term.operand, operand) else self.new_slot(NUMERIC)
+            return operand if self.numeric(term.operand, operand) else self.new_slot(self.NUMERIC)
         if isinstance(term, ast.Aggregate):
             return self.aggregate(term)
         raise AssertionError(f"unknown term {term!r}")
 
+    def record(self, term: ast.Record, expected: frozenset[str] | None) -> object:
+        n = len(term.args)
+        fits = [r for r in sorted(self.sets.records) if len(self.table.field_types(r) or ()) == n]
+        candidates = [r for r in fits if expected is None or r in expected]
+        if len(candidates) != 1:
+            for arg in term.args:
+                self.term(arg)
+            if not candidates and expected is not None and expected & self.sets.records:
+                shown = ", ".join(
+                    f"`{r}` has {len(self.table.field_types(r) or ())}"
+                    for r in sorted(expected & self.sets.records)
+                )
+                self.error(term.span, f"`{self.text(term.span)}` has {n} fields, but {shown}", [])
+                return self.new_slot(expected)
+            if not candidates and expected is None:
+                self.error(
+                    term.span,
+                    f"no record type has {n} fields: declare one with `.type R = [...]`",
+                    [],
+                )
+            return self.new_slot(frozenset(candidates) or frozenset({"[record]"}))
+        (name,) = candidates
+        field_types = self.table.field_types(name) or ()
+        for i, (arg, field_type) in enumerate(zip(term.args, field_types, strict=True)):
+            wanted = self.sets.of(field_type)
+            self.expect(
+                arg,
+                self.term(arg, wanted),
+                wanted,
+                f"field {i + 1} of record type `{name}`",
+                Related(self.table.types[name].span, f"`{name}` is declared here"),
+            )
+        return self.new_slot(frozenset({name}), (term.span, f"`{{}}` is a `{name}`"))
+
+    def constructor(self, term: ast.Constructor) -> object:
+        branch = self.table.constructors.get(term.name)
+        if branch is None:
+            for arg in term.args:
+                self.term(arg)
+            if self.report:
+                self.diagnostics.append(
+                    codes.UNDEFINED_FUNCTION(
+                        term.name_span,
+                        f"`${term.name}` is not a branch of any ADT",
+                        help="declare it in a `.type`, e.g. `.type T = "
+                        + term.name
+                        + " {x: number} | Other {}`",
+                    )
+                )
+            return self.new_slot()
+        related = Related(branch.span, f"`{term.name}` is declared here")
+        if len(term.args) != len(branch.fields):
+            for arg in term.args:
+                self.term(arg)
+            if self.report:
+                self.diagnostics.append(
+                    codes.ARITY_MISMATCH(
+                        term.span,
+                        f"`${term.name}` has {len(branch.fields)} fields, but is given {len(term.args)}",
+                        related=[related],
+                    )
+                )
+        else:
+            for (field_name, field_type), arg in zip(branch.fields, term.args, strict=True):
+                wanted = self.sets.of(field_type)
+                self.expect(
+                    arg, self.term(arg, wanted), wanted, f"field `{field_name}` of `${term.name}`", related
+                )
+        return self.new_slot(self.sets.of(branch.adt), (term.span, f"`{{}}` is a `{branch.adt}`"))
+
     def numeric(self, term: ast.Term, key: object) -> bool:
-        clash = self.restrict(key, NUMERIC, (term.span, "used in arithmetic here"))
+        clash = self.restrict(key, self.NUMERIC, (term.span, "used in arithmetic here"))
         if clash is not None:
             self.error(
                 term.span,
-                f"arithmetic needs numbers, but `{self.text(term.span)}` is {describe(clash)}",
+                f"arithmetic needs numbers, but `{self.text(term.span)}` is {self.describe(clash)}",
                 [self.why(key)],
             )
         return clash is None
 
     def integer(self, term: ast.Term, key: object, op: str) -> bool:
-        clash = self.restrict(key, INTEGER, (term.span, f"used with `{op}` here"))
+        clash = self.restrict(key, self.sets.number, (term.span, f"used with `{op}` here"))
         if clash is not None:
             self.error(
                 term.span,
-                f"`{op}` needs integers (`number`), but `{self.text(term.span)}` is {describe(clash)}",
+                f"`{op}` needs integers (`number`), but `{self.text(term.span)}` is {self.sets.describe(clash)}",
                 [self.why(key)],
             )
         return clash is None
@@ -329,21 +447,21 @@ class _Solver:
             return self.new_slot()
         if sig.returns is None or sig.returns == "any":
             return self.new_slot()
-        return self.new_slot(frozenset({sig.returns}), (call.span, f"`{call.name}` returns `{sig.returns}`"))
+        return self.new_slot(self.sets.of(sig.returns), (call.span, f"`{call.name}` returns `{sig.returns}`"))
 
     def range(self, call: ast.Call) -> object:
         """``range(a, b[, step])``: numbers of one type, and its values are of that type."""
         slots = [(arg, self.term(arg)) for arg in call.args]
         if not all(self.numeric(arg, key) for arg, key in slots):
-            return self.new_slot(NUMERIC)
+            return self.new_slot(self.NUMERIC)
         if not slots:
-            return self.new_slot(NUMERIC)
+            return self.new_slot(self.NUMERIC)
         first = slots[0][1]
         for arg, key in slots[1:]:
             if not self.unify(first, key):
                 self.error(
                     arg.span,
-                    f"`range` mixes {describe(self.types(first))} and {describe(self.types(key))}",
+                    f"`range` mixes {self.sets.describe(self.types(first))} and {self.sets.describe(self.types(key))}",
                     [self.why(first), self.why(key)],
                 )
         return first
@@ -352,36 +470,39 @@ class _Solver:
         for literal in aggregate.body:
             self.literal(literal)
         if aggregate.op == "count":
-            return self.new_slot(frozenset({"number"}), (aggregate.span, "a count is a `number`"))
+            return self.new_slot(self.sets.number, (aggregate.span, "a count is a `number`"))
         if aggregate.target is None:
             return self.new_slot()
         target = self.term(aggregate.target)
         if not self.numeric(aggregate.target, target):
-            return self.new_slot(NUMERIC)
+            return self.new_slot(self.NUMERIC)
         if aggregate.op == "mean":
-            return self.new_slot(FLOAT, (aggregate.span, "a mean is a `float`"))
+            return self.new_slot(self.FLOAT, (aggregate.span, "a mean is a `float`"))
         return target
 
     # -------------------------------------------------------------------- results
 
     def relation_types(self) -> dict[str, tuple[str | None, ...]]:
+        """Per relation, the primitive type of each attribute's values (None: any)."""
         result: dict[str, tuple[str | None, ...]] = {}
         for name, relation in self.symbols.relations.items():
             if relation.declared or relation.arity is None:
-                result[name] = relation.types
+                result[name] = tuple(self.table.representation(t) for t in relation.types)
                 continue
             types: list[str | None] = []
             for i in range(relation.arity):
                 slot = ("rel", name, i)
-                allowed = self.types(slot) if slot in self.parent else ANY
-                types.append(_pick(allowed))
+                allowed = self.types(slot) if slot in self.parent else self.ANY
+                types.append(self.pick(allowed))
             result[name] = tuple(types)
         return result
 
-
-def _pick(allowed: frozenset[str]) -> str | None:
-    if allowed == ANY:
+    def pick(self, allowed: frozenset[str]) -> str | None:
+        if allowed == self.ANY:
+            return None
+        kinds = {self.table.representation(t) for t in allowed}
+        if len(kinds) == 1:
+            return kinds.pop()
+        if allowed == self.NUMERIC or "number" in kinds:
+            return "number"
         return None
-    if allowed == NUMERIC:
-        return "number"
-    return sorted(allowed)[0]
