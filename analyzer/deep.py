@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from policyc.compiler import ast, codes
 from policyc.compiler.checks.rule_annotations import rule_mode
 from policyc.compiler.diagnostics import Diagnostic, Related
+from policyc.compiler.source import Span
 from policyc.compiler.stages import Stratified
 from policyc.compiler.symbols import ESCALATE, is_verdict
 
@@ -87,7 +88,8 @@ class DeepResult:
 
 
 def _untranslatable(compilation: Stratified, rules: list[PlacedRule]) -> list[Diagnostic]:
-    """``unsearched-rule`` for each rule with an operator clingo does not have: the bounded
+    """``unsearched-rule`` for each rule clingo cannot express (an operator it does not have,
+    at the operator; a float value or another construct, at the rule's head): the bounded
     search, which needs every rule translated, is not run."""
     from . import asp
 
@@ -97,18 +99,20 @@ def _untranslatable(compilation: Stratified, rules: list[PlacedRule]) -> list[Di
         try:
             translator.rule(r.rule)
         except asp.UntranslatableOperator as error:
-            found.append(
-                codes.UNSEARCHED_RULE(
-                    error.span,
-                    f"the bounded search cannot translate this rule: {error.what}",
-                    help="the proofs still run; the searches for redundant rules, shadowed `Allow` or "
-                    "`Escalate` rules and tools always denied or allowed are not run on this policy",
-                    strength="syntactic",
-                )
-            )
-        except asp.Untranslatable:
-            pass  # what the search reports by leaving its questions unanswered, as before
+            found.append(_unsearched(error.span, error.what))
+        except asp.Untranslatable as error:
+            found.append(_unsearched(r.rule.head.span, str(error)))
     return found
+
+
+def _unsearched(span: Span, what: str) -> Diagnostic:
+    return codes.UNSEARCHED_RULE(
+        span,
+        f"the bounded search cannot translate this rule: {what}",
+        help="the proofs still run; the searches for redundant rules, shadowed `Allow` or "
+        "`Escalate` rules and tools always denied or allowed are not run on this policy",
+        strength="syntactic",
+    )
 
 
 def deep_findings(

@@ -408,3 +408,19 @@ def test_the_deep_analysis_says_which_rules_its_search_cannot_translate() -> Non
     assert ("unsearched-rule", 3, 25) in found
     plain = text.replace("n bshr 1", "n / 2")
     assert "unsearched-rule" not in {d.name for d in analyse(compile_source(plain, "p.dl")).findings}
+
+
+def test_the_deep_analysis_says_which_rules_hold_a_float_instead_of_failing(tmp_path) -> None:
+    from policyc.analyzer.deep import analyse
+
+    from .conftest import run_policyc
+
+    text = (
+        '.decl X(a: symbol, x: float)\n.input X\nDeny(a) :- X(a, x), x > 2.5.\nDeny(a) :- X(a, _), a = "b".\n'
+    )
+    found = [(d.name, d.span.line) for d in analyse(compile_source(text, "p.dl")).findings]
+    assert ("unsearched-rule", 3) in found and ("unsearched-rule", 4) not in found
+    (tmp_path / "p.dl").write_text(text, "utf-8")
+    run = run_policyc("check", "--deep", "p.dl", cwd=tmp_path)
+    assert run.status == 0 and "internal error" not in run.stderr, run.stderr
+    assert "[PC308]" in run.stdout and "floating-point" in run.stdout, run.stdout
