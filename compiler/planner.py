@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from . import ast, scopes
@@ -294,30 +295,15 @@ class _Planner:
             # one that binds nothing (`e(_)`, `e(x, _)` with `x` known) is an existence check,
             # done once where it can first be (not once per binding of later literals)
             ready = (
-                next(
-                    (
-                        item
-                        for item in pending
-                        if isinstance(item[1], ast.Atom)
-                        and item[0] != delta_literal
-                        and self.binds(item[1])
-                        and self.scannable(item[1], ctx)
-                        and all(not isinstance(a, ast.Wildcard) and self.ready(a, ctx) for a in item[1].args)
+                self.first_scan(
+                    pending,
+                    ctx,
+                    delta_literal,
+                    lambda atom: all(
+                        not isinstance(a, ast.Wildcard) and self.ready(a, ctx) for a in atom.args
                     ),
-                    None,
                 )
-                or next(
-                    (
-                        item
-                        for item in pending
-                        if isinstance(item[1], ast.Atom)
-                        and item[0] != delta_literal
-                        and self.binds(item[1])
-                        and self.scannable(item[1], ctx)
-                        and self.checks_only(item[1], ctx)
-                    ),
-                    None,
-                )
+                or self.first_scan(pending, ctx, delta_literal, lambda atom: self.checks_only(atom, ctx))
                 or self.first_ready(pending, ctx)
             )
             if ready is not None:
@@ -430,6 +416,27 @@ class _Planner:
         if ast.is_pattern(term):
             return all(self.matchable(a, ctx) for a in term.args)  # type: ignore[union-attr]
         return self.ready(term, ctx)
+
+    def first_scan(
+        self,
+        pending: list[tuple[int, ast.Literal]],
+        ctx: _Context,
+        delta_literal: int | None,
+        wanted: Callable[[ast.Atom], bool],
+    ) -> tuple[int, ast.Literal] | None:
+        """The first pending stored atom (not the delta one) that can be scanned and is ``wanted``."""
+        return next(
+            (
+                item
+                for item in pending
+                if isinstance(item[1], ast.Atom)
+                and item[0] != delta_literal
+                and self.binds(item[1])
+                and self.scannable(item[1], ctx)
+                and wanted(item[1])
+            ),
+            None,
+        )
 
     def checks_only(self, atom: ast.Atom, ctx: _Context) -> bool:
         """Whether scanning an atom binds nothing the rule uses: each argument is `_`, a
