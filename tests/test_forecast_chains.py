@@ -82,6 +82,7 @@ def storm(matrix: np.ndarray, targets: np.ndarray, formula: str) -> np.ndarray:
     return np.array(result.get_value_vector())
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chains(), st.integers(0, 7))
 def test_reachability_agrees_with_storm(chain, k) -> None:

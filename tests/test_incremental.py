@@ -16,6 +16,7 @@ from policyc.compiler import ast
 from policyc.compiler.parser import parse
 from policyc.compiler.source import SourceFile
 
+from .conftest import examples
 from .programs import FUNCTORS, oracle_programs
 
 # a relation with long recursive chains, so that maintenance needs many rounds
@@ -81,9 +82,7 @@ def reasons(decision) -> list:
     return sorted((r.rule, r.facts) for r in decision.reasons)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-@given(sessions())
-def test_incremental_decisions_equal_from_scratch(drawn) -> None:
+def incremental_equal_from_scratch(drawn) -> None:
     text, batches = drawn
     policy = policyc.load(text, FUNCTORS)
     session = policyc.Monitor(policy).session("s")
@@ -105,3 +104,10 @@ def test_incremental_decisions_equal_from_scratch(drawn) -> None:
             mine, theirs = session.decide(action), scratch.decide(action)
             assert (mine.allowed, mine.errored) == (theirs.allowed, theirs.errored), (text, batches, action)
             assert reasons(mine) == reasons(theirs), (text, action)
+
+
+@examples(75, 300)
+def test_incremental_decisions_equal_from_scratch(examples: int) -> None:
+    settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))(
+        given(sessions())(incremental_equal_from_scratch)
+    )()

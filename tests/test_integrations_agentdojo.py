@@ -245,6 +245,7 @@ def test_a_new_task_gets_a_new_session(monitor) -> None:
 # ------------------------------------------------------------------------------ the script
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_run_benchmark_prints_agentdojo_figures() -> None:
     done = subprocess.run(
         [

@@ -217,6 +217,7 @@ def test_an_escalated_call_is_put_to_the_user_through_elicitation(tmp_path: Path
     assert "a.txt" in staged and "b.txt" not in staged
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_on_a_2026_connection_the_user_is_asked_through_the_call_result(tmp_path: Path, repo: Path) -> None:
     """A 2026-07-28 client (the SDK's `Client`, which negotiates the newest protocol) gets an
     escalated call back as an input-required result holding the elicitation, and retries it."""
@@ -247,6 +248,7 @@ def test_on_a_2026_connection_the_user_is_asked_through_the_call_result(tmp_path
     assert "a.txt" in staged and "b.txt" not in staged
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_an_escalated_call_is_denied_when_the_client_cannot_be_asked(tmp_path: Path, repo: Path) -> None:
     (repo / "a.txt").write_text("a\n")
     args = [str(policy(tmp_path)), "--config", str(config(tmp_path, repo))]

@@ -199,6 +199,7 @@ def demo_config(folder: Path, description: str) -> Path:
     return config
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_lock_then_check(tmp_path: Path) -> None:
     config = demo_config(tmp_path, "Echoes the message back.")
     check = run_policyc("mcp", "lock", "--config", str(config), "--check")
@@ -295,6 +296,7 @@ def through_gateway(policy: Path, config: Path, calls: list[tuple[str, dict]]) -
     return anyio.run(run)
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_the_gateway_hides_a_tool_whose_description_changed(tmp_path: Path) -> None:
     policy = tmp_path / "demo.dl"
     policy.write_text('.import events\n\nDeny(a) :- ToolCall(a, "demo.nothing").\n')

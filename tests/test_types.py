@@ -14,6 +14,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from .conftest import ROOT
 
 PACKAGES = ("policyc.compiler", "policyc.runtime", "policyc.analyzer")
@@ -48,6 +50,7 @@ def test_the_paths_are_the_checkout_s(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_mypy_finds_nothing(installed: Path, tmp_path: Path) -> None:
     packages = [arg for package in PACKAGES for arg in ("-p", package)]
     done = subprocess.run(

@@ -17,7 +17,7 @@ from policyc.runtime.relations import Relation
 from policyc.runtime.replay import read_sessions, steps
 from policyc.runtime.volatile import starting_from
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, examples
 
 POLICY = """
 .import events
@@ -123,9 +123,7 @@ def disagreements(abstraction: Abstraction, session) -> list[str]:
     ]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(sessions())
-def test_kept_relations_equal_the_relations_computed_whole_at_every_step(happenings) -> None:
+def kept_relations_equal_whole(happenings) -> None:
     abstraction = abstraction_of(POLICY, KEPT)
     session = abstraction.monitor.session("s", "dev")
     assert disagreements(abstraction, session) == []
@@ -233,3 +231,10 @@ def test_the_evidence_is_the_latest_facts_in_the_order_they_came(every_step) -> 
     session.record({"id": "r9", "kind": "tool_result", "of": "c9", "text": "PASS"})
     abstraction.facts(session)
     assert "Unscanned" not in abstraction.witnesses(session)
+
+
+@examples(75, 300)
+def test_kept_relations_equal_the_relations_computed_whole_at_every_step(examples: int) -> None:
+    settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])(
+        given(sessions())(kept_relations_equal_whole)
+    )()

@@ -453,6 +453,7 @@ def test_grammar_scopes_every_character_of_any_text(tokenizer: Tokenizer, text: 
 # ------------------------------------------------------------------ the package
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 @needs_npm
 def test_package_sh_builds_a_vsix_with_what_vscode_loads(node_modules: Path, tmp_path: Path) -> None:
     vsix = tmp_path / "policyc.vsix"
