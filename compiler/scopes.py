@@ -265,14 +265,20 @@ def _names_except(term: ast.Term, aggregate: ast.Aggregate) -> set[str]:
 def _rename_term(term: ast.Term, renames: dict[str, str]) -> ast.Term:
     if isinstance(term, ast.Var):
         return replace(term, name=renames[term.name]) if term.name in renames else term
-    if isinstance(term, ast.Call):
-        return replace(term, args=tuple(_rename_term(a, renames) for a in term.args))
-    if isinstance(term, ast.BinOp):
-        return replace(term, left=_rename_term(term.left, renames), right=_rename_term(term.right, renames))
-    if isinstance(term, ast.Negate):
-        return replace(term, operand=_rename_term(term.operand, renames))
     if isinstance(term, ast.Aggregate):
         return _rename_aggregate(term, renames)
+    return _with_children(term, lambda t: _rename_term(t, renames))
+
+
+def _with_children(term: ast.Term, fn: Callable[[ast.Term], ast.Term]) -> ast.Term:
+    """The term with ``fn`` applied to each child of a call, a record, a constructor or an
+    operation, its spans kept (other terms as they are)."""
+    if isinstance(term, ast.Call | ast.Record | ast.Constructor):
+        return replace(term, args=tuple(fn(a) for a in term.args))
+    if isinstance(term, ast.BinOp):
+        return replace(term, left=fn(term.left), right=fn(term.right))
+    if isinstance(term, ast.Negate | ast.UnaryOp):
+        return replace(term, operand=fn(term.operand))
     return term
 
 
@@ -296,13 +302,7 @@ def _rename_aggregate(aggregate: ast.Aggregate, renames: dict[str, str]) -> ast.
 def _replace_term(term: ast.Term, mapping: dict[int, ast.Aggregate]) -> ast.Term:
     if id(term) in mapping:
         return mapping[id(term)]
-    if isinstance(term, ast.Call):
-        return replace(term, args=tuple(_replace_term(a, mapping) for a in term.args))
-    if isinstance(term, ast.BinOp):
-        return replace(term, left=_replace_term(term.left, mapping), right=_replace_term(term.right, mapping))
-    if isinstance(term, ast.Negate):
-        return replace(term, operand=_replace_term(term.operand, mapping))
-    return term
+    return _with_children(term, lambda t: _replace_term(t, mapping))
 
 
 def _replace_aggregates(literal: ast.Literal, mapping: dict[int, ast.Aggregate]) -> ast.Literal:
