@@ -335,30 +335,35 @@ class _Planner:
             for i, lit in pending
             if isinstance(lit, ast.Atom)
             and self.binds(lit)
-            and any(isinstance(a, ast.Var | ast.Wildcard) for a in lit.args)
+            and any(isinstance(a, ast.Var | ast.Wildcard) or ast.is_pattern(a) for a in lit.args)
         ]
         if not atoms:
             return False
         index, atom = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
-        here = {ctx.slots[a.name] for a in atom.args if isinstance(a, ast.Var)}
+        here = {ctx.slots[v.name] for a in atom.args for v in ast.pattern_vars(a)}
         extended = _Context(
             ctx.slots, ctx.bound | here, ctx.hidden, ctx.occurrences, singletons=ctx.singletons
         )
-        args: list[ast.Term] = []
         checks: list[tuple[int, ast.Literal]] = []
-        for arg in atom.args:
+
+        def apart(arg: ast.Term) -> ast.Term:
+            """The argument with each expression it cannot compute yet (at any depth of a
+            record pattern) replaced by a hidden variable, compared with it afterwards."""
             if isinstance(arg, ast.Var | ast.Wildcard) or self.ready(arg, extended):
-                args.append(arg)
-                continue
+                return arg
+            if ast.is_pattern(arg):
+                return replace(arg, args=tuple(apart(a) for a in arg.args))  # type: ignore[call-arg]
             name = f"#{ctx.hidden}"  # no variable of the source is spelt so
             ctx.slots[name] = ctx.hidden
             ctx.hidden += 1
             ctx.occurrences[name] = 2
             hidden = ast.Var(name, span=arg.span)
-            args.append(hidden)
             checks.append((index, ast.Comparison("=", hidden, arg, span=arg.span)))
+            return hidden
+
+        args = tuple(apart(arg) for arg in atom.args)
         position = pending.index((index, atom))
-        pending[position : position + 1] = [(index, replace(atom, args=tuple(args))), *checks]
+        pending[position : position + 1] = [(index, replace(atom, args=args)), *checks]
         return True
 
     def first_ready(
