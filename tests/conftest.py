@@ -23,6 +23,24 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
+def _keep_byte_code() -> None:
+    """Where the environment forbids writing byte code (``PYTHONDONTWRITEBYTECODE``), every
+    `policyc` a test starts, and every test worker, would compile policyc and the tests again:
+    the test run keeps byte code in a folder of its own instead (``PYTHONPYCACHEPREFIX``, outside
+    the checkout, which stays untouched), for itself and the processes it starts."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return
+    key = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
+    prefix = os.path.join(tempfile.gettempdir(), f"policyc-tests-pycache-{key}")
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = prefix
+
+
+_keep_byte_code()
+
+
 @dataclass(frozen=True)
 class Run:
     status: int

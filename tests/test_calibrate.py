@@ -215,6 +215,7 @@ def test_calibrate_usage_and_io_errors(policyc, tmp_path) -> None:
     assert "Traceback" not in run.stdout + run.stderr
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_plots_are_written_per_role(policyc, tmp_path) -> None:
     policy, data = setup(tmp_path)
     plots = tmp_path / "plots"

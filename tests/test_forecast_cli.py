@@ -47,6 +47,7 @@ def test_readme_forecast_commands_print_what_is_shown(policyc, command, shown) -
     assert run.stdout.rstrip("\n") == shown.rstrip("\n")
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_readme_learn_command_writes_the_committed_model(policyc, tmp_path) -> None:
     ((command, shown),) = [b for b in console_blocks() if " forecast learn " in b[0]]
     args = shlex.split(command)[2:]
@@ -60,6 +61,7 @@ def test_readme_learn_command_writes_the_committed_model(policyc, tmp_path) -> N
     assert json_difference(written, committed) is None
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_readme_threshold_table_is_what_replay_reports(policyc) -> None:
     rows = re.findall(
         r"^\| (0\.\d+) \| (\d+) of (\d+) \| (\S+) / (\S+) / (\d+) \| (\d+) of (\d+) \|$", README, flags=re.M

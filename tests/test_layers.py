@@ -38,6 +38,7 @@ def _lint(target: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_the_layers_contract_holds(installed: Path, tmp_path: Path) -> None:
     done = _lint(installed, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -313,6 +313,7 @@ anyio.run(main)
 """
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_an_upstream_that_crashes_mid_call_gives_an_error_result_and_the_others_keep_serving(
     tmp_path: Path, repo: Path
 ) -> None:

@@ -120,6 +120,7 @@ def test_init_on_mcp_server_git(tmp_path: Path, repository: Path) -> None:
     assert config.servers[0].cwd is not None and Path(config.servers[0].cwd).resolve() == ROOT
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_init_on_server_filesystem(tmp_path: Path, npm_servers) -> None:  # noqa: F811
     folder = tmp_path / "files"
     folder.mkdir()

@@ -270,6 +270,7 @@ def airline(tmp_path_factory):
     return run, json.loads((out / "report.json").read_text()), out, server, script
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_airline_policy_checks_clean_and_report_is_complete(airline) -> None:
     run, report, out, _, _ = airline
     no_traceback(run)
@@ -289,6 +290,7 @@ def test_airline_policy_checks_clean_and_report_is_complete(airline) -> None:
     assert check.status == 0 and check.json()["errors"] == 0
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_airline_coverage_both_ways(airline) -> None:
     _, report, _, _, _ = airline
     unexpressed = {u["requirement"] for u in json.loads(fixture("tau2", "not_expressible.json"))}
@@ -311,6 +313,7 @@ def test_airline_coverage_both_ways(airline) -> None:
     assert [p for p in report["problems"] if p["name"] == "uncovered-requirement"]
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_airline_repair_round_fixed_the_first_draft(airline) -> None:
     _, report, _, server, script = airline
     assert report["repair_rounds"] == 1

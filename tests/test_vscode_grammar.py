@@ -77,6 +77,7 @@ def _shipped_policies() -> list[Path]:
     return sorted([*EXAMPLES.rglob("*.dl"), *(ROOT / "stdlib").rglob("*.dl")])
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 @needs_npm
 def test_npm_test_passes(node_modules: Path) -> None:
     done = _npm("test", timeout=300)
