@@ -189,6 +189,7 @@ def test_learn_reports_bad_traces(policyc, tmp_path) -> None:
 # ------------------------------------------------------------------------ query and show
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_query_selects_states_and_checks_the_cached_probabilities(policyc, tmp_path) -> None:
     run = policyc("forecast", "query", MODEL, "--state", "Committed,!Unscanned", "--format", "json")
     assert run.status == 0 and run.json()["consistent"] is True

@@ -67,7 +67,7 @@ def policy(name: str):
     return policyc.load(source=SEND if name == "send" else POLICIES[name])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(pairs())
 def test_a_shadow_policy_never_changes_the_enforced_decisions(drawn) -> None:
     enforced_name, shadow_name, events = drawn
@@ -140,7 +140,7 @@ def run_with_facts(monitor, events, flagged) -> list:
     return found
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
 @given(random_sessions())
 def test_random_shadow_policies_never_change_the_enforced_decisions(drawn) -> None:
     enforced_source, shadow_source, events, flagged = drawn
@@ -252,7 +252,7 @@ def test_a_rule_in_shadow_mode_reports_would_deny_while_the_call_runs(tmp_path, 
 ROLLOUT_VARIANTS = {name: source for name, source in POLICIES.items()}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(streams())
 def test_the_enforced_verdict_never_sees_a_rule_in_shadow_mode(drawn) -> None:
     name, events = drawn

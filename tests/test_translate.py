@@ -173,6 +173,7 @@ def test_back_translation_is_source_blind(task43) -> None:
     assert "Eligible(a, res) :- Insured(a, res)." in ineligible.user  # its helper rules come along
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_policy_without_events_gets_fact_scenarios(tmp_path) -> None:
     """FORGE's running example: a vocabulary of plain input relations. Its scenarios are
     databases and an action; the judge reads them as facts; the verdicts are the policy's."""
