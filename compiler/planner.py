@@ -351,8 +351,8 @@ class _Planner:
             record pattern) replaced by a hidden variable, compared with it afterwards."""
             if isinstance(arg, ast.Var | ast.Wildcard) or self.ready(arg, extended):
                 return arg
-            if ast.is_pattern(arg):
-                return replace(arg, args=tuple(apart(a) for a in arg.args))  # type: ignore[call-arg]
+            if isinstance(arg, ast.Record | ast.Constructor) and ast.is_pattern(arg):
+                return replace(arg, args=tuple(apart(a) for a in arg.args))
             name = f"#{ctx.hidden}"  # no variable of the source is spelt so
             ctx.slots[name] = ctx.hidden
             ctx.hidden += 1
