@@ -20,7 +20,7 @@ the text's own form (the formatter is).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .source import SourceFile, Span
 
@@ -436,20 +436,24 @@ def term_children(term: Term) -> tuple[Term, ...]:
 
 
 def map_children(term: Term, fn: Callable[[Term], Term]) -> Term:
-    """The term with ``fn`` applied to each child of a call or an operation (others as they are)."""
-    if isinstance(term, Call):
-        return Call(term.name, tuple(fn(a) for a in term.args))
-    if isinstance(term, Record):
-        return Record(tuple(fn(a) for a in term.args))
-    if isinstance(term, Constructor):
-        return Constructor(term.name, tuple(fn(a) for a in term.args))
+    """The term with ``fn`` applied to each child of a call, a record, a constructor or an
+    operation, its spans kept (others as they are)."""
+    if isinstance(term, Call | Record | Constructor):
+        return replace(term, args=tuple(fn(a) for a in term.args))
     if isinstance(term, BinOp):
-        return BinOp(term.op, fn(term.left), fn(term.right))
-    if isinstance(term, Negate):
-        return Negate(fn(term.operand))
-    if isinstance(term, UnaryOp):
-        return UnaryOp(term.op, fn(term.operand))
+        return replace(term, left=fn(term.left), right=fn(term.right))
+    if isinstance(term, Negate | UnaryOp):
+        return replace(term, operand=fn(term.operand))
     return term
+
+
+def map_literal(literal: Literal, fn: Callable[[Term], Term]) -> Literal:
+    """The literal with ``fn`` applied to each of its terms, its spans kept."""
+    if isinstance(literal, Atom):
+        return replace(literal, args=tuple(fn(a) for a in literal.args))
+    if isinstance(literal, Negation):
+        return replace(literal, atom=replace(literal.atom, args=tuple(fn(a) for a in literal.atom.args)))
+    return replace(literal, left=fn(literal.left), right=fn(literal.right))
 
 
 def literal_terms(literal: Literal) -> tuple[Term, ...]:

@@ -267,49 +267,23 @@ def _rename_term(term: ast.Term, renames: dict[str, str]) -> ast.Term:
         return replace(term, name=renames[term.name]) if term.name in renames else term
     if isinstance(term, ast.Aggregate):
         return _rename_aggregate(term, renames)
-    return _with_children(term, lambda t: _rename_term(t, renames))
-
-
-def _with_children(term: ast.Term, fn: Callable[[ast.Term], ast.Term]) -> ast.Term:
-    """The term with ``fn`` applied to each child of a call, a record, a constructor or an
-    operation, its spans kept (other terms as they are)."""
-    if isinstance(term, ast.Call | ast.Record | ast.Constructor):
-        return replace(term, args=tuple(fn(a) for a in term.args))
-    if isinstance(term, ast.BinOp):
-        return replace(term, left=fn(term.left), right=fn(term.right))
-    if isinstance(term, ast.Negate | ast.UnaryOp):
-        return replace(term, operand=fn(term.operand))
-    return term
-
-
-def _rename_literal(literal: ast.Literal, renames: dict[str, str]) -> ast.Literal:
-    if isinstance(literal, ast.Atom):
-        return replace(literal, args=tuple(_rename_term(a, renames) for a in literal.args))
-    if isinstance(literal, ast.Negation):
-        return replace(literal, atom=_rename_literal(literal.atom, renames))  # type: ignore[arg-type]
-    return replace(
-        literal, left=_rename_term(literal.left, renames), right=_rename_term(literal.right, renames)
-    )
+    return ast.map_children(term, lambda t: _rename_term(t, renames))
 
 
 def _rename_aggregate(aggregate: ast.Aggregate, renames: dict[str, str]) -> ast.Aggregate:
     target = None if aggregate.target is None else _rename_term(aggregate.target, renames)
     return replace(
-        aggregate, target=target, body=tuple(_rename_literal(lit, renames) for lit in aggregate.body)
+        aggregate,
+        target=target,
+        body=tuple(ast.map_literal(lit, lambda t: _rename_term(t, renames)) for lit in aggregate.body),
     )
 
 
 def _replace_term(term: ast.Term, mapping: dict[int, ast.Aggregate]) -> ast.Term:
     if id(term) in mapping:
         return mapping[id(term)]
-    return _with_children(term, lambda t: _replace_term(t, mapping))
+    return ast.map_children(term, lambda t: _replace_term(t, mapping))
 
 
 def _replace_aggregates(literal: ast.Literal, mapping: dict[int, ast.Aggregate]) -> ast.Literal:
-    if isinstance(literal, ast.Atom):
-        return replace(literal, args=tuple(_replace_term(a, mapping) for a in literal.args))
-    if isinstance(literal, ast.Negation):
-        return replace(literal, atom=_replace_aggregates(literal.atom, mapping))  # type: ignore[arg-type]
-    return replace(
-        literal, left=_replace_term(literal.left, mapping), right=_replace_term(literal.right, mapping)
-    )
+    return ast.map_literal(literal, lambda t: _replace_term(t, mapping))
