@@ -289,19 +289,34 @@ class Decl:
 
 
 @dataclass(frozen=True, slots=True)
-class Input:
-    """``.input A, B``: relations whose facts are given."""
+class IoOption:
+    """``filename="edge.csv"`` in ``.input edge(filename="edge.csv")``: one of Soufflé's I/O
+    options, kept so that the formatter writes it back; policyc reads no files of its own
+    (facts come from the session or ``--facts``), so ``check`` reports it as ignored."""
 
-    names: tuple[Ident, ...]
+    key: Ident
+    value: String | Integer | Float | Ident
     span: Span = _span()
 
 
 @dataclass(frozen=True, slots=True)
-class Output:
-    """``.output A, B``: relations whose facts are printed."""
+class Input:
+    """``.input A, B``: relations whose facts are given. ``options``, when written, holds
+    each relation's I/O options (``.input A(IO=file)``), one tuple per name."""
 
     names: tuple[Ident, ...]
     span: Span = _span()
+    options: tuple[tuple[IoOption, ...], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """``.output A, B``: relations whose facts are printed (``options`` as for
+    :class:`Input`)."""
+
+    names: tuple[Ident, ...]
+    span: Span = _span()
+    options: tuple[tuple[IoOption, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,16 @@ def _is_token(x: object) -> bool:
     return isinstance(x, Token)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _IoRelation:
+    """A relation of ``.input``/``.output`` with the options written after it, if any."""
+
+    name: ast.Ident
+    options: tuple[ast.IoOption, ...]
+    written: bool
+    span: Span
+
+
 def _values(children: list) -> list:
     """Children that are nodes, not punctuation."""
     return [c for c in children if not isinstance(c, Token)]
@@ -249,9 +259,13 @@ class Builder:
         return _with_span(inner, self._span(children[0], children[-1]))
 
     def call(self, children: list) -> ast.Call:
+        children = [c for c in children if c is not None]
+        first = children[0]
+        if first.type == "AT":  # `@f(x)`
+            children = children[1:]
         name = children[0]
         args = _values(children[2:-1])
-        span = self._span(name, children[-1])
+        span = self._span(first, children[-1])
         name_span = self._span(name)
         if name.value == "cat" and len(args) > 2:  # `cat(a, b, c)`: `cat(cat(a, b), c)`
             return self._fold(
@@ -358,12 +372,37 @@ class Builder:
         return ast.Attribute(name.value, self._ident(type_), span=self._span(name, type_))
 
     def input(self, children: list) -> ast.Input:
-        names = tuple(self._ident(t) for t in children[1:] if t.type == "NAME")
-        return ast.Input(names, span=self._span(children[0], children[-1]))
+        names, options = self._io_relations(children[1:])
+        return ast.Input(names, span=self._span(children[0], children[-1]), options=options)
 
     def output(self, children: list) -> ast.Output:
-        names = tuple(self._ident(t) for t in children[1:] if t.type == "NAME")
-        return ast.Output(names, span=self._span(children[0], children[-1]))
+        names, options = self._io_relations(children[1:])
+        return ast.Output(names, span=self._span(children[0], children[-1]), options=options)
+
+    def _io_relations(
+        self, children: list
+    ) -> tuple[tuple[ast.Ident, ...], tuple[tuple[ast.IoOption, ...], ...]]:
+        relations = [c for c in children if isinstance(c, _IoRelation)]
+        names = tuple(r.name for r in relations)
+        if not any(r.written for r in relations):
+            return names, ()
+        return names, tuple(r.options for r in relations)
+
+    def io_relation(self, children: list) -> _IoRelation:
+        """``edge`` or ``edge(IO=file, …)``."""
+        present = [c for c in children if c is not None]
+        return _IoRelation(
+            self._ident(present[0]),
+            tuple(c for c in present if isinstance(c, ast.IoOption)),
+            len(present) > 1,
+            self._span(present[0], present[-1]),
+        )
+
+    def io_option(self, children: list) -> ast.IoOption:
+        key, _, value = children
+        if isinstance(value, Token):
+            value = self._ident(value)
+        return ast.IoOption(self._ident(key), value, span=self._span(key, children[-1]))
 
     def include(self, children: list) -> ast.Include:
         path = self.string([children[1]])

@@ -94,6 +94,9 @@ CONTAINS_ORDER = Code(
     W,
     '`contains(x, "constant")` asks whether `x` occurs in the constant: the arguments may be swapped',
 )
+IGNORED_OPTION = Code(
+    "PC207", "ignored-option", W, "an option Soufflé reads (such as an I/O option) means nothing to policyc"
+)
 
 # deep findings (`policyc check --deep`), each with a strength
 UNSATISFIABLE_RULE = Code("PC301", "unsatisfiable-rule", W, "a rule's body can never hold")
@@ -131,6 +134,7 @@ CATALOG: tuple[Code, ...] = (
     DUPLICATE_RULE,
     REDECLARED_BUILTIN,
     CONTAINS_ORDER,
+    IGNORED_OPTION,
     UNSATISFIABLE_RULE,
     UNREACHABLE_RULE,
     REDUNDANT_RULE,

@@ -419,7 +419,10 @@ class _Printer:
             ]
         if isinstance(directive, ast.Input | ast.Output):
             keyword = ".input" if isinstance(directive, ast.Input) else ".output"
-            names = self.listing(directive.names, lambda name: name.name, Line())
+            options = dict(zip(map(id, directive.names), directive.options, strict=False))
+            names = self.listing(
+                directive.names, lambda name: self.io_relation(name, options.get(id(name), ())), Line()
+            )
             return group([keyword, nest(INDENT, names)])
         if isinstance(directive, ast.Include):
             return f".include {self.string(directive.path)}"
@@ -494,7 +497,8 @@ class _Printer:
     def atom(self, atom: ast.Atom | ast.Call) -> Doc:
         if isinstance(atom, ast.Call) and atom.name == "cat":
             return self.arguments("cat(", _unfolded(atom, "cat"), self.term, atom.span.end - 1)
-        return self.arguments(f"{atom.name}(", atom.args, self.term, atom.span.end - 1)
+        at = "@" if self.code_text(atom.span.start, atom.span.start + 1) == "@" else ""  # `@f(x)`
+        return self.arguments(f"{at}{atom.name}(", atom.args, self.term, atom.span.end - 1)
 
     # terms
 
@@ -581,6 +585,22 @@ class _Printer:
 
     def spelling(self, start: int, end: int) -> str:
         return self.code_text(start, end).strip()
+
+    def io_relation(self, name: ast.Ident, options: tuple[ast.IoOption, ...]) -> str:
+        """``edge`` or ``edge(IO=file, filename="edge.csv")``."""
+        if not options:
+            return name.name
+        written = []
+        for option in options:
+            value = option.value
+            if isinstance(value, ast.Ident):
+                text = value.name
+            elif isinstance(value, ast.String):
+                text = self.string(value)
+            else:
+                text = self.number(value)
+            written.append(f"{option.key.name}={text}")
+        return f"{name.name}({', '.join(written)})"
 
     def string(self, string: ast.String) -> str:
         written = _STRING.fullmatch(self.code_text(string.span.start, string.span.end))

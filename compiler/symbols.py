@@ -25,7 +25,7 @@ from .source import Span
 from .syntax_errors import did_you_mean
 from .typedefs import TypeTable, collect, unknown_type
 
-TYPES = ("symbol", "number", "float")
+TYPES = ("symbol", "number", "unsigned", "float")
 FUNCTOR_PARAMS = (*TYPES, "any")
 FUNCTOR_RESULTS = (*TYPES, "any", "bool")
 VERDICTS = ("Allow", "Deny")  # the verdicts every policy has: unary outputs
@@ -279,17 +279,22 @@ class _Resolver:
         )
 
     def _redeclared(self, statement: ast.Functor, first: ast.Functor) -> None:
-        """A functor of the library declared again: as it is (parameter names aside), a
-        warning whose fix removes the declaration; with another signature, an error."""
+        """A functor of the library declared again: as it is (parameter names aside), or with
+        a parameter of one type where the library's takes `any` (`to_number(t: symbol)`, as
+        the conversions were declared before they took every type), a warning whose fix
+        removes the declaration; with another signature, an error."""
         name = statement.name.name
         module = first.span.file.removeprefix(LIBRARY_PREFIX).removesuffix(".dl")
         what = "a builtin functor" if module == PRELUDE else f"a functor of `.import {module}`"
         related = [Related(first.name.span, "declared here")]
-        if _types(statement) == _types(first):
+        if _fits(statement, first):
+            repeats = (
+                "repeats its signature" if _types(statement) == _types(first) else "needs nothing of its own"
+            )
             self.diagnostics.append(
                 codes.REDECLARED_BUILTIN(
                     statement.span,
-                    f"`{name}` is {what}; this declaration repeats its signature",
+                    f"`{name}` is {what}; this declaration {repeats}",
                     related=related,
                     help=f"remove it: `{name}` needs no declaration (it is `{_signature(first)}`)",
                     fix=self._removal(statement),
@@ -458,6 +463,16 @@ class _Resolver:
 
 def _types(functor: ast.Functor) -> tuple[tuple[str, ...], str]:
     return tuple(p.type.name for p in functor.params), functor.returns.name
+
+
+def _fits(functor: ast.Functor, library: ast.Functor) -> bool:
+    """Every call ``functor`` allows, ``library`` allows the same way."""
+    (params, returns), (allowed, gives) = _types(functor), _types(library)
+    return (
+        returns == gives
+        and len(params) == len(allowed)
+        and all(p == a or a == "any" for p, a in zip(params, allowed, strict=True))
+    )
 
 
 def _signature(functor: ast.Functor) -> str:

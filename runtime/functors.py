@@ -119,7 +119,7 @@ def is_session_placeholder(fn: Callable[..., Any]) -> bool:
 
 
 monotonic = time.monotonic
-_PYTHON_TYPES = {"symbol": (str,), "number": (int,), "float": (float, int)}
+_PYTHON_TYPES = {"symbol": (str,), "number": (int,), "unsigned": (int,), "float": (float, int)}
 
 
 def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..., Any]:
@@ -151,6 +151,8 @@ def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..
             return fail(f"returned {type(value).__name__}, which is not a policy value")
         if not isinstance(value, _PYTHON_TYPES[returns]):
             return fail(f"returned {type(value).__name__} where `{returns}` is declared")
+        if returns == "unsigned" and value < 0:
+            return fail(f"returned {value} where `unsigned` is declared")
         return float(value) if returns == "float" and isinstance(value, int | float) else value
 
     def call(*args: Any) -> Any:

@@ -96,13 +96,42 @@ def _leading_integer(text: str, base: int, written: str) -> int:
     return -value if negative else value
 
 
-def to_number(text: str) -> int:
+def _from_text(text: str) -> int:
     """The integer written at the start of ``text``, in the base its prefix names, as Soufflé
     reads it (``RamSignedFromString`` with base 0): ``0x10`` is 16, ``-0b101`` is -5, ``12ab``
     is 12; a text with no number in front is an error (Soufflé stops the program)."""
     if text.startswith(("0b", "-0b")):
         return _leading_integer("-" + text[3:] if text.startswith("-") else text[2:], 2, text)
     return _leading_integer(text, 16 if text.startswith(("0x", "-0x")) else 10, text)
+
+
+def _primitive(value: Any, functor: str) -> Any:
+    """A value the conversions take: a text or a number (records and ADTs have none)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"{functor}: {value!r} is not a symbol or a number")
+    return value
+
+
+def to_number(value: str | int | float) -> int:
+    """``value`` as an integer, as Soufflé's ``to_number`` of each type: a text is read as
+    :func:`_from_text` reads it, a float truncated toward zero (``static_cast``), an integer is
+    itself. Infinity and NaN have no integer and are an error."""
+    value = _primitive(value, "to_number")
+    if isinstance(value, str):
+        return _from_text(value)
+    if isinstance(value, float):
+        return ftoi(value)
+    return value
+
+
+def to_unsigned(value: str | int | float) -> int:
+    """``value`` as an unsigned integer (Soufflé's ``to_unsigned``): as :func:`to_number`, and
+    a negative result is an error where Soufflé's C++ cast wraps it around its word size (a
+    policy's values are exact, so it fails closed instead)."""
+    number = to_number(value)
+    if number < 0:
+        raise ValueError(f"to_unsigned({value!r}): {number} is negative")
+    return number
 
 
 _FLOAT = re.compile(
@@ -112,20 +141,38 @@ _FLOAT = re.compile(
 )
 
 
-def to_float(text: str) -> float:
-    """The number at the start of ``text``, as C++ ``std::stod`` reads it (Soufflé's
-    ``RamFloatFromString``): ``" 2.5kg"`` is 2.5, ``"1e3"`` 1000.0, ``"0x1p3"`` 8.0, ``"inf"``
-    infinity. A text with no number in front, or a NaN, is an error."""
-    found = _FLOAT.match(text)
+def to_float(value: str | int | float) -> float:
+    """``value`` as a float (Soufflé's ``to_float`` of each type): a text is read as C++
+    ``std::stod`` reads it (``RamFloatFromString``): ``" 2.5kg"`` is 2.5, ``"1e3"`` 1000.0,
+    ``"0x1p3"`` 8.0, ``"inf"`` infinity; a text with no number in front, or a NaN, is an error.
+    An integer is converted (``static_cast``), a float is itself."""
+    value = _primitive(value, "to_float")
+    if not isinstance(value, str):
+        return float(value)
+    found = _FLOAT.match(value)
     if found is None:
-        raise ValueError(f"to_float({text!r}): the text does not start with a number")
+        raise ValueError(f"to_float({value!r}): the text does not start with a number")
     sign, hexadecimal, decimal = found.groups()
-    value = float.fromhex(hexadecimal) if hexadecimal else float(decimal)
-    return -value if sign == "-" else value
+    number = float.fromhex(hexadecimal) if hexadecimal else float(decimal)
+    return -number if sign == "-" else number
 
 
-def to_string(n: int) -> str:
-    return str(n)
+def to_string(value: str | int | float) -> str:
+    """``value`` as a text (Soufflé's ``to_string`` of each type, C++ ``std::to_string``): an
+    integer in decimal, a float with six decimals (``2.500000``), a text is itself."""
+    value = _primitive(value, "to_string")
+    if isinstance(value, float):
+        return f"{value:f}"
+    return value if isinstance(value, str) else str(value)
+
+
+def ord_(text: str) -> int:
+    """A number of ``text`` that no other text has, the same in every run: the UTF-8 bytes of
+    the text after a 1 byte, read as one unsigned integer. Soufflé's ``ord`` is the text's
+    index in its symbol table (the order texts were first seen); that order is not a property
+    of a policy, so policyc keeps only what programs rely on: equal texts have equal numbers,
+    different texts different ones, and the numbers are totally ordered."""
+    return int.from_bytes(b"\x01" + text.encode("utf-8"), "big")
 
 
 def itof(n: int) -> float:
@@ -166,8 +213,10 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "substr": substr,
     "cat": cat,
     "to_number": to_number,
+    "to_unsigned": to_unsigned,
     "to_float": to_float,
     "to_string": to_string,
+    "ord": ord_,
     "itof": itof,
     "ftoi": ftoi,
     "url_host": url_host,

@@ -291,7 +291,19 @@ def test_a_builtin_declared_again_with_another_signature_says_which() -> None:
     assert "`contains` is a builtin functor" in d.message
     assert "contains(part: symbol, text: symbol): bool" in d.message
     (d,) = compile_source(".functor to_number(t: symbol): symbol\n", "case.dl").diagnostics
-    assert "to_number(text: symbol): number" in d.message
+    assert d.name == "invalid-directive"
+    assert "to_number(x: any): number" in d.message
+
+
+def test_a_conversion_declared_as_it_was_before_it_took_every_type_is_a_warning() -> None:
+    """`to_number` and `to_string` took only a text (an integer) before; a policy declaring
+    them so still checks, told that the declaration is not needed."""
+    for text in (".functor to_number(t: symbol): number\n", ".functor to_string(n: number): symbol\n"):
+        (d,) = compile_source(text, "case.dl").diagnostics
+        assert (d.name, d.severity.value) == ("redeclared-builtin", "warning")
+        assert "needs nothing of its own" in d.message and d.fix is not None
+    (d,) = compile_source(".functor to_number(t: symbol, u: symbol): number\n", "case.dl").diagnostics
+    assert d.name == "invalid-directive"
 
 
 def test_a_builtin_declared_again_as_it_is_gets_a_warning_whose_fix_removes_it() -> None:

@@ -50,6 +50,7 @@ def all_checks() -> tuple[Check, ...]:
         duplicates,
         empty,
         generators,
+        io_options,
         rule_annotations,
         safety,
         singletons,
@@ -69,6 +70,7 @@ def all_checks() -> tuple[Check, ...]:
         duplicates.check,
         unused.check,
         empty.check,
+        io_options.check,
     )
 
 
