@@ -155,14 +155,19 @@ def test_malformed_qualifiers_are_located_errors() -> None:
 
 
 def test_qualifier_words_stay_ordinary_names_elsewhere() -> None:
-    text = ".decl eqrel(x: number)\neqrel(1).\n.decl choice(x: number)\nchoice(x) :- eqrel(x).\n.output choice"
+    text = (
+        ".decl eqrel(x: number)\neqrel(1).\n.decl choice(x: number)\nchoice(x) :- eqrel(x).\n.output choice"
+    )
     assert policyc.load(text).evaluate({}).relations["choice"] == {(1,)}
 
 
 def test_qualifiers_are_formatted_and_the_format_is_stable() -> None:
     text = ".decl c(x: number,y: symbol , z: number)  choice-domain x ,( y ,z )\n.decl s(a: symbol, b: symbol)   eqrel\n"
     once = format_source(text, "q.dl")
-    assert once == ".decl c(x: number, y: symbol, z: number) choice-domain x, (y, z)\n.decl s(a: symbol, b: symbol) eqrel\n"
+    assert (
+        once
+        == ".decl c(x: number, y: symbol, z: number) choice-domain x, (y, z)\n.decl s(a: symbol, b: symbol) eqrel\n"
+    )
     assert format_source(once, "q.dl") == once
 
 
