@@ -369,6 +369,12 @@ class Translator:
         """The clingo rules of a policy rule (several when a positive inline relation expands);
         ``head_name`` renames its head (to tell rules of one relation apart). A ``Deny`` rule in
         shadow mode derives a relation nothing reads, as the planner has it (it decides nothing)."""
+        relation = self.symbols.relations.get(rule.head.name)
+        if relation is not None and relation.choice:
+            raise Untranslatable(
+                f"`{rule.head.name}` has a `choice-domain`: clingo has no counterpart of the one "
+                "fact per key policyc keeps"
+            )
         if head_name is None and rule_mode(rule) == "shadow":
             head_name = SHADOW_HEAD
         rule = self.localized(rule)

@@ -280,12 +280,17 @@ class Attribute:
 
 @dataclass(frozen=True, slots=True)
 class Decl:
-    """``.decl R(x: symbol, n: number)``; ``inline`` relations are evaluated on demand."""
+    """``.decl R(x: symbol, n: number)``; ``inline`` relations are evaluated on demand, an
+    ``eqrel`` relation is an equivalence relation (closed under reflexivity, symmetry and
+    transitivity) and ``choice-domain x, (y, z)`` makes each domain (attribute names, one or
+    several) a key: of the tuples derived with one key's values, the first is kept."""
 
     name: Ident
     attributes: tuple[Attribute, ...]
     inline: bool = False
     span: Span = _span()
+    eqrel: bool = False
+    choice: tuple[tuple[Ident, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -358,14 +358,31 @@ class Builder:
     # directives
 
     def decl(self, children: list) -> ast.Decl:
-        inline = children[-1].type == "INLINE"
-        attributes = children[3:-2] if inline else children[3:-1]
+        closing = max(i for i, c in enumerate(children) if isinstance(c, Token) and c.type == "RPAR")
+        qualifiers = children[closing + 1 :]
+        kinds = {q.type for q in qualifiers if isinstance(q, Token)}
+        choice = tuple(d for q in qualifiers if isinstance(q, tuple) for d in q)
+        last = children[-1]
         return ast.Decl(
             self._ident(children[1]),
-            tuple(_values(attributes)),
-            inline,
-            span=self._span(children[0], children[-1]),
+            tuple(a for a in children[3:closing] if isinstance(a, ast.Attribute)),
+            "INLINE" in kinds,
+            span=self._span(children[0], last[-1][-1] if isinstance(last, tuple) else last),
+            eqrel="EQREL" in kinds,
+            choice=choice,
         )
+
+    def inline_qualifier(self, children: list) -> Token:
+        return children[0]
+
+    def eqrel_qualifier(self, children: list) -> Token:
+        return children[0]
+
+    def choice_qualifier(self, children: list) -> tuple[tuple[ast.Ident, ...], ...]:
+        return tuple(c for c in children if isinstance(c, tuple))
+
+    def domain(self, children: list) -> tuple[ast.Ident, ...]:
+        return tuple(self._ident(c) for c in children if c.type == "NAME")
 
     def attribute(self, children: list) -> ast.Attribute:
         name, _, type_ = children

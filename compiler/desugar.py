@@ -72,3 +72,33 @@ def expand(compound: ast.Compound) -> list[ast.Rule]:
         for body in alternatives(compound.body)
         for head in compound.heads
     ]
+
+
+def closable(decl: ast.Decl) -> bool:
+    """Whether a declaration is of an ``eqrel`` relation that can be closed: two attributes of
+    one type (anything else is an error of the declaration, reported by the symbol table)."""
+    attributes = decl.attributes
+    return decl.eqrel and len(attributes) == 2 and attributes[0].type.name == attributes[1].type.name
+
+
+def equivalence_rules(decl: ast.Decl) -> list[ast.Rule]:
+    """The rules that make an ``eqrel`` relation an equivalence relation, as Soufflé's is (on
+    the values that occur in it, facts included): reflexive, symmetric and transitive. Every
+    node has the declaration's span, so a diagnostic about them points at the declaration.
+
+    >>> from .source import SourceFile
+    >>> from .parser import parse
+    >>> module, _ = parse(SourceFile("p.dl", ".decl Same(a: symbol, b: symbol) eqrel"))
+    >>> [(r.head.args, [lit.args for lit in r.body]) for r in module.statements[1:]][1]
+    ((Var(name='y'), Var(name='x')), [(Var(name='x'), Var(name='y'))])
+    """
+    name, span = decl.name.name, decl.span
+
+    def atom(*names: str) -> ast.Atom:
+        return ast.Atom(name, tuple(ast.Var(n, span=span) for n in names), span=span)
+
+    return [
+        ast.Rule(atom("x", "x"), (atom("x", "_"),), span=span),
+        ast.Rule(atom("y", "x"), (atom("x", "y"),), span=span),
+        ast.Rule(atom("x", "z"), (atom("x", "y"), atom("y", "z")), span=span),
+    ]

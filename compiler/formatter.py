@@ -410,12 +410,15 @@ class _Printer:
                 if directive.attributes
                 else self.closer_at(directive.name.span.end, "(") + 1
             )
-            closing = self.closer_at(after, ")") if directive.inline else directive.span.end - 1
+            qualified = directive.inline or directive.eqrel or directive.choice
+            closing = self.closer_at(after, ")") if qualified else directive.span.end - 1
             return [
                 self.arguments(
                     f".decl {directive.name.name}(", directive.attributes, self.attribute, closing
                 ),
                 " inline" if directive.inline else "",
+                " eqrel" if directive.eqrel else "",
+                _choice_text(directive.choice),
             ]
         if isinstance(directive, ast.Input | ast.Output):
             keyword = ".input" if isinstance(directive, ast.Input) else ".output"
@@ -654,3 +657,11 @@ def _unfolded(term: ast.BinOp | ast.Call, name: str) -> list[ast.Term]:
             args.append(left)
             return list(reversed(args))
         node = inner
+
+
+def _choice_text(domains: tuple[tuple[ast.Ident, ...], ...]) -> str:
+    """`` choice-domain x, (y, z)`` (empty without domains)."""
+    if not domains:
+        return ""
+    written = [d[0].name if len(d) == 1 else "(" + ", ".join(i.name for i in d) + ")" for d in domains]
+    return " choice-domain " + ", ".join(written)

@@ -41,7 +41,8 @@ def parse(source: SourceFile, surface: bool = False) -> tuple[ast.Module, list[D
     """Parse one file. The module holds every statement that parsed; the list, every error.
 
     A rule with several heads or with ``;`` is desugared into the plain rules it stands for
-    (:mod:`.desugar`), unless ``surface``: then it is the :class:`~.ast.Compound` written."""
+    (:mod:`.desugar`), unless ``surface``: then it is the :class:`~.ast.Compound` written.
+    Likewise an ``eqrel`` declaration is followed by the rules that close its relation."""
     tokens, comments, diagnostics = tokenize(source)
     builder = Builder(source, diagnostics)
     statements = _drive(source, tokens, builder, diagnostics)
@@ -55,6 +56,11 @@ def _desugared(
 ) -> list[ast.Statement]:
     out: list[ast.Statement] = []
     for statement in statements:
+        if isinstance(statement, ast.Decl) and desugar.closable(statement):
+            out.append(statement)
+            if not surface:
+                out.extend(desugar.equivalence_rules(statement))
+            continue
         if not isinstance(statement, ast.Compound):
             out.append(statement)
             continue

@@ -244,6 +244,9 @@ class RelationSpec:
     input: bool = False
     output: bool = False
     inline: bool = False
+    # `choice-domain`: each domain (attribute positions) a key; a derived tuple whose key a
+    # tuple of the relation has already is dropped
+    choice: tuple[tuple[int, ...], ...] = ()
 
     @property
     def arity(self) -> int:

@@ -91,13 +91,30 @@ class _Reader:
         for t in types.list():
             if t.value is not None and t.value not in TYPES:
                 raise t.expected(f"null or one of {', '.join(TYPES)}")
+        arity = len(types.value)
         return RelationSpec(
             r.child("name").string(),
             tuple(types.value),
             r.child("input").boolean(),
             r.child("output").boolean(),
             r.child("inline").boolean(),
+            r.optional("choice", lambda c: tuple(self.domain(d, arity) for d in c.list()), ()),
         )
+
+    @staticmethod
+    def domain(d: Cursor, arity: int) -> tuple[int, ...]:
+        """A choice domain: distinct attribute positions of the relation, at least one."""
+        positions = d.list()
+        if not positions:
+            raise d.expected("a list of attribute positions")
+        found = []
+        for at in positions:
+            if not isinstance(at.value, int) or isinstance(at.value, bool) or not 0 <= at.value < arity:
+                raise at.expected(f"an attribute position below {arity}")
+            if at.value in found:
+                raise at.fail(f"attribute position {at.value} twice in a choice domain")
+            found.append(at.value)
+        return tuple(found)
 
     def functor(self, f: Cursor) -> FunctorSpec:
         f.object()

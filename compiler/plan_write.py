@@ -47,7 +47,14 @@ def to_data(plan: Plan) -> dict[str, Any]:
         "version": PLAN_VERSION,
         "default": plan.default,
         "relations": [
-            {"name": r.name, "types": list(r.types), "input": r.input, "output": r.output, "inline": r.inline}
+            {
+                "name": r.name,
+                "types": list(r.types),
+                "input": r.input,
+                "output": r.output,
+                "inline": r.inline,
+                **({"choice": [list(d) for d in r.choice]} if r.choice else {}),
+            }
             for r in plan.relations
         ],
         "functors": [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors],

@@ -130,6 +130,7 @@ class _Planner:
                 name not in self.shadowed and self.symbols.relations[name].is_input,
                 name not in self.shadowed and self.symbols.relations[name].is_output,
                 name not in self.shadowed and self.symbols.is_inline(name),
+                () if name in self.shadowed else self.symbols.relations[name].choice,
             )
             for name in self.relation_names
         )

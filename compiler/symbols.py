@@ -42,7 +42,8 @@ def is_verdict(name: str, arity: int | None) -> bool:
 @dataclass(frozen=True)
 class Relation:
     """A relation of the policy: arity, attribute types and names, where it is declared, and
-    whether it is an input, an output or inline."""
+    whether it is an input, an output or inline, an equivalence relation (``eqrel``) and its
+    choice domains (attribute positions)."""
 
     name: str
     arity: int | None
@@ -54,6 +55,20 @@ class Relation:
     is_output: bool
     home: str  # the file of ``span``
     inline: bool = False  # evaluated on demand, arguments bound by the caller
+    eqrel: bool = False  # reflexive, symmetric and transitive (closure rules are added)
+    choice: tuple[tuple[int, ...], ...] = ()  # `choice-domain`: each a key, by attribute position
+
+    @property
+    def qualifiers(self) -> tuple[str, ...]:
+        """What the declaration says of it, as written there (for hovers and outlines)."""
+        found = [q for q, on in (("inline", self.inline), ("eqrel", self.eqrel)) if on]
+        if self.choice:
+            domains = [
+                self.attributes[d[0]] if len(d) == 1 else "(" + ", ".join(self.attributes[i] for i in d) + ")"
+                for d in self.choice
+            ]
+            found.append("choice-domain " + ", ".join(domains))
+        return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -420,10 +435,63 @@ class _Resolver:
                 is_output=name in self.outputs or is_verdict(name, arity),
                 home=span.file,
                 inline=decl is not None and decl.inline,
+                eqrel=decl is not None and decl.eqrel,
+                choice=self._choice(decl) if decl is not None else (),
             )
             if decl is not None and decl.inline:
                 self._check_inline(decl)
+            if decl is not None and (decl.eqrel or decl.choice):
+                self._check_qualifiers(decl)
         return relations, defined
+
+    @staticmethod
+    def _choice(decl: ast.Decl) -> tuple[tuple[int, ...], ...]:
+        """The choice domains of a declaration, by attribute position (unknown names left out:
+        :meth:`_check_qualifiers` reports them)."""
+        names = [a.name for a in decl.attributes]
+        found = []
+        for domain in decl.choice:
+            positions = tuple(names.index(n.name) for n in domain if n.name in names)
+            if len(positions) == len(domain) and positions not in found:
+                found.append(positions)
+        return tuple(found)
+
+    def _check_qualifiers(self, decl: ast.Decl) -> None:
+        """``eqrel`` takes two attributes of one type; ``choice-domain`` names attributes;
+        neither goes with ``inline``, nor one with the other."""
+        name = decl.name.name
+        problems: list[tuple[Span, str, str]] = []
+        if decl.eqrel:
+            types = {a.type.name for a in decl.attributes}
+            if len(decl.attributes) != 2 or len(types) != 1:
+                problems.append(
+                    (
+                        decl.span,
+                        f"`eqrel` relation `{name}` must have two attributes of one type",
+                        "an equivalence relation relates values of one type: `.decl R(a: T, b: T) eqrel`",
+                    )
+                )
+        names = {a.name for a in decl.attributes}
+        for domain in decl.choice:
+            for ident in domain:
+                if ident.name not in names:
+                    problems.append(
+                        (
+                            ident.span,
+                            f"`{ident.name}` is not an attribute of `{name}`",
+                            f"a choice domain names attributes of the relation: {', '.join(sorted(names)) or 'none'}",
+                        )
+                    )
+            if len({i.name for i in domain}) != len(domain):
+                problems.append((domain[0].span, "an attribute is named twice in one choice domain", ""))
+        if decl.inline and (decl.eqrel or decl.choice):
+            problems.append(
+                (decl.span, f"inline relation `{name}` cannot be `eqrel` or have a `choice-domain`", "")
+            )
+        if decl.eqrel and decl.choice:
+            problems.append((decl.span, f"`eqrel` relation `{name}` cannot have a `choice-domain`", ""))
+        for span, message, help_ in problems:
+            self.diagnostics.append(codes.INVALID_DIRECTIVE(span, message, help=help_ or None))
 
     def _check_inline(self, decl: ast.Decl) -> None:
         name = decl.name.name

@@ -184,23 +184,46 @@ def _mark_unknown_directives(text: str, tokens: list[Token]) -> None:
         tokens[:] = merged
 
 
+_QUALIFIERS = {"inline": "INLINE", "eqrel": "EQREL"}
+
+
+def _retype_qualifiers(tokens: list[Token], j: int) -> None:
+    """The qualifiers of a ``.decl`` from token ``j`` on (a name followed by ``(`` starts a
+    rule instead)."""
+    while j < len(tokens) and tokens[j].type == "NAME":
+        token = tokens[j]
+        following = tokens[j + 1] if j + 1 < len(tokens) else None
+        if token.value in _QUALIFIERS and (following is None or following.type != "LPAR"):
+            token.type = _QUALIFIERS[token.value]
+            j += 1
+            continue
+        if (
+            token.value == "choice"
+            and j + 2 < len(tokens)
+            and tokens[j + 1].type == "MINUS"
+            and tokens[j + 2].type == "NAME"
+            and tokens[j + 2].value == "domain"
+            and tokens[j + 1].start == token.end
+            and tokens[j + 2].start == tokens[j + 1].end
+        ):
+            tokens[j : j + 3] = [Token("CHOICE_DOMAIN", "choice-domain", token.start, tokens[j + 2].end)]
+            return  # the domains follow: names and parenthesised lists of names
+        return
+
+
 def _retype_soft_keywords(tokens: list[Token]) -> None:
     """``budget`` and ``pool`` are keywords only in ``.role NAME budget N pool NAME``, and
-    ``inline`` only right after the closing parenthesis of a ``.decl``."""
+    ``inline``, ``eqrel`` and ``choice-domain`` only after the closing parenthesis of a
+    ``.decl`` (the three tokens of ``choice-domain`` become one)."""
     n = len(tokens)
     for i, token in enumerate(tokens):
         if token.type == "DECL":
             j = i + 1
             while j < n and tokens[j].type not in ("RPAR", "DECL"):
                 j += 1
-            if (
-                j + 1 < n
-                and tokens[j].type == "RPAR"
-                and tokens[j + 1].type == "NAME"
-                and tokens[j + 1].value == "inline"
-                and (j + 2 >= n or tokens[j + 2].type != "LPAR")
-            ):
-                tokens[j + 1].type = "INLINE"
+            if j < n and tokens[j].type == "RPAR":
+                _retype_qualifiers(tokens, j + 1)
+                n = len(tokens)
             continue
         if token.type != "ROLE":
             continue

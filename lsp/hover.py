@@ -86,11 +86,8 @@ def relation(snapshot: Snapshot, name: str) -> str:
     if name in VERDICTS:
         traits.append("the verdict relation")
     if info is not None:
-        traits += [
-            t
-            for t, on in (("input", info.is_input), ("output", info.is_output), ("inline", info.inline))
-            if on
-        ]
+        traits += [t for t, on in (("input", info.is_input), ("output", info.is_output)) if on]
+        traits += list(info.qualifiers)
     place = _origin(snapshot, decl.span if decl is not None else info.span if info else None)
     if place:
         traits.append(place)

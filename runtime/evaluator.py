@@ -125,6 +125,8 @@ class Evaluation:
         }
         self.ranks: dict[int, dict[tuple, int]] | None = None
         self.kept: dict[int, Callable[[], Relation]] = {}  # relations held otherwise than as sets
+        # per relation with a choice domain: how many facts it held and the keys of each domain
+        self.keys: dict[int, tuple[int, list[set[tuple]]]] = {}
 
     def keep(self, relation: int, make: Callable[[], Relation]) -> None:
         """Hold ``relation`` in what ``make`` returns (a session's implicit ``DependsOn``),
@@ -336,10 +338,40 @@ class Evaluation:
     # ----------------------------------------------------------------------- private
 
     def _merge(self, relation: int, new: set) -> set:
+        if self.plan.relations[relation].choice and new:
+            new = self._chosen(relation, new)
         added = self.relations[relation].add_all(new)
         self.facts += len(added)
         self.E.check()
         return added
+
+    def _chosen(self, relation: int, new: set) -> set:
+        """The facts of ``new`` a relation with choice domains takes: one whose key (in any
+        domain) a fact of the relation has, or an earlier fact of ``new`` in the order of
+        values (numbers by value, symbols by text; by their text where those do not compare),
+        is dropped. So the first round that derives a key decides its fact, deterministically."""
+        domains = self.plan.relations[relation].choice
+        held = self.relations[relation].tuples
+        if self.relations[relation].arity == 1:
+            return new  # a fact is its own key
+        size, keys = self.keys.get(relation, (-1, []))
+        if size != len(held):
+            keys = [{tuple(t[i] for i in d) for t in held} for d in domains]
+        fresh = new - held if isinstance(held, set) else {t for t in new if t not in held}
+        try:
+            ordered = sorted(fresh)
+        except TypeError:
+            ordered = sorted(fresh, key=repr)
+        kept = set()
+        for fact in ordered:
+            found = [tuple(fact[i] for i in d) for d in domains]
+            if any(k in seen for k, seen in zip(found, keys, strict=True)):
+                continue
+            for k, seen in zip(found, keys, strict=True):
+                seen.add(k)
+            kept.add(fact)
+        self.keys[relation] = (len(held) + len(kept), keys)
+        return kept
 
     def _rounds(self, stratum: p.Stratum, base: list[CompiledRule], deltas: list[CompiledRule]) -> None:
         meter = self.E

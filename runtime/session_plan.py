@@ -46,6 +46,8 @@ class SessionPlan:
                 continue
             if any(relations[r].name == "Deny@shadow" for r in members):
                 continue  # the rules in shadow mode are asked on demand: their failures poison nothing
+            if any(relations[r].choice for r in members):
+                continue  # which fact a key keeps depends on the order facts come: recomputed
             allowed = incremental | set(members)
             if all(_monotone(rule, allowed) for r in members for rule in rules_of[r]):
                 incremental.update(members)
@@ -86,8 +88,8 @@ class SessionPlan:
                 if r == self.candidate:
                     materialized.add(r)
                 return
-            if stratum_of[r].recursive:
-                materialize(r)
+            if stratum_of[r].recursive or relations[r].choice:
+                materialize(r)  # a choice relation's fact for a key depends on all of it
                 return
             demanded.add(r)
             for bound in plan.bound_rules[r]:

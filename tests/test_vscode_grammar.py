@@ -313,8 +313,15 @@ def _statement(text: str, statement: ast.Statement) -> Iterator[Expect]:
             start = attribute.span.start
             yield Expect(start, start + len(attribute.name), ("variable.parameter.policyc",), "attribute")
             yield _ident(attribute.type, _type(attribute.type.name), "type")
-        if statement.inline:
-            yield Expect(span.end - len("inline"), span.end, ("storage.modifier.inline.policyc",), "inline")
+        qualifiers = text[span.start : span.end]
+        for word, scope, on in (
+            ("inline", "storage.modifier.inline.policyc", statement.inline),
+            ("eqrel", "storage.modifier.eqrel.policyc", statement.eqrel),
+            ("choice-domain", "storage.modifier.choice-domain.policyc", bool(statement.choice)),
+        ):
+            if on:
+                at = span.start + qualifiers.rindex(word)
+                yield Expect(at, at + len(word), (scope,), word)
     elif isinstance(statement, ast.Input | ast.Output):
         for name in statement.names:
             yield _ident(name, ("entity.name.type.relation.policyc",), "listed relation")
@@ -375,7 +382,10 @@ def _expectations(text: str, module: ast.Module) -> Iterator[Expect]:
             "comment.line.double-slash.policyc" if comment.text.startswith("//") else "comment.block.policyc"
         )
         yield Expect(comment.span.start, comment.span.end, (scope,), "comment")
+    declared = {s.span for s in module.statements if isinstance(s, ast.Decl)}
     for statement in module.statements:
+        if isinstance(statement, ast.Rule) and statement.span in declared:
+            continue  # the rules closing an `eqrel` relation, written nowhere
         yield from _statement(text, statement)
 
 
