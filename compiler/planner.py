@@ -493,6 +493,10 @@ class _Planner:
         atom = literal.atom if isinstance(literal, ast.Negation) else literal
         if isinstance(literal, ast.Atom) and self.binds(atom):
             return False
+        if isinstance(literal, ast.Negation) and _nested_wildcard(atom):  # `!r([x, _])`
+            return all(self.is_bound(v, ctx) for a in atom.args for v in ast.pattern_vars(a)) and all(
+                self.matchable(a, ctx) for a in atom.args
+            )
         return all(isinstance(arg, ast.Wildcard) or self.ready(arg, ctx) for arg in atom.args)
 
     # ------------------------------------------------------------------------- steps
@@ -547,6 +551,10 @@ class _Planner:
             return p.Test(self.functor(atom.name), tuple(self.expr(a, ctx) for a in atom.args), negated)
         if self.symbols.is_inline(atom.name):
             return p.InlineTest(self.rel[atom.name], tuple(self.expr(a, ctx) for a in atom.args), negated)
+        if negated and _nested_wildcard(atom):
+            # `!r([x, _])`: no fact matches the pattern, i.e. none is counted
+            count = self.aggregate(ast.Aggregate("count", None, (atom,), span=atom.span), ctx)
+            return p.Filter("=", count, p.Const(0))
         if negated:
             args = tuple(
                 p.Skip() if isinstance(a, ast.Wildcard) else p.Match(self.expr(a, ctx)) for a in atom.args
@@ -698,3 +706,13 @@ class _Planner:
         if isinstance(term, ast.Constructor):
             return p.Pack(term.name, tuple(self.expr(a, ctx) for a in term.args))
         raise PlanningError(f"cannot evaluate {term!r}")
+
+
+def _nested_wildcard(atom: ast.Atom) -> bool:
+    """``_`` inside a record or constructor argument (``r([x, _])``), not as an argument."""
+    return any(
+        isinstance(t, ast.Wildcard)
+        for arg in atom.args
+        if isinstance(arg, ast.Record | ast.Constructor)
+        for t in ast.walk_term(arg)
+    )

@@ -163,6 +163,8 @@ RECORD_RULES = [
     "Wrapped($Some(x + y)) :- RecIn([x, y], $None).",
     "Wrapped(o) :- RecIn(_, o), o != $None.",
     "Same(v) :- RecIn([v, _], $Some(v)).",
+    "NoRight(x) :- Unpack(x, _), !RecIn([_, x], _).",
+    "NoneLeft(x) :- Unpack(x, _), !RecIn([x, _], $Some(_)).",
 ]
 
 
@@ -187,6 +189,8 @@ def _record_block(draw, inputs: list[Relation], facts: dict[str, list[tuple]]) -
     rules = draw(st.lists(st.sampled_from(RECORD_RULES), min_size=1, max_size=6, unique=True))
     if any(r.startswith("Swap(p)") for r in rules):
         rules.append(RECORD_RULES[1])  # `Swap` needs its first rule
+    if any(r.startswith(("NoRight", "NoneLeft")) for r in rules):
+        rules.append(RECORD_RULES[0])  # they need `Unpack`
     source = inputs[0]
     rest = ", _" * (source.arity - 1)
     if draw(st.booleans()):

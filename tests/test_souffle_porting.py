@@ -205,3 +205,31 @@ def test_a_host_functor_may_return_unsigned_and_a_negative_value_is_refused() ->
     result = policyc.load_source(source, functors={"half": lambda x: x // 2}).evaluate({})
     assert result.relation("H") == {(0, 0), (1, 0), (2, 1)}
     assert result.errored and "`unsigned`" in str(result.errors[0])
+
+
+NEGATED = """.type P = [a: number, b: number]
+.decl r(p: P)
+.decl e(x: number)
+.input r, e
+"""
+
+
+def test_a_wildcard_inside_a_record_of_a_negated_atom_matches_any_field() -> None:
+    source = NEGATED + "q(x) :- e(x), !r([x, _]).\nq2(x) :- e(x), !r([_, [x, _]]).\n"
+    source = source.replace(
+        ".decl r(p: P)", ".type Q = [a: number, b: P]\n.decl r(p: P)\n.decl s(q: Q)\n.input s"
+    )
+    source = source.replace("!r([_, [x, _]])", "!s([_, [x, _]])")
+    assert check_source(source) == []
+    result = policyc.load_source(source).evaluate(
+        {"e": [[1], [2], [3]], "r": [[[1, 5]], [[3, 3]]], "s": [[[0, [2, 9]]]]}
+    )
+    assert not result.errored, result.errors
+    assert result.relation("q") == {(2,)}
+    assert result.relation("q2") == {(1,), (3,)}
+
+
+def test_a_variable_inside_a_record_of_a_negated_atom_must_be_bound() -> None:
+    diagnostics = check_source(NEGATED + "q(x) :- e(x), !r([y, _]).\n")
+    assert [(d.name, d.span.line, d.span.column) for d in diagnostics] == [("unsafe-variable", 5, 19)]
+    assert "`y`" in diagnostics[0].message

@@ -279,7 +279,28 @@ class _RuleSafety:
             elif isinstance(arg, ast.Wildcard):
                 if not wildcards:
                     self.wildcard(arg, f"as an argument of the inline relation `{atom.name}`")
+            elif wildcards and isinstance(arg, ast.Record | ast.Constructor):
+                self.given_fields(arg, atom, bound, message, help_text)
             else:
+                self.expression(arg, bound, f"an argument of `{atom.name}`")
+
+    def given_fields(
+        self,
+        term: ast.Record | ast.Constructor,
+        atom: ast.Atom,
+        bound: set[str],
+        message: str,
+        help_text: str,
+    ) -> None:
+        """A record of a negated atom (``!r([x, _])``): ``_`` at a field matches any value,
+        a variable must arrive bound, anything else is computed."""
+        for arg in term.args:
+            if isinstance(arg, ast.Var):
+                if arg.name not in bound:
+                    self.report(arg, message.format(arg.name), help_text.format(arg.name))
+            elif isinstance(arg, ast.Record | ast.Constructor):
+                self.given_fields(arg, atom, bound, message, help_text)
+            elif not isinstance(arg, ast.Wildcard):
                 self.expression(arg, bound, f"an argument of `{atom.name}`")
 
     def functor_args(self, name: str, args: tuple[ast.Term, ...], bound: set[str]) -> None:
