@@ -325,6 +325,26 @@ class Output:
 
 
 @dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """``.plan 0:(1,2), 1:(2,1)``: Soufflé's join orders (per version of the rule before it,
+    the 1-based positions of its atoms); policyc's planner orders atoms itself, so ``check``
+    reports it as ignored and ``fmt`` keeps it."""
+
+    orders: tuple[tuple[int, tuple[int, ...]], ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Pragma:
+    """``.pragma "key" "value"``: a Soufflé command-line option set in the program; reported as
+    ignored and kept by ``fmt``."""
+
+    key: String
+    value: String | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class Include:
     """``.include "other.dl"``: another file of the policy."""
 
@@ -420,7 +440,20 @@ class Misplaced:
     span: Span = _span()
 
 
-Directive = Decl | Input | Output | Include | Import | Functor | Default | Role | FieldMap | TypeDecl
+Directive = (
+    Decl
+    | Input
+    | Output
+    | Include
+    | Import
+    | Functor
+    | Default
+    | Role
+    | FieldMap
+    | TypeDecl
+    | QueryPlan
+    | Pragma
+)
 Statement = Rule | Compound | Directive | Misplaced
 
 

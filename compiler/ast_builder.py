@@ -35,6 +35,15 @@ def _is_token(x: object) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class _PlanOrder:
+    """``1:(2,1)`` of a ``.plan``: a version of the rule and the order of its atoms."""
+
+    version: int
+    order: tuple[int, ...]
+    span: Span
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class _IoRelation:
     """A relation of ``.input``/``.output`` with the options written after it, if any."""
 
@@ -420,6 +429,24 @@ class Builder:
         if isinstance(value, Token):
             value = self._ident(value)
         return ast.IoOption(self._ident(key), value, span=self._span(key, children[-1]))
+
+    def plan(self, children: list) -> ast.QueryPlan:
+        orders = [c for c in children if isinstance(c, _PlanOrder)]
+        return ast.QueryPlan(
+            tuple((o.version, o.order) for o in orders), span=self._span(children[0], orders[-1])
+        )
+
+    def plan_order(self, children: list) -> _PlanOrder:
+        present = [c for c in children if c is not None]
+        numbers = [self._int(c) for c in present if c.type == "INT"]
+        return _PlanOrder(numbers[0], tuple(numbers[1:]), self._span(present[0], present[-1]))
+
+    def pragma(self, children: list) -> ast.Pragma:
+        present = [c for c in children if c is not None]
+        strings = [self.string([c]) for c in present[1:]]
+        return ast.Pragma(
+            strings[0], strings[1] if len(strings) > 1 else None, span=self._span(present[0], present[-1])
+        )
 
     def include(self, children: list) -> ast.Include:
         path = self.string([children[1]])

@@ -11,7 +11,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .source import Span
+from .source import SourceFile, Span
 
 
 class Severity(enum.Enum):
@@ -42,6 +42,24 @@ class Fix:
     message: str
     edits: tuple[Edit, ...]
     safe: bool = True
+
+
+def removal(source: SourceFile | None, span: Span, message: str = "remove the declaration") -> Fix | None:
+    """The safe fix that removes the statement at ``span``: its whole line when nothing else is
+    on it, else the statement and the blanks after it."""
+    if source is None:
+        return None
+    text = source.text
+    start, end = span.start, span.end
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    if not text[line_start:start].strip() and not text[end:line_end].strip():
+        start, end = line_start, min(line_end + 1, len(text))
+    else:
+        while end < line_end and text[end] in " \t":
+            end += 1
+    return Fix(message, (Edit(source.span(start, end), ""),), safe=True)
 
 
 def replace_name(span: Span, name: str, close: str | None) -> Fix | None:

@@ -453,6 +453,12 @@ class _Printer:
             return f".field {path} : {directive.role.name}"
         if isinstance(directive, ast.TypeDecl):
             return self.type_decl(directive)
+        if isinstance(directive, ast.QueryPlan):
+            orders = (f"{v}:({','.join(map(str, order))})" for v, order in directive.orders)
+            return ".plan " + ", ".join(orders)
+        if isinstance(directive, ast.Pragma):
+            value = f" {self.string(directive.value)}" if directive.value is not None else ""
+            return f".pragma {self.string(directive.key)}{value}"
         raise TypeError(f"no layout for {type(directive).__name__}")
 
     def type_decl(self, directive: ast.TypeDecl) -> Doc:

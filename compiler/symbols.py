@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import ast, codes
-from .diagnostics import Diagnostic, Edit, Fix, Related, replace_name
+from .diagnostics import Diagnostic, Related, removal, replace_name
 from .loader import LIBRARY_PREFIX, PRELUDE, Program
 from .source import Span
 from .syntax_errors import did_you_mean
@@ -312,7 +312,7 @@ class _Resolver:
                     f"`{name}` is {what}; this declaration {repeats}",
                     related=related,
                     help=f"remove it: `{name}` needs no declaration (it is `{_signature(first)}`)",
-                    fix=self._removal(statement),
+                    fix=removal(self.program.source(statement.span.file), statement.span),
                 )
             )
             return
@@ -324,24 +324,6 @@ class _Resolver:
                 help=f"remove this declaration to use `{name}` as it is, or give your functor another name",
             )
         )
-
-    def _removal(self, statement: ast.Statement) -> Fix | None:
-        """The fix that removes a statement: its whole line when nothing else is on it, else
-        the statement and the blanks after it."""
-        source = self.program.source(statement.span.file)
-        if source is None:
-            return None
-        text = source.text
-        start, end = statement.span.start, statement.span.end
-        line_start = text.rfind("\n", 0, start) + 1
-        line_end = text.find("\n", end)
-        line_end = len(text) if line_end < 0 else line_end
-        if not text[line_start:start].strip() and not text[end:line_end].strip():
-            start, end = line_start, min(line_end + 1, len(text))
-        else:
-            while end < line_end and text[end] in " \t":
-                end += 1
-        return Fix("remove the declaration", (Edit(source.span(start, end), ""),), safe=True)
 
     def _role(self, statement: ast.Role) -> None:
         error = codes.INVALID_DIRECTIVE

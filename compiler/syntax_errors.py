@@ -25,6 +25,8 @@ DIRECTIVES = (
     ".role",
     ".field",
     ".type",
+    ".plan",
+    ".pragma",
 )
 
 TERMINALS: dict[str, str] = {

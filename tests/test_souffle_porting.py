@@ -233,3 +233,39 @@ def test_a_variable_inside_a_record_of_a_negated_atom_must_be_bound() -> None:
     diagnostics = check_source(NEGATED + "q(x) :- e(x), !r([y, _]).\n")
     assert [(d.name, d.span.line, d.span.column) for d in diagnostics] == [("unsafe-variable", 5, 19)]
     assert "`y`" in diagnostics[0].message
+
+
+TUNED = """.pragma "magic-transform" "*"
+.decl edge(a: number, b: number)
+.decl path(a: number, b: number)
+.input edge
+path(a, b) :- edge(a, b).
+path(a, c) :- path(a, b), edge(b, c).
+.plan 0:(1,2),  1:( 2, 1 )
+"""
+
+
+def test_plans_and_pragmas_are_read_kept_and_reported_as_ignored() -> None:
+    diagnostics = check_source(TUNED)
+    assert [(d.name, d.span.line) for d in diagnostics] == [("ignored-option", 1), ("ignored-option", 7)]
+    assert '`.pragma "magic-transform"`' in diagnostics[0].message
+    assert "`.plan`" in diagnostics[1].message and "--show plan" in (diagnostics[1].help or "")
+    formatted = format_source(TUNED)
+    assert formatted.endswith(".plan 0:(1,2), 1:(2,1)\n") and formatted.startswith(
+        '.pragma "magic-transform" "*"\n'
+    )
+    assert format_source(formatted) == formatted
+    fixed = apply_fixes(TUNED, diagnostics)
+    assert ".plan" not in fixed and ".pragma" not in fixed and check_source(fixed) == []
+    facts = {"edge": [[1, 2], [2, 3]]}
+    assert policyc.load_source(TUNED).evaluate(facts).relation("path") == {(1, 2), (2, 3), (1, 3)}
+
+
+@pytest.mark.parametrize(
+    ("text", "line"), [(".plan 0:1", 1), (".plan x:(1)", 1), (".pragma magic", 1), (".plan", 2)]
+)
+def test_malformed_plans_and_pragmas_are_syntax_errors(text: str, line: int) -> None:
+    """Each is one error where the text stops being a plan or pragma (`.plan` alone: at the
+    next statement, where its orders were expected); the statement after it still parses."""
+    diagnostics = check_source(text + "\n.decl e(x: number)\n")
+    assert [(d.name, d.span.line) for d in diagnostics] == [("syntax-error", line)]

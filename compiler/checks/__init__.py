@@ -50,7 +50,7 @@ def all_checks() -> tuple[Check, ...]:
         duplicates,
         empty,
         generators,
-        io_options,
+        ignored_options,
         rule_annotations,
         safety,
         singletons,
@@ -70,7 +70,7 @@ def all_checks() -> tuple[Check, ...]:
         duplicates.check,
         unused.check,
         empty.check,
-        io_options.check,
+        ignored_options.check,
     )
 
 
