@@ -291,6 +291,7 @@ class Decl:
     span: Span = _span()
     eqrel: bool = False
     choice: tuple[tuple[Ident, ...], ...] = ()
+    storage: Ident | None = None  # Soufflé's `btree`, `brie` or `btree_delete`, kept for `fmt`
 
 
 @dataclass(frozen=True, slots=True)

@@ -379,12 +379,18 @@ class Builder:
             span=self._span(children[0], last[-1][-1] if isinstance(last, tuple) else last),
             eqrel="EQREL" in kinds,
             choice=choice,
+            storage=next(
+                (self._ident(q) for q in qualifiers if isinstance(q, Token) and q.type == "STORAGE"), None
+            ),
         )
 
     def inline_qualifier(self, children: list) -> Token:
         return children[0]
 
     def eqrel_qualifier(self, children: list) -> Token:
+        return children[0]
+
+    def storage_qualifier(self, children: list) -> Token:
         return children[0]
 
     def choice_qualifier(self, children: list) -> tuple[tuple[ast.Ident, ...], ...]:

@@ -410,12 +410,13 @@ class _Printer:
                 if directive.attributes
                 else self.closer_at(directive.name.span.end, "(") + 1
             )
-            qualified = directive.inline or directive.eqrel or directive.choice
+            qualified = directive.inline or directive.eqrel or directive.choice or directive.storage
             closing = self.closer_at(after, ")") if qualified else directive.span.end - 1
             return [
                 self.arguments(
                     f".decl {directive.name.name}(", directive.attributes, self.attribute, closing
                 ),
+                f" {directive.storage.name}" if directive.storage else "",
                 " inline" if directive.inline else "",
                 " eqrel" if directive.eqrel else "",
                 _choice_text(directive.choice),

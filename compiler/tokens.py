@@ -184,7 +184,13 @@ def _mark_unknown_directives(text: str, tokens: list[Token]) -> None:
         tokens[:] = merged
 
 
-_QUALIFIERS = {"inline": "INLINE", "eqrel": "EQREL"}
+_QUALIFIERS = {
+    "inline": "INLINE",
+    "eqrel": "EQREL",
+    "btree": "STORAGE",
+    "brie": "STORAGE",
+    "btree_delete": "STORAGE",
+}
 
 
 def _retype_qualifiers(tokens: list[Token], j: int) -> None:

@@ -269,3 +269,25 @@ def test_malformed_plans_and_pragmas_are_syntax_errors(text: str, line: int) -> 
     next statement, where its orders were expected); the statement after it still parses."""
     diagnostics = check_source(text + "\n.decl e(x: number)\n")
     assert [(d.name, d.span.line) for d in diagnostics] == [("syntax-error", line)]
+
+
+@pytest.mark.parametrize("storage", ["btree", "brie", "btree_delete"])
+def test_data_structure_qualifiers_are_read_kept_and_reported_as_ignored(storage: str) -> None:
+    source = (
+        f".decl e(x: number, y: number) {storage}\n.input e\n.decl brie(btree: number)\nbrie(x) :- e(x, _).\n"
+    )
+    diagnostics = check_source(source)
+    assert [(d.name, d.span.line, d.span.column) for d in diagnostics] == [("ignored-option", 1, 31)]
+    assert f"`{storage}`" in diagnostics[0].message
+    assert format_source(source) == source
+    fixed = apply_fixes(source, diagnostics)
+    assert fixed.startswith(".decl e(x: number, y: number)\n") and check_source(fixed) == []
+    result = policyc.load_source(source).evaluate({"e": [[1, 2], [3, 4]]})
+    assert result.relation("brie") == {(1,), (3,)}
+
+
+def test_a_data_structure_qualifier_goes_with_the_others() -> None:
+    source = ".decl r(a: number, b: number) brie eqrel\nr(1, 2).\n"
+    assert [d.name for d in check_source(source)] == ["ignored-option"]
+    assert format_source(source) == source
+    assert policyc.load_source(source).evaluate({}).relation("r") == {(1, 1), (1, 2), (2, 1), (2, 2)}

@@ -28,6 +28,22 @@ def check(context: Context) -> list[Diagnostic]:
             continue
         if isinstance(statement, ast.Input | ast.Output):
             diagnostics.extend(_io_options(statement, source))
+        elif isinstance(statement, ast.Decl) and statement.storage is not None:
+            storage = statement.storage
+            diagnostics.append(
+                codes.IGNORED_OPTION(
+                    storage.span,
+                    f"`{storage.name}` is ignored: policyc keeps every relation in hash tables and indexes "
+                    "of its own choosing",
+                    help="Soufflé's data structure qualifiers tune Soufflé's C++ code; remove it",
+                    fix=Fix(
+                        f"remove `{storage.name}`",
+                        (Edit(source.span(storage.span.start - 1, storage.span.end), ""),),
+                    )
+                    if source.text[storage.span.start - 1] == " "
+                    else None,
+                )
+            )
         elif isinstance(statement, ast.QueryPlan):
             diagnostics.append(
                 codes.IGNORED_OPTION(
