@@ -155,6 +155,17 @@ class Constructor:
     name_span: Span = _span()
 
 
+@dataclass(frozen=True, slots=True)
+class Cast:
+    """``as(x, City)``: Soufflé's type conversion, the value of ``x`` taken as a value of the
+    type named. The type checker checks it; the stages after it see only ``x`` (a value is
+    the same value whatever its type's name: :func:`without_casts`)."""
+
+    operand: Term
+    type: Ident
+    span: Span = _span()
+
+
 Term = (
     Var
     | Wildcard
@@ -169,6 +180,7 @@ Term = (
     | Record
     | Nil
     | Constructor
+    | Cast
 )
 STRUCTURED = (Record, Nil, Constructor)  # the terms that build (or, as patterns, take apart) records
 
@@ -484,7 +496,7 @@ def term_children(term: Term) -> tuple[Term, ...]:
         return term.args
     if isinstance(term, BinOp):
         return (term.left, term.right)
-    if isinstance(term, Negate | UnaryOp):
+    if isinstance(term, Negate | UnaryOp | Cast):
         return (term.operand,)
     return ()
 
@@ -496,7 +508,7 @@ def map_children(term: Term, fn: Callable[[Term], Term]) -> Term:
         return replace(term, args=tuple(fn(a) for a in term.args))
     if isinstance(term, BinOp):
         return replace(term, left=fn(term.left), right=fn(term.right))
-    if isinstance(term, Negate | UnaryOp):
+    if isinstance(term, Negate | UnaryOp | Cast):
         return replace(term, operand=fn(term.operand))
     return term
 
@@ -554,3 +566,17 @@ def pattern_vars(term: Term) -> Iterator[Var]:
     elif isinstance(term, Record | Constructor):
         for arg in term.args:
             yield from pattern_vars(arg)
+
+
+def without_casts(term: Term) -> Term:
+    """The term with every ``as(x, T)`` inside it (aggregates too) replaced by ``x``."""
+    if isinstance(term, Cast):
+        return without_casts(term.operand)
+    if isinstance(term, Aggregate):
+        target = None if term.target is None else without_casts(term.target)
+        return replace(term, target=target, body=tuple(map_literal(lit, without_casts) for lit in term.body))
+    return map_children(term, without_casts)
+
+
+def has_cast(term: Term) -> bool:
+    return any(isinstance(t, Cast) for t in walk_term(term))

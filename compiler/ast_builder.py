@@ -276,6 +276,16 @@ class Builder:
         args = _values(children[2:-1])
         span = self._span(first, children[-1])
         name_span = self._span(name)
+        if name.value == "as" and first.type != "AT":  # `as(x, City)`: a type conversion
+            if len(args) == 2 and isinstance(args[1], ast.Var):
+                return ast.Cast(args[0], ast.Ident(args[1].name, span=args[1].span), span=span)
+            self.diagnostics.append(
+                codes.SYNTAX_ERROR(
+                    span,
+                    "`as` converts a term to a type: `as(term, Type)`",
+                    help="write the term first and the name of a type second, as in `as(x, City)`",
+                )
+            )
         if name.value == "cat" and len(args) > 2:  # `cat(a, b, c)`: `cat(cat(a, b), c)`
             return self._fold(
                 "cat",

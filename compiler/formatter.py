@@ -528,6 +528,8 @@ class _Printer:
             return self.aggregate(term)
         if isinstance(term, ast.BinOp) and term.op in ast.EXTREMA:
             return self.arguments(f"{term.op}(", _unfolded(term, term.op), self.term, term.span.end - 1)
+        if isinstance(term, ast.Cast):
+            return ["as(", self.term(term.operand), f", {term.type.name})"]
         if isinstance(term, ast.Nil):
             return "nil"
         if isinstance(term, ast.Record):

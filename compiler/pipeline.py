@@ -27,9 +27,10 @@ to those who evaluate).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
-from . import depgraph
+from . import ast, depgraph
 from . import stratify as stratification
 from . import symbols as symbol_table
 from .checks import run_checks
@@ -60,9 +61,36 @@ def check(resolved: Resolved) -> Checked:
     """Types inferred, the dependency graph, and every semantic check's findings."""
     program, table = resolved.program, resolved.symbols
     types, problems = infer(program, table)
+    program = _without_casts(program)
     graph = depgraph.build(program, table)
     found = _with(resolved.diagnostics, [*problems, *run_checks(program, table, graph)])
     return Checked(program, found, table, types, graph)
+
+
+def _without_casts(program: Program) -> Program:
+    """The program with each ``as(x, T)`` replaced by ``x``, once types are checked: every
+    later stage (checks, planner, analyzer) sees the values, not the conversions."""
+    if not any(_rule_has_cast(rule) for _, rule in program.rules()):
+        return program
+    modules = []
+    for module in program.modules:
+        statements = tuple(
+            _rule_without_casts(s) if isinstance(s, ast.Rule) and _rule_has_cast(s) else s
+            for s in module.statements
+        )
+        modules.append(dataclasses.replace(module, statements=statements))
+    return dataclasses.replace(program, modules=tuple(modules))
+
+
+def _rule_has_cast(rule: ast.Rule) -> bool:
+    terms = [*rule.head.args, *(t for lit in rule.body for t in ast.literal_terms(lit))]
+    return any(ast.has_cast(t) for t in terms)
+
+
+def _rule_without_casts(rule: ast.Rule) -> ast.Rule:
+    head = dataclasses.replace(rule.head, args=tuple(ast.without_casts(a) for a in rule.head.args))
+    body = tuple(ast.map_literal(lit, ast.without_casts) for lit in rule.body)
+    return dataclasses.replace(rule, head=head, body=body)
 
 
 def stratify(checked: Checked) -> Stratified:

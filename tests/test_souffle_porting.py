@@ -291,3 +291,59 @@ def test_a_data_structure_qualifier_goes_with_the_others() -> None:
     assert [d.name for d in check_source(source)] == ["ignored-option"]
     assert format_source(source) == source
     assert policyc.load_source(source).evaluate({}).relation("r") == {(1, 1), (1, 2), (2, 1), (2, 2)}
+
+
+CASTS = """.type City <: symbol
+.type Town <: symbol
+.decl city(c: City)
+.input city
+.decl n(x: number)
+.input n
+"""
+
+
+def test_as_gives_a_value_the_name_of_another_type_kept_alike() -> None:
+    """Without `as`, two subtypes of one base do not mix; with it they do, and the value is
+    the same value."""
+    mixed = CASTS + ".decl town(t: Town)\ntown(c) :- city(c).\n"
+    assert [d.name for d in check_source(mixed)] == ["type-mismatch"]
+    cast = CASTS + ".decl town(t: Town)\ntown(as(c, Town)) :- city(c).\n"
+    assert check_source(cast) == []
+    assert policyc.load_source(cast).evaluate({"city": [["Sydney"]]}).relation("town") == {("Sydney",)}
+    assert format_source(cast) == cast
+
+
+@pytest.mark.parametrize(
+    ("target", "conversion"), [("float", "to_float"), ("unsigned", "to_unsigned"), ("symbol", "to_string")]
+)
+def test_as_does_not_convert_a_number(target: str, conversion: str) -> None:
+    """Soufflé's `as(x, float)` reinterprets the bits of a number; policyc refuses, naming the
+    conversion that computes the value."""
+    source = CASTS + f".decl r(x: {target})\nr(as(x, {target})) :- n(x).\n"
+    (d,) = check_source(source)
+    assert (d.name, d.span.line, d.span.column) == ("type-mismatch", 8, 3)
+    assert f"`{conversion}(x)`" in d.message
+
+
+def test_an_unknown_type_or_a_malformed_as_is_located() -> None:
+    (d,) = check_source(CASTS + ".decl r(x: City)\nr(as(c, Ctiy)) :- city(c).\n")
+    assert (d.name, d.span.line, d.span.column) == ("type-mismatch", 8, 9)
+    assert "`Ctiy`" in d.message
+    (d,) = check_source(CASTS + ".decl r(x: City)\nr(as(c)) :- city(c).\n")
+    assert (d.name, d.span.line, d.span.column) == ("syntax-error", 8, 3)
+
+
+def test_the_stages_after_the_type_checker_see_the_values() -> None:
+    from policyc.analyzer.asp import solve_unique, to_clingo
+    from policyc.compiler import ast
+    from policyc.compiler.pipeline import compile_source
+
+    source = CASTS + '.decl k(n: number)\nk(m) :- m = count : { city(c), as(c, Town) != "x" }.\n'
+    compilation = compile_source(source)
+    assert compilation.ok
+    rules = [rule for _, rule in compilation.program.rules() if rule.head.name == "k"]
+    terms = [t for rule in rules for lit in rule.body for t in ast.literal_terms(lit)]
+    assert terms and not any(ast.has_cast(t) for t in terms)
+    facts = {"city": [["a"], ["x"]]}
+    assert policyc.load_source(source).evaluate(facts).relation("k") == {(1,)}
+    assert solve_unique(compilation, to_clingo(compilation, facts), facts)["k"] == {(1,)}

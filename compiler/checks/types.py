@@ -337,7 +337,40 @@ class _Solver:
             return operand if self.numeric(term.operand, operand) else self.new_slot(self.NUMERIC)
         if isinstance(term, ast.Aggregate):
             return self.aggregate(term)
+        if isinstance(term, ast.Cast):
+            return self.cast(term)
         raise AssertionError(f"unknown term {term!r}")
+
+    def cast(self, term: ast.Cast) -> object:
+        """``as(x, T)``: ``x`` is a value kept as ``T``'s are (a symbol as a symbol type's, a
+        record as the same record type's), and the result is a ``T``. A number does not become
+        a float or a text by a cast (Soufflé reinterprets its bits): the conversions do that."""
+        operand = self.term(term.operand)
+        name = term.type.name
+        kept = self.table.representation(name)
+        if kept is None:
+            self.error(term.type.span, f"unknown type `{name}`", [])
+            return self.new_slot()
+        same = self.sets.of(name) if kept == "record" else self.sets.of(kept)
+        clash = self.restrict(operand, same, (term.span, f"converted to `{name}` here"))
+        if clash is not None:
+            conversion = {
+                "float": "to_float",
+                "number": "to_number",
+                "unsigned": "to_unsigned",
+                "symbol": "to_string",
+            }
+            operand_text = self.text(term.operand.span)
+            self.error(
+                term.span,
+                f"`as` cannot make {self.sets.describe(clash)} a `{name}`: it only gives another type's name "
+                "to a value kept alike"
+                + (
+                    f"; `{conversion[kept]}({operand_text})` converts the value" if kept in conversion else ""
+                ),
+                [self.why(operand)],
+            )
+        return self.new_slot(self.sets.of(name), (term.span, f"`as(..., {name})`"))
 
     def record(self, term: ast.Record, expected: frozenset[str] | None) -> object:
         n = len(term.args)
