@@ -344,12 +344,15 @@ class Builder:
     # directives
 
     def decl(self, children: list) -> ast.Decl:
-        inline = children[-1].type == "INLINE"
-        attributes = children[3:-2] if inline else children[3:-1]
+        qualifiers = set()
+        while children[-1 - len(qualifiers)].type in ("INLINE", "OVERRIDABLE"):
+            qualifiers.add(children[-1 - len(qualifiers)].type)
+        attributes = children[3 : -1 - len(qualifiers)]
         return ast.Decl(
             self._ident(children[1]),
             tuple(_values(attributes)),
-            inline,
+            "INLINE" in qualifiers,
+            "OVERRIDABLE" in qualifiers,
             span=self._span(children[0], children[-1]),
         )
 
@@ -358,11 +361,11 @@ class Builder:
         return ast.Attribute(name.value, self._ident(type_), span=self._span(name, type_))
 
     def input(self, children: list) -> ast.Input:
-        names = tuple(self._ident(t) for t in children[1:] if t.type == "NAME")
+        names = tuple(self._ident(t) for t in children[1:] if t.type in ("NAME", "PATH"))
         return ast.Input(names, span=self._span(children[0], children[-1]))
 
     def output(self, children: list) -> ast.Output:
-        names = tuple(self._ident(t) for t in children[1:] if t.type == "NAME")
+        names = tuple(self._ident(t) for t in children[1:] if t.type in ("NAME", "PATH"))
         return ast.Output(names, span=self._span(children[0], children[-1]))
 
     def include(self, children: list) -> ast.Include:
@@ -456,6 +459,46 @@ class Builder:
                 )
             )
         return ast.FieldMap(tool, argument, self._ident(role), span=self._span(keyword, role), path_span=span)
+
+
+    # components: `.comp ... {` and `}` are statements of their own, nested by the parser
+
+    def comp_open(self, children: list) -> ComponentOpen:
+        brace = next(i for i, c in enumerate(children) if _is_token(c) and c.type == "LBRACE")
+        colon = next((i for i, c in enumerate(children) if _is_token(c) and c.type == "COLON"), brace)
+        params = tuple(self._ident(t) for t in children[2:colon] if t.type == "NAME")
+        bases = tuple(c for c in children[colon:brace] if isinstance(c, ast.CompType))
+        return ComponentOpen(self._ident(children[1]), params, bases, self._span(children[0], children[-1]))
+
+    def comp_close(self, children: list) -> ComponentClose:
+        return ComponentClose(self._span(children[0]))
+
+    def comp_type(self, children: list) -> ast.CompType:
+        args = tuple(self._ident(t) for t in children[2:-1] if t.type in ("NAME", "PATH"))
+        return ast.CompType(self._ident(children[0]), args, span=self._span(children[0], children[-1]))
+
+    def init(self, children: list) -> ast.Init:
+        return ast.Init(self._ident(children[1]), children[3], span=self._span(children[0], children[3]))
+
+    def override(self, children: list) -> ast.Override:
+        return ast.Override(self._ident(children[1]), span=self._span(children[0], children[1]))
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentOpen:
+    """``.comp Name<T> : Base {``: the statements up to the matching ``}`` are its body."""
+
+    name: ast.Ident
+    params: tuple[ast.Ident, ...]
+    bases: tuple[ast.CompType, ...]
+    span: Span
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentClose:
+    """The ``}`` that closes a component."""
+
+    span: Span
 
 
 class _Body(list):

@@ -25,6 +25,9 @@ DIRECTIVES = (
     ".role",
     ".field",
     ".type",
+    ".comp",
+    ".init",
+    ".override",
 )
 
 TERMINALS: dict[str, str] = {

@@ -3,7 +3,7 @@
 The whole file is tokenized with one regular expression made of the grammar's terminals
 (``grammar/policy.lark``), resuming after text no terminal matches, so that a stray character
 or an unterminated string is one error, not the end of the file. Soft keywords (``budget``,
-``pool``, ``inline``) and unknown directives (``.type``) are told apart here, from their
+``pool``, ``inline``, ``overridable``) and unknown directives (``.type``) are told apart here, from their
 neighbours.
 
 >>> tokens, comments, diagnostics = tokenize(SourceFile("p.dl", "Deny(a). // why"))
@@ -186,21 +186,23 @@ def _mark_unknown_directives(text: str, tokens: list[Token]) -> None:
 
 def _retype_soft_keywords(tokens: list[Token]) -> None:
     """``budget`` and ``pool`` are keywords only in ``.role NAME budget N pool NAME``, and
-    ``inline`` only right after the closing parenthesis of a ``.decl``."""
+    ``inline`` and ``overridable`` only right after the closing parenthesis of a ``.decl``."""
     n = len(tokens)
     for i, token in enumerate(tokens):
         if token.type == "DECL":
             j = i + 1
             while j < n and tokens[j].type not in ("RPAR", "DECL"):
                 j += 1
-            if (
-                j + 1 < n
-                and tokens[j].type == "RPAR"
-                and tokens[j + 1].type == "NAME"
-                and tokens[j + 1].value == "inline"
-                and (j + 2 >= n or tokens[j + 2].type != "LPAR")
-            ):
-                tokens[j + 1].type = "INLINE"
+            for qualifier in ("inline", "overridable"):  # in this order, as the grammar has them
+                if (
+                    j + 1 < n
+                    and tokens[j].type in ("RPAR", "INLINE")
+                    and tokens[j + 1].type == "NAME"
+                    and tokens[j + 1].value == qualifier
+                    and (j + 2 >= n or tokens[j + 2].type != "LPAR")
+                ):
+                    tokens[j + 1].type = qualifier.upper()
+                    j += 1
             continue
         if token.type != "ROLE":
             continue
