@@ -156,7 +156,9 @@ class WitnessSearch:
                 xs = ",".join(f"X{i}" for i in range(len(self.variables[name])))
                 switches.append(f"#external policyc_want({n}). [free]")
                 lines += [
-                    f"policyc_goal({n}) :- p_{name}({xs})." if xs else f"policyc_goal({n}) :- p_{name}.",
+                    f"policyc_goal({n}) :- {asp.predicate_name(name)}({xs})."
+                    if xs
+                    else f"policyc_goal({n}) :- {asp.predicate_name(name)}.",
                     f":- policyc_want({n}), not policyc_goal({n}).",
                 ]
             self.text = "\n".join(switches) + "\n" + self.problem.program() + "\n".join(lines) + "\n"
