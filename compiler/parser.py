@@ -352,12 +352,16 @@ def _resync(source: SourceFile, tokens: list[Token], i: int, first: int, in_comp
 
     Skip to just after the next `.`, or to the next token that starts a line and can start
     a statement: at column 1, or a directive or annotation (in any sensibly laid-out file,
-    that is where the next statement begins), or inside a component the `}` that closes it.
+    that is where the next statement begins); inside a component, any token that starts a line
+    at or left of the column where the failing statement started (the next statement of the
+    component, or the `}` that closes it).
     The failing token itself may start the next statement, unless it was the first token of
     a statement already.
     """
     n = len(tokens)
     text = source.text
+    # inside a component statements are indented: they start at the column of the failing one
+    column = tokens[first].start - text.rfind("\n", 0, tokens[first].start) if first < n else 1
     j = i
     if i == first:
         if i < n and tokens[i].type == "DOT":
@@ -372,7 +376,7 @@ def _resync(source: SourceFile, tokens: list[Token], i: int, first: int, in_comp
             token.type in _SYNC_TYPES
             or token.start == 0
             or text[token.start - 1] == "\n"
-            or (in_component and token.type == "RBRACE")
+            or (in_component and token.start - text.rfind("\n", 0, token.start) <= column)
         ):
             return j
         j += 1

@@ -1,0 +1,213 @@
+"""Components (`.comp`, `.init`, `.override`): expansion, its diagnostics, syntax recovery inside
+a component, and a differential property: a random program wrapped in a component with a type
+parameter and instantiated derives, under the instance's names, what it derives unwrapped (and
+clingo agrees on the wrapped program)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import policyc
+from policyc.compiler import ast, components
+from policyc.compiler.parser import parse
+from policyc.compiler.pipeline import compile_source
+from policyc.compiler.source import SourceFile
+
+from .conftest import examples
+from .programs import FUNCTOR_LINES, FUNCTORS, OracleCase, oracle_programs
+
+GRAPH = """\
+.comp Graph<N> {
+    .decl edge(a: N, b: N)
+    .decl reach(a: N, b: N) overridable
+    reach(x, y) :- edge(x, y).
+    reach(x, z) :- reach(x, y), edge(y, z).
+}
+"""
+
+
+def derived(text: str, relation: str) -> list[tuple]:
+    compilation = compile_source(text, "c.dl")
+    assert compilation.ok, [(d.span.line, d.message) for d in compilation.diagnostics]
+    result = policyc.load(text).evaluate({})
+    assert not result.errored, result.errors
+    return sorted(tuple(row) for row in result.relations[relation])
+
+
+def problems(text: str) -> list[tuple[str, int, int, str]]:
+    return [(d.name, d.span.line, d.span.column, d.message) for d in compile_source(text, "c.dl").diagnostics]
+
+
+def test_an_instance_is_the_component_under_its_name() -> None:
+    text = GRAPH + '.init g = Graph<symbol>\ng.edge("a", "b").\ng.edge("b", "c").\n'
+    assert derived(text, "g.reach") == [("a", "b"), ("a", "c"), ("b", "c")]
+    module, _ = parse(SourceFile("c.dl", text))
+    decls = {s.name.name: s for s in module.statements if isinstance(s, ast.Decl)}
+    assert [a.type.name for a in decls["g.edge"].attributes] == ["symbol", "symbol"]
+    assert decls["g.reach"].name.span.line == 3  # the declaration inside the component
+
+
+def test_two_instances_are_apart_and_type_arguments_differ() -> None:
+    text = GRAPH + ".init a = Graph<number>\n.init b = Graph<number>\na.edge(1, 2).\nb.edge(2, 3).\n"
+    assert derived(text, "a.reach") == [(1, 2)]
+    assert derived(text, "b.reach") == [(2, 3)]
+    wrong = GRAPH + '.init s = Graph<symbol>\ns.edge(1, "x").\n'
+    assert [p[0] for p in problems(wrong)] == ["type-mismatch"]
+
+
+def test_override_drops_the_bases_rules_of_that_relation_only() -> None:
+    text = GRAPH + textwrap.dedent("""\
+        .comp Back<N> : Graph<N> {
+            .override reach
+            reach(x, y) :- edge(y, x).
+        }
+        .init r = Back<symbol>
+        r.edge("a", "b").
+        r.edge("b", "c").
+    """)
+    assert derived(text, "r.reach") == [("b", "a"), ("c", "b")]  # no transitive rule left
+
+
+def test_names_the_component_does_not_declare_are_the_programs() -> None:
+    text = GRAPH + textwrap.dedent("""\
+        .decl seen(x: symbol)
+        .comp Use {
+            .init g = Graph<symbol>
+            g.edge(x, "end") :- seen(x).
+            Out(y) :- g.reach(_, y).
+        }
+        seen("a").
+        .init u = Use
+        .decl Out(x: symbol)
+    """)
+    assert derived(text, "u.g.reach") == [("a", "end")]
+    assert derived(text, "Out") == [("end",)]
+
+
+def test_a_type_declared_in_a_component_is_the_instances() -> None:
+    text = ".comp C {\n    .type Id <: symbol\n    .decl r(x: Id)\n    r(\"a\").\n}\n.init c = C\n"
+    module, _ = parse(SourceFile("c.dl", text))
+    kinds = [(type(s).__name__, s.name.name) for s in module.statements if isinstance(s, ast.Decl | ast.TypeDecl)]
+    assert kinds == [("TypeDecl", "c.Id"), ("Decl", "c.r")]
+    assert derived(text, "c.r") == [("a",)]
+
+
+def test_a_nested_component_sees_the_enclosing_type_parameter() -> None:
+    text = textwrap.dedent("""\
+        .comp Outer<T> {
+            .comp Inner {
+                .decl r(x: T)
+            }
+            .init i = Inner
+            i.r(x) :- src(x).
+            .decl src(x: T)
+        }
+        .init o = Outer<number>
+        o.src(4).
+    """)
+    assert derived(text, "o.i.r") == [(4,)]
+
+
+def test_diagnostics_inside_an_instance_point_inside_the_component() -> None:
+    text = GRAPH.replace("reach(x, z) :- reach(x, y), edge(y, z).", "reach(x, z) :- reach(x, y), edge(y, w).")
+    text += ".init g = Graph<symbol>\n"
+    found = {(name, line) for name, line, _, _ in problems(text)}
+    assert ("unsafe-variable", 5) in found
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (".init g = Nope\n", [("unknown-component", 1, 11)]),
+        (GRAPH + ".init g = Graph\n", [("component-arguments", 7, 11)]),
+        (GRAPH + ".init g = Graph<symbol>\n.init g = Graph<number>\n", [("duplicate-instance", 8, 7)]),
+        (".comp A {\n    .init a = A\n}\n.init x = A\n", [("recursive-component", 2, 15)]),
+        (".comp A : B {}\n.comp B : A {}\n.init x = A\n", [("recursive-component", 2, 11)]),
+        (".comp A {}\n.comp A {}\n", [("duplicate-instance", 2, 7)]),
+        (".override r\n", [("invalid-override", 1, 1)]),
+        (
+            GRAPH.replace(" overridable", "") + ".comp D : Graph<number> {\n    .override reach\n}\n.init d = D\n",
+            [("invalid-override", 8, 15)],
+        ),
+        (GRAPH + ".comp D : Graph<number> {\n    .override edges\n}\n.init d = D\n", [("invalid-override", 8, 15)]),
+        (".comp A {\n    .decl r(x: number\n    r(1).\n}\n", [("syntax-error", 3, 5)]),
+        (".comp A {\n    .decl r(x: number)\n", [("syntax-error", 1, 1)]),
+        ("}\n", [("syntax-error", 1, 1)]),
+        ("@id(x)\n.comp A {}\n", [("invalid-annotation", 1, 1)]),
+    ],
+)
+def test_located_diagnostics(text: str, expected: list[tuple[str, int, int]]) -> None:
+    assert [p[:3] for p in problems(text)] == expected
+
+
+def test_one_syntax_error_per_statement_inside_a_component() -> None:
+    text = ".comp A {\n    .decl r(x number)\n    r(1)\n    .decl q(x: number)\n}\n.decl z(x: number)\nz(1 2).\n"
+    found = problems(text)
+    assert [(name, line) for name, line, _, _ in found] == [("syntax-error", 2), ("syntax-error", 3), ("syntax-error", 7)]
+    module, _ = parse(SourceFile("c.dl", text), surface=True)
+    (component,) = [s for s in module.statements if isinstance(s, ast.Component)]
+    assert [s.name.name for s in component.body] == ["q"]  # the statement after the errors still parsed
+
+
+def test_expansion_is_bounded() -> None:
+    levels = [".comp L0 {\n    .decl r(x: number)\n}\n"]
+    for i in range(1, 16):  # 2 ** 15 instances of L0
+        levels.append(f".comp L{i} {{\n    .init a = L{i - 1}\n    .init b = L{i - 1}\n}}\n")
+    found = problems("".join(levels) + ".init top = L15\n")
+    assert [name for name, *_ in found] == ["recursive-component"]
+    assert str(components.MAX_STATEMENTS)[:2] in found[0][3].replace(",", "")
+
+
+def test_formatting_round_trips_and_is_idempotent() -> None:
+    from policyc.compiler.formatter import format_source
+
+    text = GRAPH.replace("    ", "  ") + ".comp S<N>:Graph<N>{.override reach  reach(x,y):-edge(y,x).}\n.init s=S<symbol>\n"
+    once = format_source(text)
+    assert format_source(once) == once
+    assert ".comp S<N> : Graph<N> {\n    .override reach\n    reach(x, y) :- edge(y, x).\n}\n" in once
+    for surface in (True, False):
+        assert (
+            parse(SourceFile("c.dl", once), surface)[0].statements
+            == parse(SourceFile("c.dl", text), surface)[0].statements
+        )
+
+
+def wrapped(case: OracleCase) -> tuple[str, dict[str, list[tuple]]]:
+    """The program in a component with a type parameter for `number`, instantiated as `c`."""
+    header = "\n".join(FUNCTOR_LINES) + "\n"
+    assert case.text.startswith(header)
+    body = case.text[len(header) :].replace(": number", ": T")
+    text = header + ".comp C<T> {\n" + textwrap.indent(body, "    ") + "}\n.init c = C<number>\n"
+    return text, {f"c.{name}": rows for name, rows in case.facts.items()}
+
+
+def check_wrapped(case: OracleCase) -> None:
+    from policyc.analyzer.asp import solve_unique, to_clingo
+
+    text, facts = wrapped(case)
+    compilation = compile_source(text, "wrapped.dl")
+    assert compilation.ok, [(d.span.line, d.message) for d in compilation.diagnostics if d.is_error]
+    plain = policyc.load(case.text, FUNCTORS)
+    inside = policyc.load(text, FUNCTORS)
+    expected = plain.evaluate({name: [list(r) for r in rows] for name, rows in case.facts.items()})
+    found = inside.evaluate({name: [list(r) for r in rows] for name, rows in facts.items()})
+    assert not found.errored, found.errors
+    clingo = solve_unique(compilation, to_clingo(compilation, facts), FUNCTORS)
+    declared = set(re.findall(r"^\.decl (\w+)", case.text, flags=re.M))  # the others stay the program's
+    for relation in plain.plan.relations:
+        if not relation.inline:
+            name = f"c.{relation.name}" if relation.name in declared else relation.name
+            assert found.relations[name] == expected.relations[relation.name], (relation.name, text)
+            assert clingo[name] == expected.relations[relation.name], (relation.name, text)
+
+
+@examples(15, 300)
+def test_a_program_in_a_component_derives_what_it_derives_alone(examples: int) -> None:
+    run = settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))(
+        given(oracle_programs(max_layers=3))(check_wrapped)
+    )
+    run()
