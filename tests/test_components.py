@@ -211,3 +211,23 @@ def test_a_program_in_a_component_derives_what_it_derives_alone(examples: int) -
         given(oracle_programs(max_layers=3))(check_wrapped)
     )
     run()
+
+
+def test_the_language_server_knows_instances_and_components() -> None:
+    from policyc.lsp import hover, navigate, outline
+    from policyc.lsp.document import build
+
+    text = GRAPH + '.init g = Graph<symbol>\ng.edge("a", "b").\nDeny(x) :- g.reach("a", x).\n'
+    snapshot = build(text, "/tmp/c.dl", 1)
+    occurrence = snapshot.index.at("/tmp/c.dl", text.index("g.reach(") + 3)
+    assert occurrence is not None and occurrence.symbol.name == "g.reach"
+    targets = navigate.definition(snapshot, occurrence)
+    assert (targets[0].span.line, targets[0].span.column) == (3, 11)  # `reach` in `.decl reach(...)`
+    described = hover.describe(snapshot, occurrence)
+    assert described is not None and ".decl g.reach(a: symbol, b: symbol)" in described
+    with pytest.raises(navigate.RenameError):
+        navigate.rename(snapshot, occurrence, "r")
+    entries = {e.name: e for e in outline.outline(snapshot)}
+    assert [c.name for c in entries["Graph<N>"].children] == ["edge", "reach", "reach(x, y)", "reach(x, z)"]
+    assert entries["g"].detail == "Graph<symbol>"
+    assert "reach" not in entries and "g.reach" not in entries  # the instance's copies are the component's
