@@ -442,7 +442,18 @@ class Misplaced:
 
 
 Directive = (
-    Decl | Input | Output | Include | Import | Functor | Default | Role | FieldMap | TypeDecl | Init | Override
+    Decl
+    | Input
+    | Output
+    | Include
+    | Import
+    | Functor
+    | Default
+    | Role
+    | FieldMap
+    | TypeDecl
+    | Init
+    | Override
 )
 Statement = Rule | Compound | Directive | Misplaced | Component
 

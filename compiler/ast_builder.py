@@ -460,7 +460,6 @@ class Builder:
             )
         return ast.FieldMap(tool, argument, self._ident(role), span=self._span(keyword, role), path_span=span)
 
-
     # components: `.comp ... {` and `}` are statements of their own, nested by the parser
 
     def comp_open(self, children: list) -> ComponentOpen:

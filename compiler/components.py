@@ -175,7 +175,9 @@ class _Expander:
                 continue
             base, base_scope = found
             args = [_bound(a.name, bindings) for a in ref.args]
-            bases.append(self._contents(base, dict(zip(_names(base.params), args)), base_scope, chain))
+            bases.append(
+                self._contents(base, dict(zip(_names(base.params), args, strict=True)), base_scope, chain)
+            )
         declared = {s.name.name: s for body in bases for s in body if isinstance(s, ast.Decl)}
         overridden: set[str] = set()
         for statement in component.body:
@@ -216,7 +218,9 @@ class _Expander:
             return False
         return True
 
-    def _instance(self, init: ast.Init, scope: _Scope, chain: tuple[ast.Component, ...]) -> list[ast.Statement]:
+    def _instance(
+        self, init: ast.Init, scope: _Scope, chain: tuple[ast.Component, ...]
+    ) -> list[ast.Statement]:
         """The statements of one instance, their names qualified by the instance's."""
         if self.too_large:
             return []
@@ -224,7 +228,7 @@ class _Expander:
         if found is None:
             return []
         component, defining = found
-        bindings = dict(zip(_names(component.params), (a.name for a in init.component.args)))
+        bindings = dict(zip(_names(component.params), (a.name for a in init.component.args), strict=True))
         body = self._contents(component, bindings, defining, chain)
         inner = _Scope(_components(body, self.diagnostics), defining)
         flat: list[ast.Statement] = []

@@ -83,9 +83,7 @@ def _desugared(
     return out
 
 
-def _nested(
-    source: SourceFile, statements: list[Any], diagnostics: list[Diagnostic]
-) -> list[ast.Statement]:
+def _nested(source: SourceFile, statements: list[Any], diagnostics: list[Diagnostic]) -> list[ast.Statement]:
     """The statements with each ``.comp ... {`` and its ``}`` made one :class:`~.ast.Component`
     holding the statements between them."""
     if not any(isinstance(s, ComponentOpen | ComponentClose | ast.Misplaced) for s in statements):
@@ -93,7 +91,9 @@ def _nested(
     out: list[ast.Statement] = []
     opened: list[tuple[ComponentOpen, list[ast.Statement]]] = []
     for statement in statements:
-        if isinstance(statement, ast.Misplaced) and isinstance(statement.statement, ComponentOpen | ComponentClose):
+        if isinstance(statement, ast.Misplaced) and isinstance(
+            statement.statement, ComponentOpen | ComponentClose
+        ):
             diagnostics.append(
                 codes.INVALID_ANNOTATION(
                     statement.annotations[0].span,
@@ -108,7 +108,9 @@ def _nested(
             if opened:
                 start, body = opened.pop()
                 (opened[-1][1] if opened else out).append(_component(source, start, body, statement.span))
-            elif not any(d.code == codes.SYNTAX_ERROR.code and d.span.start < statement.span.start for d in diagnostics):
+            elif not any(
+                d.code == codes.SYNTAX_ERROR.code and d.span.start < statement.span.start for d in diagnostics
+            ):
                 # after a syntax error the `}` may close a `.comp` that did not parse: no second error
                 diagnostics.append(
                     codes.SYNTAX_ERROR(
@@ -133,7 +135,9 @@ def _nested(
     return out
 
 
-def _component(source: SourceFile, start: ComponentOpen, body: list[ast.Statement], close: Any) -> ast.Component:
+def _component(
+    source: SourceFile, start: ComponentOpen, body: list[ast.Statement], close: Any
+) -> ast.Component:
     span = source.span(start.span.start, close.end)
     return ast.Component(start.name, start.params, start.bases, tuple(body), span=span, close_span=close)
 

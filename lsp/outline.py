@@ -102,22 +102,30 @@ def _component_entry(snapshot: Snapshot, entry, statement: ast.Statement) -> typ
     text = _text(snapshot, statement.span)
     if isinstance(statement, ast.Component):
         params = f"<{', '.join(p.name for p in statement.params)}>" if statement.params else ""
-        found = entry(statement.name.name + params, types.SymbolKind.Module, statement.span, statement.name.span)
+        found = entry(
+            statement.name.name + params, types.SymbolKind.Module, statement.span, statement.name.span
+        )
         found.detail = "component"
         for inner in statement.body:
             if isinstance(inner, ast.Misplaced):
                 inner = inner.statement
-            if isinstance(inner, ast.Component | ast.Init | ast.Decl | ast.Rule | ast.Compound | ast.TypeDecl):
+            if isinstance(
+                inner, ast.Component | ast.Init | ast.Decl | ast.Rule | ast.Compound | ast.TypeDecl
+            ):
                 found.children.append(_component_entry(snapshot, entry, inner))
         return found
     if isinstance(statement, ast.Init):
         ref = statement.component
         detail = ref.name.name + (f"<{', '.join(a.name for a in ref.args)}>" if ref.args else "")
-        return entry(statement.name.name, types.SymbolKind.Object, statement.span, statement.name.span, detail)
+        return entry(
+            statement.name.name, types.SymbolKind.Object, statement.span, statement.name.span, detail
+        )
     if isinstance(statement, ast.Decl):
         return entry(statement.name.name, types.SymbolKind.Class, statement.span, statement.name.span, text)
     if isinstance(statement, ast.TypeDecl):
-        return entry(statement.name.name, types.SymbolKind.TypeParameter, statement.span, statement.name.span, text)
+        return entry(
+            statement.name.name, types.SymbolKind.TypeParameter, statement.span, statement.name.span, text
+        )
     head = statement.head if isinstance(statement, ast.Rule) else statement.heads[0]  # type: ignore[union-attr]
     fact = isinstance(statement, ast.Rule) and statement.is_fact
     kind = types.SymbolKind.Constant if fact else types.SymbolKind.Method

@@ -89,9 +89,11 @@ def test_names_the_component_does_not_declare_are_the_programs() -> None:
 
 
 def test_a_type_declared_in_a_component_is_the_instances() -> None:
-    text = ".comp C {\n    .type Id <: symbol\n    .decl r(x: Id)\n    r(\"a\").\n}\n.init c = C\n"
+    text = '.comp C {\n    .type Id <: symbol\n    .decl r(x: Id)\n    r("a").\n}\n.init c = C\n'
     module, _ = parse(SourceFile("c.dl", text))
-    kinds = [(type(s).__name__, s.name.name) for s in module.statements if isinstance(s, ast.Decl | ast.TypeDecl)]
+    kinds = [
+        (type(s).__name__, s.name.name) for s in module.statements if isinstance(s, ast.Decl | ast.TypeDecl)
+    ]
     assert kinds == [("TypeDecl", "c.Id"), ("Decl", "c.r")]
     assert derived(text, "c.r") == [("a",)]
 
@@ -130,10 +132,14 @@ def test_diagnostics_inside_an_instance_point_inside_the_component() -> None:
         (".comp A {}\n.comp A {}\n", [("duplicate-instance", 2, 7)]),
         (".override r\n", [("invalid-override", 1, 1)]),
         (
-            GRAPH.replace(" overridable", "") + ".comp D : Graph<number> {\n    .override reach\n}\n.init d = D\n",
+            GRAPH.replace(" overridable", "")
+            + ".comp D : Graph<number> {\n    .override reach\n}\n.init d = D\n",
             [("invalid-override", 8, 15)],
         ),
-        (GRAPH + ".comp D : Graph<number> {\n    .override edges\n}\n.init d = D\n", [("invalid-override", 8, 15)]),
+        (
+            GRAPH + ".comp D : Graph<number> {\n    .override edges\n}\n.init d = D\n",
+            [("invalid-override", 8, 15)],
+        ),
         (".comp A {\n    .decl r(x: number\n    r(1).\n}\n", [("syntax-error", 3, 5)]),
         (".comp A {\n    .decl r(x: number)\n", [("syntax-error", 1, 1)]),
         ("}\n", [("syntax-error", 1, 1)]),
@@ -145,9 +151,15 @@ def test_located_diagnostics(text: str, expected: list[tuple[str, int, int]]) ->
 
 
 def test_one_syntax_error_per_statement_inside_a_component() -> None:
-    text = ".comp A {\n    .decl r(x number)\n    r(1)\n    .decl q(x: number)\n}\n.decl z(x: number)\nz(1 2).\n"
+    text = (
+        ".comp A {\n    .decl r(x number)\n    r(1)\n    .decl q(x: number)\n}\n.decl z(x: number)\nz(1 2).\n"
+    )
     found = problems(text)
-    assert [(name, line) for name, line, _, _ in found] == [("syntax-error", 2), ("syntax-error", 3), ("syntax-error", 7)]
+    assert [(name, line) for name, line, _, _ in found] == [
+        ("syntax-error", 2),
+        ("syntax-error", 3),
+        ("syntax-error", 7),
+    ]
     module, _ = parse(SourceFile("c.dl", text), surface=True)
     (component,) = [s for s in module.statements if isinstance(s, ast.Component)]
     assert [s.name.name for s in component.body] == ["q"]  # the statement after the errors still parsed
@@ -165,7 +177,10 @@ def test_expansion_is_bounded() -> None:
 def test_formatting_round_trips_and_is_idempotent() -> None:
     from policyc.compiler.formatter import format_source
 
-    text = GRAPH.replace("    ", "  ") + ".comp S<N>:Graph<N>{.override reach  reach(x,y):-edge(y,x).}\n.init s=S<symbol>\n"
+    text = (
+        GRAPH.replace("    ", "  ")
+        + ".comp S<N>:Graph<N>{.override reach  reach(x,y):-edge(y,x).}\n.init s=S<symbol>\n"
+    )
     once = format_source(text)
     assert format_source(once) == once
     assert ".comp S<N> : Graph<N> {\n    .override reach\n    reach(x, y) :- edge(y, x).\n}\n" in once
