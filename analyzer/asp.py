@@ -491,6 +491,11 @@ def predicate_name(relation: str, prefix: str = "p_") -> str:
     return prefix + relation.replace(".", "'")
 
 
+def relation_of(predicate: str) -> str:
+    """The relation a predicate names, without its prefix: :func:`predicate_name` undone."""
+    return re.sub(r"'(?=[A-Za-z_])", ".", predicate)
+
+
 def facts(rows: Mapping[str, Iterable[tuple]], prefix: str = "p_") -> list[str]:
     """Input facts as clingo facts."""
     lines = []

@@ -206,7 +206,7 @@ class Searches:
                 if "ToolCall" in problem.inputs():
                     calls.append(f"{prefix}ToolCall(A,{name})")
             elif form[0] == "rel" and not symbols.is_inline(form[1]):
-                calls.append(f"{prefix}{form[1]}(A,{name})")
+                calls.append(f"{asp.predicate_name(form[1], prefix)}(A,{name})")
             elif form[0] == "pred" and form[1] in problem.tabled:
                 calls.append(f"{asp.predicate_table(form[1])}(A,{name})")
             elif form[0] == "fun" and form[1] in problem.tabled:

@@ -232,7 +232,10 @@ def _search_each(
                     handle.cancel()
                 result = handle.get()
             if best:
-                answer = (name, problem.read_model(best, 0, {"goal": (f"p_{name}", variables[name])}))
+                answer = (
+                    name,
+                    problem.read_model(best, 0, {"goal": (asp.predicate_name(name), variables[name])}),
+                )
                 break
             if not finished or not (result.unsatisfiable or result.exhausted):
                 answer = None  # not answered in time

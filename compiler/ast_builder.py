@@ -344,7 +344,7 @@ class Builder:
     # directives
 
     def decl(self, children: list) -> ast.Decl:
-        qualifiers = set()
+        qualifiers: set[str] = set()
         while children[-1 - len(qualifiers)].type in ("INLINE", "OVERRIDABLE"):
             qualifiers.add(children[-1 - len(qualifiers)].type)
         attributes = children[3 : -1 - len(qualifiers)]

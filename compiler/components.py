@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from . import ast, codes
 from .diagnostics import Diagnostic, Related
@@ -336,21 +337,21 @@ def _map_types(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statem
             body=tuple(_map_types(s, inner) for s in statement.body),
         )
     if isinstance(statement, ast.Misplaced):
-        return replace(statement, statement=_map_types(statement.statement, fn))
+        return replace(statement, statement=cast(ast.Directive, _map_types(statement.statement, fn)))
     return statement
 
 
 def _map_relations(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statement:
     """The statement with ``fn`` applied to each relation it names."""
     if isinstance(statement, ast.Rule):
-        head = _literal(statement.head, fn)
+        head = cast(ast.Atom, _literal(statement.head, fn))
         return replace(statement, head=head, body=tuple(_literal(lit, fn) for lit in statement.body))
     if isinstance(statement, ast.Decl):
         return replace(statement, name=_ident(statement.name, fn))
     if isinstance(statement, ast.Input | ast.Output):
         return replace(statement, names=tuple(_ident(n, fn) for n in statement.names))
     if isinstance(statement, ast.Misplaced):
-        return replace(statement, statement=_map_relations(statement.statement, fn))
+        return replace(statement, statement=cast(ast.Directive, _map_relations(statement.statement, fn)))
     return statement
 
 

@@ -246,3 +246,26 @@ def test_the_language_server_knows_instances_and_components() -> None:
     assert [c.name for c in entries["Graph<N>"].children] == ["edge", "reach", "reach(x, y)", "reach(x, z)"]
     assert entries["g"].detail == "Graph<symbol>"
     assert "reach" not in entries and "g.reach" not in entries  # the instance's copies are the component's
+
+
+def test_the_analyzer_searches_databases_of_instance_relations() -> None:
+    """A witness chooses facts of `g.edge` (a prime in clingo, a `.` again in the answer) and the
+    evaluator, given them, derives the query; `policyc diff` finds what reversing the edges changes."""
+    from policyc.analyzer.diff import diff
+    from policyc.analyzer.query import Loaded
+    from policyc.analyzer.witness import find_witness
+    from policyc.compiler.loader import load_data
+
+    def loaded(text: str) -> Loaded:
+        program, found = load_data(text.encode(), "c.dl")
+        return Loaded(program, tuple(found), "c.dl")
+
+    text = GRAPH + '.init g = Graph<symbol>\n.input g.edge\nDeny(x) :- g.reach("root", x), x != "root".\n'
+    answer = find_witness(loaded(text), "Deny(x)").to_json()
+    assert answer["status"] == "found", answer
+    facts = answer["facts"]
+    assert set(facts) == {"g.edge"}
+    result = policyc.load(text).evaluate(facts)
+    assert [list(row) for row in result.relations["Deny"]] == [[answer["bindings"]["x"]]]
+    reverse = text.replace("reach(x, y) :- edge(x, y).", "reach(x, y) :- edge(y, x).")
+    assert diff(loaded(text), loaded(reverse)).to_json()["verdict"] == "incomparable"  # either way
