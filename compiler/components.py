@@ -58,11 +58,45 @@ class _Scope:
         return None
 
 
-def expand(statements: list[ast.Statement], diagnostics: list[Diagnostic]) -> list[ast.Statement]:
-    """The statements with every component removed and every instance in its place, expanded."""
+def expand(
+    statements: list[ast.Statement],
+    diagnostics: list[Diagnostic],
+    others: dict[str, ast.Component] | None = None,
+) -> list[ast.Statement]:
+    """The statements with every component removed and every instance in its place, expanded;
+    ``others``: the components of the program's other files, visible here too."""
     if not any(isinstance(s, ast.Component | ast.Init | ast.Override) for s in statements):
         return statements
-    return _Expander(diagnostics).top(statements)
+    return _Expander(diagnostics).top(statements, _Scope(dict(others or {})))
+
+
+def expand_program(modules: list[ast.Module], diagnostics: list[Diagnostic]) -> list[ast.Module]:
+    """The modules of a program with their components expanded: a file's instances may be of
+    the components of any file of the program (two files defining one name are an error)."""
+    if not any(isinstance(s, ast.Component | ast.Init | ast.Override) for m in modules for s in m.statements):
+        return modules
+    everywhere: dict[str, ast.Component] = {}
+    for module in modules:
+        own = [s for s in module.statements if isinstance(s, ast.Component)]
+        for component in own:
+            first = everywhere.get(component.name.name)
+            if first is not None and first.span.file != component.span.file:
+                diagnostics.append(
+                    codes.DUPLICATE_INSTANCE(
+                        component.name.span,
+                        f"another file of the policy defines a component `{component.name.name}`",
+                        related=(Related(first.name.span, "the other component of this name"),),
+                        help="give each component a name of its own",
+                    )
+                )
+            everywhere.setdefault(component.name.name, component)
+    out = []
+    for module in modules:
+        if any(isinstance(s, ast.Component | ast.Init | ast.Override) for s in module.statements):
+            others = {n: c for n, c in everywhere.items() if c.span.file != module.path}
+            module = replace(module, statements=tuple(expand(list(module.statements), diagnostics, others)))
+        out.append(module)
+    return out
 
 
 class _Expander:
@@ -71,8 +105,8 @@ class _Expander:
         self.produced = 0
         self.too_large = False
 
-    def top(self, statements: list[ast.Statement]) -> list[ast.Statement]:
-        scope = _Scope(_components(statements, self.diagnostics))
+    def top(self, statements: list[ast.Statement], others: _Scope) -> list[ast.Statement]:
+        scope = _Scope(_components(statements, self.diagnostics), others)
         out: list[ast.Statement] = []
         seen: dict[str, ast.Init] = {}
         for statement in statements:
@@ -120,8 +154,8 @@ class _Expander:
                 codes.UNKNOWN_COMPONENT(
                     ref.name.span,
                     f"there is no component `{ref.name.name}`",
-                    help="define it with `.comp` in this file (at the top level, or in the component "
-                    "that uses it)",
+                    help="define it with `.comp` at the top level of a file of the policy, or in the "
+                    "component that uses it",
                 )
             )
             return None
@@ -185,13 +219,24 @@ class _Expander:
             if isinstance(statement, ast.Override):
                 if self._may_override(statement, component, declared.get(statement.name.name)):
                     overridden.add(statement.name.name)
+        for statement in component.body:
+            if isinstance(statement, ast.Include | ast.Import):
+                keyword = ".include" if isinstance(statement, ast.Include) else ".import"
+                self.diagnostics.append(
+                    codes.INVALID_DIRECTIVE(
+                        statement.span,
+                        f"`{keyword}` inside a component",
+                        help=f"put the `{keyword}` at the top level of the file: what it loads is the "
+                        "whole policy's",
+                    )
+                )
         out: list[ast.Statement] = []
         for body in bases:
             out.extend(s for s in body if not (isinstance(s, ast.Rule) and s.head.name in overridden))
         out.extend(
             _map_types(s, lambda name: _bound(name, bindings))
             for s in component.body
-            if not isinstance(s, ast.Override)
+            if not isinstance(s, ast.Override | ast.Include | ast.Import)
         )
         return out
 

@@ -25,8 +25,9 @@ import dataclasses
 import functools
 from typing import Any
 
-from . import ast, codes, components, desugar, syntax_errors
+from . import ast, codes, desugar, syntax_errors
 from .ast_builder import Builder, ComponentClose, ComponentOpen
+from .components import expand as expand_components
 from .diagnostics import Diagnostic
 from .grammar_tables import tables
 from .source import SourceFile
@@ -37,19 +38,22 @@ MAX_NESTING = 200  # deeper terms are refused rather than risk exhausting the st
 _SYNC_TYPES = frozenset({"AT", "UNKNOWN_DIRECTIVE"} | {d[1:].upper() for d in syntax_errors.DIRECTIVES})
 
 
-def parse(source: SourceFile, surface: bool = False) -> tuple[ast.Module, list[Diagnostic]]:
+def parse(
+    source: SourceFile, surface: bool = False, components: bool = True
+) -> tuple[ast.Module, list[Diagnostic]]:
     """Parse one file. The module holds every statement that parsed; the list, every error.
 
     A rule with several heads or with ``;`` is desugared into the plain rules it stands for
     (:mod:`.desugar`), and components are expanded into the statements of their instances
     (:mod:`.components`), unless ``surface``: then they are the :class:`~.ast.Compound` and
-    the :class:`~.ast.Component` written."""
+    the :class:`~.ast.Component` written. Without ``components`` the components and instances
+    stay as they are, desugared (the loader expands them over all the files of a program)."""
     tokens, comments, diagnostics = tokenize(source)
     builder = Builder(source, diagnostics)
     statements = _nested(source, _drive(source, tokens, builder, diagnostics), diagnostics)
     statements = _desugared(statements, diagnostics, surface)
-    if not surface:
-        statements = components.expand(statements, diagnostics)
+    if components and not surface:
+        statements = expand_components(statements, diagnostics)
     module = ast.Module(source.path, tuple(statements), tuple(comments), source)
     return module, diagnostics
 

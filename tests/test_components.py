@@ -269,3 +269,26 @@ def test_the_analyzer_searches_databases_of_instance_relations() -> None:
     assert [list(row) for row in result.relations["Deny"]] == [[answer["bindings"]["x"]]]
     reverse = text.replace("reach(x, y) :- edge(x, y).", "reach(x, y) :- edge(y, x).")
     assert diff(loaded(text), loaded(reverse)).to_json()["verdict"] == "incomparable"  # either way
+
+
+def test_an_instance_may_be_of_a_component_of_another_file(tmp_path) -> None:
+    from policyc.compiler.pipeline import compile_file
+
+    (tmp_path / "graph.dl").write_text(GRAPH, "utf-8")
+    main = tmp_path / "main.dl"
+    main.write_text(
+        '.include "graph.dl"\n.init g = Graph<symbol>\ng.edge("a", "b").\n.output g.reach\n', "utf-8"
+    )
+    compilation = compile_file(str(main))
+    assert compilation.ok, [d.message for d in compilation.diagnostics]
+    assert policyc.load(main).evaluate({}).relations["g.reach"] == {("a", "b")}
+    twice = tmp_path / "twice.dl"
+    twice.write_text('.include "graph.dl"\n.comp Graph {}\n', "utf-8")
+    assert [(d.name, d.span.line) for d in compile_file(str(twice)).diagnostics] == [
+        ("duplicate-instance", 2)
+    ]
+    inside = tmp_path / "inside.dl"
+    inside.write_text('.comp A {\n    .include "graph.dl"\n}\n.init a = A\n', "utf-8")
+    assert [(d.name, d.span.line) for d in compile_file(str(inside)).diagnostics] == [
+        ("invalid-directive", 2)
+    ]
