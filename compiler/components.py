@@ -11,7 +11,8 @@ the instance, and ``g.reach`` is how the rest of the program names it. As in Sou
 - ``.comp Sym<N> : Graph<N> { ... }`` inherits: the copy holds its bases' contents first;
   ``.override reach`` in it drops the rules its bases give ``reach``, which a base must have
   declared ``overridable``;
-- a nested instance's names are qualified again by the enclosing one (``a.b.rel``).
+- a nested instance's names are qualified again by the enclosing one (``a.b.rel``), and so
+  are the ``@id``s of its rules (``@id("g.r")``), which stay unique.
 
 >>> from .source import SourceFile
 >>> from .parser import parse
@@ -309,7 +310,7 @@ class _Expander:
         def type_(name: str) -> str:
             return prefix + name if name in types else name
 
-        return [_map_relations(_map_types(s, type_), relation) for s in flat]
+        return [_with_id(_map_relations(_map_types(s, type_), relation), prefix) for s in flat]
 
 
 def _components(statements: list[ast.Statement], diagnostics: list[Diagnostic]) -> dict[str, ast.Component]:
@@ -384,6 +385,20 @@ def _map_types(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statem
     if isinstance(statement, ast.Misplaced):
         return replace(statement, statement=cast(ast.Directive, _map_types(statement.statement, fn)))
     return statement
+
+
+def _with_id(statement: ast.Statement, prefix: str) -> ast.Statement:
+    """A rule's ``@id("r")`` as the instance's, ``@id("g.r")``: each instance's rules have ids of
+    their own."""
+    if not isinstance(statement, ast.Rule) or statement.annotation("id") is None:
+        return statement
+    annotations = tuple(
+        replace(a, args=(replace(a.args[0], value=prefix + a.args[0].value), *a.args[1:]))
+        if a.name == "id" and a.args and isinstance(a.args[0], ast.String)
+        else a
+        for a in statement.annotations
+    )
+    return replace(statement, annotations=annotations)
 
 
 def _map_relations(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statement:

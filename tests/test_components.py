@@ -292,3 +292,21 @@ def test_an_instance_may_be_of_a_component_of_another_file(tmp_path) -> None:
     assert [(d.name, d.span.line) for d in compile_file(str(inside)).diagnostics] == [
         ("invalid-directive", 2)
     ]
+
+
+def test_rule_ids_are_the_instances() -> None:
+    text = (
+        ".decl Target(x: symbol)\n.input Target\n"
+        '.comp Block {\n    .decl bad(x: symbol)\n    @id("blocked")\n    Deny(x) :- Target(x), bad(x).\n}\n'
+        '.init a = Block\n.init b = Block\na.bad("x").\nb.bad("y").\n'
+    )
+    assert problems(text) == []
+    module, _ = parse(SourceFile("c.dl", text))
+    ids = [
+        r.annotation("id").args[0].value
+        for r in module.statements
+        if isinstance(r, ast.Rule) and r.annotation("id")
+    ]
+    assert ids == ["a.blocked", "b.blocked"]
+    decisions = policyc.load(text).evaluate({"Target": [["x"], ["y"], ["z"]]})
+    assert sorted(decisions.relations["Deny"]) == [("x",), ("y",)]
