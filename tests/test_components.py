@@ -310,3 +310,14 @@ def test_rule_ids_are_the_instances() -> None:
     assert ids == ["a.blocked", "b.blocked"]
     decisions = policyc.load(text).evaluate({"Target": [["x"], ["y"], ["z"]]})
     assert sorted(decisions.relations["Deny"]) == [("x",), ("y",)]
+
+
+def test_deep_findings_point_inside_the_component() -> None:
+    from policyc.analyzer.deep import deep_findings
+
+    text = (
+        ".comp G {\n    .decl edge(a: number, b: number)\n    .input edge\n    .decl bad(a: number)\n"
+        "    bad(x) :- edge(x, y), y > 3, y < 2.\n    Deny(x) :- bad(x).\n}\n.init g = G\n"
+    )
+    found = {(d.name, d.span.line, d.span.column) for d in deep_findings(compile_source(text, "c.dl"))}
+    assert {("unsatisfiable-rule", 5, 5), ("unreachable-rule", 6, 16)} <= found
