@@ -187,7 +187,7 @@ class _Expander:
             self.diagnostics.append(
                 codes.RECURSIVE_COMPONENT(
                     ref.span,
-                    f"components nest more than {MAX_DEPTH} levels deep here",
+                    f"instances and bases nest more than {MAX_DEPTH} levels deep here",
                     help="flatten the components",
                 )
             )

@@ -34,6 +34,7 @@ from .source import SourceFile
 from .tokens import Token, tokenize
 
 MAX_NESTING = 200  # deeper terms are refused rather than risk exhausting the stack later
+MAX_COMPONENT_NESTING = 32  # components defined inside components, likewise
 
 _SYNC_TYPES = frozenset({"AT", "UNKNOWN_DIRECTIVE"} | {d[1:].upper() for d in syntax_errors.DIRECTIVES})
 
@@ -107,11 +108,23 @@ def _nested(source: SourceFile, statements: list[Any], diagnostics: list[Diagnos
             )
             statement = statement.statement
         if isinstance(statement, ComponentOpen):
+            if len(opened) == MAX_COMPONENT_NESTING:
+                diagnostics.append(
+                    codes.SYNTAX_ERROR(
+                        statement.span,
+                        f"components nest more than {MAX_COMPONENT_NESTING} levels deep here",
+                        help="define the inner components at the top level",
+                    )
+                )
             opened.append((statement, []))
         elif isinstance(statement, ComponentClose):
             if opened:
                 start, body = opened.pop()
-                (opened[-1][1] if opened else out).append(_component(source, start, body, statement.span))
+                parent = opened[-1][1] if opened else out
+                if len(opened) >= MAX_COMPONENT_NESTING:
+                    parent.extend(body)  # too deep (reported): its statements, not a component
+                else:
+                    parent.append(_component(source, start, body, statement.span))
             elif not any(
                 d.code == codes.SYNTAX_ERROR.code and d.span.start < statement.span.start for d in diagnostics
             ):
@@ -127,6 +140,9 @@ def _nested(source: SourceFile, statements: list[Any], diagnostics: list[Diagnos
             (opened[-1][1] if opened else out).append(statement)
     while opened:
         start, body = opened.pop()
+        if len(opened) >= MAX_COMPONENT_NESTING:
+            (opened[-1][1] if opened else out).extend(body)
+            continue
         diagnostics.append(
             codes.SYNTAX_ERROR(
                 start.span,

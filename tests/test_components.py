@@ -321,3 +321,10 @@ def test_deep_findings_point_inside_the_component() -> None:
     )
     found = {(d.name, d.span.line, d.span.column) for d in deep_findings(compile_source(text, "c.dl"))}
     assert {("unsatisfiable-rule", 5, 5), ("unreachable-rule", 6, 16)} <= found
+
+
+def test_deep_nesting_and_long_chains_of_bases_are_refused_not_a_crash() -> None:
+    nested = "".join(f".comp A{i} {{\n" for i in range(3000)) + "}\n" * 3000 + ".init x = A0\n"
+    assert [(name, line) for name, line, _, _ in problems(nested)] == [("syntax-error", 33)]
+    chain = ".comp A0 {}\n" + "".join(f".comp A{i} : A{i - 1} {{}}\n" for i in range(1, 3000))
+    assert [name for name, *_ in problems(chain + ".init x = A2999\n")] == ["recursive-component"]
