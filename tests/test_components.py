@@ -328,3 +328,14 @@ def test_deep_nesting_and_long_chains_of_bases_are_refused_not_a_crash() -> None
     assert [(name, line) for name, line, _, _ in problems(nested)] == [("syntax-error", 33)]
     chain = ".comp A0 {}\n" + "".join(f".comp A{i} : A{i - 1} {{}}\n" for i in range(1, 3000))
     assert [name for name, *_ in problems(chain + ".init x = A2999\n")] == ["recursive-component"]
+
+
+def test_completion_of_an_instance_relation_replaces_the_written_prefix() -> None:
+    from policyc.lsp.complete import complete
+    from policyc.lsp.document import build
+
+    text = GRAPH + ".init g = Graph<symbol>\nDeny(x) :- g.re"
+    snapshot = build(text, "/tmp/c.dl", 1)
+    (item,) = [i for i in complete(snapshot, len(text)) if i.label == "g.reach"]
+    assert item.text_edit is not None and item.text_edit.new_text == "g.reach"
+    assert item.text_edit.range.start.character == len("Deny(x) :- ")
