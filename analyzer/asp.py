@@ -5,7 +5,9 @@ answer set of the translation together with a database's facts holds exactly the
 derives (the test suite checks this on thousands of random programs).
 
 * Relations become predicates ``<prefix>Name`` (``p_`` by default; two policies compared side
-  by side get different prefixes), variables ``V_name``.
+  by side get different prefixes; the ``.`` of a component instance's relation ``g.reach``
+  becomes a prime, ``p_g'reach``, which no plain name has inside it: see
+  :func:`predicate_name`), variables ``V_name``.
 * A functor is either **called**: a clingo external function ``@name(...)`` answered by a Python
   implementation at grounding time (a predicate holds when it returns 1); or **tabled**: an
   uninterpreted function, read from a table the search chooses — ``fv_name(args, value)`` for a
@@ -105,7 +107,7 @@ class Translator:
         self.extra: list[str] = []  # auxiliary rules for negated inline relations
 
     def name(self, relation: str) -> str:
-        return self.prefix + relation
+        return predicate_name(relation, self.prefix)
 
     def inline(self, name: str) -> bool:
         return self.symbols.is_inline(name)
@@ -489,12 +491,24 @@ def _variables(text: str) -> list[str]:
     return re.findall(r"\b(V_[A-Za-z0-9_]+|W\d+|F\d+)\b", text)
 
 
+def predicate_name(relation: str, prefix: str = "p_") -> str:
+    """The clingo predicate of a relation: ``p_Deny``; ``p_g'reach`` for ``g.reach`` (names
+    end in primes if at all, so a prime inside one stands for a ``.`` and nothing else)."""
+    return prefix + relation.replace(".", "'")
+
+
+def relation_of(predicate: str) -> str:
+    """The relation a predicate names, without its prefix: :func:`predicate_name` undone."""
+    return re.sub(r"'(?=[A-Za-z_])", ".", predicate)
+
+
 def facts(rows: Mapping[str, Iterable[tuple]], prefix: str = "p_") -> list[str]:
     """Input facts as clingo facts."""
     lines = []
     for name, tuples in rows.items():
+        predicate = predicate_name(name, prefix)
         for row in tuples:
-            lines.append(f"{prefix}{name}({','.join(const(v) for v in row)})." if row else f"{prefix}{name}.")
+            lines.append(f"{predicate}({','.join(const(v) for v in row)})." if row else f"{predicate}.")
     return lines
 
 
@@ -579,7 +593,7 @@ def solve_unique(
             models.append(list(model.symbols(atoms=True)))
     if len(models) != 1:
         raise Untranslatable(f"{len(models)} answer sets: the program is not stratified")
-    names = {prefix + name: name for name in compilation.symbols.relations}
+    names = {predicate_name(name, prefix): name for name in compilation.symbols.relations}
     result: dict[str, set[tuple]] = {name: set() for name in compilation.symbols.relations}
     for symbol in models[0]:
         name = names.get(symbol.name)

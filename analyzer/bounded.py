@@ -153,11 +153,9 @@ class Searches:
         for r, n in ((r, switch_of[id(r.rule)]) for r in candidates):
             head = r.rule.head
             xs = ",".join(f"X{i}" for i in range(len(head.args)))
-            p, q = (
-                (f"p_{head.name}({xs})", f"q_{head.name}({xs})")
-                if xs
-                else (f"p_{head.name}", f"q_{head.name}")
-            )
+            p, q = (asp.predicate_name(head.name), asp.predicate_name(head.name, "q_"))
+            if xs:
+                p, q = f"{p}({xs})", f"{q}({xs})"
             self.lines += [
                 f"#external policyc_skip({n}). [free]",
                 f"#external policyc_ask_redundant({n}). [free]",
@@ -208,7 +206,7 @@ class Searches:
                 if "ToolCall" in problem.inputs():
                     calls.append(f"{prefix}ToolCall(A,{name})")
             elif form[0] == "rel" and not symbols.is_inline(form[1]):
-                calls.append(f"{prefix}{form[1]}(A,{name})")
+                calls.append(f"{asp.predicate_name(form[1], prefix)}(A,{name})")
             elif form[0] == "pred" and form[1] in problem.tabled:
                 calls.append(f"{asp.predicate_table(form[1])}(A,{name})")
             elif form[0] == "fun" and form[1] in problem.tabled:

@@ -180,11 +180,13 @@ def _search(
         n = _arity(old.symbols, new.symbols, name)
         xs = ",".join(f"X{i}" for i in range(n))
         guards = ", ".join(f"{domains.predicate(('rel', name, i))}(X{i})" for i in range(n))
-        head = f"in_{name}({xs})" if n else f"in_{name}"
+        chosen = asp.predicate_name(name, "in_")
+        head = f"{chosen}({xs})" if n else chosen
         lines.append(f"{{ {head} : {guards} }}." if guards else f"{{ {head} }}.")
         for prefix, own in symbols.items():
             if name in own.relations:
-                lines.append(f"{prefix}{name}({xs}) :- {head}." if n else f"{prefix}{name} :- {head}.")
+                given = asp.predicate_name(name, prefix)
+                lines.append(f"{given}({xs}) :- {head}." if n else f"{given} :- {head}.")
         lines.append(f"#minimize {{ 1,{asp.const(name)},{xs or '0'} : {head} }}.")
     used: set[str] = set()
     for name in sorted(p_old.tabled | p_new.tabled):

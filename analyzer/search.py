@@ -202,12 +202,12 @@ class Problem:
             xs = [f"X{i}" for i in range(n)]
             guards = [f"{d.predicate(('rel', name, i))}(X{i})" for i in range(n)]
             used.update(g.split("(")[0] for g in guards)
-            head = f"in_{name}({','.join(xs)})" if n else f"in_{name}"
+            chosen = asp.predicate_name(name, "in_")
+            head = f"{chosen}({','.join(xs)})" if n else chosen
             lines.append(f"{{ {head} : {', '.join(guards)} }}." if guards else f"{{ {head} }}.")
             for prefix in (self.prefix, *also):
-                lines.append(
-                    f"{prefix}{name}({','.join(xs)}) :- {head}." if n else f"{prefix}{name} :- {head}."
-                )
+                given = asp.predicate_name(name, prefix)
+                lines.append(f"{given}({','.join(xs)}) :- {head}." if n else f"{given} :- {head}.")
             lines.append(f"#minimize {{ 1,{asp.const(name)},{','.join(xs) or '0'} : {head} }}.")
         for name in sorted(self.tabled):
             lines.extend(self.table_rules(name, used))
@@ -426,8 +426,8 @@ class Problem:
         for atom in atoms:
             name = atom.name
             values = tuple(asp.value(a) for a in atom.arguments)
-            if name.startswith("in_") and name[3:] in inputs:
-                facts.setdefault(name[3:], []).append(values)
+            if name.startswith("in_") and asp.relation_of(name[3:]) in inputs:
+                facts.setdefault(asp.relation_of(name[3:]), []).append(values)
             elif name.startswith("fv_") and name[3:] in tabled:
                 tables.setdefault(name[3:], []).append(values)
             elif name.startswith("fp_") and name[3:] in tabled:

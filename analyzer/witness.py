@@ -156,7 +156,9 @@ class WitnessSearch:
                 xs = ",".join(f"X{i}" for i in range(len(self.variables[name])))
                 switches.append(f"#external policyc_want({n}). [free]")
                 lines += [
-                    f"policyc_goal({n}) :- p_{name}({xs})." if xs else f"policyc_goal({n}) :- p_{name}.",
+                    f"policyc_goal({n}) :- {asp.predicate_name(name)}({xs})."
+                    if xs
+                    else f"policyc_goal({n}) :- {asp.predicate_name(name)}.",
                     f":- policyc_want({n}), not policyc_goal({n}).",
                 ]
             self.text = "\n".join(switches) + "\n" + self.problem.program() + "\n".join(lines) + "\n"
@@ -230,7 +232,10 @@ def _search_each(
                     handle.cancel()
                 result = handle.get()
             if best:
-                answer = (name, problem.read_model(best, 0, {"goal": (f"p_{name}", variables[name])}))
+                answer = (
+                    name,
+                    problem.read_model(best, 0, {"goal": (asp.predicate_name(name), variables[name])}),
+                )
                 break
             if not finished or not (result.unsatisfiable or result.exhausted):
                 answer = None  # not answered in time

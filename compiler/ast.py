@@ -14,7 +14,8 @@ Statements: :class:`Rule` (a fact is a rule with an empty body) and the directiv
 
 A rule written with several heads or with ``;`` in its body is a :class:`Compound` as parsed;
 the parser desugars it into the plain rules it stands for (:mod:`.desugar`) unless asked for
-the text's own form (the formatter is).
+the text's own form (the formatter is). Likewise a :class:`Component` and its :class:`Init`
+instances are expanded into the plain statements of each instance (:mod:`.components`).
 """
 
 from __future__ import annotations
@@ -300,6 +301,7 @@ class Decl:
     name: Ident
     attributes: tuple[Attribute, ...]
     inline: bool = False
+    overridable: bool = False  # a component that inherits it may `.override` its rules
     span: Span = _span()
     eqrel: bool = False
     choice: tuple[tuple[Ident, ...], ...] = ()
@@ -445,6 +447,45 @@ class TypeDecl:
 
 
 @dataclass(frozen=True, slots=True)
+class CompType:
+    """A component applied to type arguments: ``Graph<symbol>``, ``Base``."""
+
+    name: Ident
+    args: tuple[Ident, ...] = ()
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """``.comp Graph<N> : Base<N> { ... }``: declarations, rules, facts, types, components and
+    instances that each ``.init`` of it copies under the instance's name (:mod:`.components`)."""
+
+    name: Ident
+    params: tuple[Ident, ...]
+    bases: tuple[CompType, ...]
+    body: tuple[Statement, ...]
+    span: Span = _span()
+    close_span: Span = _span()  # the closing `}`
+
+
+@dataclass(frozen=True, slots=True)
+class Init:
+    """``.init g = Graph<symbol>``: an instance of a component, its relations ``g.rel``."""
+
+    name: Ident
+    component: CompType
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """``.override reach`` in a component: the rules its bases give ``reach`` are dropped."""
+
+    name: Ident
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class Misplaced:
     """Annotations in front of a directive (kept so the checker can say so)."""
 
@@ -466,8 +507,10 @@ Directive = (
     | TypeDecl
     | QueryPlan
     | Pragma
+    | Init
+    | Override
 )
-Statement = Rule | Compound | Directive | Misplaced
+Statement = Rule | Compound | Directive | Misplaced | Component
 
 
 @dataclass(frozen=True, slots=True)

@@ -387,6 +387,7 @@ class Builder:
             tuple(a for a in children[3:closing] if isinstance(a, ast.Attribute)),
             "INLINE" in kinds,
             span=self._span(children[0], last[-1][-1] if isinstance(last, tuple) else last),
+            overridable="OVERRIDABLE" in kinds,
             eqrel="EQREL" in kinds,
             choice=choice,
             storage=next(
@@ -398,6 +399,9 @@ class Builder:
         return children[0]
 
     def eqrel_qualifier(self, children: list) -> Token:
+        return children[0]
+
+    def overridable_qualifier(self, children: list) -> Token:
         return children[0]
 
     def storage_qualifier(self, children: list) -> Token:
@@ -555,6 +559,45 @@ class Builder:
                 )
             )
         return ast.FieldMap(tool, argument, self._ident(role), span=self._span(keyword, role), path_span=span)
+
+    # components: `.comp ... {` and `}` are statements of their own, nested by the parser
+
+    def comp_open(self, children: list) -> ComponentOpen:
+        brace = next(i for i, c in enumerate(children) if _is_token(c) and c.type == "LBRACE")
+        colon = next((i for i, c in enumerate(children) if _is_token(c) and c.type == "COLON"), brace)
+        params = tuple(self._ident(t) for t in children[2:colon] if t.type == "NAME")
+        bases = tuple(c for c in children[colon:brace] if isinstance(c, ast.CompType))
+        return ComponentOpen(self._ident(children[1]), params, bases, self._span(children[0], children[-1]))
+
+    def comp_close(self, children: list) -> ComponentClose:
+        return ComponentClose(self._span(children[0]))
+
+    def comp_type(self, children: list) -> ast.CompType:
+        args = tuple(self._ident(t) for t in children[2:-1] if t.type in ("NAME", "PATH"))
+        return ast.CompType(self._ident(children[0]), args, span=self._span(children[0], children[-1]))
+
+    def init(self, children: list) -> ast.Init:
+        return ast.Init(self._ident(children[1]), children[3], span=self._span(children[0], children[3]))
+
+    def override(self, children: list) -> ast.Override:
+        return ast.Override(self._ident(children[1]), span=self._span(children[0], children[1]))
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentOpen:
+    """``.comp Name<T> : Base {``: the statements up to the matching ``}`` are its body."""
+
+    name: ast.Ident
+    params: tuple[ast.Ident, ...]
+    bases: tuple[ast.CompType, ...]
+    span: Span
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentClose:
+    """The ``}`` that closes a component."""
+
+    span: Span
 
 
 class _Body(list):

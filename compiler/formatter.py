@@ -302,11 +302,13 @@ class _Printer:
 
     # the module
 
-    def module(self, statements: Sequence[ast.Statement]) -> Doc:
+    def module(self, statements: Sequence[ast.Statement], end: int | None = None) -> list[Doc]:
+        """The statements one after another, and the comments up to ``end`` (the end of the
+        text; or of the component whose body they are, after its ``{``)."""
         parts: list[Doc] = []
-        started = False  # something is printed: what comes next starts a new line
+        started = end is not None  # something is printed: what comes next starts a new line
         for statement in [*statements, None]:
-            offset = len(self.text) if statement is None else statement.span.start
+            offset = (len(self.text) if end is None else end) if statement is None else statement.span.start
             inline = False
             for run in _runs(self.take(offset)):
                 if run.first_line and run.ends_line and started:
@@ -352,7 +354,19 @@ class _Printer:
         if isinstance(statement, ast.Misplaced):
             annotations = self.annotations(statement.annotations, statement.statement.span.start)
             return [*annotations, self.directive(statement.statement)]
+        if isinstance(statement, ast.Component):
+            return self.component(statement)
         return self.directive(statement)
+
+    def component(self, component: ast.Component) -> Doc:
+        """``.comp Name<T> : Base<T> {``, the body indented, ``}`` on a line of its own."""
+        head = f".comp {component.name.name}"
+        if component.params:
+            head += "<" + ", ".join(p.name for p in component.params) + ">"
+        if component.bases:
+            head += " : " + ", ".join(_comp_type(b) for b in component.bases)
+        body = self.module(component.body, component.close_span.start)
+        return [head + " {", nest(INDENT, body), HARD if body else "", "}"]
 
     def annotations(self, annotations: Sequence[ast.Annotation], then: int) -> list[Doc]:
         parts: list[Doc] = []
@@ -410,7 +424,13 @@ class _Printer:
                 if directive.attributes
                 else self.closer_at(directive.name.span.end, "(") + 1
             )
-            qualified = directive.inline or directive.eqrel or directive.choice or directive.storage
+            qualified = (
+                directive.inline
+                or directive.overridable
+                or directive.eqrel
+                or directive.choice
+                or directive.storage
+            )
             closing = self.closer_at(after, ")") if qualified else directive.span.end - 1
             return [
                 self.arguments(
@@ -418,9 +438,14 @@ class _Printer:
                 ),
                 f" {directive.storage.name}" if directive.storage else "",
                 " inline" if directive.inline else "",
+                " overridable" if directive.overridable else "",
                 " eqrel" if directive.eqrel else "",
                 _choice_text(directive.choice),
             ]
+        if isinstance(directive, ast.Init):
+            return f".init {directive.name.name} = {_comp_type(directive.component)}"
+        if isinstance(directive, ast.Override):
+            return f".override {directive.name.name}"
         if isinstance(directive, ast.Input | ast.Output):
             keyword = ".input" if isinstance(directive, ast.Input) else ".output"
             options = dict(zip(map(id, directive.names), directive.options, strict=False))
@@ -637,6 +662,12 @@ class _Printer:
             if float(spelled) == number.value:
                 return spelled
         return repr(number.value)
+
+
+def _comp_type(ref: ast.CompType) -> str:
+    if not ref.args:
+        return ref.name.name
+    return f"{ref.name.name}<{', '.join(a.name for a in ref.args)}>"
 
 
 def _unfolded(term: ast.BinOp | ast.Call, name: str) -> list[ast.Term]:

@@ -2,7 +2,9 @@
 
 A program is the root file, every file it includes (transitively, each once), every library
 module it imports from the standard library, and the builtins prelude that declares the
-functors every policy may call. Included paths are relative to the including file.
+functors every policy may call. Included paths are relative to the including file. The
+components of every file are visible to the instances of every other (``.init``): they are
+expanded once all files are loaded.
 
 >>> program, diagnostics = load_source('.include "missing.dl"\\n', "p.dl")
 >>> [d.name for d in diagnostics]
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from . import ast, codes, syntax_errors
+from . import ast, codes, components, syntax_errors
 from .diagnostics import Diagnostic, replace_name
 from .files import POLICY_LIMIT, read_bytes
 from .parser import parse
@@ -215,13 +217,14 @@ class _Loader:
         else:
             self._load(source, ())
             roots = frozenset({source.path})
-        program = Program(tuple(self.modules), roots, frozenset(self.library))
+        modules = components.expand_program(self.modules, self.diagnostics)
+        program = Program(tuple(modules), roots, frozenset(self.library))
         return program, self.diagnostics
 
     def _load(self, source: SourceFile, stack: tuple[str, ...]) -> None:
         key = file_key(source.path)
         self.loaded.add(key)
-        module, diagnostics = parse(source)
+        module, diagnostics = parse(source, components=False)
         self.diagnostics.extend(diagnostics)
         for statement in module.statements:
             if isinstance(statement, ast.Include):

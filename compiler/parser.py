@@ -26,27 +26,36 @@ import functools
 from typing import Any
 
 from . import ast, codes, desugar, syntax_errors
-from .ast_builder import Builder
+from .ast_builder import Builder, ComponentClose, ComponentOpen
+from .components import expand as expand_components
 from .diagnostics import Diagnostic
 from .grammar_tables import tables
 from .source import SourceFile
 from .tokens import Token, tokenize
 
 MAX_NESTING = 200  # deeper terms are refused rather than risk exhausting the stack later
+MAX_COMPONENT_NESTING = 32  # components defined inside components, likewise
 
 _SYNC_TYPES = frozenset({"AT", "UNKNOWN_DIRECTIVE"} | {d[1:].upper() for d in syntax_errors.DIRECTIVES})
 
 
-def parse(source: SourceFile, surface: bool = False) -> tuple[ast.Module, list[Diagnostic]]:
+def parse(
+    source: SourceFile, surface: bool = False, components: bool = True
+) -> tuple[ast.Module, list[Diagnostic]]:
     """Parse one file. The module holds every statement that parsed; the list, every error.
 
     A rule with several heads or with ``;`` is desugared into the plain rules it stands for
-    (:mod:`.desugar`), unless ``surface``: then it is the :class:`~.ast.Compound` written.
-    Likewise an ``eqrel`` declaration is followed by the rules that close its relation."""
+    (:mod:`.desugar`), an ``eqrel`` declaration is followed by the rules that close its
+    relation, and components are expanded into the statements of their instances
+    (:mod:`.components`), unless ``surface``: then they are the :class:`~.ast.Compound` and
+    the :class:`~.ast.Component` written. Without ``components`` the components and instances
+    stay as they are, desugared (the loader expands them over all the files of a program)."""
     tokens, comments, diagnostics = tokenize(source)
     builder = Builder(source, diagnostics)
-    statements = _drive(source, tokens, builder, diagnostics)
+    statements = _nested(source, _drive(source, tokens, builder, diagnostics), diagnostics)
     statements = _desugared(statements, diagnostics, surface)
+    if components and not surface:
+        statements = expand_components(statements, diagnostics)
     module = ast.Module(source.path, tuple(statements), tuple(comments), source)
     return module, diagnostics
 
@@ -60,6 +69,10 @@ def _desugared(
             out.append(statement)
             if not surface:
                 out.extend(desugar.equivalence_rules(statement))
+            continue
+        if isinstance(statement, ast.Component):
+            body = _desugared(list(statement.body), diagnostics, surface)
+            out.append(dataclasses.replace(statement, body=tuple(body)))
             continue
         if not isinstance(statement, ast.Compound):
             out.append(statement)
@@ -79,6 +92,80 @@ def _desugared(
         else:
             out.extend(rules)
     return out
+
+
+def _nested(source: SourceFile, statements: list[Any], diagnostics: list[Diagnostic]) -> list[ast.Statement]:
+    """The statements with each ``.comp ... {`` and its ``}`` made one :class:`~.ast.Component`
+    holding the statements between them."""
+    if not any(isinstance(s, ComponentOpen | ComponentClose | ast.Misplaced) for s in statements):
+        return statements
+    out: list[ast.Statement] = []
+    opened: list[tuple[ComponentOpen, list[ast.Statement]]] = []
+    for statement in statements:
+        if isinstance(statement, ast.Misplaced) and isinstance(
+            statement.statement, ComponentOpen | ComponentClose
+        ):
+            diagnostics.append(
+                codes.INVALID_ANNOTATION(
+                    statement.annotations[0].span,
+                    "annotations can only precede a rule",
+                    help="move the annotations to the rule they describe, or remove them",
+                )
+            )
+            statement = statement.statement
+        if isinstance(statement, ComponentOpen):
+            if len(opened) == MAX_COMPONENT_NESTING:
+                diagnostics.append(
+                    codes.SYNTAX_ERROR(
+                        statement.span,
+                        f"components nest more than {MAX_COMPONENT_NESTING} levels deep here",
+                        help="define the inner components at the top level",
+                    )
+                )
+            opened.append((statement, []))
+        elif isinstance(statement, ComponentClose):
+            if opened:
+                start, body = opened.pop()
+                parent = opened[-1][1] if opened else out
+                if len(opened) >= MAX_COMPONENT_NESTING:
+                    parent.extend(body)  # too deep (reported): its statements, not a component
+                else:
+                    parent.append(_component(source, start, body, statement.span))
+            elif not any(
+                d.code == codes.SYNTAX_ERROR.code and d.span.start < statement.span.start for d in diagnostics
+            ):
+                # after a syntax error the `}` may close a `.comp` that did not parse: no second error
+                diagnostics.append(
+                    codes.SYNTAX_ERROR(
+                        statement.span,
+                        "this `}` closes no component",
+                        help="a component is `.comp Name { ... }`; remove the `}` or open the component",
+                    )
+                )
+        else:
+            (opened[-1][1] if opened else out).append(statement)
+    while opened:
+        start, body = opened.pop()
+        if len(opened) >= MAX_COMPONENT_NESTING:
+            (opened[-1][1] if opened else out).extend(body)
+            continue
+        diagnostics.append(
+            codes.SYNTAX_ERROR(
+                start.span,
+                f"component `{start.name.name}` is not closed",
+                help="end the component with `}`",
+            )
+        )
+        end = body[-1].span if body else start.span
+        (opened[-1][1] if opened else out).append(_component(source, start, body, end))
+    return out
+
+
+def _component(
+    source: SourceFile, start: ComponentOpen, body: list[ast.Statement], close: Any
+) -> ast.Component:
+    span = source.span(start.span.start, close.end)
+    return ast.Component(start.name, start.params, start.bases, tuple(body), span=span, close_span=close)
 
 
 # ------------------------------------------------------------------------------ driver
@@ -226,7 +313,10 @@ def _drive(
         if token.type != "LEXERROR":  # unreadable text is reported by the tokenizer already
             diagnostics.append(_unexpected(source, tokens, i, first, expected, end))
         fresh = True
-        i = _resync(source, tokens, i, first)
+        depth = sum(isinstance(s, ComponentOpen) for s in statements) - sum(
+            isinstance(s, ComponentClose) for s in statements
+        )
+        i = _resync(source, tokens, i, first, depth > 0)
     return statements
 
 
@@ -287,16 +377,21 @@ def _unexpected(
     )
 
 
-def _resync(source: SourceFile, tokens: list[Token], i: int, first: int) -> int:
+def _resync(source: SourceFile, tokens: list[Token], i: int, first: int, in_component: bool = False) -> int:
     """Where to start parsing again after an error at token ``i``.
 
     Skip to just after the next `.`, or to the next token that starts a line and can start
     a statement: at column 1, or a directive or annotation (in any sensibly laid-out file,
-    that is where the next statement begins). The failing token itself may start the next
-    statement, unless it was the first token of a statement already.
+    that is where the next statement begins); inside a component, any token that starts a line
+    at or left of the column where the failing statement started (the next statement of the
+    component, or the `}` that closes it).
+    The failing token itself may start the next statement, unless it was the first token of
+    a statement already.
     """
     n = len(tokens)
     text = source.text
+    # inside a component statements are indented: they start at the column of the failing one
+    column = tokens[first].start - text.rfind("\n", 0, tokens[first].start) if first < n else 1
     j = i
     if i == first:
         if i < n and tokens[i].type == "DOT":
@@ -307,7 +402,12 @@ def _resync(source: SourceFile, tokens: list[Token], i: int, first: int) -> int:
         if token.type == "DOT":
             return j + 1
         starts_line = j == 0 or "\n" in text[tokens[j - 1].end : token.start]
-        if starts_line and (token.type in _SYNC_TYPES or token.start == 0 or text[token.start - 1] == "\n"):
+        if starts_line and (
+            token.type in _SYNC_TYPES
+            or token.start == 0
+            or text[token.start - 1] == "\n"
+            or (in_component and token.start - text.rfind("\n", 0, token.start) <= column)
+        ):
             return j
         j += 1
     return n

@@ -27,6 +27,9 @@ DIRECTIVES = (
     ".type",
     ".plan",
     ".pragma",
+    ".comp",
+    ".init",
+    ".override",
 )
 
 TERMINALS: dict[str, str] = {

@@ -3,7 +3,7 @@
 The whole file is tokenized with one regular expression made of the grammar's terminals
 (``grammar/policy.lark``), resuming after text no terminal matches, so that a stray character
 or an unterminated string is one error, not the end of the file. Soft keywords (``budget``,
-``pool``, ``inline``) and unknown directives (``.type``) are told apart here, from their
+``pool``, ``inline``, ``overridable``) and unknown directives (``.type``) are told apart here, from their
 neighbours.
 
 >>> tokens, comments, diagnostics = tokenize(SourceFile("p.dl", "Deny(a). // why"))
@@ -185,6 +185,7 @@ def _mark_unknown_directives(text: str, tokens: list[Token]) -> None:
 
 
 _QUALIFIERS = {
+    "overridable": "OVERRIDABLE",
     "inline": "INLINE",
     "eqrel": "EQREL",
     "btree": "STORAGE",
@@ -219,8 +220,8 @@ def _retype_qualifiers(tokens: list[Token], j: int) -> None:
 
 def _retype_soft_keywords(tokens: list[Token]) -> None:
     """``budget`` and ``pool`` are keywords only in ``.role NAME budget N pool NAME``, and
-    ``inline``, ``eqrel`` and ``choice-domain`` only after the closing parenthesis of a
-    ``.decl`` (the three tokens of ``choice-domain`` become one)."""
+    ``inline``, ``overridable``, ``eqrel``, ``choice-domain`` and the data structures only after
+    the closing parenthesis of a ``.decl`` (the three tokens of ``choice-domain`` become one)."""
     n = len(tokens)
     for i, token in enumerate(tokens):
         if token.type == "DECL":

@@ -86,9 +86,16 @@ def complete(snapshot: Snapshot, offset: int, trigger: str | None = None) -> lis
         return []  # other directives name things that are written out, not chosen
     items = [_item(v, Kind.Variable, "variable of this rule", sort="0") for v in _variables(snapshot, offset)]
     symbols = snapshot.model.symbols
+    qualified = re.search(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)+[A-Za-z0-9_]*$", before)
     if symbols is not None:
         for name in sorted(symbols.relations):
-            items.append(_item(name, Kind.Class, _signature(snapshot, name), sort="1"))
+            item = _item(name, Kind.Class, _signature(snapshot, name), sort="1")
+            if qualified is not None:  # `g.re`: the name replaces what is written, instance included
+                lines = snapshot.lines(snapshot.path)
+                start = lines.position(line_start + qualified.start())
+                where = types.Range(types.Position(*start), types.Position(*lines.position(offset)))
+                item.text_edit = types.TextEdit(where, name)
+            items.append(item)
         for name, sig in sorted(symbols.functors.items()):
             params = ", ".join(
                 f"{n}: {t}" if n else str(t) for n, t in zip(sig.param_names, sig.params, strict=True)

@@ -74,7 +74,13 @@ def relation(snapshot: Snapshot, name: str) -> str:
     info = symbols.relations.get(name) if symbols else None
     decl = _declaration(snapshot, name)
     parts = []
-    if decl is not None:
+    traits = []
+    if decl is not None and _text(snapshot, decl.name.span) != name:
+        # an instance's copy of a component's relation: its own name and types, and where it is written
+        attributes = ", ".join(f"{a.name}: {a.type.name}" for a in decl.attributes)
+        parts.append(_code(f".decl {name}({attributes})"))
+        traits.append(f"declared in a component, line {decl.span.line}")
+    elif decl is not None:
         parts.append(_code(_text(snapshot, decl.span)))
     else:
         types = (model.types or {}).get(name, ())
@@ -82,7 +88,6 @@ def relation(snapshot: Snapshot, name: str) -> str:
         parts.append(_code(f"{name}({arguments})"))
         if name not in VERDICTS:
             parts.append("not declared: the types are inferred from its uses")
-    traits = []
     if name in VERDICTS:
         traits.append("the verdict relation")
     if info is not None:

@@ -70,14 +70,25 @@ def definition(snapshot: Snapshot, occurrence: Occurrence) -> list[Target]:
         declared += [o for o in occurrences if o.role == DEFINITION]
     if not declared:
         declared = [o for o in occurrences if o.role == DIRECTIVE]
-    return [Target(o.span.file, o.span) for o in declared]
+    return [Target(o.span.file, o.span) for o in _distinct(declared)]
 
 
 def references(snapshot: Snapshot, occurrence: Occurrence, include_declaration: bool) -> list[Occurrence]:
-    found = snapshot.index.of(occurrence.symbol)
+    found = _distinct(snapshot.index.of(occurrence.symbol))
     if not include_declaration:
         found = [o for o in found if o.role != DECLARATION]
     return found
+
+
+def _distinct(occurrences: list[Occurrence]) -> list[Occurrence]:
+    """One occurrence per place (the instances of a component share the places it writes)."""
+    seen: set[object] = set()
+    out = []
+    for o in occurrences:
+        if o.span not in seen:
+            seen.add(o.span)
+            out.append(o)
+    return out
 
 
 def _binding(snapshot: Snapshot, occurrence: Occurrence) -> Occurrence | None:
@@ -112,6 +123,11 @@ def renamable(snapshot: Snapshot, occurrence: Occurrence) -> None:
         )
     if symbol.name in VERDICTS:
         raise RenameError(f"`{symbol.name}` is a verdict relation; its name means something to the monitor")
+    if "." in symbol.name:
+        raise RenameError(
+            f"`{symbol.name}` is a relation of a component instance; rename it in the component, "
+            "where every instance takes its name from"
+        )
     program = snapshot.model.program
     for o in snapshot.index.of(symbol):
         if program.is_library(o.span.file) and o.role in (DECLARATION, DEFINITION, DIRECTIVE):
@@ -135,7 +151,8 @@ def rename(snapshot: Snapshot, occurrence: Occurrence, new_name: str) -> list[Oc
         taken |= {o.symbol.name for o in snapshot.index.occurrences if o.symbol.kind in (RELATION, FUNCTOR)}
         if new_name in taken:
             raise RenameError(f"`{new_name}` is already the name of a relation or functor")
-    return [o for o in snapshot.index.of(symbol) if not snapshot.model.program.is_library(o.span.file)]
+    found = _distinct(snapshot.index.of(symbol))
+    return [o for o in found if not snapshot.model.program.is_library(o.span.file)]
 
 
 def _shown(name: str) -> str:

@@ -2,7 +2,10 @@
 
 One entry per relation the document declares or defines, with its declaration and rules
 inside (a rule is named by its ``@id`` when it has one, else by its head); one per functor and
-role it declares, and one per library module it imports and file it includes.
+role it declares, and one per library module it imports and file it includes. A component is
+an entry with its contents inside (as written: its relations, rules, components and
+instances), and an instance (``.init g = Graph<symbol>``) an entry of its own; the relations
+of instances appear where the document itself writes them (``g.edge("a", "b").``).
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 from lsprotocol import types
 
 from policyc.compiler import ast
+from policyc.compiler.parser import parse
+from policyc.compiler.source import SourceFile
 
 from .diagnostics import lsp_range
 from .document import Snapshot
@@ -38,10 +43,14 @@ def outline(snapshot: Snapshot) -> list[types.DocumentSymbol]:
             out.append(relations[name])
         return relations[name]
 
+    written = _written_components(snapshot)
+    inside = [(c.span.start, c.span.end) for c in written if isinstance(c, ast.Component)]
     shown: set[tuple[object, object]] = set()  # the rules of one statement (`;`): one entry a head
     for statement in module.statements:
         if isinstance(statement, ast.Misplaced):
             statement = statement.statement
+        if any(start <= statement.span.start < end for start, end in inside):
+            continue  # an instance's copy of a component's statement: the component's entry shows it
         text = _text(snapshot, statement.span)
         if isinstance(statement, ast.Rule):
             if (statement.span, statement.head.span) in shown:
@@ -73,7 +82,54 @@ def outline(snapshot: Snapshot) -> list[types.DocumentSymbol]:
         first, last = symbol.children[0].range, symbol.children[-1].range
         symbol.range = types.Range(first.start, last.end)
         symbol.selection_range = symbol.children[0].selection_range
+    if written:
+        out.extend(_component_entry(snapshot, entry, statement) for statement in written)
+        out.sort(key=lambda symbol: (symbol.range.start.line, symbol.range.start.character))
     return out
+
+
+def _written_components(snapshot: Snapshot) -> list[ast.Component | ast.Init]:
+    """The components and instances at the top level of the document, as written."""
+    if ".comp" not in snapshot.text and ".init" not in snapshot.text:
+        return []
+    module, _ = parse(SourceFile(snapshot.path, snapshot.text), surface=True)
+    return [s for s in module.statements if isinstance(s, ast.Component | ast.Init)]
+
+
+def _component_entry(snapshot: Snapshot, entry, statement: ast.Statement) -> types.DocumentSymbol:
+    """The entry of a component (its contents inside), an instance, or a statement inside a
+    component."""
+    text = _text(snapshot, statement.span)
+    if isinstance(statement, ast.Component):
+        params = f"<{', '.join(p.name for p in statement.params)}>" if statement.params else ""
+        found = entry(
+            statement.name.name + params, types.SymbolKind.Module, statement.span, statement.name.span
+        )
+        found.detail = "component"
+        for inner in statement.body:
+            if isinstance(inner, ast.Misplaced):
+                inner = inner.statement
+            if isinstance(
+                inner, ast.Component | ast.Init | ast.Decl | ast.Rule | ast.Compound | ast.TypeDecl
+            ):
+                found.children.append(_component_entry(snapshot, entry, inner))
+        return found
+    if isinstance(statement, ast.Init):
+        ref = statement.component
+        detail = ref.name.name + (f"<{', '.join(a.name for a in ref.args)}>" if ref.args else "")
+        return entry(
+            statement.name.name, types.SymbolKind.Object, statement.span, statement.name.span, detail
+        )
+    if isinstance(statement, ast.Decl):
+        return entry(statement.name.name, types.SymbolKind.Class, statement.span, statement.name.span, text)
+    if isinstance(statement, ast.TypeDecl):
+        return entry(
+            statement.name.name, types.SymbolKind.TypeParameter, statement.span, statement.name.span, text
+        )
+    head = statement.head if isinstance(statement, ast.Rule) else statement.heads[0]  # type: ignore[union-attr]
+    fact = isinstance(statement, ast.Rule) and statement.is_fact
+    kind = types.SymbolKind.Constant if fact else types.SymbolKind.Method
+    return entry(_text(snapshot, head.span), kind, statement.span, head.name_span, "fact" if fact else "rule")
 
 
 def _named(statement: ast.Statement) -> tuple[str, types.SymbolKind, object] | None:

@@ -23,9 +23,9 @@ def counted(monkeypatch) -> dict[str, Counter]:
         calls["read"][Path(path).name] += 1
         return read(path, limit)
 
-    def counting_parse(source):
+    def counting_parse(source, **options):
         calls["parse"][Path(source.path).name] += 1
-        return parse(source)
+        return parse(source, **options)
 
     def counting_tokenize(source):
         calls["tokenize"][Path(source.path).name] += 1
