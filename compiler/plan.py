@@ -244,6 +244,10 @@ class RelationSpec:
     input: bool = False
     output: bool = False
     inline: bool = False
+    # demand-driven (compiler/magic.py): which arguments are bound ("bf"), and the magic
+    # relation holding their demanded values
+    adornment: str = ""
+    magic: int | None = None
 
     @property
     def arity(self) -> int:
