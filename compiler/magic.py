@@ -19,7 +19,8 @@ bound by ``Ask(q)``) need not be computed in full: only its facts whose known ar
 The planner applies it to a relation (``where it pays``) when the relation is recursive, has
 rules, is neither an input, an output, inline, nor a decision relation, every use of it is a
 positive atom of a stored rule (not under ``!``, not inside an aggregate, not in an inline
-relation's rule) and every use binds at least one argument in common. When the transformed
+relation's rule) and every use binds at least one argument in common, where each of its rules
+has a variable or a constant in its head (not an expression). When the transformed
 program would have recursion through negation or an aggregate, the relations involved are
 evaluated in full instead.
 
@@ -110,11 +111,21 @@ def transform(
         for atom, negated, inside in summarize(rule).atoms:
             if atom.name in wanted and (negated or inside or id(atom) not in top or i in skipped):
                 wanted.discard(atom.name)
+    # a rule's head binds a bound argument for its guard when it is a variable or a constant
+    # (not an expression of variables its body binds)
+    plain = {c: set(range(arity(c))) for c in wanted}
+    for i, rule in enumerate(rules):
+        if heads[i] in plain:
+            plain[heads[i]] &= {
+                j
+                for j, arg in enumerate(rule.head.args)
+                if isinstance(arg, ast.Var | ast.String | ast.Integer | ast.Float)
+            }
     while True:
-        bound = {c: set(range(arity(c))) for c in wanted}
+        bound = {c: set(plain[c]) for c in wanted}
         while True:
             uses = _uses(rules, heads, bound, order, skipped)
-            new = {c: set.intersection(*uses[c]) if uses.get(c) else set() for c in bound}
+            new = {c: set.intersection(plain[c], *uses[c]) if uses.get(c) else set() for c in bound}
             if new == bound:
                 break
             bound = new
