@@ -17,7 +17,9 @@ bound by ``Ask(q)``) need not be computed in full: only its facts whose known ar
   demanded facts.
 
 The planner applies it to a relation (``where it pays``) when the relation is recursive, has
-rules, is neither an input, an output, inline, nor a decision relation, every use of it is a
+rules and two arguments or more (a unary relation holds no more values than the demand for
+it would: demanding them costs as much as computing them), is neither an input, an output,
+inline, nor a decision relation, every use of it is a
 positive atom of a stored rule (not under ``!``, not inside an aggregate, not in an inline
 relation's rule) and every use binds at least one argument in common, where each of its rules
 has a variable or a constant in its head (not an expression). When the transformed
@@ -130,9 +132,9 @@ def transform(
                 break
             bound = new
         empty = {c for c, b in bound.items() if not b}
-        if not empty:
+        wanted -= empty | _unasked(rules, heads, wanted - empty, skipped)
+        if not empty and wanted == set(bound):
             break
-        wanted -= empty
     frozen = {c: tuple(sorted(b)) for c, b in bound.items()}
     magic = {c: magic_name(c, arity(c), b) for c, b in frozen.items()}
 
@@ -163,6 +165,24 @@ def transform(
                     found.append(MagicRule(i, k, ast.Rule(seed, body, span=rule.span)))
             prefix.append(lit)
     return Demand(frozen, magic, guarded, tuple(found))
+
+
+def _unasked(rules: list[ast.Rule], heads: list[str], wanted: set[str], skipped: set[int]) -> set[str]:
+    """The candidates no other relation asks for, even through other candidates (only their
+    own rules read them: demand-driven, they would hold nothing)."""
+    users: dict[str, set[str]] = {c: set() for c in wanted}
+    for i, rule in enumerate(rules):
+        if i in skipped:
+            continue
+        for lit in rule.body:
+            if isinstance(lit, ast.Atom) and lit.name in wanted and lit.name != heads[i]:
+                users[lit.name].add(heads[i])
+    asked = {c for c, by in users.items() if by - wanted}
+    while True:
+        more = {c for c, by in users.items() if c not in asked and by & asked}
+        if not more:
+            return wanted - asked
+        asked |= more
 
 
 def _given(rule: ast.Rule, positions: Iterable[int]) -> frozenset[str]:

@@ -188,6 +188,7 @@ class _Planner:
             and name not in self.shadowed
             and name not in UNTRANSFORMED
             and name not in self.magic.observed
+            and len(self.types.get(name, ())) >= 2  # a unary one is no larger than its demand
         }
         skipped = {i for i, head in enumerate(heads) if self.symbols.is_inline(head)}
         while candidates:

@@ -67,7 +67,7 @@ def run_file(test: TestFile, coverage: bool = False) -> FileResult:
     except ImportError as error:
         return FileResult(test, test.path, f"cannot load functors from `{test.functors}`: {error}")
     try:
-        policy = load(test.policy, functors)
+        policy = load(test.policy, functors, magic=_observed(test))
     except PolicyError as error:
         if not error.diagnostics:
             return FileResult(test, test.path, str(error))
@@ -212,6 +212,22 @@ def _describe(decision: Any) -> str:
     return f"escalated by {rules}" if decision.verdict == "escalate" else f"denied by {rules}"
 
 
+def _observed(test: TestFile) -> Any:
+    """The relations the cases check facts of: computed in full, not on demand (the planner
+    evaluates some recursive relations demand-driven: see policyc.compiler.magic)."""
+    from policyc.compiler.magic import Options
+    from policyc.runtime.facts import parse_fact
+
+    names = set()
+    for case in test.cases:
+        for text in (*case.derived, *case.not_derived):
+            try:
+                names.add(parse_fact(text)[0])
+            except ValueError:
+                continue  # reported with the case
+    return Options(observed=frozenset(names))
+
+
 def _fact(evaluation: Any, check: str, text: str, wanted: bool) -> list[Failure]:
     from policyc.runtime.facts import parse_fact
 
@@ -222,6 +238,12 @@ def _fact(evaluation: Any, check: str, text: str, wanted: bool) -> list[Failure]
     index = evaluation.plan.relation_index()
     if name not in index:
         return [Failure(check, text, "a relation of the policy", f"the policy has no relation `{name}`")]
+    if evaluation.plan.relations[index[name]].magic is not None:  # a bundle's plan
+        return [
+            Failure(
+                check, text, "a relation computed in full", f"the bundle computes `{name}` on demand only"
+            )
+        ]
     holds = evaluation.holds(index[name], values)
     if holds != wanted:
         return [

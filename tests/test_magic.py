@@ -265,3 +265,10 @@ def test_a_session_follows_the_demand_as_facts_arrive() -> None:
     # hand-derived: n4 is of n5's generation (under n1), n29 of n30's (under n2), n31 is not
     assert not session.decide("n4").allowed and not session.decide("n29").allowed
     assert session.decide("n31").allowed
+
+
+def test_the_corpus_program_is_demand_driven() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent / "souffle" / "demand.dl").read_text("utf-8")
+    assert demand_driven(plan_of(text)) == {"reach": "bf", "sg": "bf"}
