@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 from . import ast
 from .source import Span
+from .stratify import components as strongly_connected
 from .summary import summarize
 
 MAGIC_PREFIX = "magic@"
@@ -242,42 +243,7 @@ def components(
     for head, body, monotone in edges:
         if head in successors and body in successors:
             successors[head][body] = successors[head].get(body, True) and monotone
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
-    for root in nodes:
-        if root in index:
-            continue
-        work = [(root, iter(successors[root]))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, it = work[-1]
-            w = next(it, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(successors[w])))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                component = []
-                while True:
-                    w = stack.pop()
-                    on.discard(w)
-                    component.append(w)
-                    if w == v:
-                        break
-                found.append(component)
+    found = [sorted(c, key=rank) for c in strongly_connected(successors)]
     of = {n: i for i, c in enumerate(found) for n in c}
     waiting = [0] * len(found)
     dependents: list[list[int]] = [[] for _ in found]
