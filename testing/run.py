@@ -96,11 +96,12 @@ def _user_rules(plan: Any, root: Path) -> dict[tuple[str, int, int], tuple[int, 
     """The rules (not facts) of the policy's own files, by position (a plan names files
     relative to the policy's folder, ``root``)."""
     from policyc.compiler.loader import LIBRARY_PREFIX
+    from policyc.compiler.magic import is_magic
 
     found = {}
     for i, info in enumerate(plan.rules):
-        if not info.literals or info.file.startswith(LIBRARY_PREFIX):
-            continue
+        if not info.literals or info.file.startswith(LIBRARY_PREFIX) or is_magic(info.head):
+            continue  # a magic rule is where its rule is, and no rule of the policy's own
         found[(str((root / info.file).resolve()), info.line, info.column)] = (i, info)
     return found
 

@@ -272,3 +272,20 @@ def test_the_corpus_program_is_demand_driven() -> None:
 
     text = (Path(__file__).resolve().parent / "souffle" / "demand.dl").read_text("utf-8")
     assert demand_driven(plan_of(text)) == {"reach": "bf", "sg": "bf"}
+
+
+def test_coverage_names_the_policys_own_rules(tmp_path, cli) -> None:
+    (tmp_path / "sg.dl").write_text(SG, "utf-8")
+    (tmp_path / "sg_test.toml").write_text(
+        'policy = "sg.dl"\n\n[[test]]\nname = "n5 is of n4\'s generation"\n'
+        'facts = { par = [["n4", "n1"], ["n5", "n1"], ["n1", "n0"]], Ask = [["n4"]] }\ndeny = ["n5"]\n',
+        "utf-8",
+    )
+    run = cli("test", "--coverage", "--format", "json", str(tmp_path))
+    assert run.status == 0, run.stdout + run.stderr
+    rules = json.loads(run.stdout)["coverage"]["rules"]
+    assert sorted((r["line"], r["id"], r["fired"]) for r in rules) == [
+        (6, "sg@sg.dl:6", True),
+        (7, "sg@sg.dl:7", True),
+        (8, "Deny@sg.dl:8", True),
+    ]
