@@ -10,7 +10,15 @@ from typing import Any
 import click
 
 from ..compiler.version import __version__
-from .common import EXIT_ERRORS, EXIT_USAGE, Finite, echo_json, internal_errors, policy_files
+from .common import (
+    EXIT_ERRORS,
+    EXIT_USAGE,
+    NO_MAGIC_OPTION,
+    Finite,
+    echo_json,
+    internal_errors,
+    policy_files,
+)
 
 FORMATS = ("text", "json", "sarif")
 SHOWABLE = ("ast", "strata", "plan")
@@ -60,6 +68,7 @@ SHOWABLE = ("ast", "strata", "plan")
     metavar="SECONDS",
     help="Time the --deep searches of a file may take together; a question left unanswered reports nothing.",
 )
+@NO_MAGIC_OPTION
 def check(
     paths: tuple[str, ...],
     fmt: str,
@@ -69,6 +78,7 @@ def check(
     deep: bool,
     bound: int,
     deep_timeout: float,
+    no_magic: bool,
 ) -> None:
     """Report every syntax and semantic error of policy files.
 
@@ -79,7 +89,7 @@ def check(
         raise click.UsageError("--show cannot be combined with --format sarif")
     gc.disable()  # a short-lived process building many small objects; collection only costs time
     with internal_errors():
-        _check(paths, fmt, fail_on, show, stdin_filename, (bound, deep_timeout) if deep else None)
+        _check(paths, fmt, fail_on, show, stdin_filename, (bound, deep_timeout) if deep else None, no_magic)
 
 
 def _check(
@@ -89,6 +99,7 @@ def _check(
     show: str | None,
     stdin_filename: str | None,
     deep: tuple[int, float] | None = None,  # the bound and the time of --deep
+    no_magic: bool = False,  # the plan shown evaluates every relation in full
 ) -> None:
     from ..compiler.diagnostics import Severity, sort_diagnostics
     from ..compiler.loader import SourceError, load_data, load_root, read_file
@@ -134,7 +145,7 @@ def _check(
     warnings = len(diagnostics) - errors
 
     if fmt == "text":
-        _print_text(diagnostics, compilations, show)
+        _print_text(diagnostics, compilations, show, no_magic)
     elif fmt == "json":
         from ..compiler.render_json import to_json
 
@@ -142,7 +153,7 @@ def _check(
         if show:
             from ..compiler.show import show_json
 
-            out[show] = {path: show_json(show, c) for path, c in compilations.items()}
+            out[show] = {path: show_json(show, c, no_magic) for path, c in compilations.items()}
         echo_json(out)
     else:
         from ..compiler.render_sarif import to_sarif
@@ -159,7 +170,7 @@ def _check(
         sys.exit(EXIT_ERRORS)
 
 
-def _print_text(diagnostics: list, compilations: dict, show: str | None) -> None:
+def _print_text(diagnostics: list, compilations: dict, show: str | None, no_magic: bool = False) -> None:
     from ..compiler import render_text
 
     if not diagnostics and not show:  # nothing to colour: no need for rich
@@ -175,7 +186,7 @@ def _print_text(diagnostics: list, compilations: dict, show: str | None) -> None
         for path, compilation in compilations.items():
             if len(compilations) > 1:
                 console.print(f"== {path} ==", style="bold")
-            console.print(show_text(show, compilation), markup=False)
+            console.print(show_text(show, compilation, no_magic), markup=False)
     sources: dict[str, Any] = {}
     for compilation in compilations.values():
         for module in compilation.program.modules:

@@ -223,12 +223,23 @@ def load_functors(spec: str | None) -> Any:
         fail(f"cannot load functors from `{spec}`: {error}", EXIT_USAGE)
 
 
-def load_policy(path: str, functors: str | None, verify_key: str | None, limits: Any = None) -> Any:
-    """A policy for a command: its errors are printed like `policyc check` prints them."""
+def load_policy(
+    path: str, functors: str | None, verify_key: str | None, limits: Any = None, magic: Any = None
+) -> Any:
+    """A policy for a command: its errors are printed like `policyc check` prints them
+    (``magic``: the demand-driven relations a policy planned from source may have)."""
     from ..runtime.policy import load
 
     with policy_failures():
-        return load(Path(path), load_functors(functors), verify_key=verify_key, limits=limits)
+        return load(Path(path), load_functors(functors), verify_key=verify_key, limits=limits, magic=magic)
+
+
+NO_MAGIC_OPTION = click.option(
+    "--no-magic",
+    is_flag=True,
+    help="Evaluate every relation in full: no demand-driven evaluation (magic sets) of a policy planned "
+    "from source.",
+)
 
 
 @contextlib.contextmanager

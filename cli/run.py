@@ -15,6 +15,7 @@ from .common import (
     FORMAT,
     FUNCTORS,
     MAX_FACTS,
+    NO_MAGIC_OPTION,
     POLICY,
     TIMEOUT,
     VERIFY,
@@ -39,6 +40,7 @@ from .common import (
 @VERIFY
 @MAX_FACTS
 @TIMEOUT
+@NO_MAGIC_OPTION
 def eval_command(
     policy: str,
     facts_path: str,
@@ -48,19 +50,32 @@ def eval_command(
     verify_key: str | None,
     max_facts: int | None,
     timeout: float | None,
+    no_magic: bool,
 ) -> None:
     """Evaluate a policy on facts and print the relations it derives."""
+    from ..compiler.magic import NO_MAGIC, Options, is_magic
+
     with json_failures(fmt == "json"), internal_errors():
-        loaded = load_policy(policy, functors, verify_key, limits_of(max_facts, timeout))
+        # what is printed is computed in full: all derived relations, or those asked for
+        magic = NO_MAGIC if no_magic or not queries else Options(observed=frozenset(queries))
+        loaded = load_policy(policy, functors, verify_key, limits_of(max_facts, timeout), magic)
         names = {r.name: r for r in loaded.plan.relations}
         for query in queries:
-            if query not in names or names[query].inline:
+            if query not in names or names[query].inline or is_magic(query):
                 fail(f"the policy has no stored relation `{query}`", EXIT_USAGE)
+            if names[query].magic is not None:  # a bundle's plan
+                fail(
+                    f"the bundle computes `{query}` only where its rules ask for it (demand-driven); "
+                    "evaluate the policy's source to print it in full",
+                    EXIT_USAGE,
+                )
         facts = read_facts(facts_path, loaded)
         result = _evaluate(loaded, facts, facts_path)
         derived = {rule.head for rule in loaded.plan.rules}
         wanted = list(queries) or [
-            r.name for r in loaded.plan.relations if not r.inline and (r.name in derived or r.output)
+            r.name
+            for r in loaded.plan.relations
+            if not r.inline and (r.name in derived or r.output) and r.magic is None and not is_magic(r.name)
         ]
         relations = {name: _sorted_rows(result.relation(name)) for name in sorted(wanted)}
         errors = [e.message for e in result.errors]
@@ -105,7 +120,10 @@ def explain_command(
     """Explain why FACT (like 'Deny("v6")') holds, as a derivation tree, or why it does not."""
     with json_failures(fmt == "json"), internal_errors():
         name, values = _parse_fact(fact)
-        loaded = load_policy(policy, functors, verify_key)
+        from ..compiler.magic import NO_MAGIC
+
+        # an explanation reads the relations it goes through in full
+        loaded = load_policy(policy, functors, verify_key, magic=NO_MAGIC)
         values = _fact_of(loaded.plan, name, values, fact)
         facts = read_facts(facts_path, loaded)
         result = _evaluate(loaded, facts, facts_path)

@@ -37,6 +37,7 @@ from .checks import run_checks
 from .checks.types import infer
 from .diagnostics import Diagnostic, sort_diagnostics
 from .loader import Program, load_file, load_source
+from .magic import Options
 from .stages import Checked, Parsed, Planned, Resolved, Stratified
 
 STAGES = ("parse", "resolve", "check", "stratify", "plan")
@@ -100,15 +101,16 @@ def stratify(checked: Checked) -> Stratified:
     return Stratified(checked.program, found, checked.symbols, checked.types, checked.graph, strata)
 
 
-def plan(stratified: Stratified) -> Planned:
-    """The ``plan`` stage (itself if it is planned already);
+def plan(stratified: Stratified, magic: Options | None = None) -> Planned:
+    """The ``plan`` stage (itself if it is planned already, unless ``magic`` asks for other
+    demand-driven relations than by default: see :mod:`.magic`);
     :class:`~policyc.compiler.planner.PlanningError` for a policy with errors."""
-    if isinstance(stratified, Planned):
+    if isinstance(stratified, Planned) and magic is None:
         return stratified
     from . import planner  # only those who evaluate plan: `check` does not import it
 
     program, found, table = stratified.program, stratified.diagnostics, stratified.symbols
-    evaluation = planner.build_plan(stratified)
+    evaluation = planner.build_plan(stratified, magic or Options())
     return Planned(program, found, table, stratified.types, stratified.graph, stratified.strata, evaluation)
 
 

@@ -247,6 +247,10 @@ class RelationSpec:
     # `choice-domain`: each domain (attribute positions) a key; a derived tuple whose key a
     # tuple of the relation has already is dropped
     choice: tuple[tuple[int, ...], ...] = ()
+    # demand-driven (compiler/magic.py): which arguments are bound ("bf"), and the magic
+    # relation holding their demanded values
+    adornment: str = ""
+    magic: int | None = None
 
     @property
     def arity(self) -> int:

@@ -72,7 +72,15 @@ class _Reader:
                 f"unsupported plan version {version.value!r} (this policyc reads {PLAN_VERSION})"
             )
         default = top.child("default").choice(("allow", "deny"))
-        self.relations = top["relations"].items(self.relation)
+        relations_at = top["relations"]
+        self.relations = relations_at.items(self.relation)
+        for index, spec in enumerate(self.relations):
+            if spec.magic is not None and not (spec.magic < len(self.relations) and spec.magic != index):
+                raise (
+                    relations_at.child(index)
+                    .child("magic")
+                    .fail(f"no magic relation {spec.magic} for relation {index}")
+                )
         self.functors = top["functors"].items(self.functor)
         rules = top["rules"].items(self.rule_info)
         self.rule_count = len(rules)
@@ -92,13 +100,25 @@ class _Reader:
             if t.value is not None and t.value not in TYPES:
                 raise t.expected(f"null or one of {', '.join(TYPES)}")
         arity = len(types.value)
+        adornment = r.optional("adornment", Cursor.string, "")
+        if adornment and (
+            len(adornment) != len(types.value) or set(adornment) - {"b", "f"} or "b" not in adornment
+        ):
+            raise r.child("adornment").expected(
+                f"b or f for each of the {len(types.value)} arguments, some b"
+            )
+        magic = r.optional("magic", Cursor.count, None)
+        if (magic is None) != (not adornment):
+            raise r.fail("a demand-driven relation has both an adornment and a magic relation")
         return RelationSpec(
             r.child("name").string(),
             tuple(types.value),
             r.child("input").boolean(),
             r.child("output").boolean(),
             r.child("inline").boolean(),
-            r.optional("choice", lambda c: tuple(self.domain(d, arity) for d in c.list()), ()),
+            choice=r.optional("choice", lambda c: tuple(self.domain(d, arity) for d in c.list()), ()),
+            adornment=adornment,
+            magic=magic,
         )
 
     @staticmethod

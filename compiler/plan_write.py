@@ -33,6 +33,7 @@ from .plan import (
     Pattern,
     Plan,
     Range,
+    RelationSpec,
     RulePlan,
     Scan,
     Slot,
@@ -41,22 +42,28 @@ from .plan import (
 )
 
 
+def _relation_data(r: RelationSpec) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": r.name,
+        "types": list(r.types),
+        "input": r.input,
+        "output": r.output,
+        "inline": r.inline,
+    }
+    if r.choice:
+        data["choice"] = [list(d) for d in r.choice]
+    if r.magic is not None:  # demand-driven
+        data["adornment"] = r.adornment
+        data["magic"] = r.magic
+    return data
+
+
 def to_data(plan: Plan) -> dict[str, Any]:
     """The plan as JSON-compatible data."""
     return {
         "version": PLAN_VERSION,
         "default": plan.default,
-        "relations": [
-            {
-                "name": r.name,
-                "types": list(r.types),
-                "input": r.input,
-                "output": r.output,
-                "inline": r.inline,
-                **({"choice": [list(d) for d in r.choice]} if r.choice else {}),
-            }
-            for r in plan.relations
-        ],
+        "relations": [_relation_data(r) for r in plan.relations],
         "functors": [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors],
         "strata": [
             {

@@ -31,31 +31,36 @@ bindings that derive a particular fact.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from . import ast, scopes
+from . import magic as demand
 from . import plan as p
 from .checks.rule_annotations import SHADOW_RELATIONS, rule_mode
 from .generators import generator
 from .loader import Program
 from .stages import Stratified
 from .summary import summarize
-from .symbols import Symbols
+from .symbols import Symbols, is_verdict
+
+UNTRANSFORMED = ("Candidate", "DependsOn")  # relations the session engine reads by name
 
 
 class PlanningError(Exception):
     """A rule cannot be planned (only for programs the checker did not accept)."""
 
 
-def build_plan(compilation: Stratified) -> p.Plan:
+def build_plan(compilation: Stratified, magic: demand.Options | None = None) -> p.Plan:
     """The plan of a policy without errors (the ``plan`` stage of the pipeline gives it
-    with the rest of the compilation); :class:`PlanningError` for one with errors."""
+    with the rest of the compilation); :class:`PlanningError` for one with errors. ``magic``
+    says which relations may be evaluated demand-driven (:mod:`.magic`)."""
     if not compilation.ok:
         raise PlanningError("only a policy without errors can be planned")
-    return _Planner(compilation).run()
+    return _Planner(compilation, magic or demand.Options()).run()
 
 
 @dataclass
@@ -71,10 +76,12 @@ class _Context:
     # rule with its head given: deny reasons and explanations name every value)
     singletons: bool = True
     after: list[p.Step] = field(default_factory=list)  # record patterns taken apart after a step
+    guard: int | None = None  # the literal scanned first when it can be (a magic atom)
 
 
 class _Planner:
-    def __init__(self, compilation: Stratified) -> None:
+    def __init__(self, compilation: Stratified, magic: demand.Options) -> None:
+        self.magic = magic
         self.program: Program = compilation.program
         self.symbols: Symbols = compilation.symbols
         self.strata = compilation.strata
@@ -105,35 +112,52 @@ class _Planner:
     # ------------------------------------------------------------------------ program
 
     def run(self) -> p.Plan:
+        modules = [module for module, _ in self.program.rules()]
         rules = [self.localized(rule) for _, rule in self.program.rules()]
-        infos = [self.rule_info(i, module, rules[i]) for i, (module, _) in enumerate(self.program.rules())]
+        infos = [self.rule_info(i, module, rules[i]) for i, module in enumerate(modules)]
+        heads = [self.heads.get(index, rule.head.name) for index, rule in enumerate(rules)]
+        found = self.demand_driven(rules, heads) if self.magic.enabled else None
+        planned = list(rules)  # what the strata evaluate; `rules`: what bound rules evaluate
+        if found is not None:
+            for index, guarded in found.guarded.items():
+                planned[index] = guarded
+            for extra in found.rules:
+                planned.append(extra.rule)
+                rules.append(extra.rule)
+                heads.append(extra.rule.head.name)
+                module = modules[extra.origin]
+                text = module.source.text if module.source else ""
+                infos.append(self.magic_info(infos[extra.origin], extra, rules[extra.origin], text))
         by_head: dict[str, list[int]] = {}
-        for index, rule in enumerate(rules):
-            by_head.setdefault(self.heads.get(index, rule.head.name), []).append(index)
+        for index, head in enumerate(heads):
+            by_head.setdefault(head, []).append(index)
         strata = []
-        for stratum in self.strata.strata:
-            members = [r for r in stratum.relations if r in self.rel]
-            strata.append(
-                self.stratum(members, stratum.recursive, frozenset(stratum.relations), rules, by_head)
-            )
-            # the rules in shadow mode of its relations: a stratum of their own, right after it
-            for name in members:
-                for shadow in self.with_shadow(name)[1:]:
-                    strata.append(self.stratum([shadow], False, frozenset(), rules, by_head))
+        if found is not None:
+            for component in self.components(planned, heads, found):
+                strata.append(
+                    self.stratum(
+                        list(component.relations),
+                        component.recursive,
+                        frozenset(component.relations),
+                        planned,
+                        by_head,
+                        guarded=frozenset(found.guarded),
+                    )
+                )
+        else:
+            for stratum in self.strata.strata:
+                members = [r for r in stratum.relations if r in self.rel]
+                strata.append(
+                    self.stratum(members, stratum.recursive, frozenset(stratum.relations), rules, by_head)
+                )
+                # the rules in shadow mode of its relations: a stratum of their own, right after it
+                for name in members:
+                    for shadow in self.with_shadow(name)[1:]:
+                        strata.append(self.stratum([shadow], False, frozenset(), rules, by_head))
         bound = tuple(
             tuple(self.bound_rule(i, rules[i]) for i in by_head.get(name, [])) for name in self.relation_names
         )
-        relations = tuple(
-            p.RelationSpec(
-                name,
-                tuple(self.types.get(self.shadowed.get(name, name), ())),
-                name not in self.shadowed and self.symbols.relations[name].is_input,
-                name not in self.shadowed and self.symbols.relations[name].is_output,
-                name not in self.shadowed and self.symbols.is_inline(name),
-                () if name in self.shadowed else self.symbols.relations[name].choice,
-            )
-            for name in self.relation_names
-        )
+        relations = tuple(self.relation_spec(name, found) for name in self.relation_names)
         functors = tuple(
             p.FunctorSpec(
                 name,
@@ -144,6 +168,125 @@ class _Planner:
         )
         return p.Plan(relations, functors, tuple(strata), tuple(infos), bound, self.symbols.default)
 
+    # ------------------------------------------------------------------ demand-driven
+
+    def demand_driven(self, rules: list[ast.Rule], heads: list[str]) -> demand.Demand | None:
+        """The magic-set transformation of the relations it pays for (see :mod:`.magic`),
+        None when there is none: with it, the program stays stratified."""
+        recursive = {name for s in self.strata.strata if s.recursive for name in s.relations}
+        relations = self.symbols.relations
+        candidates = {
+            name
+            for name in recursive
+            if name in self.rel
+            and name in self.symbols.defined
+            and not relations[name].is_input
+            and not relations[name].is_output
+            and not self.symbols.is_inline(name)
+            and not relations[name].choice  # which tuple a key keeps depends on what is derived
+            and not is_verdict(name, relations[name].arity)
+            and name not in SHADOW_RELATIONS
+            and name not in self.shadowed
+            and name not in UNTRANSFORMED
+            and name not in self.magic.observed
+            and len(self.types.get(name, ())) >= 2  # a unary one is no larger than its demand
+        }
+        skipped = {i for i, head in enumerate(heads) if self.symbols.is_inline(head)}
+        while candidates:
+            found = demand.transform(
+                rules, heads, candidates, lambda name: len(self.types.get(name, ())), self.body_order, skipped
+            )
+            if not found.bound:
+                return None
+            planned = [found.guarded.get(i, rule) for i, rule in enumerate(rules)]
+            planned.extend(extra.rule for extra in found.rules)
+            names = heads + [extra.rule.head.name for extra in found.rules]
+            broken = {
+                name
+                for component in self.components(planned, names, found, keep=False)
+                if not component.monotone
+                for name in component.relations
+            }
+            unstratified = {c for c in found.bound if c in broken or found.magic[c] in broken}
+            if not unstratified:
+                return found
+            candidates = set(found.bound) - unstratified
+        return None
+
+    def body_order(self, rule: ast.Rule, given: frozenset[str]) -> list[int]:
+        """The body literals of a rule in the order the planner evaluates them, with the
+        ``given`` variables bound first."""
+        ctx = self.new_context(rule)
+        ctx.bound.update(ctx.slots[name] for name in given)
+        _, origins = self.order(list(enumerate(rule.body)), ctx, None)
+        return list(dict.fromkeys(o for o in origins if o >= 0))
+
+    def components(
+        self, rules: list[ast.Rule], heads: list[str], found: demand.Demand, keep: bool = True
+    ) -> list[demand.Component]:
+        """The strata of the transformed program (each magic relation ranked right before its
+        relation); with ``keep``, its relations become the plan's, in that order."""
+        rank = {name: float(i) for i, name in enumerate(self.relation_names)}
+        for name, magic in found.magic.items():
+            rank[magic] = rank[name] - 0.5
+        nodes = sorted(rank, key=rank.__getitem__)
+        edges = [
+            (head, atom.name, not negated and not inside)
+            for head, rule in zip(heads, rules, strict=True)
+            for atom, negated, inside in summarize(rule).atoms
+        ]
+        ordered = demand.components(nodes, edges, rank.__getitem__)
+        if keep:
+            self.relation_names = [name for c in ordered for name in c.relations]
+            self.rel = {name: i for i, name in enumerate(self.relation_names)}
+        return ordered
+
+    def relation_spec(self, name: str, found: demand.Demand | None) -> p.RelationSpec:
+        if found is not None and demand.is_magic(name):
+            base = next(c for c, m in found.magic.items() if m == name)
+            types = tuple(self.types.get(base, ()))
+            return p.RelationSpec(name, tuple(types[j] for j in found.bound[base]))
+        source = self.shadowed.get(name, name)
+        adornment, magic = "", None
+        if found is not None and name in found.bound:
+            adornment = demand.adornment_text(len(self.types.get(name, ())), found.bound[name])
+            magic = self.rel[found.magic[name]]
+        return p.RelationSpec(
+            name,
+            tuple(self.types.get(source, ())),
+            name not in self.shadowed and self.symbols.relations[name].is_input,
+            name not in self.shadowed and self.symbols.relations[name].is_output,
+            name not in self.shadowed and self.symbols.is_inline(name),
+            choice=() if name in self.shadowed else self.symbols.relations[name].choice,
+            adornment=adornment,
+            magic=magic,
+        )
+
+    def magic_info(
+        self, origin: p.RuleInfo, extra: demand.MagicRule, rule: ast.Rule, source: str
+    ) -> p.RuleInfo:
+        """What a magic rule is said to be: the demand of a rule's literal, where that rule is."""
+        literals = tuple(
+            origin.literals[_position(rule.body, lit)]
+            if _position(rule.body, lit) >= 0
+            else _atom_text(lit, source)
+            for lit in extra.rule.body
+        )
+        head = _atom_text(extra.rule.head, source)
+        text = head + (" :- " + ", ".join(literals) if literals else "") + "."
+        return replace(
+            origin,
+            id=f"{extra.rule.head.name}<-{origin.id}#{extra.literal + 1}",
+            head=extra.rule.head.name,
+            text=text,
+            variables=tuple(self.slot_names(extra.rule)),
+            literals=literals,
+            message=None,
+            suggest=None,
+            severity=None,
+            requirements=(),
+        )
+
     def stratum(
         self,
         members: list[str],
@@ -151,9 +294,11 @@ class _Planner:
         relations: frozenset[str],
         rules: list[ast.Rule],
         by_head: dict[str, list[int]],
+        guarded: frozenset[int] = frozenset(),
     ) -> p.Stratum:
         """The plan of a stratum: its relations (``relations``: the names of the stratum's
-        relations, read in rounds when it is ``recursive``)."""
+        relations, read in rounds when it is ``recursive``); the rules ``guarded`` by a magic
+        atom scan it first."""
         base: list[p.RulePlan] = []
         deltas: list[p.RulePlan] = []
         inserts: list[p.RulePlan] = []
@@ -165,13 +310,14 @@ class _Planner:
                     for i, lit in enumerate(rule.body)
                     if isinstance(lit, ast.Atom) and recursive and lit.name in relations
                 ]
+                guard = 0 if index in guarded else None
                 if not rounds:
-                    base.append(self.rule_plan(index, rule, delta_literal=None))
+                    base.append(self.rule_plan(index, rule, delta_literal=None, guard=guard))
                 for i in rounds:
-                    deltas.append(self.rule_plan(index, rule, delta_literal=i))
+                    deltas.append(self.rule_plan(index, rule, delta_literal=i, guard=guard))
                 for i, lit in enumerate(rule.body):
                     if isinstance(lit, ast.Atom) and self.binds(lit) and lit.name in self.rel:
-                        inserts.append(self.rule_plan(index, rule, delta_literal=i))
+                        inserts.append(self.rule_plan(index, rule, delta_literal=i, guard=guard))
         return p.Stratum(
             tuple(self.rel[r] for r in members), recursive, tuple(base), tuple(deltas), tuple(inserts)
         )
@@ -245,8 +391,11 @@ class _Planner:
             {n: i for i, n in enumerate(names)}, set(), len(names), occurrences, singletons=singletons
         )
 
-    def rule_plan(self, index: int, rule: ast.Rule, delta_literal: int | None) -> p.RulePlan:
+    def rule_plan(
+        self, index: int, rule: ast.Rule, delta_literal: int | None, guard: int | None = None
+    ) -> p.RulePlan:
         ctx = self.new_context(rule)
+        ctx.guard = guard
         steps, _ = self.order(list(enumerate(rule.body)), ctx, delta_literal)
         head_args = tuple(self.expr(arg, ctx) for arg in rule.head.args)
         steps.extend(self.take_prelude(ctx))
@@ -401,7 +550,7 @@ class _Planner:
             or (not isinstance(arg, ast.Var | ast.Wildcard) and self.ready(arg, ctx))
         )
         free = sum(1 for arg in atom.args if isinstance(arg, ast.Var) and not self.is_bound(arg, ctx))
-        return (index == delta_literal, known, -free, -index)
+        return (index == delta_literal, known, index == ctx.guard, -free, -index)
 
     def scannable(self, atom: ast.Atom, ctx: _Context) -> bool:
         """A stored relation's atom can be scanned once each argument that is an expression
@@ -716,3 +865,22 @@ def _nested_wildcard(atom: ast.Atom) -> bool:
         if isinstance(arg, ast.Record | ast.Constructor)
         for t in ast.walk_term(arg)
     )
+
+
+def _atom_text(atom: ast.Literal, text: str) -> str:
+    """A generated atom as text: its arguments are terms of the source ``text``."""
+    assert isinstance(atom, ast.Atom)
+    args = []
+    for arg in atom.args:
+        if isinstance(arg, ast.Var):
+            args.append(arg.name)
+        elif isinstance(arg, ast.String | ast.Integer | ast.Float):
+            args.append(json.dumps(arg.value) if isinstance(arg, ast.String) else str(arg.value))
+        else:
+            args.append(text[arg.span.start : arg.span.end] if text else "…")
+    return f"{atom.name}({', '.join(args)})"
+
+
+def _position(body: tuple[ast.Literal, ...], literal: ast.Literal) -> int:
+    """Where a literal (the very object) is in a body, -1 if it is not."""
+    return next((i for i, lit in enumerate(body) if lit is literal), -1)

@@ -12,13 +12,14 @@ from typing import Any
 
 from . import ast
 from . import plan as p
+from .magic import NO_MAGIC, Options, is_magic
 from .source import Span
 from .stages import Parsed, Stratified
 
 SHOWABLE = ("ast", "strata", "plan")
 
 
-def show_json(what: str, compilation: Parsed) -> Any:
+def show_json(what: str, compilation: Parsed, no_magic: bool = False) -> Any:
     if what == "ast":
         return [_node_json(m) for m in _user_modules(compilation)]
     if not isinstance(compilation, Stratified):
@@ -27,7 +28,7 @@ def show_json(what: str, compilation: Parsed) -> Any:
         from .pipeline import plan
         from .plan_write import to_data
 
-        return to_data(plan(compilation).plan) if compilation.ok else None
+        return to_data(plan(compilation, _options(no_magic)).plan) if compilation.ok else None
     symbols = compilation.symbols
     return [
         {
@@ -41,9 +42,9 @@ def show_json(what: str, compilation: Parsed) -> Any:
     ]
 
 
-def show_text(what: str, compilation: Parsed) -> str:
+def show_text(what: str, compilation: Parsed, no_magic: bool = False) -> str:
     if what == "plan":
-        return "\n".join(show_plan(compilation))
+        return "\n".join(show_plan(compilation, no_magic))
     if what == "ast":
         lines: list[str] = []
         for module in _user_modules(compilation):
@@ -134,22 +135,36 @@ def _node_json(node: Any) -> Any:
 # ------------------------------------------------------------------------------------ plan
 
 
-def show_plan(compilation: Parsed) -> list[str]:
-    """The evaluation plan, one block per rule, in evaluation order."""
+def _options(no_magic: bool) -> Options | None:
+    return NO_MAGIC if no_magic else None
+
+
+def show_plan(compilation: Parsed, no_magic: bool = False) -> list[str]:
+    """The evaluation plan, one block per rule, in evaluation order (without demand-driven
+    relations if ``no_magic``)."""
     from .pipeline import plan as planned
 
     if not compilation.ok or not isinstance(compilation, Stratified):
         return ["(no plan: the policy has errors)"]
-    plan = planned(compilation).plan
+    plan = planned(compilation, _options(no_magic)).plan
     lines = [f"default: {plan.default}"]
     for n, stratum in enumerate(plan.strata):
         if not stratum.rules and not stratum.delta_rules:
             continue
         names = ", ".join(plan.relations[r].name for r in stratum.relations)
         lines.append(f"stratum {n}: {names}" + ("  (recursive)" if stratum.recursive else ""))
+        for r in stratum.relations:
+            spec = plan.relations[r]
+            if spec.magic is not None:
+                lines.append(
+                    f"  demand-driven: {spec.name} (adornment {spec.adornment}: "
+                    f"{_bound_text(spec.adornment)}), demanded values in {plan.relations[spec.magic].name}"
+                )
         for rule in (*stratum.rules, *stratum.delta_rules):
             info = plan.rules[rule.rule]
             kind = "delta" if rule.delta else ("base" if stratum.recursive else "once")
+            if is_magic(info.head):
+                kind = f"magic rule, {kind}"
             where = f"{info.file}:{info.line}"
             label = info.id if info.id.endswith(where) else f"{info.id} [{where}]"
             lines.append(f"  rule {label} ({kind})")
@@ -159,6 +174,12 @@ def show_plan(compilation: Parsed) -> list[str]:
             head = ", ".join(_expr_text(plan, e, names_of) for e in rule.head_args)
             lines.append(f"    emit {plan.relations[rule.head].name}({head})")
     return lines
+
+
+def _bound_text(adornment: str) -> str:
+    """``bf``: which arguments are bound, counted from 1."""
+    bound = [str(i + 1) for i, a in enumerate(adornment) if a == "b"]
+    return f"argument{'s' if len(bound) > 1 else ''} {', '.join(bound)} bound"
 
 
 def _slot_names(variables: tuple[str, ...], slots: int) -> list[str]:

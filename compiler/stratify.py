@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import codes
@@ -93,7 +94,14 @@ def _ordered(graph: DependencyGraph) -> list[set[str]]:
     return ordered
 
 
-def _components(successors: dict[str, dict[str, list[Dependency]]]) -> list[set[str]]:
+def components(successors: Mapping[str, Mapping[str, object]]) -> list[set[str]]:
+    """The strongly connected components of a graph given as each node's successors (as the
+    keys of a mapping; every successor is a node), in the order Tarjan's algorithm completes
+    them: each after those it reaches."""
+    return _components(successors)
+
+
+def _components(successors: Mapping[str, Mapping[str, object]]) -> list[set[str]]:
     """The strongly connected components, in the order Tarjan's algorithm (with Nuutila's
     changes, without recursion) completes them, visiting relations and edges in order."""
     preorder: dict[str, int] = {}

@@ -243,21 +243,29 @@ def _matching(rows: Iterator[tuple], predicate: Predicate, limit: int) -> Iterat
 
 def fingerprint(plan: p.Plan) -> str:
     """A hash of what the policy computes — its relations, functors and rules by name and text,
-    not where the rules are written or the order the compiler numbered them in — so a model is
-    only used with the policy it was learned with."""
+    not where the rules are written or the order the compiler numbered them in, nor how it is
+    evaluated (the magic relations and rules of demand-driven relations are left out) — so a
+    model is only used with the policy it was learned with."""
     import hashlib
     import json
+
+    from policyc.compiler.magic import is_magic
 
     def rule_id(info: p.RuleInfo) -> str:
         return "" if info.id.startswith(f"{info.head}@") else info.id  # an id made from its place
 
     data = {
         "default": plan.default,
-        "relations": sorted([r.name, list(r.types), r.input, r.output, r.inline] for r in plan.relations),
+        "relations": sorted(
+            [r.name, list(r.types), r.input, r.output, r.inline]
+            for r in plan.relations
+            if not is_magic(r.name)
+        ),
         "functors": sorted([f.name, list(f.params), f.returns] for f in plan.functors),
         "rules": sorted(
             [i.head, i.text, rule_id(i), i.message or "", i.suggest or "", i.severity or ""]
             for i in plan.rules
+            if not is_magic(i.head)
         ),
     }
     text = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)

@@ -25,6 +25,7 @@ from typing import Any
 
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.loader import Program
+from policyc.compiler.magic import Options
 from policyc.compiler.stages import Parsed
 
 from .bundle import Bundle, describe, is_bundle, read_bundle
@@ -105,6 +106,7 @@ def to_policy(
     functors: Functors = None,
     limits: Limits | None = None,
     extensions: Iterable[Extension] | None = None,
+    magic: Options | None = None,
 ) -> Policy:
     """A runtime policy of what was opened (``PolicyError`` for a source with errors, or a
     policy needing an extension that is not among ``extensions``, the installed ones unless
@@ -114,7 +116,7 @@ def to_policy(
         check_libraries(opened.libraries, chosen, opened.origin)
         sections = opened.sections(chosen)
         return Policy(opened.plan, functors, limits, opened.manifest, extensions=chosen, sections=sections)
-    return from_compilation(opened.compilation(), functors, limits, chosen, opened.origin)
+    return from_compilation(opened.compilation(), functors, limits, chosen, opened.origin, magic)
 
 
 def from_compilation(
@@ -123,10 +125,11 @@ def from_compilation(
     limits: Limits | None = None,
     extensions: Iterable[Extension] | None = None,
     origin: str | None = None,
+    magic: Options | None = None,
 ) -> Policy:
     """A runtime policy of a compiled policy (see :func:`to_policy`)."""
     chosen = resolve(extensions)
-    done = planned(compilation)
+    done = planned(compilation, magic)
     plan = done.plan
     origin = origin or min(done.program.roots, default="<source>")
     check_libraries(library_modules(done.program.library), chosen, origin)

@@ -32,6 +32,8 @@ from .functors import Functors, bind
 from .verdict import Decision, decide
 
 if TYPE_CHECKING:
+    from policyc.compiler.magic import Options
+
     from .extensions import Extension
 
 
@@ -195,6 +197,7 @@ def load(
     verify_key: str | os.PathLike[str] | bytes | None = None,
     limits: Limits | None = None,
     extensions: Iterable[Extension] | None = None,
+    magic: Options | None = None,
 ) -> Policy:
     """A policy from a source file, a bundle file or source text (:class:`PolicyError` if it
     has errors, cannot be read, or needs an extension that is not available;
@@ -203,7 +206,9 @@ def load(
     ``policy`` is a path when :func:`is_path` says so, else source text; ``source=`` gives
     source text explicitly (never looked up as a file). Source text carries no signature, so
     a ``verify_key`` with it is refused. ``extensions`` are the runtime extensions its
-    monitors run (the installed ones unless given; see :mod:`~policyc.runtime.extensions`)."""
+    monitors run (the installed ones unless given; see :mod:`~policyc.runtime.extensions`).
+    ``magic`` says which relations of a policy planned from source may be evaluated
+    demand-driven (:mod:`policyc.compiler.magic`; a bundle carries its plan)."""
     if (policy is None) == (source is None):
         raise TypeError("policyc.load takes a policy path or text, or source=TEXT (exactly one)")
     if source is None:
@@ -213,7 +218,7 @@ def load(
         if is_path(policy):
             from .opener import open_path, to_policy
 
-            return to_policy(open_path(Path(policy), verify_key), functors, limits, extensions)
+            return to_policy(open_path(Path(policy), verify_key), functors, limits, extensions, magic)
         source = os.fspath(policy)  # text: a PathLike is always a path
     elif not isinstance(source, str):
         raise TypeError(f"source= takes policy text (a str), not {type(source).__name__}")
@@ -222,7 +227,7 @@ def load(
             "a verification key was given, but the policy is source text, which carries no signature "
             "to verify (load a signed bundle by its path)"
         )
-    return load_source(source, functors, limits=limits, extensions=extensions)
+    return load_source(source, functors, limits=limits, extensions=extensions, magic=magic)
 
 
 def load_source(
@@ -232,12 +237,13 @@ def load_source(
     limits: Limits | None = None,
     name: str = "<source>",
     extensions: Iterable[Extension] | None = None,
+    magic: Options | None = None,
 ) -> Policy:
     """A policy from source text (reported as ``name``; includes are relative to the current
     folder)."""
     from .opener import open_text, to_policy
 
-    return to_policy(open_text(text, name), functors, limits, extensions)
+    return to_policy(open_text(text, name), functors, limits, extensions, magic)
 
 
 def plan_of(compilation: Parsed) -> Plan:
@@ -245,9 +251,10 @@ def plan_of(compilation: Parsed) -> Plan:
     return planned(compilation).plan
 
 
-def planned(compilation: Parsed) -> Planned:
+def planned(compilation: Parsed, magic: Options | None = None) -> Planned:
     """A compiled policy, planned (the pipeline's ``plan`` stage, run if the compilation
-    stopped before it), or :class:`PolicyError` with its error diagnostics."""
+    stopped before it or ``magic`` asks for other demand-driven relations), or
+    :class:`PolicyError` with its error diagnostics."""
     from policyc.compiler.pipeline import plan
     from policyc.compiler.planner import PlanningError
 
@@ -260,6 +267,6 @@ def planned(compilation: Parsed) -> Planned:
     if not isinstance(compilation, Stratified):
         raise PolicyError(f"the policy was compiled only up to its {compilation.completed} stage")
     try:
-        return plan(compilation)
+        return plan(compilation, magic)
     except PlanningError as error:
         raise PolicyError(str(error)) from None

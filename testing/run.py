@@ -67,7 +67,7 @@ def run_file(test: TestFile, coverage: bool = False) -> FileResult:
     except ImportError as error:
         return FileResult(test, test.path, f"cannot load functors from `{test.functors}`: {error}")
     try:
-        policy = load(test.policy, functors)
+        policy = load(test.policy, functors, magic=_observed(test))
     except PolicyError as error:
         if not error.diagnostics:
             return FileResult(test, test.path, str(error))
@@ -96,11 +96,12 @@ def _user_rules(plan: Any, root: Path) -> dict[tuple[str, int, int], tuple[int, 
     """The rules (not facts) of the policy's own files, by position (a plan names files
     relative to the policy's folder, ``root``)."""
     from policyc.compiler.loader import LIBRARY_PREFIX
+    from policyc.compiler.magic import is_magic
 
     found = {}
     for i, info in enumerate(plan.rules):
-        if not info.literals or info.file.startswith(LIBRARY_PREFIX):
-            continue
+        if not info.literals or info.file.startswith(LIBRARY_PREFIX) or is_magic(info.head):
+            continue  # a magic rule is where its rule is, and no rule of the policy's own
         found[(str((root / info.file).resolve()), info.line, info.column)] = (i, info)
     return found
 
@@ -212,6 +213,22 @@ def _describe(decision: Any) -> str:
     return f"escalated by {rules}" if decision.verdict == "escalate" else f"denied by {rules}"
 
 
+def _observed(test: TestFile) -> Any:
+    """The relations the cases check facts of: computed in full, not on demand (the planner
+    evaluates some recursive relations demand-driven: see policyc.compiler.magic)."""
+    from policyc.compiler.magic import Options
+    from policyc.runtime.facts import parse_fact
+
+    names = set()
+    for case in test.cases:
+        for text in (*case.derived, *case.not_derived):
+            try:
+                names.add(parse_fact(text)[0])
+            except ValueError:
+                continue  # reported with the case
+    return Options(observed=frozenset(names))
+
+
 def _fact(evaluation: Any, check: str, text: str, wanted: bool) -> list[Failure]:
     from policyc.runtime.facts import parse_fact
 
@@ -222,6 +239,12 @@ def _fact(evaluation: Any, check: str, text: str, wanted: bool) -> list[Failure]
     index = evaluation.plan.relation_index()
     if name not in index:
         return [Failure(check, text, "a relation of the policy", f"the policy has no relation `{name}`")]
+    if evaluation.plan.relations[index[name]].magic is not None:  # a bundle's plan
+        return [
+            Failure(
+                check, text, "a relation computed in full", f"the bundle computes `{name}` on demand only"
+            )
+        ]
     holds = evaluation.holds(index[name], values)
     if holds != wanted:
         return [

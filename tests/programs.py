@@ -146,6 +146,8 @@ def oracle_programs(draw, max_layers: int = 4) -> OracleCase:
         lines.extend(draw(_inline_block(inputs)))
     if draw(st.booleans()):
         lines.extend(draw(_record_block(inputs, facts)))
+    if draw(st.integers(0, 2)) == 0:
+        lines.extend(draw(demand_block(facts)))
     return OracleCase("\n".join(FUNCTOR_LINES + lines) + "\n", facts)
 
 
@@ -197,6 +199,51 @@ def _record_block(draw, inputs: list[Relation], facts: dict[str, list[tuple]]) -
         rules.append(f"Joined(x) :- {source.name}(x{rest}), RecIn([x, _], $Some(x)).")
     heads = sorted({rule.split("(", 1)[0] for rule in rules})
     return lines + sorted(set(rules)) + [f".output {', '.join(heads)}"]
+
+
+# recursive relations that are no output, each a template of its rules (`{n}`: its name)
+DEMANDED = [
+    "{n}(x, y) :- DEdge(x, y).\n{n}(x, z) :- DEdge(x, y), {n}(y, z).",  # right-recursive closure
+    "{n}(x, y) :- DEdge(x, y).\n{n}(x, z) :- {n}(x, y), DEdge(y, z).",  # left-recursive closure
+    "{n}(x, x) :- DEdge(x, _).\n{n}(x, y) :- DEdge(x, xp), {n}(xp, yp), DEdge(y, yp).",  # same generation
+    "{n}(x, y) :- DEdge(x, y), x != y.\n{n}(x, y) :- {n}(y, x).\n{n}(x, z) :- {n}(x, y), {n}(y, z).",
+    "{n}(x, y) :- DEdge(x, y).\n{n}(x, z) :- DEdge(x, y), {n}Odd(y, z).\n"  # mutual recursion
+    "{n}Odd(x, z) :- DEdge(x, y), {n}(y, z).\n{n}Odd(x, x) :- DSeed(x), DEdge(x, _).",
+    "{n}(x, y) :- DEdge(x, y).\n{n}(x, z) :- DEdge(x, y), {n}(y, z), !DSeed(y), y < 4.",
+    "{n}(x, 0) :- DSeed(x).\n{n}(x, c + 1) :- {n}(x, c), c < 3.\n{n}(x, c) :- DEdge(x, y), {n}(y, c).",
+]
+# queries (outputs) of a demanded relation `{n}` (`{m}`: another one)
+QUERIES = [
+    "{q}(y) :- DSeed(q), {n}(q, y).",
+    "{q}(y) :- {n}(2, y).",
+    "{q}(x) :- {n}(x, 3).",
+    "{q}(x) :- DSeed(x), {n}(x, x).",
+    "{q}(y) :- DSeed(q), {n}(q + 1, y), !DSeed(y).",
+    "{q}(y) :- DSeed(q), {n}(q, x), {m}(x, y).",
+    "{q}(n) :- DSeed(q), n = count : {{ {n}(q, _) }}.",
+    "{q}(x, y) :- {n}(x, y), x < 2.",
+    "{q}(y) :- DEdge(q, _), !DSeed(q), {n}(q, y), y > 0.",
+]
+
+
+@st.composite
+def demand_block(draw, facts: dict[str, list[tuple]]) -> list[str]:
+    """Recursive relations that are no output, read by queries that mostly bind some of their
+    arguments: what the planner evaluates demand-driven (magic sets), with an edge and a seed
+    input of their own."""
+    lines = [".decl DEdge(a: number, b: number)", ".decl DSeed(a: number)", ".input DEdge, DSeed"]
+    facts["DEdge"] = draw(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=10, unique=True))
+    facts["DSeed"] = draw(st.lists(st.tuples(st.integers(0, 5)), max_size=3, unique=True))
+    chosen = draw(st.lists(st.sampled_from(DEMANDED), min_size=1, max_size=2))
+    names = [f"Dm{i}" for i in range(len(chosen))]
+    for name, template in zip(names, chosen, strict=True):
+        lines.append(template.format(n=name))
+    queries = []
+    for i, template in enumerate(draw(st.lists(st.sampled_from(QUERIES), min_size=1, max_size=3))):
+        name = f"Dq{i}"
+        queries.append(name)
+        lines.append(template.format(q=name, n=draw(st.sampled_from(names)), m=draw(st.sampled_from(names))))
+    return [*lines, f".output {', '.join(queries)}"]
 
 
 FUNCTOR_LINES = [".functor inc(x: number): number", ".functor small(x: number): bool"]

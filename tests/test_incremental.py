@@ -3,7 +3,8 @@
 Random policies (the oracle's generator, plus verdict rules that use negation, aggregates and
 the relations it derives), random facts added in random batches; after every batch, each
 action's decision in the session is compared with a from-scratch evaluation of all the facts
-so far: verdict, and every deny reason.
+so far: verdict, and every deny reason; and that evaluation with one computing every relation
+in full (no demand-driven relation).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 import policyc
 from policyc.compiler import ast
+from policyc.compiler.magic import NO_MAGIC
 from policyc.compiler.parser import parse
 from policyc.compiler.source import SourceFile
 
@@ -27,6 +29,21 @@ Reach(x, y) :- G(x, y).
 Reach(x, z) :- Reach(x, y), G(y, z).
 Deny(x) :- Reach(x, 0), x > 2.
 Allow(x) :- G(x, _), not Reach(x, x).
+"""
+
+# recursive relations read with bound arguments only: evaluated demand-driven (magic sets), the
+# demand growing as seeds arrive
+DEMAND = """
+.decl H(a: number, b: number)
+.decl Seed(a: number)
+.input H, Seed
+Climb(x, y) :- H(x, y).
+Climb(x, z) :- H(x, y), Climb(y, z).
+Gen(x, x) :- H(x, _).
+Gen(x, y) :- H(x, xp), Gen(xp, yp), H(y, yp).
+Deny(x) :- Seed(q), Climb(q, x), x > 1.
+Deny(y) :- Seed(q), Gen(q, y), !Seed(y).
+Allow(x) :- H(x, _), Climb(x, x).
 """
 
 VERDICTS = [
@@ -67,6 +84,12 @@ def sessions(draw):
         lines.append(REACH)
         edges = draw(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=12, unique=True))
         case.facts["G"] = edges
+    if draw(st.booleans()):
+        lines.append(DEMAND)
+        case.facts["H"] = draw(
+            st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=10, unique=True)
+        )
+        case.facts["Seed"] = draw(st.lists(st.tuples(st.integers(0, 5)), max_size=3, unique=True))
     rows = [(name, row) for name, table in case.facts.items() for row in table]
     order = draw(st.permutations(rows))
     cuts = sorted(draw(st.lists(st.integers(0, len(order)), max_size=4)))
@@ -85,6 +108,7 @@ def reasons(decision) -> list:
 def incremental_equal_from_scratch(drawn) -> None:
     text, batches = drawn
     policy = policyc.load(text, FUNCTORS)
+    plain = policyc.load(text, FUNCTORS, magic=NO_MAGIC)  # every relation in full
     session = policyc.Monitor(policy).session("s")
     seen: dict[str, list] = {}
     named: set = set()
@@ -104,6 +128,12 @@ def incremental_equal_from_scratch(drawn) -> None:
             mine, theirs = session.decide(action), scratch.decide(action)
             assert (mine.allowed, mine.errored) == (theirs.allowed, theirs.errored), (text, batches, action)
             assert reasons(mine) == reasons(theirs), (text, action)
+            full = plain.evaluate(seen).decide(action)
+            assert (full.allowed, full.errored, reasons(full)) == (
+                theirs.allowed,
+                theirs.errored,
+                reasons(theirs),
+            )
 
 
 @examples(75, 300)
