@@ -78,6 +78,12 @@ INVALID_PATTERN = Code(
 MISPLACED_GENERATOR = Code(
     "PC111", "misplaced-generator", E, "`range` is used elsewhere than as one side of `=` in a body"
 )
+INVALID_SUBSUMPTION = Code(
+    "PC112",
+    "invalid-subsumption",
+    E,
+    "a subsumption rule compares tuples of two relations, or of a relation it cannot drop tuples of",
+)
 
 SINGLETON_VARIABLE = Code("PC201", "singleton-variable", W, "a named variable occurs only once in its rule")
 UNUSED_RELATION = Code(
