@@ -2,9 +2,10 @@
 
 Both atoms are of one relation, whose tuples the rule compares; that relation is derived by
 rules or facts of the program (there is nothing to drop otherwise) and is held as a set of
-tuples policyc may drop from: not an ``.input`` (the host's facts are kept as given), not
-``inline`` (evaluated on demand, never held), not ``eqrel`` or with a ``choice-domain`` (which
-decide on their own what the relation holds). The arity of each atom, the types and the safety
+tuples policyc may drop from: not an ``.input`` (the host's facts are kept as given), not a
+verdict (a dropped ``Deny`` fact would allow what it denied), not ``inline`` (evaluated on
+demand, never held), not ``eqrel`` or with a ``choice-domain`` (which decide on their own what
+the relation holds). The arity of each atom, the types and the safety
 of the variables are checked as in any rule: the two atoms bind the variables of the head.
 
 >>> from policyc.compiler.pipeline import check_source
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from .. import codes
 from ..diagnostics import Diagnostic
-from ..symbols import Relation
+from ..symbols import Relation, is_verdict
 from . import Context
 
 
@@ -54,6 +55,11 @@ def check(context: Context) -> list[Diagnostic]:
 def _why_not(relation: Relation, derived: bool) -> tuple[str, str] | None:
     """Why the tuples of a relation cannot be dropped by a subsumption rule, if they cannot."""
     name = relation.name
+    if is_verdict(name, relation.arity):
+        return (
+            f"`{name}` is a verdict: a subsumption rule cannot drop its facts",
+            "a dropped `Deny` fact would allow what it denied; subsume a relation the verdict rules read",
+        )
     if relation.is_input:
         return (
             f"`{name}` is an input relation: its facts are kept as given",
