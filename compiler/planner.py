@@ -257,8 +257,9 @@ class _Planner:
 
     def subsumption_plan(self, index: int, rule: ast.Rule) -> p.RulePlan:
         """A subsumption rule's plan: its body (the two atoms of the relation read in full, then
-        the conditions) with, as "head", the dominated tuple followed by the dominating one."""
-        ctx = self.new_context(rule)
+        the conditions) with, as "head", the dominated tuple followed by the dominating one
+        (so a variable written once in an atom binds all the same)."""
+        ctx = self.new_context(rule, singletons=False)
         steps, _ = self.order(list(enumerate(rule.body)), ctx, None)
         pair = [lit for lit in rule.body[:2] if isinstance(lit, ast.Atom)]
         head_args = tuple(self.expr(arg, ctx) for atom in pair for arg in atom.args)
