@@ -147,9 +147,12 @@ def show_plan(compilation: Parsed) -> list[str]:
             continue
         names = ", ".join(plan.relations[r].name for r in stratum.relations)
         lines.append(f"stratum {n}: {names}" + ("  (recursive)" if stratum.recursive else ""))
-        for rule in (*stratum.rules, *stratum.delta_rules):
+        subsumptions = set(map(id, stratum.subsumptions))
+        for rule in (*stratum.rules, *stratum.delta_rules, *stratum.subsumptions):
             info = plan.rules[rule.rule]
             kind = "delta" if rule.delta else ("base" if stratum.recursive else "once")
+            if id(rule) in subsumptions:
+                kind = "subsumption, after each round" if stratum.recursive else "subsumption"
             where = f"{info.file}:{info.line}"
             label = info.id if info.id.endswith(where) else f"{info.id} [{where}]"
             lines.append(f"  rule {label} ({kind})")
@@ -157,7 +160,14 @@ def show_plan(compilation: Parsed) -> list[str]:
             for step in rule.steps:
                 lines.extend("    " + text for text in _step_lines(plan, step, names_of))
             head = ", ".join(_expr_text(plan, e, names_of) for e in rule.head_args)
-            lines.append(f"    emit {plan.relations[rule.head].name}({head})")
+            name = plan.relations[rule.head].name
+            if id(rule) in subsumptions:  # the dominated tuple, then the one dominating it
+                width = plan.relations[rule.head].arity
+                dominated = ", ".join(_expr_text(plan, e, names_of) for e in rule.head_args[:width])
+                dominating = ", ".join(_expr_text(plan, e, names_of) for e in rule.head_args[width:])
+                lines.append(f"    drop {name}({dominated}) dominated by {name}({dominating})")
+                continue
+            lines.append(f"    emit {name}({head})")
     return lines
 
 

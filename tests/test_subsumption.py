@@ -264,3 +264,12 @@ def test_the_analyzer_says_it_cannot_search_each_rule_it_cannot_translate() -> N
     unsearched = sorted(d.span.line for d in findings if d.code == "PC308")
     # the rules of `dist` (a fact is translated as it is): the recursive rule and the subsumption
     assert unsearched == [6, 7]
+
+
+def test_the_plan_shown_says_what_a_subsumption_rule_drops() -> None:
+    from policyc.compiler.show import show_plan
+
+    lines = show_plan(compile_source(DIST))
+    at = lines.index("    drop dist(x, d1) dominated by dist(x, d2)")
+    assert lines[at - 1] == "    filter d2 <= d1"
+    assert any(line.endswith("(subsumption, after each round)") for line in lines[:at])
