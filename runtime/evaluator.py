@@ -341,6 +341,32 @@ class Evaluation:
             info = self.plan.rules[rule.rule]
             self.errors.append(EvalError("rule", f"rule `{info.id}` failed: {type(error).__name__}: {error}"))
 
+    def dominators(self, relation: int, values: tuple) -> list[tuple[p.RulePlan, tuple]]:
+        """The tuples of ``relation`` that would drop the fact ``values`` were it derived, each
+        with the subsumption rule that says so (none for a relation without one). The fact is
+        added for the question and removed again if it was not there."""
+        rules = self.compiled.subsumers.get(relation)
+        if not rules:
+            return []
+        held = self.relations[relation]
+        (stored,) = held.store([values])
+        added = held.add_all({stored})
+        found: list[tuple[p.RulePlan, tuple]] = []
+        try:
+            for rule, fn in rules:
+                pairs: set[tuple] = set()
+                self.call_rule(rule, fn, None, pairs)
+                width = held.arity
+                found.extend(
+                    (rule, pair[width:])
+                    for pair in sorted(pairs, key=repr)
+                    if pair[:width] == values and pair[width:] != values
+                )
+        finally:
+            if added:
+                held.discard_all(added)
+        return found
+
     # ----------------------------------------------------------------------- private
 
     def _merge(self, relation: int, new: set) -> set:

@@ -273,3 +273,14 @@ def test_the_plan_shown_says_what_a_subsumption_rule_drops() -> None:
     at = lines.index("    drop dist(x, d1) dominated by dist(x, d2)")
     assert lines[at - 1] == "    filter d2 <= d1"
     assert any(line.endswith("(subsumption, after each round)") for line in lines[:at])
+
+
+def test_why_not_names_the_tuple_that_drops_a_fact() -> None:
+    result = policyc.load(DIST).evaluate({"edge": [[0, 1, 5], [0, 2, 1], [2, 1, 1]]})
+    assert result.relations["dist"] == {(0, 0), (1, 2), (2, 1)}
+    dropped = result.why_not("dist", (1, 5))
+    assert not dropped.holds
+    assert dropped.note is not None and "dist(0, 0)" not in dropped.note
+    assert dropped.note.startswith("it is dropped when derived: dist(1, 2) dominates it")
+    assert result.why_not("dist", (1, 1)).note is None  # nothing of `dist` dominates it
+    assert result.relations["dist"] == {(0, 0), (1, 2), (2, 1)}  # the question changed nothing
