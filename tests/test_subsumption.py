@@ -284,3 +284,18 @@ def test_why_not_names_the_tuple_that_drops_a_fact() -> None:
     assert dropped.note.startswith("it is dropped when derived: dist(1, 2) dominates it")
     assert result.why_not("dist", (1, 1)).note is None  # nothing of `dist` dominates it
     assert result.relations["dist"] == {(0, 0), (1, 2), (2, 1)}  # the question changed nothing
+
+
+def test_no_proof_counts_on_a_tuple_a_subsumption_rule_drops() -> None:
+    # without the subsumption rule every send_email call would be denied (always-deny); with
+    # it, `Mark(a, 1)` is dropped and none is
+    text = """
+    .import events
+    Mark(a, 1) :- ToolCall(a, "send_email").
+    Mark(a, 2) :- ToolCall(a, "send_email").
+    Mark(a, x) <= Mark(a, y) :- x < y.
+    Deny(a) :- ToolCall(a, "send_email"), Mark(a, 1).
+    """
+    assert not policyc.load(text).evaluate({"ToolCall": [["c1", "send_email"]]}).relations["Deny"]
+    findings = deep_findings(compile_source(text))
+    assert sorted((d.code, d.span.line) for d in findings) == [("PC308", 3), ("PC308", 4), ("PC308", 5)]
