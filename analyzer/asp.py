@@ -105,6 +105,8 @@ class Translator:
         self.fresh = counter()
         self.tag = next(_TRANSLATORS)  # keeps the auxiliary predicates of two translations apart
         self.extra: list[str] = []  # auxiliary rules for negated inline relations
+        # relations with subsumption rules: their tuples dominated by others are dropped
+        self.subsumed = frozenset(rule.head.name for _, rule in self.program.rules() if rule.is_subsumption)
 
     def name(self, relation: str) -> str:
         return predicate_name(relation, self.prefix)
@@ -376,6 +378,16 @@ class Translator:
             raise Untranslatable(
                 f"`{rule.head.name}` has a `choice-domain`: clingo has no counterpart of the one "
                 "fact per key policyc keeps"
+            )
+        if rule.is_subsumption:
+            raise Untranslatable(
+                f"a subsumption rule of `{rule.head.name}`: clingo has no counterpart of the tuples "
+                "policyc drops when others dominate them"
+            )
+        if rule.head.name in self.subsumed:
+            raise Untranslatable(
+                f"`{rule.head.name}` has a subsumption rule: clingo would hold the tuples of it that "
+                "policyc drops"
             )
         if head_name is None and rule_mode(rule) == "shadow":
             head_name = SHADOW_HEAD

@@ -207,7 +207,14 @@ def analyse(
     # checked above as a rule that may never fire, never counted as a verdict below
     every = [r for r in every if rule_mode(r.rule) != "shadow"]
     user = [r for r in user if rule_mode(r.rule) != "shadow"]
-    live = [r for r in user if id(r.rule) not in dead and not compilation.symbols.is_inline(r.rule.head.name)]
+    # a subsumption rule derives no fact (it drops some): never a redundant or shadowing rule
+    live = [
+        r
+        for r in user
+        if id(r.rule) not in dead
+        and not compilation.symbols.is_inline(r.rule.head.name)
+        and not r.rule.is_subsumption
+    ]
     structured = [r for r in user if _structured(compilation, r.rule)]
     searchable = _size(compilation) <= SEARCH_LIMIT and not _uses_structures(compilation, user)
     searches = Searches(compilation, bound, timeout) if searchable else None
@@ -244,7 +251,8 @@ def analyse(
     expired = {q.tool for q in tools if q.expired and not q.strength} if searches is None else set()
     note(("always-deny", "always-allow"), len(verdicts.unasked) + len(expired), "tools")
     if searches is not None:
-        blocked = _untranslatable(compilation, live)
+        subsumptions = [r for r in user if r.rule.is_subsumption and id(r.rule) not in dead]
+        blocked = _untranslatable(compilation, [*live, *subsumptions])
         findings.extend(blocked)
         if blocked:
             searches = None  # no question could be asked of a translation without these rules

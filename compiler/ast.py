@@ -246,16 +246,31 @@ class Annotation:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """``head :- body.``; a fact is a rule whose body is empty."""
+    """``head :- body.``; a fact is a rule whose body is empty.
+
+    A subsumption rule ``r(a) <= r(b) :- conditions.`` has the dominated atom ``r(a)`` as
+    ``head`` and the dominating atom ``r(b)`` as ``dominating``; as in Soufflé, its body starts
+    with both atoms (``r(a), r(b), conditions``): a tuple ``a`` of ``r`` is dropped when another
+    tuple ``b`` of ``r`` is there and the conditions hold."""
 
     head: Atom
     body: tuple[Literal, ...]
     annotations: tuple[Annotation, ...] = ()
     span: Span = _span()
+    dominating: Atom | None = None
 
     @property
     def is_fact(self) -> bool:
         return not self.body
+
+    @property
+    def is_subsumption(self) -> bool:
+        return self.dominating is not None
+
+    @property
+    def conditions(self) -> tuple[Literal, ...]:
+        """The body as written: without the two atoms of a subsumption rule."""
+        return self.body[2:] if self.dominating is not None else self.body
 
     def annotation(self, name: str) -> Annotation | None:
         return next((a for a in self.annotations if a.name == name), None)
@@ -272,6 +287,7 @@ class Compound:
     body: tuple[tuple[Literal | Disjunction, ...], ...]
     annotations: tuple[Annotation, ...] = ()
     span: Span = _span()
+    dominating: Atom | None = None  # a subsumption rule (one head, the dominated atom)
 
 
 @dataclass(frozen=True, slots=True)

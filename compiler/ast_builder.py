@@ -159,10 +159,8 @@ class Builder:
         if not annotations:
             return statement
         span = self._span(annotations[0], statement)
-        if isinstance(statement, ast.Rule):
-            return ast.Rule(statement.head, statement.body, tuple(annotations), span=span)
-        if isinstance(statement, ast.Compound):
-            return ast.Compound(statement.heads, statement.body, tuple(annotations), span=span)
+        if isinstance(statement, ast.Rule | ast.Compound):
+            return dataclasses.replace(statement, annotations=tuple(annotations), span=span)
         return ast.Misplaced(tuple(annotations), statement, span=span)
 
     def rule(self, children: list) -> ast.Rule | ast.Compound:
@@ -172,6 +170,14 @@ class Builder:
         if len(heads) == 1 and len(body) == 1 and not any(isinstance(i, ast.Disjunction) for i in body[0]):
             return ast.Rule(heads[0], body[0], span=span)
         return ast.Compound(heads, tuple(body), span=span)
+
+    def subsumption(self, children: list) -> ast.Rule | ast.Compound:
+        dominated, _, dominating = children[:3]
+        body: _Body = children[-2]
+        span = self._span(children[0], children[-1])
+        if len(body) == 1 and not any(isinstance(i, ast.Disjunction) for i in body[0]):
+            return ast.Rule(dominated, (dominated, dominating, *body[0]), span=span, dominating=dominating)
+        return ast.Compound((dominated,), tuple(body), span=span, dominating=dominating)
 
     def fact(self, children: list) -> ast.Rule:
         return ast.Rule(children[0], (), span=self._span(children[0], children[-1]))

@@ -78,21 +78,27 @@ INVALID_PATTERN = Code(
 MISPLACED_GENERATOR = Code(
     "PC111", "misplaced-generator", E, "`range` is used elsewhere than as one side of `=` in a body"
 )
-UNKNOWN_COMPONENT = Code("PC120", "unknown-component", E, "an `.init` or a base names no component in scope")
+UNKNOWN_COMPONENT = Code("PC113", "unknown-component", E, "an `.init` or a base names no component in scope")
 COMPONENT_ARGUMENTS = Code(
-    "PC121", "component-arguments", E, "a component is given the wrong number of type arguments"
+    "PC114", "component-arguments", E, "a component is given the wrong number of type arguments"
 )
 RECURSIVE_COMPONENT = Code(
-    "PC122",
+    "PC115",
     "recursive-component",
     E,
     "a component instantiates or inherits from itself, or its instances nest or grow past the limits",
 )
 DUPLICATE_INSTANCE = Code(
-    "PC123", "duplicate-instance", E, "two `.init`s (or two components) of one scope have the same name"
+    "PC116", "duplicate-instance", E, "two `.init`s (or two components) of one scope have the same name"
 )
 INVALID_OVERRIDE = Code(
-    "PC124", "invalid-override", E, "`.override` names a relation no base declares, or one not `overridable`"
+    "PC117", "invalid-override", E, "`.override` names a relation no base declares, or one not `overridable`"
+)
+INVALID_SUBSUMPTION = Code(
+    "PC112",
+    "invalid-subsumption",
+    E,
+    "a subsumption rule compares tuples of two relations, or of a relation it cannot drop tuples of",
 )
 
 SINGLETON_VARIABLE = Code("PC201", "singleton-variable", W, "a named variable occurs only once in its rule")
@@ -149,6 +155,7 @@ CATALOG: tuple[Code, ...] = (
     RECURSIVE_COMPONENT,
     DUPLICATE_INSTANCE,
     INVALID_OVERRIDE,
+    INVALID_SUBSUMPTION,
     SINGLETON_VARIABLE,
     UNUSED_RELATION,
     EMPTY_RELATION,

@@ -93,7 +93,12 @@ def build(program: Program, symbols: Symbols) -> DependencyGraph:
         head = rule.head.name
         if head in functors:
             continue
+        # a subsumption rule's two atoms are the relation's own tuples compared, not a
+        # dependency (as in Soufflé's precedence graph): its conditions are
+        compared = rule.body[:2] if rule.is_subsumption else ()
         for atom, negated, in_aggregate in program.summary(rule).atoms:
+            if any(atom is own for own in compared):
+                continue
             body = atom.name
             if body in functors:
                 continue

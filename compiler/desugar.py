@@ -67,6 +67,19 @@ def _negation(literal: ast.Literal) -> ast.Literal:
 
 def expand(compound: ast.Compound) -> list[ast.Rule]:
     """The plain rules of a compound: for each alternative of the body, one rule per head."""
+    dominating = compound.dominating
+    if dominating is not None:  # a subsumption rule: one per alternative
+        return [
+            ast.Rule(
+                head,
+                (head, dominating, *body),
+                compound.annotations,
+                span=compound.span,
+                dominating=dominating,
+            )
+            for body in alternatives(compound.body)
+            for head in compound.heads
+        ]
     return [
         ast.Rule(head, body, compound.annotations, span=compound.span)
         for body in alternatives(compound.body)

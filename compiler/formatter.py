@@ -383,19 +383,28 @@ class _Printer:
 
     def rule(self, rule: ast.Rule) -> Doc:
         parts = self.annotations(rule.annotations, rule.head.span.start)
-        head = self.atom(rule.head)
+        head = self.dominance(rule.head, rule.dominating)
         dot = rule.span.end - 1
         if not rule.body:
             parts.append(group([head, *self.close(dot, None, ".")]))
             return parts
-        body = self.listing(rule.body, self.literal, Line())
+        body = self.listing(rule.conditions, self.literal, Line())
         parts.append(group([head, " :-", nest(INDENT, body), *self.close(dot, None, ".")], fit=True))
         return parts
+
+    def dominance(self, head: ast.Atom, dominating: ast.Atom | None) -> Doc:
+        """A rule's head, or a subsumption rule's two atoms: ``r(a) <= r(b)``."""
+        if dominating is None:
+            return self.atom(head)
+        return group([self.atom(head), " <=", nest(INDENT, [Line(), self.atom(dominating)])])
 
     def compound(self, rule: ast.Compound) -> Doc:
         """Several heads and ``;``: the alternatives one after another, each ended by ``;``."""
         parts = self.annotations(rule.annotations, rule.heads[0].span.start)
-        heads = group(self.listing(rule.heads, self.atom, ""))
+        if rule.dominating is not None:
+            heads = self.dominance(rule.heads[0], rule.dominating)
+        else:
+            heads = group(self.listing(rule.heads, self.atom, ""))
         body = self.alternatives(rule.body, Line())
         parts.append(
             group([heads, " :-", nest(INDENT, body), *self.close(rule.span.end - 1, None, ".")], fit=True)

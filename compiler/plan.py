@@ -235,6 +235,10 @@ class Stratum:
     # for maintaining the stratum as facts arrive: one variant per positive atom of each rule,
     # reading that atom's new facts only (incremental insertion)
     insert_rules: tuple[RulePlan, ...] = ()
+    # subsumption rules of the stratum's relations: each derives a dominated tuple followed by
+    # the one dominating it (``head_args`` twice the relation's arity); after the stratum's
+    # rules and after each round, every tuple dominated by another one is dropped
+    subsumptions: tuple[RulePlan, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,13 +168,19 @@ class _Reader:
             s.child("rules").items(self.rule_plan),
             s.child("delta_rules").items(self.rule_plan),
             s.child("insert_rules").items(self.rule_plan),
+            s.optional("subsumptions", lambda c: c.items(self.subsumption_plan), ()),
         )
 
-    def rule_plan(self, r: Cursor) -> RulePlan:
+    def subsumption_plan(self, r: Cursor) -> RulePlan:
+        """A subsumption rule: its "head" is two tuples of the relation (dominated, dominating)."""
+        return self.rule_plan(r, tuples=2)
+
+    def rule_plan(self, r: Cursor, tuples: int = 1) -> RulePlan:
         r.object()
         slots = r.child("slots").count()
         head = r.child("head").count(len(self.relations))
-        head_args = tuple(self.expr(e, slots) for e in r.child("head_args").list(self.relations[head].arity))
+        width = tuples * self.relations[head].arity
+        head_args = tuple(self.expr(e, slots) for e in r.child("head_args").list(width))
         return RulePlan(
             r.child("rule").count(self.rule_count),
             head,

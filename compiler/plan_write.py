@@ -72,6 +72,7 @@ def to_data(plan: Plan) -> dict[str, Any]:
                 "rules": [_rule_data(r) for r in s.rules],
                 "delta_rules": [_rule_data(r) for r in s.delta_rules],
                 "insert_rules": [_rule_data(r) for r in s.insert_rules],
+                **({"subsumptions": [_rule_data(r) for r in s.subsumptions]} if s.subsumptions else {}),
             }
             for s in plan.strata
         ],

@@ -155,7 +155,8 @@ class _Planner:
                     for shadow in self.with_shadow(name)[1:]:
                         strata.append(self.stratum([shadow], False, frozenset(), rules, by_head))
         bound = tuple(
-            tuple(self.bound_rule(i, rules[i]) for i in by_head.get(name, [])) for name in self.relation_names
+            tuple(self.bound_rule(i, rules[i]) for i in by_head.get(name, []) if not rules[i].is_subsumption)
+            for name in self.relation_names
         )
         relations = tuple(self.relation_spec(name, found) for name in self.relation_names)
         functors = tuple(
@@ -191,7 +192,11 @@ class _Planner:
             and name not in self.magic.observed
             and len(self.types.get(name, ())) >= 2  # a unary one is no larger than its demand
         }
-        skipped = {i for i, head in enumerate(heads) if self.symbols.is_inline(head)}
+        # inline relations' rules, and subsumption rules (their relation and whatever their
+        # conditions read are computed in full: a tuple is dropped for any other)
+        skipped = {
+            i for i, head in enumerate(heads) if self.symbols.is_inline(head) or rules[i].is_subsumption
+        }
         while candidates:
             found = demand.transform(
                 rules, heads, candidates, lambda name: len(self.types.get(name, ())), self.body_order, skipped
@@ -302,9 +307,13 @@ class _Planner:
         base: list[p.RulePlan] = []
         deltas: list[p.RulePlan] = []
         inserts: list[p.RulePlan] = []
+        subsumptions: list[p.RulePlan] = []
         for name in [r for r in members if not self.symbols.is_inline(self.shadowed.get(r, r))]:
             for index in by_head.get(name, []):
                 rule = rules[index]
+                if rule.is_subsumption:
+                    subsumptions.append(self.subsumption_plan(index, rule))
+                    continue
                 rounds = [
                     i
                     for i, lit in enumerate(rule.body)
@@ -319,7 +328,12 @@ class _Planner:
                     if isinstance(lit, ast.Atom) and self.binds(lit) and lit.name in self.rel:
                         inserts.append(self.rule_plan(index, rule, delta_literal=i, guard=guard))
         return p.Stratum(
-            tuple(self.rel[r] for r in members), recursive, tuple(base), tuple(deltas), tuple(inserts)
+            tuple(self.rel[r] for r in members),
+            recursive,
+            tuple(base),
+            tuple(deltas),
+            tuple(inserts),
+            tuple(subsumptions),
         )
 
     def localized(self, rule: ast.Rule) -> ast.Rule:
@@ -390,6 +404,17 @@ class _Planner:
         return _Context(
             {n: i for i, n in enumerate(names)}, set(), len(names), occurrences, singletons=singletons
         )
+
+    def subsumption_plan(self, index: int, rule: ast.Rule) -> p.RulePlan:
+        """A subsumption rule's plan: its body (the two atoms of the relation read in full, then
+        the conditions) with, as "head", the dominated tuple followed by the dominating one
+        (so a variable written once in an atom binds all the same)."""
+        ctx = self.new_context(rule, singletons=False)
+        steps, _ = self.order(list(enumerate(rule.body)), ctx, None)
+        pair = [lit for lit in rule.body[:2] if isinstance(lit, ast.Atom)]
+        head_args = tuple(self.expr(arg, ctx) for atom in pair for arg in atom.args)
+        steps.extend(self.take_prelude(ctx))
+        return p.RulePlan(index, self.rel[rule.head.name], head_args, tuple(steps), ctx.hidden)
 
     def rule_plan(
         self, index: int, rule: ast.Rule, delta_literal: int | None, guard: int | None = None

@@ -160,9 +160,12 @@ def show_plan(compilation: Parsed, no_magic: bool = False) -> list[str]:
                     f"  demand-driven: {spec.name} (adornment {spec.adornment}: "
                     f"{_bound_text(spec.adornment)}), demanded values in {plan.relations[spec.magic].name}"
                 )
-        for rule in (*stratum.rules, *stratum.delta_rules):
+        subsumptions = set(map(id, stratum.subsumptions))
+        for rule in (*stratum.rules, *stratum.delta_rules, *stratum.subsumptions):
             info = plan.rules[rule.rule]
             kind = "delta" if rule.delta else ("base" if stratum.recursive else "once")
+            if id(rule) in subsumptions:
+                kind = "subsumption, after each round" if stratum.recursive else "subsumption"
             if is_magic(info.head):
                 kind = f"magic rule, {kind}"
             where = f"{info.file}:{info.line}"
@@ -172,7 +175,14 @@ def show_plan(compilation: Parsed, no_magic: bool = False) -> list[str]:
             for step in rule.steps:
                 lines.extend("    " + text for text in _step_lines(plan, step, names_of))
             head = ", ".join(_expr_text(plan, e, names_of) for e in rule.head_args)
-            lines.append(f"    emit {plan.relations[rule.head].name}({head})")
+            name = plan.relations[rule.head].name
+            if id(rule) in subsumptions:  # the dominated tuple, then the one dominating it
+                width = plan.relations[rule.head].arity
+                dominated = ", ".join(_expr_text(plan, e, names_of) for e in rule.head_args[:width])
+                dominating = ", ".join(_expr_text(plan, e, names_of) for e in rule.head_args[width:])
+                lines.append(f"    drop {name}({dominated}) dominated by {name}({dominating})")
+                continue
+            lines.append(f"    emit {name}({head})")
     return lines
 
 

@@ -134,7 +134,8 @@ class _Walker:
                 self.scope = len(self.rules)
                 self.seen = set()
             self.rules.append((self.module, statement))
-            self.atom(statement.head, DEFINITION)
+            if not statement.is_subsumption:  # its two atoms start its body: uses, not definitions
+                self.atom(statement.head, DEFINITION)
             self.literals(statement.body)
             self.placeholders(statement)
         elif isinstance(statement, ast.Decl):

@@ -65,7 +65,9 @@ def outline(snapshot: Snapshot) -> list[types.DocumentSymbol]:
             )
             kind = types.SymbolKind.Constant if statement.is_fact else types.SymbolKind.Method
             child = entry(name or statement.head.name, kind, statement.span, statement.head.name_span)
-            child.detail = "fact" if statement.is_fact else "rule"
+            child.detail = (
+                "fact" if statement.is_fact else "subsumption" if statement.is_subsumption else "rule"
+            )
             parent.children.append(child)
         elif isinstance(statement, ast.Decl):
             parent = relation(statement.name.name, statement.span, statement.name.span)

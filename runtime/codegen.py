@@ -690,7 +690,10 @@ def compile_rule(
     bound: set[int] = set()
     compiler.steps(rule.steps, bound)
     head = [compiler.expr(e) for e in rule.head_args]
-    w.line(f"emit({compiler.stored(rule.head, head)})")
+    if len(head) == plan.relations[rule.head].arity:
+        w.line(f"emit({compiler.stored(rule.head, head)})")
+    else:  # a subsumption rule: the dominated tuple and the dominating one, as one tuple
+        w.line(f"emit({compiler.tuple_code(head)})")
     if reads is not None:
         reads |= compiler.reads
     return _finish(w, compiler, f"def {name}(R, D, out, F, I, E):", name, ["emit = out.add", f"n = {TICK}"])

@@ -71,6 +71,12 @@ class CompiledPlan:
                 (r, codegen.compile_rule(plan, r, f"s{n}_d{r.rule}", reads)[1]) for r in stratum.delta_rules
             ]
             self.strata.append((stratum, base, deltas))
+        # per relation, its subsumption rules (each derives a dominated and a dominating tuple)
+        self.subsumers: dict[int, list[CompiledRule]] = {}
+        for n, stratum in enumerate(plan.strata):
+            for r in stratum.subsumptions:
+                fn = codegen.compile_rule(plan, r, f"s{n}_s{r.rule}", reads)[1]
+                self.subsumers.setdefault(r.head, []).append((r, fn))
         self.derived = {
             rule.head for stratum in plan.strata for rule in (*stratum.rules, *stratum.delta_rules)
         }
@@ -335,6 +341,32 @@ class Evaluation:
             info = self.plan.rules[rule.rule]
             self.errors.append(EvalError("rule", f"rule `{info.id}` failed: {type(error).__name__}: {error}"))
 
+    def dominators(self, relation: int, values: tuple) -> list[tuple[p.RulePlan, tuple]]:
+        """The tuples of ``relation`` that would drop the fact ``values`` were it derived, each
+        with the subsumption rule that says so (none for a relation without one). The fact is
+        added for the question and removed again if it was not there."""
+        rules = self.compiled.subsumers.get(relation)
+        if not rules:
+            return []
+        held = self.relations[relation]
+        (stored,) = held.store([values])
+        added = held.add_all({stored})
+        found: list[tuple[p.RulePlan, tuple]] = []
+        try:
+            for rule, fn in rules:
+                pairs: set[tuple] = set()
+                self.call_rule(rule, fn, None, pairs)
+                width = held.arity
+                found.extend(
+                    (rule, pair[width:])
+                    for pair in sorted(pairs, key=repr)
+                    if pair[:width] == values and pair[width:] != values
+                )
+        finally:
+            if added:
+                held.discard_all(added)
+        return found
+
     # ----------------------------------------------------------------------- private
 
     def _merge(self, relation: int, new: set) -> set:
@@ -373,14 +405,37 @@ class Evaluation:
         self.keys[relation] = (len(held) + len(kept), keys)
         return kept
 
+    def _subsume(self, relation: int) -> set:
+        """Drop every tuple of ``relation`` that one of its subsumption rules finds dominated
+        by another, distinct, tuple of it (all found before any is dropped: two tuples that
+        dominate each other both go); the tuples dropped (as stored) are returned."""
+        rules = self.compiled.subsumers.get(relation)
+        if not rules:
+            return set()
+        held = self.relations[relation]
+        arity = held.arity
+        pairs: set[tuple] = set()
+        self.E.pending = (pairs,)
+        for rule, fn in rules:
+            self.call_rule(rule, fn, None, pairs)
+        self.E.pending = ()
+        dominated = {pair[:arity] for pair in pairs if pair[:arity] != pair[arity:]}
+        gone = {t for t in held.store(dominated) if t in held.tuples}
+        if gone:
+            held.discard_all(gone)
+        return gone
+
     def _rounds(self, stratum: p.Stratum, base: list[CompiledRule], deltas: list[CompiledRule]) -> None:
         meter = self.E
+        subsumed = [r for r in stratum.relations if r in self.compiled.subsumers]
         if not stratum.recursive:
             for rule, fn in base:
                 out: set[tuple] = set()
                 meter.pending = (out,)
                 self.call_rule(rule, fn, None, out)
                 self._merge(rule.head, out)
+            for r in subsumed:
+                self._subsume(r)
             return
         members = stratum.relations
         relations = self.relations
@@ -390,6 +445,8 @@ class Evaluation:
             self.call_rule(rule, fn, None, news[rule.head])
         for r in members:
             self._merge(r, news[r])
+        for r in subsumed:
+            self._subsume(r)
         # the first delta is everything the stratum holds so far (inputs included)
         delta = {r: Relation.owning(relations[r].arity, set(relations[r].tuples)) for r in members}
         # each delta rule with the relation its delta scan reads, found once
@@ -408,6 +465,10 @@ class Evaluation:
                     self.call_rule(rule, fn, delta, news[rule.head])
             for r in members:
                 delta[r] = Relation.owning(relations[r].arity, self._merge(r, news[r]))
+            for r in subsumed:  # a tuple dropped this round is no new fact to build on
+                gone = self._subsume(r)
+                if gone:
+                    delta[r] = Relation.owning(relations[r].arity, delta[r].tuples - gone)
             if ranks is not None:
                 for r in members:
                     ranks[r].update(dict.fromkeys(delta[r].as_tuples(), round_number))

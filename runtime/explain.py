@@ -227,6 +227,13 @@ def why_not(evaluation: Evaluation, name: str, values: tuple) -> WhyNot:
         note = "it is not among the input facts" + ("" if rules else ", and no rule derives it")
     elif not rules:
         note = f"no rule derives `{name}`"
+    dominators = evaluation.dominators(relation, values)
+    if dominators:
+        rule, by = dominators[0]
+        note = (
+            f"it is dropped when derived: {render_fact(name, by)} dominates it "
+            f"(subsumption rule {plan.rules[rule.rule].id})"
+        )
     blocked = tuple(_blocked(evaluation, bound, values) for bound, _ in rules)
     return WhyNot(fact, False, note, blocked)
 

@@ -36,8 +36,11 @@ class SessionPlan:
         for stratum in plan.strata:
             for r in stratum.relations:
                 stratum_of[r] = stratum
-            for rule in (*stratum.rules, *stratum.delta_rules):
+            for rule in (*stratum.rules, *stratum.delta_rules, *stratum.subsumptions):
                 rules_of[rule.head].append(rule)
+        # relations with subsumption rules: a tuple dropped once may be needed again when the
+        # tuple dominating it goes, so they are recomputed, never maintained or asked on demand
+        subsumed = {rule.head for stratum in plan.strata for rule in stratum.subsumptions}
 
         incremental: set[int] = set()
         for stratum in plan.strata:
@@ -48,6 +51,8 @@ class SessionPlan:
                 continue  # the rules in shadow mode are asked on demand: their failures poison nothing
             if any(relations[r].choice for r in members):
                 continue  # which fact a key keeps depends on the order facts come: recomputed
+            if any(r in subsumed for r in members):
+                continue  # a dropped tuple is not a fact that cannot come back: recomputed
             allowed = incremental | set(members)
             if all(_monotone(rule, allowed) for r in members for rule in rules_of[r]):
                 incremental.update(members)
@@ -88,8 +93,9 @@ class SessionPlan:
                 if r == self.candidate:
                     materialized.add(r)
                 return
-            if stratum_of[r].recursive or relations[r].choice:
-                materialize(r)  # a choice relation's fact for a key depends on all of it
+            if stratum_of[r].recursive or relations[r].choice or r in subsumed:
+                materialize(r)  # a choice relation's fact for a key depends on all of it, as
+                # whether a tuple is subsumed depends on the others
                 return
             demanded.add(r)
             for bound in plan.bound_rules[r]:
@@ -201,7 +207,7 @@ def _read_relations(plan: p.Plan) -> set[int]:
     """Every relation some rule reads."""
     read: set[int] = set()
     for stratum in plan.strata:
-        for rule in (*stratum.rules, *stratum.delta_rules, *stratum.insert_rules):
+        for rule in (*stratum.rules, *stratum.delta_rules, *stratum.insert_rules, *stratum.subsumptions):
             read.update(r for r, _ in p.reads(rule.steps))
     for rules in plan.bound_rules:
         for bound in rules:

@@ -302,10 +302,16 @@ def _statement(text: str, statement: ast.Statement) -> Iterator[Expect]:
         for annotation in statement.annotations:
             yield from _annotation(annotation)
         yield from _atom(text, statement.head)
-        if statement.body:
-            at = _between(text, statement.head.span.end, statement.body[0].span.start, ":-")
+        last = statement.head
+        if statement.dominating is not None:  # `r(a) <= r(b) :- ...`
+            at = _between(text, statement.head.span.end, statement.dominating.span.start, "<=")
+            yield Expect(at, at + 2, ("keyword.operator.subsumption.policyc",), "<=")
+            yield from _atom(text, statement.dominating)
+            last = statement.dominating
+        if statement.conditions:
+            at = _between(text, last.span.end, statement.conditions[0].span.start, ":-")
             yield Expect(at, at + 2, ("keyword.operator.rule.policyc",), ":-")
-        for literal in statement.body:
+        for literal in statement.conditions:
             yield from _literal(text, literal)
         assert text[span.end - 1] == "."
         yield Expect(span.end - 1, span.end, ("punctuation.terminator.statement.policyc",), "end of rule")

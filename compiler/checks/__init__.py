@@ -54,6 +54,7 @@ def all_checks() -> tuple[Check, ...]:
         rule_annotations,
         safety,
         singletons,
+        subsumption,
         undefined,
         unused,
     )
@@ -71,6 +72,7 @@ def all_checks() -> tuple[Check, ...]:
         unused.check,
         empty.check,
         ignored_options.check,
+        subsumption.check,
     )
 
 
