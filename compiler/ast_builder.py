@@ -273,7 +273,7 @@ class Builder:
         inner = children[1]
         return _with_span(inner, self._span(children[0], children[-1]))
 
-    def call(self, children: list) -> ast.Call:
+    def call(self, children: list) -> ast.Call | ast.Cast:
         children = [c for c in children if c is not None]
         first = children[0]
         if first.type == "AT":  # `@f(x)`

@@ -151,7 +151,7 @@ def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..
             return fail(f"returned {type(value).__name__}, which is not a policy value")
         if not isinstance(value, _PYTHON_TYPES[returns]):
             return fail(f"returned {type(value).__name__} where `{returns}` is declared")
-        if returns == "unsigned" and value < 0:
+        if returns == "unsigned" and isinstance(value, int) and value < 0:
             return fail(f"returned {value} where `unsigned` is declared")
         return float(value) if returns == "float" and isinstance(value, int | float) else value
 

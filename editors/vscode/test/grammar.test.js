@@ -72,7 +72,7 @@ test('every reserved word of the language is highlighted as a keyword', () => {
 
 test('the soft keywords of the language are keywords in their directive only', () => {
   const declared = LARK.match(/^%declare (.+)$/m)[1].trim().split(/\s+/).map((s) => s.toLowerCase());
-  assert.deepEqual(declared.sort(), ['budget', 'inline', 'overridable', 'pool']);
+  assert.deepEqual(declared.sort(), ['budget', 'choice_domain', 'eqrel', 'inline', 'overridable', 'pool', 'storage']);
   assert.equal(leafAt('.decl R(x: symbol) inline', 'inline')[0], 'storage.modifier.inline.policyc');
   const both = '.decl R(x: symbol) inline overridable';
   assert.equal(leafAt(both, 'overridable')[0], 'storage.modifier.overridable.policyc');
