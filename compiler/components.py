@@ -395,7 +395,9 @@ def _map_types(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statem
             return ast.map_children(t, term)
 
         head = replace(statement.head, args=tuple(term(a) for a in statement.head.args))
-        return replace(statement, head=head, body=tuple(ast.map_literal(lit, term) for lit in statement.body))
+        body = tuple(ast.map_literal(lit, term) for lit in statement.body)
+        dominating = body[1] if statement.dominating is not None else None
+        return replace(statement, head=head, body=body, dominating=dominating)
     return statement
 
 
@@ -417,7 +419,12 @@ def _map_relations(statement: ast.Statement, fn: Callable[[str], str]) -> ast.St
     """The statement with ``fn`` applied to each relation it names."""
     if isinstance(statement, ast.Rule):
         head = cast(ast.Atom, _literal(statement.head, fn))
-        return replace(statement, head=head, body=tuple(_literal(lit, fn) for lit in statement.body))
+        body = tuple(_literal(lit, fn) for lit in statement.body)
+        if statement.dominating is not None:  # `r(a) <= r(b)`: the body starts with both atoms
+            dominating = body[1]
+            assert isinstance(dominating, ast.Atom)
+            return replace(statement, head=head, body=body, dominating=dominating)
+        return replace(statement, head=head, body=body)
     if isinstance(statement, ast.Decl):
         return replace(statement, name=_ident(statement.name, fn))
     if isinstance(statement, ast.Input | ast.Output):

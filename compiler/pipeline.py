@@ -91,7 +91,8 @@ def _rule_has_cast(rule: ast.Rule) -> bool:
 def _rule_without_casts(rule: ast.Rule) -> ast.Rule:
     head = dataclasses.replace(rule.head, args=tuple(ast.without_casts(a) for a in rule.head.args))
     body = tuple(ast.map_literal(lit, ast.without_casts) for lit in rule.body)
-    return dataclasses.replace(rule, head=head, body=body)
+    dominating = body[1] if rule.dominating is not None else None  # the body starts with it
+    return dataclasses.replace(rule, head=head, body=body, dominating=dominating)
 
 
 def stratify(checked: Checked) -> Stratified:

@@ -345,3 +345,18 @@ def test_completion_of_an_instance_relation_replaces_the_written_prefix() -> Non
     (item,) = [i for i in complete(snapshot, len(text)) if i.label == "g.reach"]
     assert item.text_edit is not None and item.text_edit.new_text == "g.reach"
     assert item.text_edit.range.start.character == len("Deny(x) :- ")
+
+
+def test_a_subsumption_rule_in_a_component_drops_tuples_of_the_instances_relation() -> None:
+    """Both atoms of `dist(x, d1) <= dist(x, d2)` are the instance's `s.dist`."""
+    text = (
+        ".comp Short<N> {\n    .decl edge(x: N, y: N, w: number)\n    .decl dist(x: N, d: number)\n"
+        "    dist(y, d + w) :- dist(x, d), edge(x, y, w).\n    dist(x, d1) <= dist(x, d2) :- d2 <= d1.\n}\n"
+        '.init s = Short<symbol>\ns.dist("a", 0).\ns.edge("a", "b", 3).\ns.edge("b", "a", 1).\n'
+        's.edge("a", "b", 1).\n.output s.dist\n'
+    )
+    compilation = compile_source(text, "short.dl")
+    assert [d.message for d in compilation.diagnostics if d.is_error] == []
+    result = policyc.load(text).evaluate({})
+    assert not result.errored, result.errors
+    assert result.relations["s.dist"] == {("a", 0), ("b", 1)}
