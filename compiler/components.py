@@ -396,7 +396,8 @@ def _map_types(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statem
 
         head = replace(statement.head, args=tuple(term(a) for a in statement.head.args))
         body = tuple(ast.map_literal(lit, term) for lit in statement.body)
-        dominating = body[1] if statement.dominating is not None else None
+        dominating = body[1] if statement.dominating is not None else None  # the body starts with it
+        assert dominating is None or isinstance(dominating, ast.Atom)
         return replace(statement, head=head, body=body, dominating=dominating)
     return statement
 

@@ -92,6 +92,7 @@ def _rule_without_casts(rule: ast.Rule) -> ast.Rule:
     head = dataclasses.replace(rule.head, args=tuple(ast.without_casts(a) for a in rule.head.args))
     body = tuple(ast.map_literal(lit, ast.without_casts) for lit in rule.body)
     dominating = body[1] if rule.dominating is not None else None  # the body starts with it
+    assert dominating is None or isinstance(dominating, ast.Atom)
     return dataclasses.replace(rule, head=head, body=body, dominating=dominating)
 
 
