@@ -627,14 +627,35 @@ def pattern_vars(term: Term) -> Iterator[Var]:
             yield from pattern_vars(arg)
 
 
+def map_deep(term: Term, fn: Callable[[Term], Term]) -> Term:
+    """The term rebuilt from the bottom up with ``fn`` applied to every term inside it and to
+    itself, aggregates' targets and bodies included, spans kept."""
+    if isinstance(term, Aggregate):
+        target = None if term.target is None else map_deep(term.target, fn)
+        body = tuple(map_literal(lit, lambda t: map_deep(t, fn)) for lit in term.body)
+        return fn(replace(term, target=target, body=body))
+    return fn(map_children(term, lambda t: map_deep(t, fn)))
+
+
+def map_rule_literals(rule: Rule, fn: Callable[[Literal], Literal]) -> Rule:
+    """The rule with ``fn`` applied to its head and to each literal of its body (a subsumption
+    rule's dominating atom is the second literal of its body, and stays so); ``fn`` keeps an
+    atom an atom."""
+    head = fn(rule.head)
+    body = tuple(fn(lit) for lit in rule.body)
+    dominating = body[1] if rule.dominating is not None else None
+    assert isinstance(head, Atom) and (dominating is None or isinstance(dominating, Atom))
+    return replace(rule, head=head, body=body, dominating=dominating)
+
+
+def map_rule(rule: Rule, fn: Callable[[Term], Term]) -> Rule:
+    """The rule with :func:`map_deep` ``fn`` applied to the terms of its head and body."""
+    return map_rule_literals(rule, lambda lit: map_literal(lit, lambda t: map_deep(t, fn)))
+
+
 def without_casts(term: Term) -> Term:
     """The term with every ``as(x, T)`` inside it (aggregates too) replaced by ``x``."""
-    if isinstance(term, Cast):
-        return without_casts(term.operand)
-    if isinstance(term, Aggregate):
-        target = None if term.target is None else without_casts(term.target)
-        return replace(term, target=target, body=tuple(map_literal(lit, without_casts) for lit in term.body))
-    return map_children(term, without_casts)
+    return map_deep(term, lambda t: t.operand if isinstance(t, Cast) else t)
 
 
 def has_cast(term: Term) -> bool:

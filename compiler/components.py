@@ -385,20 +385,9 @@ def _map_types(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statem
     if isinstance(statement, ast.Misplaced):
         return replace(statement, statement=cast(ast.Directive, _map_types(statement.statement, fn)))
     if isinstance(statement, ast.Rule):  # the types of `as(x, T)`
-
-        def term(t: ast.Term) -> ast.Term:
-            if isinstance(t, ast.Cast):
-                return replace(t, operand=term(t.operand), type=_ident(t.type, fn))
-            if isinstance(t, ast.Aggregate):
-                target = None if t.target is None else term(t.target)
-                return replace(t, target=target, body=tuple(ast.map_literal(lit, term) for lit in t.body))
-            return ast.map_children(t, term)
-
-        head = replace(statement.head, args=tuple(term(a) for a in statement.head.args))
-        body = tuple(ast.map_literal(lit, term) for lit in statement.body)
-        dominating = body[1] if statement.dominating is not None else None  # the body starts with it
-        assert dominating is None or isinstance(dominating, ast.Atom)
-        return replace(statement, head=head, body=body, dominating=dominating)
+        return ast.map_rule(
+            statement, lambda t: replace(t, type=_ident(t.type, fn)) if isinstance(t, ast.Cast) else t
+        )
     return statement
 
 
@@ -419,13 +408,7 @@ def _with_id(statement: ast.Statement, prefix: str) -> ast.Statement:
 def _map_relations(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statement:
     """The statement with ``fn`` applied to each relation it names."""
     if isinstance(statement, ast.Rule):
-        head = cast(ast.Atom, _literal(statement.head, fn))
-        body = tuple(_literal(lit, fn) for lit in statement.body)
-        if statement.dominating is not None:  # `r(a) <= r(b)`: the body starts with both atoms
-            dominating = body[1]
-            assert isinstance(dominating, ast.Atom)
-            return replace(statement, head=head, body=body, dominating=dominating)
-        return replace(statement, head=head, body=body)
+        return ast.map_rule_literals(statement, lambda lit: _literal(lit, fn))
     if isinstance(statement, ast.Decl):
         return replace(statement, name=_ident(statement.name, fn))
     if isinstance(statement, ast.Input | ast.Output):
@@ -436,16 +419,20 @@ def _map_relations(statement: ast.Statement, fn: Callable[[str], str]) -> ast.St
 
 
 def _literal(literal: ast.Literal, fn: Callable[[str], str]) -> ast.Literal:
-    literal = ast.map_literal(literal, lambda t: _term(t, fn))
+    """The literal with ``fn`` applied to the relation it names and to those of the aggregates
+    inside its terms."""
+
+    def aggregate(term: ast.Term) -> ast.Term:  # its body's terms are renamed already
+        if isinstance(term, ast.Aggregate):
+            return replace(term, body=tuple(_named(lit, fn) for lit in term.body))
+        return term
+
+    return _named(ast.map_literal(literal, lambda t: ast.map_deep(t, aggregate)), fn)
+
+
+def _named(literal: ast.Literal, fn: Callable[[str], str]) -> ast.Literal:
     if isinstance(literal, ast.Atom):
         return replace(literal, name=fn(literal.name))
     if isinstance(literal, ast.Negation):
         return replace(literal, atom=replace(literal.atom, name=fn(literal.atom.name)))
     return literal
-
-
-def _term(term: ast.Term, fn: Callable[[str], str]) -> ast.Term:
-    if isinstance(term, ast.Aggregate):
-        target = None if term.target is None else _term(term.target, fn)
-        return replace(term, target=target, body=tuple(_literal(lit, fn) for lit in term.body))
-    return ast.map_children(term, lambda t: _term(t, fn))

@@ -76,7 +76,7 @@ def _without_casts(program: Program) -> Program:
     modules = []
     for module in program.modules:
         statements = tuple(
-            _rule_without_casts(s) if isinstance(s, ast.Rule) and _rule_has_cast(s) else s
+            ast.map_rule(s, ast.without_casts) if isinstance(s, ast.Rule) and _rule_has_cast(s) else s
             for s in module.statements
         )
         modules.append(dataclasses.replace(module, statements=statements))
@@ -86,14 +86,6 @@ def _without_casts(program: Program) -> Program:
 def _rule_has_cast(rule: ast.Rule) -> bool:
     terms = [*rule.head.args, *(t for lit in rule.body for t in ast.literal_terms(lit))]
     return any(ast.has_cast(t) for t in terms)
-
-
-def _rule_without_casts(rule: ast.Rule) -> ast.Rule:
-    head = dataclasses.replace(rule.head, args=tuple(ast.without_casts(a) for a in rule.head.args))
-    body = tuple(ast.map_literal(lit, ast.without_casts) for lit in rule.body)
-    dominating = body[1] if rule.dominating is not None else None  # the body starts with it
-    assert dominating is None or isinstance(dominating, ast.Atom)
-    return dataclasses.replace(rule, head=head, body=body, dominating=dominating)
 
 
 def stratify(checked: Checked) -> Stratified:
