@@ -427,7 +427,9 @@ class Evaluation:
 
     def _rounds(self, stratum: p.Stratum, base: list[CompiledRule], deltas: list[CompiledRule]) -> None:
         meter = self.E
-        subsumed = [r for r in stratum.relations if r in self.compiled.subsumers]
+        subsumed = (
+            [r for r in stratum.relations if r in self.compiled.subsumers] if stratum.subsumptions else ()
+        )
         if not stratum.recursive:
             for rule, fn in base:
                 out: set[tuple] = set()
