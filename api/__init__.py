@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AuditLog",
     "ConsoleApprover",
+    "EventRefused",
     "Monitor",
     "PolicyDenied",
     "__version__",
@@ -89,6 +90,7 @@ __getattr__ = exports(
     __name__,
     {
         "Monitor": ".runtime.session",
+        "EventRefused": ".runtime.verdict",
         "AuditLog": ".runtime.audit",
         "ConsoleApprover": ".runtime.approvers",
         "guard": ".runtime.instrument",

@@ -89,7 +89,11 @@ def play(monitor: Any, record: dict[str, Any], name: str, where: str) -> Iterato
         raise ForecastError(f"{where}: principal: expected a string, got {show(principal)}")
     from policyc.runtime.replay import steps
 
+    refused = 0
     for step, (session, event, decision) in enumerate(steps(monitor, record, name)):
+        if len(session.refusals) > refused:  # the trace holds an event the session refused: from
+            session.sticky.extend(session.refusals[refused:])  # there on, it is not the run recorded
+            refused = len(session.refusals)
         if step == 0:
             yield session, Played(None, None, None, (), f"{where}: at the start")
             continue

@@ -14,6 +14,7 @@ __all__, __getattr__ = exports(
         "load_source": ".policy",
         "Monitor": ".session",
         "Session": ".session",
+        "EventRefused": ".verdict",
         "Decision": ".verdict",
         "EscalationRequest": ".approvals",
         "Approval": ".approvals",

@@ -107,7 +107,7 @@ def _shru(a: int, b: int) -> Any:
 
 
 # operators whose code is a call of a helper that may give no value (FAIL)
-_FALLIBLE = {"^": "_pow", "bshl": "_shl", "bshr": "_shr", "bshru": "_shru"}
+FALLIBLE = {"^": "_pow", "bshl": "_shl", "bshr": "_shr", "bshru": "_shru"}
 # operators whose code is a Python expression of the two operands
 _INFIX = {"+": "+", "-": "-", "*": "*", "band": "&", "bor": "|", "bxor": "^"}
 _CALLED = {"land": "_land", "lor": "_lor", "lxor": "_lxor", "max": "_max", "min": "_min"}
@@ -188,7 +188,7 @@ RUNTIME: dict[str, Any] = {
     "_div": _div,
     "_mod": _mod,
     "_sum": _sum,
-    **{name: globals()[name] for name in (*_FALLIBLE.values(), *_CALLED.values())},
+    **{name: globals()[name] for name in (*FALLIBLE.values(), *_CALLED.values())},
     "LimitExceeded": LimitExceeded,
     "_adt": Adt,
     "_kind": kind,
@@ -384,9 +384,9 @@ class RuleCompiler:
                 self.w.line(f"{tmp} = {helper}({left}, {right}) if {right} != 0 else E({e.op!r})")
                 self.w.open(f"if {tmp} is not FAIL:")
                 return tmp
-            if e.op in _FALLIBLE:
+            if e.op in FALLIBLE:
                 tmp = self.w.fresh("d")
-                self.w.line(f"{tmp} = {_FALLIBLE[e.op]}({left}, {right})")
+                self.w.line(f"{tmp} = {FALLIBLE[e.op]}({left}, {right})")
                 self.w.line(f"{tmp} = {tmp} if {tmp} is not FAIL else E({e.op!r})")
                 self.w.open(f"if {tmp} is not FAIL:")
                 return tmp

@@ -35,7 +35,7 @@ CompiledRule = tuple[p.RulePlan, Callable[..., None]]
 """A rule's plan and the function :func:`.codegen.compile_rule` made of it."""
 
 
-_ARITHMETIC_ERRORS = {
+ARITHMETIC_ERRORS = {
     "/": "division by zero",
     "%": "modulo by zero",
     "^": "a power with no value (0 to a negative power, a result too large, or no real value)",
@@ -151,7 +151,7 @@ class Evaluation:
         """An expression that has no value: ``/`` or ``%`` by zero, a power or shift with no
         value, else what is wrong (a ``range`` over too many values, or over something else
         than numbers)."""
-        self.errors.append(EvalError("arithmetic", _ARITHMETIC_ERRORS.get(op, op)))
+        self.errors.append(EvalError("arithmetic", ARITHMETIC_ERRORS.get(op, op)))
         return FAIL
 
     def _count(self) -> int:

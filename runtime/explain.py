@@ -307,14 +307,14 @@ def explain_decision(decision: Decision) -> Explanation:
     action = decision.action
     if decision.evaluation is None:
         return Explanation(action, decision.allowed, "no evaluation to explain")
-    evaluation = decision.evaluation.explanation()
-    if decision.errored:
+    if decision.errored:  # what the decision said (an evaluation from scratch would meet more)
         return Explanation(
             action,
             False,
-            "denied: the policy could not be evaluated",
-            errors=tuple(e.message for e in evaluation.errors),
+            "denied: the policy could not decide this action",
+            errors=tuple(r.message or r.rule for r in decision.reasons),
         )
+    evaluation = decision.evaluation.explanation()
     deny = why(evaluation, "Deny", (action,))
     if deny is not None:
         return Explanation(action, False, f"denied: {render_fact('Deny', (action,))} holds", (deny,))

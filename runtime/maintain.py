@@ -16,10 +16,13 @@ deriving nothing allocates nothing; and the relations' fact sets and the indexes
 look up are bound once per session. A recursive stratum repeats rounds on the facts the
 previous round added, as the evaluator does.
 
-``bind(R, F, I, E, fail)`` binds the function to one session's relations ``R``, functor
+``bind(R, F, I, E, fail, J)`` binds the function to one session's relations ``R``, functor
 wrappers ``F``, inline relations ``I``, meter ``E`` (arithmetic errors and the time limit, see
-:mod:`.limits`), and ``fail(rule, error)``, which records a rule whose code raised (its
-literal fails, the session fails closed). It returns ``maintain(N, room, stored=False)``: ``N``
+:mod:`.limits`), ``fail(rule, error)``, which records a rule whose code raised (the variant
+stops there), and ``J``, called with ``(relation, facts)`` for every set of facts the pass adds
+(in the relation's representation; a set is not changed afterwards except to grow with facts
+the pass also adds), so that a pass that met an error or a limit can be undone
+(:meth:`~policyc.runtime.session.Session`'s journal). It returns ``maintain(N, room, stored=False)``: ``N``
 maps input relations to new facts as tuples, or with ``stored`` in the form the relations store
 them (values for a unary relation: see :mod:`.fact_checks`); the sets are read, not changed.
 ``room`` is how many facts may still be added. It returns how many facts were added, or raises :class:`Overflow` once more than
@@ -99,7 +102,7 @@ def compile_pass(
     helpers = w.helper_source()  # first: it settles the calls of helpers
     pending = "".join(f"len({buffer}) + " for buffer, _ in hoisted.buffers.values())
     lines = [
-        "def bind(R, F, I, E, fail):",
+        "def bind(R, F, I, E, fail, J):",
         *(f"    {line}" for line in hoisted.lines),
         # the check of the limits: the facts added, derived and not yet added, and the time
         "    def M(added, room, *held):",
@@ -217,10 +220,10 @@ def _drain(w: codegen.Writer, hoisted: _Hoisted, relation: int) -> None:
     r = relation
     buffer, _ = hoisted.buffer(r)
     w.open(f"if {buffer}:")
-    w.line(f"{buffer}.difference_update({hoisted.name(f'R[{r}].tuples', 'T')})")
-    w.open(f"if {buffer}:")
-    _add(w, hoisted, r, buffer)
+    w.line(f"got = {buffer} - {hoisted.name(f'R[{r}].tuples', 'T')}")
     w.line(f"{buffer}.clear()")
+    w.open("if got:")
+    _add(w, hoisted, r, "got")
     w.depth -= 2
 
 
@@ -228,6 +231,7 @@ def _add(w: codegen.Writer, hoisted: _Hoisted, relation: int, new: str) -> None:
     """Add the facts in the set ``new`` (which the relation lacks) to the relation, and stop
     once there are more facts than the session may hold."""
     r = relation
+    w.line(f"J(({r}, {new}))")
     w.line(f"{hoisted.name(f'R[{r}].tuples.update', 'U')}({new})")
     w.open(f"for fill in {hoisted.name(f'R[{r}].fillers', 'I')}:")
     w.line(f"fill({new})")

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.plan import Plan
 from policyc.compiler.stages import Parsed, Planned, Stratified
 
-from .evaluator import CompiledPlan, EvalError, Evaluation, Limits
+from .evaluator import CompiledPlan, EvalError, Evaluation, LimitExceeded, Limits
 from .facts import FactsError, FactsInput, validate
 from .functors import Functors, bind
 from .verdict import Decision, decide
@@ -127,6 +128,24 @@ def field_roles(manifest: Mapping[str, Any] | None) -> dict[tuple[str, str], str
     return roles
 
 
+# the errors whose reach is the facts they touch (the others, malformed facts and limits, make
+# the whole evaluation unusable)
+CONTAINED = frozenset({"rule", "functor", "arithmetic"})
+
+
+class _Errored:
+    """An evaluation seen with other errors (a limit met when it was evaluated again)."""
+
+    def __init__(self, evaluation: Evaluation, error: EvalError) -> None:
+        self.evaluation = evaluation
+        self.plan = evaluation.plan
+        self.index = evaluation.index
+        self.errors = [error]
+
+    def explanation(self) -> Evaluation:
+        return self.evaluation
+
+
 class EvaluationError(Exception):
     def __init__(self, errors: list[EvalError]) -> None:
         super().__init__("; ".join(e.message for e in errors))
@@ -161,7 +180,29 @@ class Result:
         }
 
     def decide(self, action: Any) -> Decision:
-        return decide(self.evaluation, action)
+        """The verdict on an action. When the evaluation met errors of its rules (a comparison of
+        values of different types, a functor that raised), only what they touch is unknown: the
+        action is decided as usual unless its verdict needs an unknown fact, and then refused
+        saying why (docs/runtime.md, "Errors")."""
+        evaluation = self.evaluation
+        if evaluation.errors and all(e.kind in CONTAINED for e in evaluation.errors):
+            from .session_unknown import verdict
+
+            try:
+                solver = self.three_valued
+            except LimitExceeded as limit:
+                return decide(_Errored(evaluation, EvalError("limit", str(limit))), action)
+            return verdict(solver, action, evaluation)
+        return decide(evaluation, action)
+
+    @functools.cached_property
+    def three_valued(self) -> Any:
+        """The evaluation again, three-valued (:mod:`.unknown`): known and unknown facts."""
+        from .unknown import from_scratch
+
+        evaluation = self.evaluation
+        inputs = {**evaluation.inputs, **{r: evaluation.relations[r] for r in evaluation.kept}}
+        return from_scratch(evaluation.compiled, evaluation.functors, evaluation.limits, inputs)
 
     def why(self, name: str, values: tuple) -> Any:
         from .explain import why

@@ -215,7 +215,7 @@ class Prefix(Relation):
     event ``d`` recorded before it. ``order`` and ``position`` are the session's (shared, only
     ever appended to); open events are added with :meth:`open_events`."""
 
-    __slots__ = ("base", "implied", "open", "opened", "order", "position", "watchers")
+    __slots__ = ("base", "implied", "merged", "open", "opened", "order", "position", "watchers")
 
     def __init__(self, order: list[Any], position: dict[Any, int]) -> None:
         self.arity = 2
@@ -225,6 +225,7 @@ class Prefix(Relation):
         self.opened: list[int] = []  # the positions of the open events, increasing
         self.open: set[Any] = set()
         self.implied = 0  # how many facts the order implies (an open event at position n: n)
+        self.merged: set[tuple] = set()  # explicit facts the last open event's opening implied
         self.watchers: list[Callable[[Iterable[Any]], None]] = []
         facts = _Facts(self)
         self.base = Relation.owning(2, facts.explicit)  # the explicit facts and their indexes
@@ -249,6 +250,7 @@ class Prefix(Relation):
             new.append(e)
         explicit = self.base.index((0,))
         implied = {(e, d) for e in new for d in explicit.get(e, ()) if (e, d) in self.tuples}
+        self.merged = implied
         if implied:  # explicit facts the order now implies: kept once
             self.implied -= len(implied)  # counted among the implied ones now
             self.base.discard_all(implied)
@@ -257,6 +259,18 @@ class Prefix(Relation):
             pairs = [(e, d) for e in new for d in order[: self.position[e]]]
             for watch in self.watchers:
                 watch(pairs)
+
+    def close_last(self, e: Any) -> None:
+        """Take back the open event opened last (an event that was not recorded after all),
+        with the explicit facts its opening merged into the order."""
+        if not self.opened or e not in self.open or self.order[self.opened[-1]] != e:
+            raise ValueError(f"event {e!r} is not the last open event")
+        self.open.discard(e)
+        self.implied -= self.opened.pop()
+        if self.merged:
+            self.implied += len(self.merged)
+            self.base.add_all(set(self.merged))
+            self.merged = set()
 
     def index(self, positions: tuple[int, ...]) -> Any:
         found: Any = self.indexes.get(positions)

@@ -20,6 +20,7 @@ from policyc.compiler.reading import Cursor, FormatError
 
 from .approvals import APPROVAL_KIND, Approval, approval_of_event
 from .session import Monitor, Session
+from .verdict import EventRefused
 
 
 class TraceError(ValueError):
@@ -39,7 +40,11 @@ def steps(monitor: Monitor, record: dict[str, Any], session_id: str) -> Iterator
         if isinstance(event, dict) and event.get("kind") == "tool_call":
             yield session, event, session.authorize(event)
         else:
-            session.record(event)
+            try:
+                session.record(event)
+            except EventRefused:  # noted in session.refusals: the replay reports it
+                yield session, event, None
+                continue
             approval = _approval(monitor, session, event)
             yield session, event, None
             call = None if approval is None else session.events.get(approval.call)
@@ -61,8 +66,9 @@ def _approval(monitor: Monitor, session: Session, event: Any) -> Approval | None
 
 
 def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[str, Any]:
-    """A session's decisions, and its problems: what made it fail closed (a malformed event or
-    facts), which a session with no tool call after them would otherwise never show."""
+    """A session's decisions, and its problems: the events it refused (malformed, or past its
+    limit) and what made it fail closed (malformed facts), which a session with no tool call after
+    them would otherwise never show."""
     decisions = []
     session_id = str(record.get("session", name))
     session = None
@@ -80,7 +86,11 @@ def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[
                     "approval": None if decision.approval is None else decision.approval.id,
                 }
             )
-    problems = [] if session is None else list(dict.fromkeys(e.message for e in session.sticky))
+    problems = (
+        []
+        if session is None
+        else list(dict.fromkeys(e.message for e in (*session.sticky, *session.refusals)))
+    )
     return {"session": session_id, "decisions": decisions, "problems": problems}
 
 

@@ -47,19 +47,28 @@ from typing import Any
 from policyc.compiler import plan as p
 from policyc.stdlib.events import SESSION_FUNCTORS, EventError, check_event, event_facts, session_functors
 
-from . import maintain
+from . import maintain, session_unknown
 from .approvals import DEFAULT_TIMEOUT, DEFAULT_TTL, Approval, Approvals, EscalationRequest
 from .evaluator import EvalError, Evaluation, LimitExceeded, Limits
 from .extensions import Attachment, Extension, claim, resolve
 from .facts import FactsError, FactsInput, validate
+from .faults import Fault
 from .functors import is_session_placeholder, wrap
 from .prefix import Prefix
 from .relations import Relation
 from .session_plan import SessionPlan
 from .shadow import watching
-from .verdict import Decision, Reason, decide
+from .verdict import Decision, EventRefused, Reason, decide, refused_call
 
 _NOTHING = object()
+
+# the host's own mistake, the one failure that fails a whole session
+_HOST_FACTS = "the host gave malformed facts, so the session's facts are incomplete and no call is decided"
+
+
+class _Refused(Exception):
+    """Recording an event stopped: what the session holds of it is taken back."""
+
 
 UNKNOWN_ACTION = Reason(
     "policyc:unknown-action",
@@ -176,6 +185,15 @@ class Session:
         ]
         self.V: dict[int, Callable[..., Any]] = {r: self._demand(r) for r in prepared.demanded}
         self.memo: dict[tuple[int, tuple], Any] = {}
+        # facts whose derivation met an error, by relation (full tuples, possibly holding ANY),
+        # each with why (runtime/session_unknown.py); `faulty`: a maintained rule reads one, so
+        # events are maintained by the interpreter; `unsure`: a verdict may read one
+        self.unknown: dict[int, dict[tuple, Fault]] = {}
+        self.faulty = False
+        self.unsure = False
+        self.journal: list[Any] = []  # what the last update of the maintained facts added
+        self.refused: dict[Any, Reason] = {}  # calls refused when recorded (an extension failed)
+        self.refusals: list[EvalError] = []  # why each event the session refused was refused
         # facts given other than by events, in order, as relations store them (see _give)
         self.given: list[tuple[int, set[Any]]] = []
         self.named: set[Any] = set()  # the values given facts hold (actions that can be decided)
@@ -189,7 +207,9 @@ class Session:
         if prepared.prefix is not None:
             self.depends = Prefix(self.order, self.position)
             state.relations[prepared.prefix] = self.depends
-        self._maintain = prepared.bind(state.relations, state.F, state.I, state.E, self._rule_failed)
+        self._maintain = prepared.bind(
+            state.relations, state.F, state.I, state.E, self._rule_failed, self.journal.append
+        )
         relations = state.relations
         self._verdict = (
             (
@@ -220,55 +240,73 @@ class Session:
     # -------------------------------------------------------------------------- recording
 
     def record(self, event: Mapping[str, Any]) -> None:
-        """Add an event to the session. A malformed one, or any failure while recording it,
-        poisons the session: every later decision denies, saying why."""
+        """Add an event to the session. A malformed event, or one the session cannot take (its
+        facts would pass the limit on facts, an extension failed on it), is refused: it raises
+        :class:`EventRefused` saying why, and the session is as it was before. An error while
+        deriving what the event implies makes only the facts it touches unknown (docs/runtime.md)."""
         if self.watched is not None:  # to the shadow policy's session and the audit log
             self.watched.recorded(event)
         try:
             copy = dict(event) if type(event) is dict or isinstance(event, Mapping) else event
             checked = check_event(copy, self.events)
         except EventError as error:
-            self.sticky.append(EvalError("event", f"malformed event: {error}"))
-            return
+            raise self._refuse(f"malformed event: {error}") from None
         except Exception as error:  # a mapping that fails to copy, a key that fails to hash, ...
-            self.sticky.append(EvalError("event", f"malformed event: {type(error).__name__}: {error}"))
-            return
+            raise self._refuse(f"malformed event: {type(error).__name__}: {error}") from None
         e = checked["id"]
         order = self.order
-        self.events[e] = checked
         try:
             # relation -> its new rows (and "open" -> the events it opens, below)
             facts: dict[Any, Any] = event_facts(
                 checked, len(order), order, self.prepared.wanted, self.depends is not None
             )
         except Exception as error:  # nothing of the event is kept
-            del self.events[e]
-            self.sticky.append(
-                EvalError("event", f"recording event {e!r} failed: {type(error).__name__}: {error}")
-            )
-            return
+            raise self._refuse(f"recording event {e!r} failed: {type(error).__name__}: {error}") from None
+        self.events[e] = checked
         position = self.position[e] = len(order)
         order.append(e)
+        opened = self.depends is not None and checked.get("deps") is None
+        journal: list[Any] = []
+        seeded: list[tuple[int, set]] = []
         try:
-            if self.depends is not None and checked.get("deps") is None:
-                self.depends.open_events((e,))
+            if opened:
+                self.depends.open_events((e,))  # type: ignore[union-attr]
                 facts["open"] = [e]
             if facts:
                 if self.seeds:
-                    self._seed(facts)
-                self._insert_indexed(facts)
-        except Exception as error:  # the maintained facts may be incomplete
-            self.sticky.append(
-                EvalError("event", f"recording event {e!r} failed: {type(error).__name__}: {error}")
-            )
-        for name, attachment in self.hooks:
-            try:
-                added = attachment.recorded(self, checked, position)
-            except Exception as error:  # what the extension adds of the event is missing
-                self.sticky.append(_failed(name, f"recording event {e!r}", error))
-                continue
-            if added:
-                self.add_facts(added)
+                    seeded = self._seed(facts)
+                journal = self._insert(facts)
+            for name, attachment in self.hooks:
+                try:
+                    added = attachment.recorded(self, checked, position)
+                except Exception as error:
+                    self._unrecord(e, opened, journal, seeded)
+                    raise self._refuse(
+                        f"extension `{name}` failed while recording event {e!r}: {type(error).__name__}: {error}",
+                        "extension-failed",
+                    ) from None
+                if added:
+                    self.add_facts(added)
+        except _Refused as refused:
+            self._unrecord(e, opened, journal, seeded)
+            raise self._refuse(f"event {e!r} was not recorded: {refused}", "limit-exceeded") from None
+
+    def _refuse(self, message: str, code: str = "malformed-event") -> EventRefused:
+        """The refusal of an event, noted (``refusals``: what a replay reports)."""
+        self.refusals.append(EvalError("limit" if code == "limit-exceeded" else "event", message))
+        return EventRefused(message, code)
+
+    def _unrecord(self, e: str, opened: bool, journal: list[Any], seeded: list[tuple[int, set]]) -> None:
+        """Take an event back: what it added, its place in the order."""
+        self.state.facts -= session_unknown.rollback(self, journal)
+        for r, rows in seeded:
+            self.seeds[r].difference_update(rows)
+        if opened:
+            self.depends.close_last(e)  # type: ignore[union-attr]
+        del self.events[e]
+        del self.position[e]
+        self.order.pop()
+        self.dirty = True
 
     def add_facts(self, facts: FactsInput) -> None:
         """Add domain facts (rows per input relation), checked like evaluation facts. Malformed
@@ -281,15 +319,17 @@ class Session:
             if checked is None:
                 checked = self._stored(validate(self.plan, facts, f"session {self.id}"))
         except FactsError as error:
-            self.sticky.append(EvalError("facts", str(error)))
+            self.sticky.append(EvalError("facts", f"{_HOST_FACTS}: {error}"))
             return
         except Exception as error:  # rows that fail to iterate or to hash
             self.sticky.append(
-                EvalError("facts", f"session {self.id}: malformed facts: {type(error).__name__}: {error}")
+                EvalError("facts", f"{_HOST_FACTS}: session {self.id}: {type(error).__name__}: {error}")
             )
             return
         try:
             self._give(checked)
+        except _Refused as refused:  # the host's facts pass the session's limit
+            self.sticky.append(EvalError("limit", f"the facts the host gave were not added: {refused}"))
         except Exception as error:
             self.sticky.append(EvalError("facts", f"adding facts failed: {type(error).__name__}: {error}"))
 
@@ -300,8 +340,12 @@ class Session:
         started = time.monotonic()
         if not self._known(action) and not self.sticky:  # a poisoned session says why it is
             return self._timed(action, Decision(action, False, (UNKNOWN_ACTION,), True, self), started)
+        if not self.sticky and self.refused:
+            refused = self._refusal(action)
+            if refused is not None:
+                return self._timed(action, refused, started)
         verdict = self._verdict
-        if verdict is None or self.sticky:
+        if verdict is None or self.sticky or self.unsure:
             return self._decide(action, started, prepare=True)
         deny, allow, escalate = verdict  # the verdict reads maintained relations only: nothing to prepare
         try:
@@ -320,9 +364,13 @@ class Session:
         return self._timed(action, Decision(action, True, (), False, self.view(action)), started)
 
     def authorize(self, event: Mapping[str, Any]) -> Decision:
-        """Record a candidate action and decide it."""
-        self.record(event)
+        """Record a candidate action and decide it. A candidate the session refuses to record
+        (:meth:`record`) is denied, saying why (``policyc:refused-event``)."""
         action = event.get("id") if type(event) is dict or isinstance(event, Mapping) else None
+        try:
+            self.record(event)
+        except EventRefused as refused:
+            return self._timed(action, refused_call(action, refused), time.monotonic())
         return self.decide(action)
 
     def approve(
@@ -356,26 +404,81 @@ class Session:
         opened = state.E.start(None if limit is None else started + limit, what="decision")
         held = state.facts  # what is recomputed for a decision counts while it is decided
         try:
-            if prepare and not self.errors:
-                try:
-                    self._prepare(action)
-                except LimitExceeded as error:
-                    self.errors.append(EvalError("limit", str(error)))
-                except Exception as error:
-                    self.errors.append(EvalError("rule", f"deciding failed: {type(error).__name__}: {error}"))
-            try:
+            if self.errors:  # a poisoned session: every decision says why
                 decision = decide(self, action)
-            except LimitExceeded as error:  # asking about a relation on demand hit a limit
-                self.errors.append(EvalError("limit", str(error)))
-                decision = decide(self, action)
+            elif self.unsure:  # the verdict may read an unknown fact
+                decision = self._three_valued(action, ())
+            else:
+                decision = self._generated(action, prepare)
         finally:
             state.facts = held
             if opened:
                 state.E.stop()
-        self.errors.extend(self._drain())
-        if self.errors and not decision.errored:
-            decision = decide(self, action)
         return self._timed(action, decision, started)
+
+    def _generated(self, action: Any, prepare: bool) -> Decision:
+        """The decision by the generated code; when that meets an error, by the interpreter,
+        so that only what the error touches is unknown."""
+        try:
+            if prepare:
+                self._prepare(action)
+            decision = decide(self, action)
+        except LimitExceeded as error:  # a limit refuses this decision
+            self._drain()
+            self.dirty = True
+            self.errors = [EvalError("limit", str(error))]
+            return decide(self, action)
+        except Exception as error:
+            self._drain()
+            self.dirty = True
+            self.errors = [EvalError("rule", f"deciding failed: {type(error).__name__}: {error}")]
+            return self._three_valued(action, self.errors)
+        met = self._drain()
+        if met:  # what was recomputed for the decision may lack what followed the error
+            self.dirty = True
+        limits = [e for e in met if e.kind == "limit"]
+        if limits:
+            self.errors = limits
+            return decide(self, action)
+        if met or self.errors:
+            met = [*self.errors, *met]
+            self.errors = []
+            return self._three_valued(action, met)
+        return decision
+
+    def _three_valued(self, action: Any, met: Collection[EvalError]) -> Decision:
+        """The decision by the three-valued interpreter (runtime/session_unknown.py): a verdict
+        that holds decides as usual; one that is unknown refuses the call, saying why."""
+        self.errors = []
+        self.candidate = action
+
+        solver = session_unknown.DecisionSolver(self, action)
+
+        def opaque(stratum: p.Stratum) -> None:
+            """A stratum keeping a choice of facts, or dropping dominated ones: the facts the
+            generated code computes for this decision, unknown if it meets an error."""
+            if met:
+                raise RuntimeError("the decision's evaluation met an error")
+            self._prepare(action)
+            if self._drain():
+                raise RuntimeError("the decision's evaluation met an error")
+            for r in stratum.relations:
+                solver.facts.known[r] = self.state.relations[r]
+
+        try:
+            solver.prepare(opaque)
+            return session_unknown.verdict(solver, action, self)
+        except LimitExceeded as error:
+            self.errors = [EvalError("limit", str(error))]
+            return decide(self, action)
+
+    def _refusal(self, action: Any) -> Decision | None:
+        """The refusal of a call an extension failed on when it was recorded."""
+        try:
+            reason = self.refused.get(action)
+        except TypeError:
+            return None
+        return None if reason is None else Decision(action, False, (reason,), True, self)
 
     def _escalated(self, action: Any, decision: Decision) -> Decision:
         """An escalated decision with what a person must see; or, when an unused, unexpired
@@ -482,39 +585,69 @@ class Session:
         # the relations no rule reads are not stored: maintenance reads only the ones it stores
         self._insert_indexed(facts, stored=True)
 
-    def _seed(self, facts: dict[int, set[Any]], stored: bool = False) -> None:
+    def _seed(self, facts: dict[int, set[Any]], stored: bool = False) -> list[tuple[int, set]]:
         """Keep the given facts of relations recomputed per decision (taken out of ``facts``),
-        as tuples."""
+        as tuples; what was not kept before, per relation."""
         unary = self.prepared.unary
+        kept = []
         for r in [r for r in facts if r in self.seeds]:
             rows = facts.pop(r)
-            self.seeds[r].update({(v,) for v in rows} if stored and r in unary else rows)
+            tuples = {(v,) for v in rows} if stored and r in unary else set(rows)
+            fresh = tuples - self.seeds[r]
+            self.seeds[r].update(fresh)
+            kept.append((r, fresh))
             self.dirty = True
+        return kept
 
     def _insert_indexed(self, facts: dict[int, set[Any]], stored: bool = False) -> None:
         """Add new facts of stored input relations (as tuples, or with ``stored`` in the form
         relations store them; the sets are not changed) and everything they derive."""
+        self._insert(facts, stored)
+
+    def _insert(self, facts: dict[Any, Any], stored: bool = False) -> list[Any]:
+        """Add new facts of stored input relations and everything they derive; the journal of
+        what was added. The generated pass maintains them; when it meets an error, what it added
+        is taken back and the interpreter maintains them instead, keeping the facts the error
+        touches unknown (and it goes on doing so while a maintained rule reads an unknown fact).
+        :class:`_Refused` when the facts would pass the limit (nothing is added then)."""
         state = self.state
+        room = state.limits.max_facts - state.facts
+        journal = self.journal
+        journal.clear()
         opened = state.E.start(None, "update of the session's facts")  # checked as the rules run
         try:
-            added = self._maintain(facts, state.limits.max_facts - state.facts, stored)
-        except maintain.Overflow as overflow:
-            added = overflow.args[0]
-            self.sticky.append(
-                EvalError("limit", f"more than {state.limits.max_facts:,} facts in the session")
-            )
-        except LimitExceeded as limit:  # the maintained facts are incomplete
-            added = 0
-            self.dirty = True
-            self.sticky.append(EvalError("limit", str(limit)))
+            if self.faulty:
+                added = session_unknown.maintain(self, facts, stored, room, journal)
+            else:
+                added = self._maintain(facts, room, stored)
+                if self._sink:  # the pass skipped what followed an error: maintained again
+                    self._sink.clear()
+                    session_unknown.rollback(self, list(journal))
+                    journal.clear()
+                    added = session_unknown.maintain(self, facts, stored, room, journal)
+        except (maintain.Overflow, LimitExceeded) as limit:
+            self._sink.clear()
+            session_unknown.rollback(self, list(journal))
+            journal.clear()
+            if isinstance(limit, maintain.Overflow):
+                raise _Refused(
+                    f"the session would hold more than {state.limits.max_facts:,} facts, its limit"
+                ) from None
+            raise _Refused(str(limit)) from None
         finally:
             if opened:
                 state.E.stop()
         if added:
             state.facts += added
             self.dirty = True
-        if self._sink:
-            self._settle()
+        return list(journal)
+
+    def noted_unknown(self) -> None:
+        """Say again whether maintained rules, and verdicts, read unknown facts."""
+        held = [r for r, facts in self.unknown.items() if facts]
+        prepared = self.prepared
+        self.faulty = any(r in prepared.maintained_reads for r in held)
+        self.unsure = any(r in prepared.cone for r in held)
 
     def _rule_failed(self, rule: int, error: Exception) -> None:
         info = self.plan.rules[rule]

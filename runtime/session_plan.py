@@ -148,6 +148,12 @@ class SessionPlan:
             and (r in read or spec.name in VERDICT_RELATIONS or r == escalate)
         )
         maintained = [stratum for stratum in plan.strata if any(r in incremental for r in stratum.relations)]
+        self.maintained = tuple(maintained)
+        # the relations maintained rules read: an unknown fact in one of them makes what new facts
+        # derive with it unknown too, so events are then maintained by the interpreter
+        self.maintained_reads = frozenset(
+            r for stratum in maintained for rule in stratum.insert_rules for r, _ in p.reads(rule.steps)
+        )
         # `DependsOn` of the events vocabulary, stored and read only: an event without `deps`
         # depends on every earlier one, which the order says (runtime/prefix.py)
         depends = index.get("DependsOn")
@@ -186,6 +192,9 @@ class SessionPlan:
             and (escalate is None or unary_maintained(escalate))
         )
         self.deny, self.allow = deny, (None if plan.default == "allow" else allow)
+        # what a verdict depends on: a decision reads unknown facts only of these relations
+        verdicts = [r for r in (deny, allow, escalate, index.get("Deny@shadow")) if r is not None]
+        self.cone = _depends(plan, verdicts)
         self.escalate = escalate
         self.wanted = {spec.name: r for r, spec in enumerate(relations) if r in self.stored or r in seeded}
         # given facts: checked by code generated per input relation, in the form relations store
@@ -213,3 +222,23 @@ def _read_relations(plan: p.Plan) -> set[int]:
         for bound in rules:
             read.update(r for r, _ in p.reads(bound.steps))
     return read
+
+
+def _depends(plan: p.Plan, relations: list[int]) -> frozenset[int]:
+    """The relations given and every relation they read, transitively."""
+    reads: dict[int, set[int]] = {}
+    for stratum in plan.strata:
+        for rule in (*stratum.rules, *stratum.delta_rules, *stratum.subsumptions):
+            reads.setdefault(rule.head, set()).update(r for r, _ in p.reads(rule.steps))
+    for r, rules in enumerate(plan.bound_rules):
+        for bound in rules:
+            reads.setdefault(r, set()).update(x for x, _ in p.reads(bound.steps))
+    found: set[int] = set()
+    stack = list(relations)
+    while stack:
+        r = stack.pop()
+        if r in found:
+            continue
+        found.add(r)
+        stack.extend(reads.get(r, ()))
+    return frozenset(found)

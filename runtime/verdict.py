@@ -73,12 +73,16 @@ class Reason:
     # the rule's @message and @suggest before interpolation (the feedback fills them in quoted)
     templates: tuple[str | None, str | None] | None = field(default=None, compare=False, repr=False)
     code: str | None = None  # for an errored decision: what failed (see ERROR_CODES)
+    # for a decision refused by an error of the policy's evaluation: what failed, in the
+    # policy's terms with every value quoted (the feedback shows it; see runtime/faults.py)
+    detail: str | None = field(default=None, compare=False)
 
     def shown(self, escalated: bool = False) -> tuple[str, str | None]:
         """The message and suggestion as the agent's model reads them (see the module); a rule
         without a message is named (``escalated``: as one that escalated the action)."""
         if self.rule == ERROR_RULE:
-            return f"{ERROR_FEEDBACK} ({self.code or 'evaluation-failed'})", ERROR_SUGGESTION
+            text = f"{ERROR_FEEDBACK} ({self.code or 'evaluation-failed'})"
+            return (f"{text}: {self.detail}" if self.detail else text), self.suggestion or ERROR_SUGGESTION
         message, suggestion = self.message, self.suggestion
         if self.templates is not None:
             message = interpolate(self.templates[0], self.bindings, quote_value)
@@ -311,12 +315,54 @@ def decide(facts: Facts, action: Any) -> Decision:
         return Decision(action, True, (), False, facts)
     if facts.errors:
         return decide(facts, action)
+    return default_denial(action, facts)
+
+
+DEFAULT_DENIAL = Reason(
+    DEFAULT_RULE,
+    "no rule allows this action, and the policy denies by default",
+    "Only actions an Allow rule of the policy permits can run.",
+)
+
+
+def default_denial(action: Any, facts: Explains | None) -> Decision:
+    """The denial of an action no ``Allow`` rule allows, under ``.default deny``."""
+    return Decision(action, False, (DEFAULT_DENIAL,), False, facts)
+
+
+class EventRefused(ValueError):
+    """An event the session did not record: malformed, or one it could not take (its facts would
+    pass the session's limit, an extension failed on it). Nothing of it was kept, and the
+    session decides on as before; the host must not hand what the event holds to the model.
+    ``code``: ``malformed-event``, ``limit-exceeded`` or ``extension-failed``."""
+
+    def __init__(self, message: str, code: str = "malformed-event") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# what a call whose event was refused can do about it, by the refusal's code
+_REFUSED_ADVICE = {
+    "malformed-event": "Send the call again as a well-formed event (an object with an `id`, a `kind` and JSON arguments).",
+    "limit-exceeded": "The session holds as many facts as its limit allows: start a new session, or ask an operator to raise `max_facts`.",
+    "extension-failed": "An extension of the monitor failed on this call: ask an operator to check it.",
+}
+
+
+def refused_call(action: Any, refused: EventRefused) -> Decision:
+    """The denial of a call whose event was refused before any rule ran (``policyc:refused-event``):
+    the host reads why; the model reads what kind of refusal it is, not the event's names and
+    values, and what to do."""
+    advice = _REFUSED_ADVICE.get(refused.code)
     reason = Reason(
-        DEFAULT_RULE,
-        "no rule allows this action, and the policy denies by default",
-        "Only actions an Allow rule of the policy permits can run.",
+        "policyc:refused-event",
+        f"the call was refused before any rule ran: {refused}",
+        advice,
+        "high",
+        templates=(f"the call was refused before any rule ran ({refused.code})", advice),
+        code=refused.code,
     )
-    return Decision(action, False, (reason,), False, facts)
+    return Decision(action, False, (reason,), True)
 
 
 def escalate_relation(plan: Plan) -> int | None:

@@ -31,7 +31,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from policyc.runtime.verdict import ERROR_RULE, ERROR_SUGGESTION, VERDICTS, Decision, Reason
+from policyc.runtime.verdict import (
+    ERROR_RULE,
+    ERROR_SUGGESTION,
+    VERDICTS,
+    Decision,
+    EventRefused,
+    Reason,
+    refused_call,
+)
 from policyc.stdlib.events import EventError, check_event
 
 if TYPE_CHECKING:
@@ -182,13 +190,18 @@ class RemoteSession:
 
     def record(self, event: Mapping[str, Any]) -> None:
         """Send an event to the service (``POST .../events``); it is durable there when this
-        returns. A malformed event, or one the service does not acknowledge, poisons the
-        session: every later decision denies, saying why."""
+        returns. A malformed event, or one the service refuses (past the session's limit), is
+        refused as an in-process session refuses it: :class:`~policyc.runtime.session.EventRefused`,
+        and nothing of it is kept. One the service does not acknowledge poisons the session
+        (whether the service holds it is unknown): every later decision denies, saying why."""
         with self.lock:
             checked = self._take(event)
-            if checked is None or self.sticky:
+            if self.sticky:
                 return
-            self._sent("/events", {"events": [checked]})
+            refused = self._sent("/events", {"events": [checked]}, refusals=True)
+            if refused is not None:
+                self._untake(checked)
+                raise refused
 
     def add_facts(self, facts: Any) -> None:
         """Send domain facts (rows per input relation) to the service (``POST .../facts``);
@@ -204,12 +217,18 @@ class RemoteSession:
                 return
             self._sent("/facts", {"facts": rows}, "malformed-facts")
 
-    def _sent(self, route: str, body: dict[str, Any], refused: str = "") -> None:
+    def _sent(
+        self, route: str, body: dict[str, Any], refused: str = "", refusals: bool = False
+    ) -> EventRefused | None:
         """Send what a route records; the sequence number it acknowledges, or the session
-        poisoned saying why it was not (``refused``: the code of a 422 kept as it is)."""
+        poisoned saying why it was not (``refused``: the code of a 422 kept as it is). With
+        ``refusals``, an event the service refused (422) is returned as such, the session
+        untouched."""
         answer = self.monitor.request("POST", self.path + route, body)
         if isinstance(answer, Reason):
             self.poison(answer)
+        elif refusals and answer.status_code == 422 and _code(answer) in REFUSALS:
+            return EventRefused(_message(answer), _code(answer))
         elif answer.status_code == 422 and refused and _code(answer) == refused:
             self.poison(unexpected(answer, "facts"))
         elif answer.status_code != 200:
@@ -221,23 +240,27 @@ class RemoteSession:
                 self.poison(garbled(answer, "no sequence number `seq` after the last one"))
             else:
                 self.seq = seq
+        return None
 
     def authorize(self, event: Mapping[str, Any]) -> Decision:
         """Record a candidate action at the service and have it decided there, on a graph that
         holds every event this session recorded (``after_seq``)."""
         action = event.get("id") if isinstance(event, Mapping) else None
         with self.lock:
-            checked = self._take(event)
-            if checked is None or self.sticky:
+            try:
+                checked = self._take(event)
+            except EventRefused as refused:  # as an in-process session refuses it
+                return refused_call(action, refused)
+            if self.sticky:
                 return self._poisoned(action)
             answer = self.monitor.request(
                 "POST", self.path + "/authorize", {"event": checked, "after_seq": self.seq}
             )
             if isinstance(answer, Reason):
                 return _denial(action, answer)
-            if answer.status_code == 422 and _code(answer) == "malformed-event":
-                self.poison(unexpected(answer, "event"))  # as an in-process session records it
-                return self._poisoned(action)
+            if answer.status_code == 422 and _code(answer) in REFUSALS:
+                self._untake(checked)
+                return refused_call(action, EventRefused(_message(answer), _code(answer)))
             if answer.status_code != 200:
                 return _denial(action, unexpected(answer))
             decision = self._decision(answer, action)
@@ -293,21 +316,25 @@ class RemoteSession:
         )
         return Decision(action, False, (reason,), True)
 
-    def _take(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The event checked as the service checks it and kept here; None (and the session
-        poisoned) if it is malformed."""
+    def _take(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """The event checked as the service checks it and kept here;
+        :class:`~policyc.runtime.session.EventRefused` if it is malformed (nothing kept)."""
         try:
             copy = dict(event) if isinstance(event, Mapping) else event
             checked = check_event(copy, self.events)
         except EventError as error:
-            self.poison(failure("event", f"malformed event: {error}"))
-            return None
+            raise EventRefused(f"malformed event: {error}") from None
         except Exception as error:  # a mapping that fails to copy, a key that fails to hash, ...
-            self.poison(failure("event", f"malformed event: {type(error).__name__}: {error}"))
-            return None
+            raise EventRefused(f"malformed event: {type(error).__name__}: {error}") from None
         self.events[checked["id"]] = checked
         self.order.append(checked["id"])
         return checked
+
+    def _untake(self, checked: dict[str, Any]) -> None:
+        """Forget an event the service refused."""
+        self.events.pop(checked["id"], None)
+        if self.order and self.order[-1] == checked["id"]:
+            self.order.pop()
 
     def _decision(self, answer: httpx.Response, action: Any) -> Decision:
         body = _json(answer)
@@ -444,6 +471,16 @@ def _error(answer: httpx.Response) -> tuple[str, str] | None:
 def _code(answer: httpx.Response) -> str | None:
     error = _error(answer)
     return error[0] if error else None
+
+
+def _message(answer: httpx.Response) -> str:
+    """What the service said of an event it refused."""
+    error = _error(answer)
+    return f"the service refused the event: {error[1] if error else answer.status_code}"
+
+
+# the codes of a 422 saying the service did not record an event, and kept nothing of it
+REFUSALS = frozenset({"malformed-event", "limit-exceeded", "extension-failed"})
 
 
 def _quote(part: str) -> str:

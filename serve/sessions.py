@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from policyc.runtime.session import Monitor, Session
-from policyc.runtime.verdict import Decision
+from policyc.runtime.verdict import Decision, EventRefused
 from policyc.stdlib.events import EventError, check_event
 
 from .store import Records, Store
@@ -109,11 +109,17 @@ class Sessions:
         return found
 
     def record(self, key: Key, batch: list[Any]) -> list[dict[str, Any]]:
-        """Record a batch (all of it, or nothing when an event is malformed); the events as checked."""
+        """Record a batch (all of it, or nothing when an event is malformed or the session
+        refuses one: 422 naming it); the events as checked."""
         session = self.session(key)
         checked = check_batch(batch, session.events)
-        for event in checked:
-            session.record(event)
+        for n, event in enumerate(checked):
+            try:
+                session.record(event)
+            except EventRefused as refused:
+                if n:  # what the batch recorded before is taken back with it
+                    self.rebuild(key)
+                raise Problem(422, refused.code, f"event {n + 1} of the batch: {refused}") from None
         return checked
 
     def add_facts(self, key: Key, facts: Any) -> list[dict[str, Any]]:
@@ -134,6 +140,8 @@ class Sessions:
         (``seq``: the candidate's sequence number)."""
         session = self.session(key)
         (checked,) = check_batch([event], session.events)
+        # a candidate the session refuses to record (past its limit) is kept as asked: replayed,
+        # the session refuses it again, as the refusal depends only on what it held before
         return checked, decision_json(session.authorize(checked), seq)
 
     def decide(self, key: Key, action: Any, seq: int) -> tuple[dict[str, Any], dict[str, Any]]:

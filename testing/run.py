@@ -158,6 +158,7 @@ def _run_case(policy: Any, case: Case, fired: set[int] | None) -> CaseResult:
 
 
 def _session(policy: Any, case: Case, facts: Any) -> tuple[dict[Any, Any], Any]:
+    from policyc.runtime.policy import CONTAINED
     from policyc.runtime.replay import steps
     from policyc.runtime.session import Monitor
 
@@ -169,7 +170,9 @@ def _session(policy: Any, case: Case, facts: Any) -> tuple[dict[Any, Any], Any]:
         if decision is not None:
             decisions[event.get("id")] = decision
     final = session.explanation()
-    final.errors = list(final.errors) + list(session.sticky)
+    # the problems of the case's input: what the session refused or failed on; an error of a
+    # rule refuses the calls whose verdict needs what it touched (decisions show it)
+    final.errors = [e for e in final.errors if e.kind not in CONTAINED] + [*session.sticky, *session.refusals]
     return decisions, final
 
 

@@ -392,7 +392,13 @@ def test_forecast_errors(forecast_model, tmp_path) -> None:
     monitor = policyc.Monitor(policy, forecast=Forecaster(path, threshold=0.5, horizon=5))
     session = monitor.session("s")
     assert session.forecast().safe == pytest.approx(1 - model.lookup((False,) * 6).within[0])
-    # a malformed event poisons the session: the forecast is unknown, and assumes the worst
-    session.record({"id": "x", "kind": "tool_call"})
+    # a malformed event is refused: the session, and its forecast, are as they were
+    before = session.forecast().safe
+    with pytest.raises(policyc.EventRefused, match="malformed event"):
+        session.record({"id": "x", "kind": "tool_call"})
+    assert session.forecast().safe == before and not session.forecast().error
+    # facts the host gives that break the vocabulary fail the session: the forecast is unknown,
+    # and assumes the worst
+    session.add_facts({"Event": [["e1"]]})
     forecast = session.forecast()
-    assert forecast.error and "malformed event" in forecast.error and forecast.safe == 0.0 and forecast.below
+    assert forecast.error and "malformed" in forecast.error and forecast.safe == 0.0 and forecast.below

@@ -447,7 +447,7 @@ def test_a_session_at_a_policyc_serve_service(tmp_path: Path) -> None:
 @pytest.mark.parametrize("node", ["guarded", "tools"])
 def test_a_session_that_cannot_decide_refuses_every_call(node: str) -> None:
     session, recorder, tools, _, graph = setup(node=node)
-    session.record({"id": "bad", "kind": "tool_call"})  # malformed (no tool): the session fails closed
+    session.add_facts({"Event": [["bad"]]})  # the host's malformed facts: the session fails closed
     messages = run(graph, recorder, "Email bob@example.com")
     assert tools.sent == []
     assert "could not decide this action" in str(messages[-2].text) and messages[-2].status == "error"

@@ -260,7 +260,7 @@ def test_a_policy_failure_refuses_the_call() -> None:
     model, world = Scripted(), World("")
     monitor = policyc.Monitor(policyc.load_source(POLICY))
     session = monitor.session("s")
-    session.record({"id": "x", "kind": "tool_result", "of": "missing"})  # poisons the session
+    session.add_facts({"Event": [["x"]]})  # the host's malformed facts poison the session
     guard = AgentGuard(session)
     agent = Agent(name="assistant", tools=guard.tools(world.tools), model=model)
     Runner.run_sync(agent, "Email bob@example.com hello", hooks=guard.hooks, run_config=OFFLINE)

@@ -310,7 +310,7 @@ def test_the_example_runs() -> None:
 
 def test_a_session_that_cannot_decide_refuses_every_call() -> None:
     session, tools, _, agent = setup()
-    session.record({"id": "bad", "kind": "tool_call"})  # malformed (no tool): the session fails closed
+    session.add_facts({"Event": [["bad"]]})  # the host's malformed facts: the session fails closed
     result = run(agent, "Email bob@example.com")
     assert tools.sent == [] and result.output.startswith("Done. send_email failed:")
     assert "could not decide this action" in result.output

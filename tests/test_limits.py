@@ -154,14 +154,17 @@ Flagged(e) :- Label(e, l), slow(l).
 """
 
 
-def test_a_limit_hit_while_recording_poisons_the_session() -> None:
+def test_a_limit_hit_while_recording_refuses_that_event_alone() -> None:
     policy = policyc.load(SLOW_LABELS, {"slow": slow(2)}, limits=ONE_SECOND)
     session = policyc.Monitor(policy).session("s")
-    returns(lambda: session.record({"id": "r1", "kind": "tool_result", "labels": ["x"]}))
-    decision = session.authorize({"id": "a1", "kind": "tool_call", "tool": "t"})
-    denied_by_limit(decision, "`slow`")
-    # every later decision is a denial too: the maintained facts may be incomplete
-    denied_by_limit(session.authorize({"id": "a2", "kind": "tool_call", "tool": "t"}), "`slow`")
+    with pytest.raises(policyc.EventRefused, match="`slow` returned after the time limit"):
+        returns(lambda: session.record({"id": "r1", "kind": "tool_result", "labels": ["x"]}))
+    assert "r1" not in session.events  # nothing of it was kept: its facts were taken back
+    denied_by_limit(
+        returns(lambda: session.authorize({"id": "a1", "kind": "tool_call", "tool": "t", "labels": ["y"]})),
+        "`slow`",
+    )
+    assert session.authorize({"id": "a2", "kind": "tool_call", "tool": "t"}).allowed
 
 
 def test_a_limit_hit_while_deciding_denies_that_decision() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -126,14 +127,27 @@ def test_decisions_and_feedback(monitor) -> None:
         ({"id": "z", "kind": "note", "colour": "red"}, "unknown fields: colour"),
     ],
 )
-def test_malformed_events_fail_closed(monitor, event, message: str) -> None:
+def test_malformed_events_are_refused_alone(monitor, event, message: str) -> None:
     session = monitor.session("s")
     session.record({"id": "u1", "kind": "user_message", "text": "hi"})
     assert session.authorize({"id": "ok", "kind": "tool_call", "tool": "read_file"}).allowed
-    session.record(event)
+    with pytest.raises(policyc.EventRefused, match=re.escape(message)):
+        session.record(event)
+    assert list(session.events) == ["u1", "ok"]  # nothing of it was kept
     later = session.authorize({"id": "later", "kind": "tool_call", "tool": "read_file"})
-    assert not later.allowed and later.errored
-    assert message in later.reasons[0].message
+    assert later.allowed and not later.errored  # the session decides as before
+
+
+def test_a_malformed_call_is_refused_naming_the_problem(monitor) -> None:
+    session = monitor.session("s")
+    refused = session.authorize({"id": "c1", "kind": "tool_call", "tool": "read_file", "args": ["a"]})
+    assert not refused.allowed and refused.errored
+    assert (
+        refused.reasons[0].rule == "policyc:refused-event"
+        and "`args` must be an object" in refused.reasons[0].message
+    )
+    assert "c1" not in session.events
+    assert session.authorize({"id": "c1", "kind": "tool_call", "tool": "read_file"}).allowed
 
 
 def test_functor_failures(monitor) -> None:
@@ -152,9 +166,13 @@ def test_functor_failures(monitor) -> None:
     session = policyc.Monitor(policy).session("s")
     assert session.authorize({"id": "c0", "kind": "tool_call", "tool": "noop"}).allowed
     session.record({"id": "u1", "kind": "user_message", "text": "hello"})  # the maintained rule calls risky
-    decision = session.authorize({"id": "c1", "kind": "tool_call", "tool": "noop"})
-    assert not decision.allowed and "classifier down" in decision.reasons[0].message
-    assert not session.decide("c0").allowed  # the session stays poisoned: its facts may be incomplete
+    decision = session.authorize({"id": "c1", "kind": "tool_call", "tool": "noop"})  # depends on u1
+    assert not decision.allowed and decision.errored
+    assert "classifier down" in decision.reasons[0].message and "risky" in decision.reasons[0].message
+    # whether u1 is flagged is unknown: what depends on it is refused, what does not is decided
+    assert session.decide("c0").allowed
+    explicit = session.authorize({"id": "c2", "kind": "tool_call", "tool": "noop", "deps": ["c0"]})
+    assert explicit.allowed and not explicit.errored
 
 
 def test_candidate_is_the_action_being_decided() -> None:

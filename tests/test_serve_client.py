@@ -345,17 +345,22 @@ def test_malformed_facts_poison_a_remote_session_as_in_process(service, facts) -
     assert "malformed-facts" in decisions[0].feedback
 
 
-def test_a_malformed_event_poisons_as_in_process(service) -> None:
+def test_a_malformed_event_is_refused_alone_as_in_process(service) -> None:
     server, keys = service
     session_id = fresh()
     local = local_session(session_id)
     with policyc.connect(server.url, keys["agent"]) as monitor:
         remote = monitor.session(session_id)
         for session in (local, remote):
-            session.record({"id": "r1", "kind": "tool_result", "deps": ["nowhere"]})
+            with pytest.raises(policyc.EventRefused, match="not recorded: nowhere"):
+                session.record({"id": "r1", "kind": "tool_result", "deps": ["nowhere"]})
+            assert "r1" not in session.events and not session.order
+        malformed = {"id": "a0", "kind": "tool_call", "tool": "x", "args": [1]}
+        assert outcome(remote.authorize(malformed)) == outcome(local.authorize(malformed))
+        assert "(malformed-event)" in remote.authorize(malformed).feedback
         call = {"id": "a1", "kind": "tool_call", "tool": "search"}
         assert outcome(remote.authorize(call)) == outcome(local.authorize(call))
-        assert "malformed-event" in remote.authorize({"id": "a2", "kind": "tool_call", "tool": "x"}).feedback
+        assert remote.authorize({"id": "a2", "kind": "tool_call", "tool": "x"}).allowed and not remote.sticky
 
 
 @pytest.mark.parametrize(

@@ -188,15 +188,25 @@ def test_given_facts_of_a_derived_input_are_maintained() -> None:
     assert session.decide(4).reasons[0].rule == "policyc:unknown-action"  # no fact names 4
 
 
-def test_the_fact_limit_poisons_the_session() -> None:
+def test_the_fact_limit_refuses_the_event_that_passes_it() -> None:
     policy = policyc.load(TOXIC, limits=Limits(max_facts=40))
     session = policyc.Monitor(policy).session("s")
     session.record({"id": "e0", "kind": "tool_result", "labels": ["untrusted"]})
+    refused = []
     for i in range(1, 30):
-        session.record({"id": f"e{i}", "kind": "tool_result", "deps": [f"e{i - 1}"]})
-    decision = session.authorize({"id": "a", "kind": "tool_call", "tool": "read", "deps": ["e0"]})
-    assert not decision.allowed and decision.errored
-    assert "more than 40 facts" in decision.reasons[0].message
+        try:
+            session.record({"id": f"e{i}", "kind": "tool_result", "deps": [f"e{i - 1}"]})
+        except policyc.EventRefused as error:
+            refused.append((i, str(error)))
+            break
+    assert refused and "more than 40 facts" in refused[0][1]
+    assert f"e{refused[0][0]}" not in session.events and session.state.facts <= 40
+    # the session is full: a call that does not fit is refused with the limit, and what was
+    # recorded before is decided as before
+    full = session.authorize({"id": "a", "kind": "tool_call", "tool": "read", "deps": ["e0"]})
+    assert not full.allowed and full.reasons[0].code == "limit-exceeded"
+    assert "max_facts" in full.feedback and "a" not in session.events
+    assert session.decide("e3").allowed and not session.decide("e3").errored
 
 
 def test_given_facts_of_an_input_derived_with_negation_count() -> None:

@@ -1,6 +1,6 @@
 """What a host hands a session cannot walk around it: non-finite numbers, values that are not
-JSON, failures inside `record`, and actions that were never recorded all end in denials that
-say why."""
+JSON, failures inside `record`, and actions that were never recorded all end in refusals that
+say why, of that event alone: the session decides every later call as it would have."""
 
 from __future__ import annotations
 
@@ -49,9 +49,10 @@ def test_a_non_finite_argument_is_a_malformed_event(policy, value) -> None:
     s = session(policy)
     decision = s.authorize({"id": "c1", "kind": "tool_call", "tool": "pay", "args": {"amount": value}})
     denied_for(decision, "malformed event", "not a finite number")
-    assert decision.errored
+    assert decision.errored and "c1" not in s.events
     later = s.authorize({"id": "c2", "kind": "tool_call", "tool": "pay", "args": {"amount": 5}})
-    assert not later.allowed  # the session stays poisoned
+    big = s.authorize({"id": "c3", "kind": "tool_call", "tool": "pay", "args": {"amount": 5000}})
+    assert later.allowed and not big.allowed and not big.errored  # decided as if c1 never came
 
 
 def test_non_finite_numbers_nested_in_arguments() -> None:
@@ -104,15 +105,15 @@ HOSTILE = {
 
 @pytest.mark.parametrize("policy", [LIMIT, LIMIT_FACTS, OPEN], ids=["tool_arg", "ToolArg", "no-args"])
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_an_argument_that_is_not_a_json_value_is_a_sticky_denial(policy, name) -> None:
+def test_an_argument_that_is_not_a_json_value_refuses_its_call_alone(policy, name) -> None:
     s = session(policy)
     decision = s.authorize(
         {"id": "c1", "kind": "tool_call", "tool": "pay", "args": {"amount": HOSTILE[name]}}
     )
     denied_for(decision, "malformed event")
     assert decision.errored
-    assert not s.authorize({"id": "c2", "kind": "tool_call", "tool": "read", "args": {}}).allowed
-    assert s.order == [] or "c1" not in s.order  # nothing of the bad event was kept
+    assert s.order == [] and "c1" not in s.events  # nothing of the bad event was kept
+    assert s.authorize({"id": "c2", "kind": "tool_call", "tool": "read", "args": {}}).allowed
 
 
 def test_an_event_that_is_not_a_mapping_and_odd_payloads() -> None:
@@ -124,13 +125,14 @@ def test_an_event_that_is_not_a_mapping_and_odd_payloads() -> None:
         {"id": "c1", "kind": "tool_call", "tool": "t", "labels": "untrusted"},
     ):
         s = session(OPEN)
-        s.record(event)  # never raises
-        assert not s.authorize({"id": "c9", "kind": "tool_call", "tool": "read"}).allowed
+        with pytest.raises(policyc.EventRefused, match="malformed event"):
+            s.record(event)
+        assert s.order == [] and s.authorize({"id": "c9", "kind": "tool_call", "tool": "read"}).allowed
 
 
-def test_any_failure_inside_record_is_a_sticky_denial(monkeypatch) -> None:
-    """A failure nobody foresaw (injected here into turning the event into facts) poisons the
-    session and keeps nothing of the event."""
+def test_any_failure_inside_record_refuses_the_event_alone(monkeypatch) -> None:
+    """A failure nobody foresaw (injected here into turning the event into facts) refuses the
+    event, saying why, and keeps nothing of it."""
     import policyc.runtime.session as module
 
     s = session(OPEN)
@@ -140,11 +142,15 @@ def test_any_failure_inside_record_is_a_sticky_denial(monkeypatch) -> None:
         raise RuntimeError("the vocabulary broke")
 
     monkeypatch.setattr(module, "event_facts", broken)
-    s.record({"id": "c1", "kind": "tool_call", "tool": "read"})
+    with pytest.raises(
+        policyc.EventRefused, match="recording event 'c1' failed: RuntimeError: the vocabulary broke"
+    ):
+        s.record({"id": "c1", "kind": "tool_call", "tool": "read"})
+    refused = s.authorize({"id": "c1", "kind": "tool_call", "tool": "read"})
+    denied_for(refused, "recording event 'c1' failed")
     assert "c1" not in s.events and s.order == ["u"]
     monkeypatch.undo()
-    decision = s.authorize({"id": "c2", "kind": "tool_call", "tool": "read"})
-    denied_for(decision, "recording event 'c1' failed", "the vocabulary broke")
+    assert s.authorize({"id": "c2", "kind": "tool_call", "tool": "read"}).allowed
 
 
 # ------------------------------------------------------------------- unrecorded actions
