@@ -61,6 +61,7 @@ from .shadow import watching
 from .verdict import Decision, EventRefused, Reason, decide, refused_call
 
 _NOTHING = object()
+_NO_JOURNAL: list = []  # (never added to)
 
 # the host's own mistake, the one failure that fails a whole session
 _HOST_FACTS = "the host gave malformed facts, so the session's facts are incomplete and no call is decided"
@@ -266,8 +267,8 @@ class Session:
         position = self.position[e] = len(order)
         order.append(e)
         opened = self.depends is not None and checked.get("deps") is None
-        journal: list[Any] = []
-        seeded: list[tuple[int, set]] = []
+        journal: list[Any] = _NO_JOURNAL
+        seeded: list[tuple[int, set]] = _NO_JOURNAL
         try:
             if opened:
                 self.depends.open_events((e,))  # type: ignore[union-attr]
@@ -276,20 +277,28 @@ class Session:
                 if self.seeds:
                     seeded = self._seed(facts)
                 journal = self._insert(facts)
-            for name, attachment in self.hooks:
-                try:
-                    added = attachment.recorded(self, checked, position)
-                except Exception as error:
-                    self._unrecord(e, opened, journal, seeded)
-                    raise self._refuse(
-                        f"extension `{name}` failed while recording event {e!r}: {type(error).__name__}: {error}",
-                        "extension-failed",
-                    ) from None
-                if added:
-                    self.add_facts(added)
+            if self.hooks:
+                self._hooked(e, checked, position, opened, journal, seeded)
         except _Refused as refused:
             self._unrecord(e, opened, journal, seeded)
             raise self._refuse(f"event {e!r} was not recorded: {refused}", "limit-exceeded") from None
+
+    def _hooked(
+        self, e: str, checked: dict[str, Any], position: int, opened: bool, journal: list, seeded: list
+    ) -> None:
+        """What the monitor's extensions add of an event; the event refused if one fails."""
+        journal = list(journal)  # (facts they add go through the session's journal again)
+        for name, attachment in self.hooks:
+            try:
+                added = attachment.recorded(self, checked, position)
+            except Exception as error:
+                self._unrecord(e, opened, journal, seeded)
+                raise self._refuse(
+                    f"extension `{name}` failed while recording event {e!r}: {type(error).__name__}: {error}",
+                    "extension-failed",
+                ) from None
+            if added:
+                self.add_facts(added)
 
     def _refuse(self, message: str, code: str = "malformed-event") -> EventRefused:
         """The refusal of an event, noted (``refusals``: what a replay reports)."""
@@ -606,7 +615,7 @@ class Session:
 
     def _insert(self, facts: dict[Any, Any], stored: bool = False) -> list[Any]:
         """Add new facts of stored input relations and everything they derive; the journal of
-        what was added. The generated pass maintains them; when it meets an error, what it added
+        what was added (the session's own list, good until the next update). The generated pass maintains them; when it meets an error, what it added
         is taken back and the interpreter maintains them instead, keeping the facts the error
         touches unknown (and it goes on doing so while a maintained rule reads an unknown fact).
         :class:`_Refused` when the facts would pass the limit (nothing is added then)."""
@@ -640,7 +649,7 @@ class Session:
         if added:
             state.facts += added
             self.dirty = True
-        return list(journal)
+        return journal
 
     def noted_unknown(self) -> None:
         """Say again whether maintained rules, and verdicts, read unknown facts."""
