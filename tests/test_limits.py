@@ -231,7 +231,9 @@ def test_a_pattern_that_is_invalid_or_needs_backtracking_fails_closed(pattern: s
     message = result.errors[0].message
     for word in words:
         assert word in message, message
-    assert not result.decide("b").allowed
+    refused = result.decide("a")
+    assert not refused.allowed and refused.errored and "`match`" in refused.reasons[0].message
+    assert result.decide("b").allowed  # no pattern decides a value no `U` fact holds
     constant = source.replace("P(p), match(p, u)", "match(" + json.dumps(pattern) + ", u)")
     with pytest.raises(PolicyError, match="invalid-pattern"):
         policyc.load(constant)
