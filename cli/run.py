@@ -77,13 +77,23 @@ def eval_command(
             for r in loaded.plan.relations
             if not r.inline and (r.name in derived or r.output) and r.magic is None and not is_magic(r.name)
         ]
-        relations = {name: _sorted_rows(result.relation(name)) for name in sorted(wanted)}
+        known, unknown = _three_valued(result)
+        relations = {name: _sorted_rows(known(name)) for name in sorted(wanted)}
         errors = [e.message for e in result.errors]
         if fmt == "json":
             from ..runtime.values import to_json
 
             data = {name: [[to_json(v) for v in row] for row in rows] for name, rows in relations.items()}
             out: dict[str, Any] = {"relations": data}
+            undecided = {
+                name: [
+                    {"fact": [_json_value(v) for v in fact], "why": fault.message} for fact, fault in found
+                ]
+                for name in sorted(wanted)
+                if (found := unknown(name))
+            }
+            if undecided:
+                out["unknown"] = undecided
             if errors:
                 out["errors"] = errors
             echo_json(out)
@@ -94,6 +104,8 @@ def eval_command(
                 click.echo(f"{name}: {len(rows)} fact{'s' if len(rows) != 1 else ''}")
                 for row in rows:
                     click.echo(f"  {render_fact(name, tuple(row))}")
+                for fact, fault in unknown(name):
+                    click.echo(f"  unknown: {_render_unknown(name, fact)}  ({fault.message})")
         for error in errors:
             click.echo(f"policyc: evaluation error: {error}", err=True)
         if errors:
@@ -129,6 +141,16 @@ def explain_command(
         result = _evaluate(loaded, facts, facts_path)
         for error in result.errors:
             click.echo(f"policyc: evaluation error: {error.message}", err=True)
+        found = _unknown_fact(result, name, values)
+        if found is not None:  # an error made it unknown: why, in the policy's terms
+            shown = _render_unknown(name, values)
+            if fmt == "json":
+                echo_json({"holds": None, "unknown": {"why": found.message, "fix": found.fix}})
+            else:
+                click.echo(f"{shown} is unknown: {found.message}")
+                if found.fix:
+                    click.echo(f"  fix: {found.fix}")
+            return
         derivation = None if why_not else result.why(name, values)
         if derivation is not None:
             if fmt == "json":
@@ -143,6 +165,45 @@ def explain_command(
             click.echo("\n".join(answer.render()))
 
 
+def _three_valued(result: Any) -> tuple[Any, Any]:
+    """The facts of each relation (by name) and its unknown facts with why: from the evaluation,
+    or, when its errors are of rules (whose reach is the facts they touch), from the evaluation
+    again that keeps the facts they touch apart (docs/runtime.md, "Errors")."""
+    from ..runtime.limits import LimitExceeded
+    from ..runtime.policy import CONTAINED
+
+    if result.errors and all(e.kind in CONTAINED for e in result.errors):
+        try:
+            solver = result.three_valued
+        except LimitExceeded:
+            solver = None
+        if solver is not None:
+            index = solver.plan.relation_index()
+
+            def known(name: str) -> set[tuple]:
+                return solver.facts.known[index[name]].as_tuples()
+
+            def unknown(name: str) -> list[tuple[tuple, Any]]:
+                return sorted(solver.facts.unknown[index[name]].items(), key=lambda item: repr(item[0]))
+
+            return known, unknown
+    return result.relation, lambda name: []
+
+
+def _json_value(value: Any) -> Any:
+    from ..runtime.faults import ANY
+    from ..runtime.values import to_json
+
+    return None if value is ANY else to_json(value)
+
+
+def _render_unknown(name: str, fact: tuple) -> str:
+    from ..runtime.faults import ANY
+    from ..runtime.verdict import render_value
+
+    return f"{name}({', '.join('_' if v is ANY else render_value(v) for v in fact)})"
+
+
 def _evaluate(policy: Any, facts: Any, origin: str) -> Any:
     """Evaluate, stopping with the facts' problem (located in their file) when they do not fit
     the policy: nothing was evaluated, so no relation is printed as if it were empty."""
@@ -151,6 +212,20 @@ def _evaluate(policy: Any, facts: Any, origin: str) -> Any:
         if error.kind == "facts":
             fail(error.message)
     return result
+
+
+def _unknown_fact(result: Any, name: str, values: tuple) -> Any:
+    """The fault that makes a fact unknown (None when it holds or does not)."""
+    from ..runtime.faults import Fault
+
+    known, unknown = _three_valued(result)
+    if values in known(name):
+        return None
+    from ..runtime.unknown import unify
+
+    return next(
+        (fault for fact, fault in unknown(name) if unify(fact, values) and isinstance(fault, Fault)), None
+    )
 
 
 def _fact_of(plan: Any, name: str, values: tuple, text: str) -> tuple:

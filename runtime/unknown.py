@@ -695,6 +695,11 @@ def _agree(x: Any, y: Any) -> bool:
         return False
 
 
+def unify(fact: tuple, values: tuple) -> bool:
+    """Whether a fact (which may hold :data:`ANY`) stands for the given values."""
+    return _unify(fact, values)
+
+
 def _unify(fact: tuple, values: tuple) -> bool:
     return all(f is ANY or v is ANY or _agree(f, v) for f, v in zip(fact, values, strict=True))
 

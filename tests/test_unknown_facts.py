@@ -142,6 +142,35 @@ def test_a_batch_evaluation_decides_each_action_on_what_it_needs() -> None:
     assert verdicts == {"c1": (False, True), "c2": (True, False), "c3": (False, False)}
 
 
+def test_eval_and_explain_show_what_an_error_left_unknown(cli, tmp_path) -> None:
+    (tmp_path / "pay.dl").write_text(
+        """
+        .decl Pay(a: symbol, amount: symbol)
+        .input Pay
+        .functor parse(x: symbol): number
+        @id("big") Deny(a) :- Pay(a, x), n = parse(x), n > 1000.
+        """,
+        "utf-8",
+    )
+    (tmp_path / "parse.py").write_text(
+        "import policyc\n\n\n@policyc.functor('parse')\ndef parse(x):\n    return int(x)\n", "utf-8"
+    )
+    (tmp_path / "pay.json").write_text('{"Pay": [["c1", "1e9"], ["c2", "50"], ["c3", "5000"]]}', "utf-8")
+    common = ("--facts", str(tmp_path / "pay.json"), "--functors", str(tmp_path / "parse.py"))
+    run = cli("eval", str(tmp_path / "pay.dl"), *common)
+    assert run.status == 1 and "evaluation error" in run.stderr
+    lines = run.stdout.splitlines()
+    assert '  Deny("c3")' in lines  # the facts no error touched, every one of them
+    assert any(
+        line.startswith('  unknown: Deny("c1")  (rule `big`: functor `parse` raised') for line in lines
+    )
+    data = cli("eval", str(tmp_path / "pay.dl"), *common, "--format", "json").json()
+    assert data["relations"]["Deny"] == [["c3"]] and data["unknown"]["Deny"][0]["fact"] == ["c1"]
+    explained = cli("explain", str(tmp_path / "pay.dl"), 'Deny("c1")', *common)
+    assert explained.status == 0 and explained.stdout.startswith('Deny("c1") is unknown: rule `big`:')
+    assert 'Deny("c3")' in cli("explain", str(tmp_path / "pay.dl"), 'Deny("c3")', *common).stdout
+
+
 # ------------------------------------------------------------------ properties: programs
 
 
