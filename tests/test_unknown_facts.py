@@ -227,7 +227,7 @@ def sessions_equal_from_scratch(drawn, bad_inc, bad_small) -> None:
                 assert reasons(mine) == reasons(theirs), (text, action)
 
 
-@examples(40, 300)
+@examples(25, 300)
 def test_sessions_with_raising_functors_decide_as_from_scratch(examples: int) -> None:
     settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))(
         given(sessions(), values, values)(sessions_equal_from_scratch)
