@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,6 +144,12 @@ class _Errored:
 
     def explanation(self) -> Evaluation:
         return self.evaluation
+
+    def holds(self, relation: int, values: tuple) -> bool:
+        return self.evaluation.holds(relation, values)
+
+    def matches(self, relation: int, values: tuple) -> Iterator[tuple[Any, tuple, tuple]]:
+        return self.evaluation.matches(relation, values)
 
 
 class EvaluationError(Exception):

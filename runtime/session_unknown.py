@@ -120,7 +120,7 @@ def maintain(session: Session, new: Mapping[Any, Any], stored: bool, room: int, 
                 for rule, d in inside:
                     if round_[d][0] or round_[d][1]:
                         found.extend(_variant(solver, rule, d, round_[d]))
-                step = {r: (set(), {}) for r in members}
+                step: dict[int, tuple[set, dict]] = {r: (set(), {}) for r in members}
                 added += _merge(session, found, step, journal, room - added)
                 for r in members:
                     news[r][0].update(step[r][0])
@@ -232,12 +232,12 @@ def rollback(session: Session, journal: Journal) -> int:
             gone.setdefault(r, set()).update(facts)
         else:
             _, r, fact, fault = entry
-            held = session.unknown.setdefault(r, {})
+            kept = session.unknown.setdefault(r, {})
             if fault is None:
-                if held.pop(fact, None) is not None:
+                if kept.pop(fact, None) is not None:
                     taken += 1
             else:
-                held[fact] = fault
+                kept[fact] = fault
     for r, facts in gone.items():
         relation = relations[r]
         held = relation.base.tuples if isinstance(relation, Prefix) else relation.tuples

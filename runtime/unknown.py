@@ -187,9 +187,10 @@ class Solver:
             return
         for found in self.run(rule, 0, settled, record):
             if found.pending:
-                found = self.settle(rule, found)
-                if found is None:
+                again = self.settle(rule, found)
+                if again is None:
                     continue
+                found = again
                 if any(isinstance(item, _Eq) for item in found.pending):
                     found = found.but(level=found.level or _unsettled(rule))
             yield found
@@ -418,18 +419,23 @@ class Solver:
             yield _set(state, step.slot, ANY).but(level=state.level or _unsettled(rule))
             return
         problems: list[str] = []
-        values = RUNTIME["_range"](bounds[0], bounds[1], by, lambda what: problems.append(what) or FAIL)
+
+        def wrong(what: str) -> Any:
+            problems.append(what)
+            return FAIL
+
+        values = RUNTIME["_range"](bounds[0], bounds[1], by, wrong)
         if values is FAIL:
             yield _set(state, step.slot, ANY).but(level=state.level or rule.describer.arithmetic(problems[0]))
             return
         for value in values:
             current = v[step.slot]
             if current is FREE or current is ANY:
-                after = _set(state, step.slot, value)
-                if current is ANY:
+                after: State | None = _set(state, step.slot, value)
+                if current is ANY and after is not None:
                     after = self.settle(rule, after)
-                    if after is None:
-                        continue
+                if after is None:
+                    continue
                 yield after
             elif _agree(current, value):
                 yield state

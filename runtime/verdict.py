@@ -380,7 +380,20 @@ def error_code(errors: Iterable[Any]) -> str:
     return ",".join(kinds) or "evaluation-failed"
 
 
-def deny_reasons(facts: Facts, action: Any, verdict: str = "Deny") -> list[Reason]:
+class Derivations(Protocol):
+    """What deny reasons are read from: the plan, its relations by name, and the bindings of
+    the rules of a relation whose head takes given values."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def index(self) -> Mapping[str, int]: ...
+
+    def matches(self, relation: int, values: tuple) -> Iterator[tuple[Any, tuple, tuple]]: ...
+
+
+def deny_reasons(facts: Derivations, action: Any, verdict: str = "Deny") -> list[Reason]:
     """A reason for every way a rule of ``verdict`` (``Deny`` or ``Escalate``) fired for the
     action, in the rules' order."""
     plan = facts.plan
