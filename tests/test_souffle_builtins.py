@@ -120,11 +120,13 @@ def test_to_number_reads_as_souffle() -> None:
 def test_to_number_of_a_text_without_a_number_is_an_error_and_fails_closed(text: str) -> None:
     """Soufflé stops the program (symbol2numeric raises SIGFPE); here the call is an error."""
     policy = policyc.load(
-        ".decl Amount(a: symbol, t: symbol)\n.input Amount\nAllow(a) :- Amount(a, t), to_number(t) < 100.\n"
+        ".decl Amount(a: symbol, t: symbol)\n.input Amount\n.default deny\n"
+        "Allow(a) :- Amount(a, t), to_number(t) < 100.\n"
     )
     result = policy.evaluate({"Amount": [["a1", text], ["a2", "5"]]})
     assert result.errored and "does not start with a number" in result.errors[0].message
     assert not result.decide("a1").allowed and result.decide("a1").errored
+    assert result.decide("a2").allowed  # the error refuses only what needs it
 
 
 # ------------------------------------------------------------------------------- substr
@@ -320,14 +322,15 @@ def test_a_constant_pattern_match_cannot_run_is_a_located_error_of_check(pattern
 
 def test_a_pattern_computed_at_run_time_is_an_error_of_the_call_and_fails_closed() -> None:
     text = (
-        ".decl Rule(p: symbol)\n.decl Send(a: symbol, x: symbol)\n.input Rule, Send\n"
+        ".decl Rule(p: symbol)\n.decl Send(a: symbol, x: symbol)\n.input Rule, Send\n.default deny\n"
         "Allow(a) :- Send(a, x), Rule(p), match(p, x).\n"
     )
     assert _diagnostics(text) == []  # nothing to check before it runs
     policy = policyc.load(text)
     result = policy.evaluate({"Rule": [["a("]], "Send": [["a1", "a("]]})
     assert result.errored and "invalid pattern 'a('" in result.errors[0].message  # not read literally
-    assert not result.decide("a1").allowed
+    refused = result.decide("a1")
+    assert not refused.allowed and refused.errored and "invalid pattern" in refused.reasons[0].message
 
 
 def test_the_library_and_example_patterns_are_valid() -> None:
