@@ -55,7 +55,7 @@ NUMBERS = st.from_regex(
 TEXTS = st.one_of(NEAR, NUMBERS, st.text(max_size=8))
 
 
-@examples(50, 20_000)
+@examples(50, 5_000)
 def test_to_number_reads_exactly_the_json_integers(examples: int) -> None:
     @settings(max_examples=examples, deadline=None)
     @given(TEXTS)
@@ -70,7 +70,7 @@ def test_to_number_reads_exactly_the_json_integers(examples: int) -> None:
     agree()
 
 
-@examples(50, 20_000)
+@examples(50, 5_000)
 def test_to_float_reads_exactly_the_finite_json_numbers(examples: int) -> None:
     @settings(max_examples=examples, deadline=None)
     @given(TEXTS)
