@@ -580,11 +580,12 @@ def value(symbol: Any) -> Any:
 
 
 def ground_context(compilation: Stratified, functors: dict[str, Callable[..., Any]] | None = None) -> Context:
-    """A grounding context calling the builtins and the given implementations."""
-    from policyc.stdlib.builtins import BUILTINS
+    """A grounding context calling the builtins the runtime binds for the program (a policy's
+    strict conversions when it has verdict rules) and the given implementations."""
+    from policyc.stdlib.builtins import builtins_for
 
     predicates = {name for name, sig in compilation.symbols.functors.items() if sig.is_predicate}
-    return Context({**BUILTINS, **(functors or {})}, predicates)
+    return Context({**builtins_for(compilation.symbols.has_verdict_rules), **(functors or {})}, predicates)
 
 
 def solve_unique(

@@ -338,7 +338,8 @@ def _text(value: Any) -> str | None:
 
 
 def _number(value: Any) -> int | None:
-    """The number ``to_number`` reads in a text (None when it reads none)."""
+    """The number Soufflé's ``to_number`` (``leading_number``) reads in a text (None when it
+    reads none; a policy's ``to_number`` reads fewer: the values are only tried)."""
     from policyc.stdlib.builtins import to_number
 
     if not isinstance(value, str):
@@ -355,6 +356,8 @@ CONVERSIONS: list[tuple[Node, Node, Any]] = [
     (("ret", "to_string"), ("arg", "to_string", 0), _number),
     (("ret", "to_number"), ("arg", "to_number", 0), _text),
     (("arg", "to_number", 0), ("ret", "to_number"), _number),
+    (("ret", "leading_number"), ("arg", "leading_number", 0), _text),
+    (("arg", "leading_number", 0), ("ret", "leading_number"), _number),
     (("ret", "url_host"), ("arg", "url_host", 0), lambda v: f"https://{v}/" if isinstance(v, str) else None),
 ]
 

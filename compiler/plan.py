@@ -298,6 +298,15 @@ class Plan:
     def relation_index(self) -> dict[str, int]:
         return {r.name: i for i, r in enumerate(self.relations)}
 
+    @property
+    def has_verdict_rules(self) -> bool:
+        """Whether a rule or fact of the plan derives a verdict: whether the program is a
+        policy (:func:`~.symbols.has_verdict_rules`), as its ``Symbols`` say."""
+        from .symbols import has_verdict_rules
+
+        arity = {r.name: r.arity for r in self.relations}
+        return has_verdict_rules((info.head, arity.get(info.head)) for info in self.rules)
+
 
 def reads(steps: tuple[Step, ...], inside: bool = False) -> Iterator[tuple[int, str]]:
     """The relations a rule body reads and how: scan, negation, aggregate (anything inside an

@@ -16,6 +16,7 @@ binary ``Escalate(a, why)``, as the risk library declares, is an ordinary relati
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import ast, codes
@@ -37,6 +38,17 @@ def is_verdict(name: str, arity: int | None) -> bool:
     """Whether a relation of this name and arity is a verdict (``Allow``, ``Deny``, or a
     unary ``Escalate``)."""
     return name in VERDICTS or (name == ESCALATE and arity == 1)
+
+
+def has_verdict_rules(heads: Iterable[tuple[str, int | None]]) -> bool:
+    """Whether a program whose rules and facts have these heads (name, arity) has verdict
+    rules: whether it is a policy, which reads numbers in agent text whole, rather than a
+    Soufflé program (docs/language.md, "Numbers in text").
+
+    >>> has_verdict_rules([("Reach", 2), ("Escalate", 2)]), has_verdict_rules([("Deny", 1)])
+    (False, True)
+    """
+    return any(is_verdict(name, arity) for name, arity in heads)
 
 
 @dataclass(frozen=True)
@@ -117,6 +129,12 @@ class Symbols:
     def is_inline(self, name: str) -> bool:
         relation = self.relations.get(name)
         return relation is not None and relation.inline
+
+    @property
+    def has_verdict_rules(self) -> bool:
+        """Whether the program has a rule or fact of a verdict (:func:`has_verdict_rules`)."""
+        relations = self.relations
+        return has_verdict_rules((n, relations[n].arity if n in relations else None) for n in self.defined)
 
 
 def resolve(program: Program) -> tuple[Symbols, list[Diagnostic]]:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from policyc.compiler.plan import FunctorSpec, Plan
-from policyc.stdlib.builtins import BUILTINS
+from policyc.stdlib.builtins import builtins_for
 from policyc.stdlib.events import SESSION_FUNCTORS
 
 from .codegen import FAIL
@@ -90,12 +90,18 @@ def collect(source: Functors) -> dict[str, Callable[..., Any]]:
 def bind(plan: Plan, provided: Functors) -> list[Callable[..., Any]]:
     """One implementation per functor of the plan, in the plan's order. The event functors
     (``is_tool``, ``tool_arg``, ...) need not be given: a monitor session answers them from
-    its events, and outside a session they fail (closed) with a message saying so."""
+    its events, and outside a session they fail (closed) with a message saying so.
+
+    The builtins are a policy's when the plan has verdict rules (``to_number`` reads a text
+    whole, as JSON), else Soufflé's (:func:`policyc.stdlib.builtins.builtins_for`): the choice
+    follows from the plan, so a bundle binds what its source does. A given implementation
+    replaces a builtin of its name."""
     given = collect(provided)
+    builtins = builtins_for(plan.has_verdict_rules)
     bound = []
     missing = []
     for spec in plan.functors:
-        fn = given.get(spec.name) or BUILTINS.get(spec.name)
+        fn = given.get(spec.name) or builtins.get(spec.name)
         if fn is None and spec.name in SESSION_FUNCTORS:
             fn = _outside_session(spec.name)
         if fn is None:

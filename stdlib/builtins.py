@@ -10,6 +10,12 @@ part first; ``to_number`` reads a number as ``std::stoll`` does, in the base its
 (``0x`` hexadecimal, ``0b`` binary); ``substr`` out of range is ``""``. Where Soufflé stops the
 whole program (``to_number`` of a text with no number in front), the call is an error here.
 
+Those readings are Soufflé's programs' (programs without verdict rules). A policy binds
+:data:`POLICY_BUILTINS`: its ``to_number``, ``to_unsigned`` and ``to_float`` read the whole
+text as a JSON number or fail (:mod:`.json_numbers`), and Soufflé's readings keep other names
+in every program, ``leading_number`` and ``leading_float`` (:data:`LENIENT_CONVERSIONS`).
+:func:`builtins_for` chooses.
+
 Each is bounded: it takes time linear in the size of its arguments (its result). A regular
 expression (``match``) is Soufflé's dialect (ECMAScript, with RE2's extensions; see
 :mod:`policyc.compiler.regex`), compiled by RE2 and matched in time linear in the text (no
@@ -27,6 +33,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from policyc.compiler.regex import compile_pattern
+
+from .json_numbers import primitive, strict_float, strict_number, strict_unsigned
 
 
 def contains(part: str, text: str) -> bool:
@@ -75,7 +83,7 @@ _SPACE = " \t\n\v\f\r"  # what C's isspace skips
 _DIGITS = {2: "01", 10: "0123456789", 16: "0123456789abcdefABCDEF"}
 
 
-def _leading_integer(text: str, base: int, written: str) -> int:
+def _leading_integer(text: str, base: int, written: str, functor: str) -> int:
     """The integer at the start of ``text``, read as C's ``strtoll`` reads it in ``base``:
     spaces skipped, a sign, ``0x`` in base 16, the longest run of digits (the rest ignored)."""
     i, n = 0, len(text)
@@ -91,34 +99,27 @@ def _leading_integer(text: str, base: int, written: str) -> int:
     while j < n and text[j] in digits:
         j += 1
     if j == i:
-        raise ValueError(f"to_number({written!r}): the text does not start with a number")
+        raise ValueError(f"{functor}({written!r}): the text does not start with a number")
     value = int(text[i:j], base)
     return -value if negative else value
 
 
-def _from_text(text: str) -> int:
+def _from_text(text: str, functor: str = "to_number") -> int:
     """The integer written at the start of ``text``, in the base its prefix names, as Soufflé
     reads it (``RamSignedFromString`` with base 0): ``0x10`` is 16, ``-0b101`` is -5, ``12ab``
     is 12; a text with no number in front is an error (Soufflé stops the program)."""
     if text.startswith(("0b", "-0b")):
-        return _leading_integer("-" + text[3:] if text.startswith("-") else text[2:], 2, text)
-    return _leading_integer(text, 16 if text.startswith(("0x", "-0x")) else 10, text)
+        return _leading_integer("-" + text[3:] if text.startswith("-") else text[2:], 2, text, functor)
+    return _leading_integer(text, 16 if text.startswith(("0x", "-0x")) else 10, text, functor)
 
 
-def _primitive(value: Any, functor: str) -> Any:
-    """A value the conversions take: a text or a number (records and ADTs have none)."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"{functor}: {value!r} is not a symbol or a number")
-    return value
-
-
-def to_number(value: str | int | float) -> int:
+def to_number(value: str | int | float, functor: str = "to_number") -> int:
     """``value`` as an integer, as Soufflé's ``to_number`` of each type: a text is read as
     :func:`_from_text` reads it, a float truncated toward zero (``static_cast``), an integer is
     itself. Infinity and NaN have no integer and are an error."""
-    value = _primitive(value, "to_number")
+    value = primitive(value, functor)
     if isinstance(value, str):
-        return _from_text(value)
+        return _from_text(value, functor)
     if isinstance(value, float):
         return ftoi(value)
     return value
@@ -128,7 +129,7 @@ def to_unsigned(value: str | int | float) -> int:
     """``value`` as an unsigned integer (Soufflé's ``to_unsigned``): as :func:`to_number`, and
     a negative result is an error where Soufflé's C++ cast wraps it around its word size (a
     policy's values are exact, so it fails closed instead)."""
-    number = to_number(value)
+    number = to_number(value, "to_unsigned")
     if number < 0:
         raise ValueError(f"to_unsigned({value!r}): {number} is negative")
     return number
@@ -141,26 +142,38 @@ _FLOAT = re.compile(
 )
 
 
-def to_float(value: str | int | float) -> float:
+def to_float(value: str | int | float, functor: str = "to_float") -> float:
     """``value`` as a float (Soufflé's ``to_float`` of each type): a text is read as C++
     ``std::stod`` reads it (``RamFloatFromString``): ``" 2.5kg"`` is 2.5, ``"1e3"`` 1000.0,
     ``"0x1p3"`` 8.0, ``"inf"`` infinity; a text with no number in front, or a NaN, is an error.
     An integer is converted (``static_cast``), a float is itself."""
-    value = _primitive(value, "to_float")
+    value = primitive(value, functor)
     if not isinstance(value, str):
         return float(value)
     found = _FLOAT.match(value)
     if found is None:
-        raise ValueError(f"to_float({value!r}): the text does not start with a number")
+        raise ValueError(f"{functor}({value!r}): the text does not start with a number")
     sign, hexadecimal, decimal = found.groups()
     number = float.fromhex(hexadecimal) if hexadecimal else float(decimal)
     return -number if sign == "-" else number
 
 
+def leading_number(value: str | int | float) -> int:
+    """The number at the start of a text, as Soufflé's ``to_number`` reads it
+    (:func:`to_number`), in every program: a policy's ``to_number`` reads the whole text."""
+    return to_number(value, "leading_number")
+
+
+def leading_float(value: str | int | float) -> float:
+    """The number at the start of a text, as Soufflé's ``to_float`` reads it (:func:`to_float`),
+    in every program: a policy's ``to_float`` reads the whole text."""
+    return to_float(value, "leading_float")
+
+
 def to_string(value: str | int | float) -> str:
     """``value`` as a text (Soufflé's ``to_string`` of each type, C++ ``std::to_string``): an
     integer in decimal, a float with six decimals (``2.500000``), a text is itself."""
-    value = _primitive(value, "to_string")
+    value = primitive(value, "to_string")
     if isinstance(value, float):
         return f"{value:f}"
     return value if isinstance(value, str) else str(value)
@@ -215,6 +228,8 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "to_number": to_number,
     "to_unsigned": to_unsigned,
     "to_float": to_float,
+    "leading_number": leading_number,
+    "leading_float": leading_float,
     "to_string": to_string,
     "ord": ord_,
     "itof": itof,
@@ -222,3 +237,34 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "url_host": url_host,
     "url_scheme": url_scheme,
 }
+
+LENIENT_CONVERSIONS = frozenset({"leading_number", "leading_float"})
+"""The builtins that read the number at the start of a text, as Soufflé's ``to_number`` and
+``to_float`` read it (``leading_number("2000abc")`` is 2000, ``leading_number("1e9")`` is 1):
+in a policy, a reading of agent text that can differ from the tool's."""
+
+STRICT_CONVERSIONS: dict[str, Callable[..., Any]] = {
+    "to_number": strict_number,
+    "to_unsigned": strict_unsigned,
+    "to_float": strict_float,
+}
+"""The conversions as a policy reads them: the whole text as a JSON number, or an error
+(:mod:`.json_numbers`)."""
+
+POLICY_BUILTINS: dict[str, Callable[..., Any]] = {**BUILTINS, **STRICT_CONVERSIONS}
+"""The builtins of a program with verdict rules (a policy): :data:`BUILTINS` with the strict
+conversions."""
+
+
+def builtins_for(policy: bool) -> dict[str, Callable[..., Any]]:
+    """The builtins a program binds: a policy's (:data:`POLICY_BUILTINS`, numbers read whole)
+    when it has verdict rules, else Soufflé's (:data:`BUILTINS`).
+
+    >>> builtins_for(True)["to_number"]("0x10")
+    Traceback (most recent call last):
+    ...
+    ValueError: to_number("0x10"): "0x10" is not written in decimal; write the number alone, in decimal digits (3000, -5)
+    >>> builtins_for(False)["to_number"]("0x10"), builtins_for(True)["leading_number"]("0x10")
+    (16, 16)
+    """
+    return POLICY_BUILTINS if policy else BUILTINS

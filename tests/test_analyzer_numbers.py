@@ -86,7 +86,7 @@ def single_number(answer: dict, key: str) -> int:
         ("n >= 1000", lambda n: n >= 1000),
         ("n < -5", lambda n: n < -5),
         ("n <= 7, n > 4", lambda n: 4 < n <= 7),
-        ("n * 2 > 10", lambda n: n * 2 > 10),
+        ("n - 2 > 10", lambda n: n - 2 > 10),
         ("n - 3 = 9", lambda n: n - 3 == 9),
         ("n = 3", lambda n: n == 3),
     ],
@@ -143,7 +143,7 @@ def test_a_string_argument_stays_a_string(cli, tmp_path: Path) -> None:
 
 MIXED = """
 @id("big-transfer")
-Deny(a) :- Action(a), is_tool(a, "transfer"), n = tool_arg(a, "amount"), n * 2 > 10.
+Deny(a) :- Action(a), is_tool(a, "transfer"), n = tool_arg(a, "amount"), n - 2 > 10.
 @id("evil-url")
 Deny(a) :- Action(a), is_tool(a, "fetch"), contains("evil.com", tool_arg(a, "url")).
 @id("refund-cap")
@@ -154,7 +154,7 @@ Deny(a) :- Action(a), is_tool(a, "refund"), tool_arg(a, "amount") >= 1000, tool_
 def test_a_policy_mixing_numbers_and_strings(cli, tmp_path: Path) -> None:
     policy = write(tmp_path, "mixed.dl", MIXED)
     transfer = witness(cli, policy, 'Deny(a), is_tool(a, "transfer")')
-    assert single_number(transfer, "amount") * 2 > 10
+    assert single_number(transfer, "amount") - 2 > 10
     fetch = witness(cli, policy, 'Deny(a), is_tool(a, "fetch")')
     assert fetch["numbers"] == []
     refund = witness(cli, policy, 'Deny(a), is_tool(a, "refund"), r = tool_arg(a, "reason")')
@@ -249,29 +249,26 @@ def test_diff_of_string_uses_finds_no_numbers(cli, tmp_path: Path) -> None:
 @given(
     op=st.sampled_from(sorted(COMPARISONS)),
     bound=st.integers(-50, 50),
-    factor=st.integers(1, 3),
+    offset=st.integers(1, 3),
 )
-def test_every_numeric_witness_is_denied_by_a_monitor(op: str, bound: int, factor: int) -> None:
+def test_every_numeric_witness_is_denied_by_a_monitor(op: str, bound: int, offset: int) -> None:
     """Oracle: the monitor, given the events the witness describes, denies the action, and
-    the number satisfies the comparison in Python; there is no witness exactly when no
-    integer satisfies it."""
+    the number satisfies the comparison in Python (an integer always does). (`+` and `*` on
+    `tool_arg` are type errors: a text would be joined or repeated.)"""
     from policyc.analyzer.query import Loaded
     from policyc.analyzer.witness import find_witness
     from policyc.compiler.loader import load_data
 
     text = (
         HEAD
-        + f'@id("r")\nDeny(a) :- Action(a), is_tool(a, "t"), n = tool_arg(a, "k"), n * {factor} {op} {bound}.\n'
+        + f'@id("r")\nDeny(a) :- Action(a), is_tool(a, "t"), n = tool_arg(a, "k"), n - {offset} {op} {bound}.\n'
     )
     program, found = load_data(text.encode(), "<property>")
     answer = find_witness(Loaded(program, tuple(found), "<property>"), "Deny(a)").to_json()
-    if op == "=" and bound % factor:
-        assert answer["status"] == "none"
-        return
     assert answer["status"] == "found"
     a = answer["bindings"]["a"]
     ((call, key, n),) = answer["numbers"]
-    assert (call, key) == (a, "k") and COMPARISONS[op](n * factor, bound)
+    assert (call, key) == (a, "k") and COMPARISONS[op](n - offset, bound)
     session = policyc.Monitor(policyc.load(text)).session("w")
     evs = events(answer["facts"], answer["numbers"], a)
     for event in evs[:-1]:
@@ -291,6 +288,7 @@ CONVERTED = {
     "arithmetic": ("Pay(a, s), to_number(s) * 3 > 1000", lambda facts: int(facts["Pay"][0][1]) * 3 > 1000),
     "text of a number": ('Code(a, n), to_string(n) = "7"', lambda facts: facts["Code"][0][1] == 7),
     "below": ("Pay(a, s), n = to_number(s), n < -20", lambda facts: int(facts["Pay"][0][1]) < -20),
+    "leading": ("Pay(a, s), leading_number(s) > 2500", lambda facts: int(facts["Pay"][0][1]) > 2500),
 }
 
 

@@ -182,6 +182,39 @@ CASES = {
         """,
         [],
     ),
+    # `+` and `*` on a value of type `any`: a text would be joined or repeated
+    "type-any-operand": (
+        """
+        .functor arg(a: symbol, k: symbol): any
+        .input R
+        .output Out
+        Deny(a) :- R(a), n = arg(a, "x") + arg(a, "y"), n > 3.
+        Deny(a) :- R(a), v = arg(a, "x"), w = v, n = 2 * w, n > 3.
+        Deny(a) :- R(a), n = max(arg(a, "x"), arg(a, "y")) + 1, n > 3.
+        Deny(a) :- R(a), n = sum v + 1 : { R(b), v = arg(b, "x") }, n > 3.
+        Out(a, n + 1) :- R(a), n = arg(a, "x").
+        """,
+        [
+            ("type-mismatch", 5, 'arg(a, "x")'),
+            ("type-mismatch", 5, 'arg(a, "y")'),
+            ("type-mismatch", 6, "w"),
+            ("type-mismatch", 7, "max("),
+            ("type-mismatch", 8, "v"),
+            ("type-mismatch", 9, "n"),
+        ],
+    ),
+    "type-any-operand-converted-or-typed": (
+        """
+        .functor arg(a: symbol, k: symbol): any
+        .decl Limit(a: symbol, n: number)
+        .input R, Limit
+        Deny(a) :- R(a), n = to_number(arg(a, "x")) + 1, n > 3.
+        Deny(a) :- Limit(a, n), n = arg(a, "x"), m = n * 2, m > 3.
+        Deny(a) :- R(a), n = arg(a, "x") - 1, m = -arg(a, "y"), n > m.
+        Deny(a) :- R(a), n = (arg(a, "x") - 0) * 2, n > 3.
+        """,
+        [],
+    ),
     # ----------------------------------------------------------- unsafe-variable
     "unsafe-head": (
         """

@@ -117,15 +117,25 @@ def test_to_number_reads_as_souffle() -> None:
 
 
 @pytest.mark.parametrize("text", ["", "abc", "-", "0b", "0b2", "x12"])
-def test_to_number_of_a_text_without_a_number_is_an_error_and_fails_closed(text: str) -> None:
+def test_to_number_of_a_text_without_a_number_is_an_error(text: str) -> None:
     """Soufflé stops the program (symbol2numeric raises SIGFPE); here the call is an error."""
+    program = policyc.load(".decl T(t: symbol)\n.input T\nN(t, to_number(t)) :- T(t).\n.output N\n")
+    result = program.evaluate({"T": [[text], ["5"]]})
+    assert result.errored and "does not start with a number" in result.errors[0].message
+
+
+@pytest.mark.parametrize("text", ["", "abc", "-", "0b", "0b2", "x12"])
+def test_leading_number_in_a_policy_reads_as_souffle_and_fails_closed(text: str) -> None:
+    """A policy's `to_number` reads a text whole (test_json_numbers.py); `leading_number` is
+    Soufflé's reading under another name, in policies too."""
     policy = policyc.load(
         ".decl Amount(a: symbol, t: symbol)\n.input Amount\n.default deny\n"
-        "Allow(a) :- Amount(a, t), to_number(t) < 100.\n"
+        "Allow(a) :- Amount(a, t), leading_number(t) < 100.\n"
     )
-    result = policy.evaluate({"Amount": [["a1", text], ["a2", "5"]]})
+    result = policy.evaluate({"Amount": [["a1", text], ["a2", "5"], ["a3", "12ab"], ["a4", "0x10"]]})
     assert result.errored and "does not start with a number" in result.errors[0].message
     assert not result.decide("a1").allowed and result.decide("a1").errored
+    assert {a for (a,) in result.relation("Allow")} == {"a2", "a3", "a4"}
     assert result.decide("a2").allowed  # the error refuses only what needs it
 
 

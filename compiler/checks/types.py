@@ -17,6 +17,11 @@ value of its ADT, its arguments checked against the branch's fields. When a cons
 leaves a slot with no type, the place is reported with where the conflicting type came
 from, and the slot keeps its old type so one mistake is reported once.
 
+``+`` and ``*`` refuse an operand of type ``any`` (a call of a functor returning ``any``, such as
+``tool_arg``, or a variable holding its value and bound by no typed attribute): an agent's
+text there would make Python join (``"5" + "00"``) or repeat texts instead of adding or
+multiplying numbers. The operand is converted (``to_number(...)``) or compared as text.
+
 Declared attribute and parameter types are fixed; undeclared relations get the types their
 uses imply, which :func:`infer` returns (as the primitive types values are kept in:
 ``record`` for records and ADTs) for later stages.
@@ -24,10 +29,11 @@ uses imply, which :func:`infer` returns (as the primitive types values are kept 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from itertools import count
 
 from .. import ast, codes, scopes
-from ..diagnostics import Diagnostic, Related
+from ..diagnostics import Diagnostic, Edit, Fix, Related
 from ..generators import is_range
 from ..loader import Program
 from ..source import Span
@@ -91,6 +97,7 @@ class _Solver:
         self.diagnostics: list[Diagnostic] = []
         self.report = True
         self.rule_index = 0
+        self.any_values: dict[str, Span] = {}  # the current rule's variables of type `any`
 
     # ------------------------------------------------------------------ union-find
 
@@ -188,6 +195,7 @@ class _Solver:
             if self.symbols.is_inline(rule.head.name):
                 given = {a.name for a in rule.head.args if isinstance(a, ast.Var)}
             rule = scopes.localized(rule, self.binds, given)
+        self.any_values = any_variables(rule, self.symbols)
         for literal in rule.body:
             self.literal(literal)
         self.atom(rule.head)
@@ -321,6 +329,13 @@ class _Solver:
         if isinstance(term, ast.UnaryOp):
             self.integer(term.operand, self.term(term.operand), term.op)
             return self.new_slot(self.sets.number)
+        if isinstance(term, ast.BinOp) and term.op in TEXT_OPERATORS:
+            untyped = [t for t in (term.left, term.right) if self.is_any(t)]
+            if untyped:
+                self.term(term.left), self.term(term.right)
+                for untyped_term in untyped:
+                    self.any_operand(term.op, untyped_term)
+                return self.new_slot(self.NUMERIC)  # reported; do not spread the error further
         if isinstance(term, ast.BinOp):
             left, right = self.term(term.left), self.term(term.right)
             if not (self.numeric(term.left, left) and self.numeric(term.right, right)):
@@ -452,6 +467,39 @@ class _Solver:
             )
         return clash is None
 
+    def is_any(self, term: ast.Term) -> bool:
+        """Whether a term is of type ``any`` (:func:`is_any`)."""
+        return is_any(term, self.any_values, self.symbols)
+
+    def any_operand(self, op: str, term: ast.Term) -> None:
+        """Report an operand of type ``any`` of ``+`` or ``*``."""
+        if not self.report:
+            return
+        text = self.text(term.span)
+        related = []
+        for inner in ast.walk_term(term, into_aggregates=False):
+            if isinstance(inner, ast.Var) and inner.name in self.any_values:
+                note = f"`{self.text(inner.span)}` is of type `any` because of this"
+                related.append(Related(self.any_values[inner.name], note))
+            elif isinstance(inner, ast.Call) and is_any(inner, {}, self.symbols):
+                related.append(
+                    Related(self.symbols.functors[inner.name].span, f"`{inner.name}` returns `any`")
+                )
+                break  # one declaration says it
+        joins = "join" if op == "+" else "repeat"
+        self.diagnostics.append(
+            codes.TYPE_MISMATCH(
+                term.span,
+                f"`{op}` needs numbers, but `{text}` is of type `any` (a text or a number, as it was written)",
+                related=related,
+                help=f"a text there would {joins} texts instead of computing a number: convert it with "
+                f"`to_number({text})` or `to_float({text})`, or compare it as text",
+                fix=Fix(
+                    f"convert `{text}` with `to_number`", (Edit(term.span, f"to_number({text})"),), safe=False
+                ),
+            )
+        )
+
     def integer(self, term: ast.Term, key: object, op: str) -> bool:
         clash = self.restrict(key, self.sets.number, (term.span, f"used with `{op}` here"))
         if clash is not None:
@@ -539,3 +587,61 @@ class _Solver:
         if allowed == self.NUMERIC or "number" in kinds:
             return "number"
         return None
+
+
+# the operators Python also applies to texts (joining, repeating): an operand of type `any`
+# is refused
+TEXT_OPERATORS = ("+", "*")
+
+
+def is_any(term: ast.Term, variables: Mapping[str, Span], symbols: Symbols) -> bool:
+    """Whether a term is of type ``any``: a call of a functor declared to return ``any``
+    (``tool_arg``), one of ``variables``, or the ``max`` or ``min`` of two such terms."""
+    if isinstance(term, ast.Var):
+        return term.name in variables
+    if isinstance(term, ast.Call):
+        sig = symbols.functors.get(term.name)
+        return sig is not None and not sig.is_predicate and sig.returns == "any"
+    if isinstance(term, ast.BinOp) and term.op in ast.EXTREMA:
+        return is_any(term.left, variables, symbols) and is_any(term.right, variables, symbols)
+    return False
+
+
+def any_variables(rule: ast.Rule, symbols: Symbols) -> dict[str, Span]:
+    """The variables of a rule of type ``any``, each with the comparison that makes it so:
+    those equal (``=``) to a term of type ``any`` (:func:`is_any`), but for those
+    an atom binds through an attribute of a declared type (a value of a relation of that
+    type). Aggregates' bodies are read too (their variables are the rule's after
+    :func:`~..scopes.localized`)."""
+    literals = list(_deep_literals(rule.body))
+    typed: set[str] = set()  # the variables an atom binds through a typed attribute
+    for lit in literals:
+        relation = symbols.relations.get(lit.name) if isinstance(lit, ast.Atom) else None
+        if isinstance(lit, ast.Atom) and relation is not None and relation.declared:
+            typed.update(
+                arg.name
+                for arg, declared in zip(lit.args, relation.types, strict=False)
+                if isinstance(arg, ast.Var) and declared is not None
+            )
+    found: dict[str, Span] = {}
+    equalities = [lit for lit in literals if isinstance(lit, ast.Comparison) and lit.op == "="]
+    changed = True
+    while changed:
+        changed = False
+        for lit in equalities:
+            for var, value in ((lit.left, lit.right), (lit.right, lit.left)):
+                if isinstance(var, ast.Var) and var.name not in found and var.name not in typed:
+                    if is_any(value, found, symbols):
+                        found[var.name] = lit.span
+                        changed = True
+    return found
+
+
+def _deep_literals(literals: tuple[ast.Literal, ...]) -> Iterator[ast.Literal]:
+    """The literals and those of the aggregates inside them, at any depth."""
+    for literal in literals:
+        yield literal
+        for term in ast.literal_terms(literal):
+            for inner in ast.walk_term(term, into_aggregates=False):
+                if isinstance(inner, ast.Aggregate):
+                    yield from _deep_literals(inner.body)
