@@ -162,8 +162,11 @@ class Session:
         self.sticky: list[EvalError] = []  # problems that make every later decision a denial
         self.approvals = Approvals(session_id, monitor.approval_clock)  # unused approvals of calls
         self.errors: list[EvalError] = []  # what the current question found (the verdict reads it)
+        # calls refused for their arguments (runtime/arguments.py): recorded, but no rule sees them
+        self.refused: dict[str, tuple[Reason, ...]] = {}
         functors = list(monitor.policy.functors)
-        answers = session_functors(self.events)
+        checks = prepared.arguments  # the declared arguments (runtime/arguments.py), or None
+        answers = session_functors(self.events, None if checks is None else checks.conversions)
         for i, spec in enumerate(self.plan.functors):
             if spec.name in SESSION_FUNCTORS and is_session_placeholder(functors[i]):
                 functors[i] = answers[spec.name]
@@ -236,6 +239,11 @@ class Session:
         e = checked["id"]
         order = self.order
         self.events[e] = checked
+        if self.prepared.arguments is not None:  # a call whose arguments break their declarations
+            refused = self.prepared.arguments.refusals(checked)
+            if refused:
+                self.refused[e] = refused
+                return
         try:
             # relation -> its new rows (and "open" -> the events it opens, below)
             facts: dict[Any, Any] = event_facts(
@@ -298,6 +306,8 @@ class Session:
         never recorded (no event has its id and no given fact names it) is denied: deciding it
         is a mistake of the host, which must not fail open."""
         started = time.monotonic()
+        if self.refused and type(action) is str and action in self.refused:  # no rule runs on it
+            return self._timed(action, Decision(action, False, self.refused[action], False, self), started)
         if not self._known(action) and not self.sticky:  # a poisoned session says why it is
             return self._timed(action, Decision(action, False, (UNKNOWN_ACTION,), True, self), started)
         verdict = self._verdict

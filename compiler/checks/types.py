@@ -17,6 +17,10 @@ value of its ADT, its arguments checked against the branch's fields. When a cons
 leaves a slot with no type, the place is reported with where the conflicting type came
 from, and the slot keeps its old type so one mistake is reported once.
 
+``tool_arg(a, "key")`` has the type of its value when the rule fixes the tool ``a`` calls
+(``ToolCall(a, "pay")``, ``is_tool(a, "pay")``, ``tool_name(a) = "pay"``) and that tool's
+argument is declared (``.arg pay.key: number``; :mod:`..arguments`); any type otherwise.
+
 Declared attribute and parameter types are fixed; undeclared relations get the types their
 uses imply, which :func:`infer` returns (as the primitive types values are kept in:
 ``record`` for records and ADTs) for later stages.
@@ -27,6 +31,7 @@ from __future__ import annotations
 from itertools import count
 
 from .. import ast, codes, scopes
+from ..arguments import declared_for, fixed_tools
 from ..diagnostics import Diagnostic, Related
 from ..generators import is_range
 from ..loader import Program
@@ -91,6 +96,7 @@ class _Solver:
         self.diagnostics: list[Diagnostic] = []
         self.report = True
         self.rule_index = 0
+        self.tools: dict[str, frozenset[str]] = {}  # the tools the rule fixes its calls to
 
     # ------------------------------------------------------------------ union-find
 
@@ -188,6 +194,7 @@ class _Solver:
             if self.symbols.is_inline(rule.head.name):
                 given = {a.name for a in rule.head.args if isinstance(a, ast.Var)}
             rule = scopes.localized(rule, self.binds, given)
+        self.tools = fixed_tools(rule.body)
         for literal in rule.body:
             self.literal(literal)
         self.atom(rule.head)
@@ -479,6 +486,11 @@ class _Solver:
             )
             return self.new_slot()
         if sig.returns is None or sig.returns == "any":
+            declared = declared_for(call, self.tools, self.symbols.arguments) if sig.library else None
+            if declared is not None and declared.value_type is not None:
+                # `tool_arg(a, "amount")` of a call the rule fixes to a tool that declares `amount`
+                note = f"`{{}}` is declared `{declared.type}`"
+                return self.new_slot(self.sets.of(declared.value_type), (declared.path_span, note))
             return self.new_slot()
         return self.new_slot(self.sets.of(sig.returns), (call.span, f"`{call.name}` returns `{sig.returns}`"))
 
@@ -500,8 +512,15 @@ class _Solver:
         return first
 
     def aggregate(self, aggregate: ast.Aggregate) -> object:
-        for literal in aggregate.body:
-            self.literal(literal)
+        outer = self.tools
+        inner = fixed_tools(aggregate.body)
+        if inner:
+            self.tools = {v: outer.get(v, frozenset()) | inner.get(v, frozenset()) for v in {*outer, *inner}}
+        try:
+            for literal in aggregate.body:
+                self.literal(literal)
+        finally:
+            self.tools = outer
         if aggregate.op == "count":
             return self.new_slot(self.sets.number, (aggregate.span, "a count is a `number`"))
         if aggregate.target is None:
