@@ -95,7 +95,7 @@ def lock_command(config_file: str, lock_file: str | None, check: bool, declare_f
             from ..compiler.files import replace_file
 
             try:
-                replace_file(declare_file, declared.encode("utf-8"))
+                replace_file(declare_file, declared.encode("utf-8", "backslashreplace"))
             except OSError as error:
                 fail(f"cannot write `{declare_file}`: {error.strerror or error}", EXIT_USAGE)
             count = sum(1 for line in declared.splitlines() if line.startswith(".arg "))

@@ -557,7 +557,11 @@ class Builder:
             path_token, codes.INVALID_DIRECTIVE, "`.field send_money.recipient : target`"
         )
         return ast.FieldMap(
-            tool, argument, self._ident(role), span=self._span(keyword, role), path_span=self._span(path_token)
+            tool,
+            argument,
+            self._ident(role),
+            span=self._span(keyword, role),
+            path_span=self._span(path_token),
         )
 
     def arg(self, children: list) -> ast.ArgDecl:

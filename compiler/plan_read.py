@@ -93,7 +93,8 @@ class _Reader:
             raise bound_at.fail(
                 f"expected a list of rules per relation ({len(self.relations)}), got {len(bound)}"
             )
-        arguments = top.optional("arguments", self.arguments, ())
+        none: tuple[ArgumentSpec, ...] = ()
+        arguments = top.optional("arguments", self.arguments, none)
         return Plan(self.relations, self.functors, strata, rules, bound, default, arguments)
 
     @staticmethod

@@ -84,7 +84,9 @@ def declarations_text(tools: Mapping[str, Sequence[Any]]) -> str:
                 continue
             if declared.note is not None:
                 out.append(f"// `{one_line(declared.key)}`: {declared.note}")
-            out.append(f".arg {_path(name, declared.key)}: {declared.type}{' required' if declared.required else ''}")
+            out.append(
+                f".arg {_path(name, declared.key)}: {declared.type}{' required' if declared.required else ''}"
+            )
     return "\n".join(out) + "\n"
 
 

@@ -341,7 +341,11 @@ def _read_bundle(data: bytes, origin: str, verify_key: str | os.PathLike[str] | 
     except PlanError as error:
         raise PolicyError(str(error)) from None
     expected = [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors]
-    described = {"functors": expected, "default": plan.default, "arguments": _arguments(plan).get("arguments")}
+    described = {
+        "functors": expected,
+        "default": plan.default,
+        "arguments": _arguments(plan).get("arguments"),
+    }
     wrong = next((key for key, value in described.items() if manifest.get(key) != value), None)
     if wrong is not None:
         raise manifest_at.child(wrong).fail("integrity check failed: the manifest does not describe the plan")

@@ -337,12 +337,12 @@ def session_functors(
         event = events.get(a)
         if event is None:
             return None
-        value = (event.get("args") or {}).get(key)
-        if declared and (kind := type(value)) in (int, float):
+        value: Any = (event.get("args") or {}).get(key)
+        if declared and type(value) in (int, float):
             wanted = declared.get((event.get("tool"), key))  # type: ignore[arg-type]
-            if wanted == "float" and kind is int:
+            if wanted == "float" and type(value) is int:
                 value = float(value)
-            elif wanted in ("number", "unsigned") and kind is float and value.is_integer():
+            elif wanted in ("number", "unsigned") and type(value) is float and value.is_integer():
                 value = int(value)
         return policy_value(value)
 
