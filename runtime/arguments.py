@@ -78,13 +78,30 @@ class Arguments:
 
     def refusals(self, event: Mapping[str, Any]) -> tuple[Reason, ...]:
         """A reason per declared argument of a (checked) tool call that does not match its
-        declaration; none for a call that matches, and for any other event."""
+        declaration; none for a call that matches, and for any other event. Checking never
+        raises: a call that cannot be checked is refused, saying so (fail closed)."""
         if event.get("kind") != "tool_call":
             return ()
         specs = self.by_tool.get(event.get("tool"))  # type: ignore[arg-type]
         if specs is None:
             return ()
-        args = event.get("args") or {}
+        try:
+            return self._refusals(specs, event.get("args") or {})
+        except Exception as error:
+            tool = specs[0].tool
+            problem = f"the arguments of `{tool}` could not be checked"
+            fix = "Send each argument as the JSON value the tool takes."
+            return (
+                Reason(
+                    INVALID_ARGUMENT,
+                    f"{problem}: {type(error).__name__}: {error}",  # the cause, for the host
+                    fix,
+                    "high",
+                    templates=(f"the arguments of `{_escaped(tool)}` could not be checked", fix),
+                ),
+            )
+
+    def _refusals(self, specs: tuple[ArgumentSpec, ...], args: Mapping[str, Any]) -> tuple[Reason, ...]:
         found = []
         for spec in specs:
             value = args.get(spec.argument)
