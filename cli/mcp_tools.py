@@ -26,12 +26,20 @@ from .common import EXIT_ERRORS, EXIT_USAGE, fail, internal_errors
     is_flag=True,
     help="Write nothing: list what changed since the lock, and exit 1 if anything did (for CI).",
 )
-def lock_command(config_file: str, lock_file: str | None, check: bool) -> None:
+@click.option(
+    "--declare-args",
+    "declare_file",
+    metavar="FILE",
+    help="Also write the tools' argument declarations (`.arg S.T.key: TYPE`) from their input "
+    "schemas to FILE, for a policy to include (with --check: compare them with FILE).",
+)
+def lock_command(config_file: str, lock_file: str | None, check: bool, declare_file: str | None) -> None:
     """Start the configured servers and pin their tools' names, descriptions and input schemas."""
     with internal_errors():
         import sys
 
         from ..gateway.config import ConfigError, read_config
+        from ..gateway.declarations import declarations_text
         from ..gateway.pins import LockError, changes, listing, pins, read_lock, write_lock
 
         try:
@@ -53,6 +61,7 @@ def lock_command(config_file: str, lock_file: str | None, check: bool) -> None:
             click.echo(f"policyc: error: server `{name}` is not running: {reason}", err=True)
         if listed.failures:
             fail("every server must run to pin its tools", EXIT_USAGE)
+        declared = None if declare_file is None else declarations_text(listed.tools)
         if check:
             assert not isinstance(before, LockError)
             found = changes(before, listed.tools)
@@ -63,6 +72,13 @@ def lock_command(config_file: str, lock_file: str | None, check: bool) -> None:
                 click.echo(
                     f"{len(found)} change(s) since {path}: `policyc mcp lock` pins the tools as they are now"
                 )
+            stale = declare_file is not None and _read_text(declare_file) != declared
+            if stale:
+                click.echo(
+                    f"{declare_file}: not the argument declarations of the tools' input schemas: "
+                    f"`policyc mcp lock --declare-args {declare_file}` writes them anew"
+                )
+            if found or stale:
                 sys.exit(EXIT_ERRORS)
             click.echo(f"{path}: {count} tool(s) of {len(listed.tools)} server(s), as pinned")
             return
@@ -75,6 +91,25 @@ def lock_command(config_file: str, lock_file: str | None, check: bool) -> None:
         except OSError as error:
             fail(f"cannot write `{path}`: {error.strerror or error}", EXIT_USAGE)
         click.echo(f"wrote {path}: {len(lock.pins)} tool(s) of {len(lock.servers)} server(s)")
+        if declare_file is not None and declared is not None:
+            from ..compiler.files import replace_file
+
+            try:
+                replace_file(declare_file, declared.encode("utf-8", "backslashreplace"))
+            except OSError as error:
+                fail(f"cannot write `{declare_file}`: {error.strerror or error}", EXIT_USAGE)
+            count = sum(1 for line in declared.splitlines() if line.startswith(".arg "))
+            click.echo(f"wrote {declare_file}: {count} argument declaration(s)")
+
+
+def _read_text(path: str) -> str | None:
+    """A file's text, or None when it cannot be read (missing, not a regular file, not UTF-8)."""
+    from ..compiler.files import read_bytes
+
+    try:
+        return read_bytes(path).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 @click.command("init", context_settings={"ignore_unknown_options": True})

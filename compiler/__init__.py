@@ -25,5 +25,6 @@ __all__, __getattr__ = exports(
         "PlanError": ".plan",
         "FormatError": ".reading",
         "format_source": ".formatter",
+        "declared_arguments": ".arguments",
     },
 )

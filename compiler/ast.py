@@ -440,6 +440,24 @@ class FieldMap:
 
 
 @dataclass(frozen=True, slots=True)
+class ArgDecl:
+    """``.arg pay.amount : number required``: the type of a tool argument's value, and whether
+    every call must give it (``presence``: ``required`` or ``optional`` as written, None when
+    not written: optional)."""
+
+    tool: str
+    argument: str
+    type: Ident
+    presence: Ident | None = None
+    span: Span = _span()
+    path_span: Span = _span()
+
+    @property
+    def required(self) -> bool:
+        return self.presence is not None and self.presence.name == "required"
+
+
+@dataclass(frozen=True, slots=True)
 class Branch:
     """One branch of an algebraic data type: ``Leaf {value: number}``."""
 
@@ -520,6 +538,7 @@ Directive = (
     | Default
     | Role
     | FieldMap
+    | ArgDecl
     | TypeDecl
     | QueryPlan
     | Pragma

@@ -553,18 +553,46 @@ class Builder:
 
     def field(self, children: list) -> ast.FieldMap:
         keyword, path_token, _, role = children
-        span = self._span(path_token)
+        tool, argument = self._tool_argument(
+            path_token, codes.INVALID_DIRECTIVE, "`.field send_money.recipient : target`"
+        )
+        return ast.FieldMap(
+            tool,
+            argument,
+            self._ident(role),
+            span=self._span(keyword, role),
+            path_span=self._span(path_token),
+        )
+
+    def arg(self, children: list) -> ast.ArgDecl:
+        keyword, path_token, _, type_, *rest = children
+        presence = next((c for c in rest if c is not None), None)
+        tool, argument = self._tool_argument(
+            path_token, codes.INVALID_ARGUMENT_DECLARATION, "`.arg pay.amount : number required`"
+        )
+        return ast.ArgDecl(
+            tool,
+            argument,
+            self._ident(type_),
+            self._ident(presence) if presence is not None else None,
+            span=self._span(keyword, presence if presence is not None else type_),
+            path_span=self._span(path_token),
+        )
+
+    def _tool_argument(self, path_token: Any, code: codes.Code, example: str) -> tuple[str, str]:
+        """The tool and the argument a ``tool.argument`` path names (as `PATH` or `STRING`: the
+        argument is what follows the last `.`), or a diagnostic and empty names."""
         path = self.string([path_token]).value if path_token.type == "STRING" else path_token.value
         tool, dot, argument = path.rpartition(".")
         if not dot or not tool or not argument:
             self.diagnostics.append(
-                codes.INVALID_DIRECTIVE(
-                    span,
+                code(
+                    self._span(path_token),
                     f"`{path}` is not a tool argument",
-                    help="name the argument as `tool.argument`, e.g. `.field send_money.recipient : target`",
+                    help=f"name the argument as `tool.argument`, e.g. {example}",
                 )
             )
-        return ast.FieldMap(tool, argument, self._ident(role), span=self._span(keyword, role), path_span=span)
+        return tool, argument
 
     # components: `.comp ... {` and `}` are statements of their own, nested by the parser
 

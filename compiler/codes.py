@@ -94,6 +94,12 @@ DUPLICATE_INSTANCE = Code(
 INVALID_OVERRIDE = Code(
     "PC117", "invalid-override", E, "`.override` names a relation no base declares, or one not `overridable`"
 )
+INVALID_ARGUMENT_DECLARATION = Code(
+    "PC118",
+    "invalid-argument-declaration",
+    E,
+    "an `.arg` declaration is malformed or contradicts another declaration of the same argument",
+)
 INVALID_SUBSUMPTION = Code(
     "PC112",
     "invalid-subsumption",
@@ -155,6 +161,7 @@ CATALOG: tuple[Code, ...] = (
     RECURSIVE_COMPONENT,
     DUPLICATE_INSTANCE,
     INVALID_OVERRIDE,
+    INVALID_ARGUMENT_DECLARATION,
     INVALID_SUBSUMPTION,
     SINGLETON_VARIABLE,
     UNUSED_RELATION,

@@ -486,6 +486,10 @@ class _Printer:
         if isinstance(directive, ast.FieldMap):
             path = self.spelling(directive.path_span.start, directive.path_span.end)
             return f".field {path} : {directive.role.name}"
+        if isinstance(directive, ast.ArgDecl):
+            path = self.spelling(directive.path_span.start, directive.path_span.end)
+            presence = f" {directive.presence.name}" if directive.presence is not None else ""
+            return f".arg {path}: {directive.type.name}{presence}"
         if isinstance(directive, ast.TypeDecl):
             return self.type_decl(directive)
         if isinstance(directive, ast.QueryPlan):

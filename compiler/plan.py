@@ -37,6 +37,8 @@ OPERATORS = (
 COMPARATORS = ("=", "!=", "<", "<=", ">", ">=")
 AGGREGATES = ("count", "sum", "min", "max", "mean")
 TYPES = ("symbol", "number", "unsigned", "float", "record")  # "record": records and ADT values
+# the types a tool argument is declared (compiler/arguments.py says what each holds)
+ARGUMENT_TYPES = ("symbol", "number", "unsigned", "float", "bool", "list", "object", "any")
 
 
 class PlanError(ValueError):
@@ -287,6 +289,17 @@ class RuleInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ArgumentSpec:
+    """A declared tool argument (``.arg tool.argument: type [required]``): what the monitor
+    checks of every call of the tool before any rule runs."""
+
+    tool: str
+    argument: str
+    type: str  # one of ARGUMENT_TYPES
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     relations: tuple[RelationSpec, ...]
     functors: tuple[FunctorSpec, ...]
@@ -294,6 +307,7 @@ class Plan:
     rules: tuple[RuleInfo, ...]
     bound_rules: tuple[tuple[BoundRule, ...], ...]  # per relation: its rules with the head given
     default: str = "allow"
+    arguments: tuple[ArgumentSpec, ...] = ()  # the declared tool arguments, sorted
 
     def relation_index(self) -> dict[str, int]:
         return {r.name: i for i, r in enumerate(self.relations)}

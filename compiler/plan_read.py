@@ -17,11 +17,13 @@ from typing import Any
 
 from .plan import (
     AGGREGATES,
+    ARGUMENT_TYPES,
     COMPARATORS,
     OPERATORS,
     PLAN_VERSION,
     TYPES,
     Aggregate,
+    ArgumentSpec,
     Arith,
     Assign,
     Bind,
@@ -91,7 +93,27 @@ class _Reader:
             raise bound_at.fail(
                 f"expected a list of rules per relation ({len(self.relations)}), got {len(bound)}"
             )
-        return Plan(self.relations, self.functors, strata, rules, bound, default)
+        none: tuple[ArgumentSpec, ...] = ()
+        arguments = top.optional("arguments", self.arguments, none)
+        return Plan(self.relations, self.functors, strata, rules, bound, default, arguments)
+
+    @staticmethod
+    def arguments(at: Cursor) -> tuple[ArgumentSpec, ...]:
+        """The declared tool arguments: each a tool and an argument (non-empty), a type and
+        whether it is required, one per tool and argument."""
+        found: dict[tuple[str, str], ArgumentSpec] = {}
+        for a in at.list():
+            a.object(("tool", "argument", "type", "required"))
+            spec = ArgumentSpec(
+                a.child("tool").string(empty=False),
+                a.child("argument").string(empty=False),
+                a.child("type").choice(ARGUMENT_TYPES),
+                a.child("required").boolean(),
+            )
+            if (spec.tool, spec.argument) in found:
+                raise a.fail(f"argument `{spec.tool}.{spec.argument}` is declared twice")
+            found[spec.tool, spec.argument] = spec
+        return tuple(found.values())
 
     def relation(self, r: Cursor) -> RelationSpec:
         r.object()

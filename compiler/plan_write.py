@@ -16,6 +16,7 @@ from typing import Any
 from .plan import (
     PLAN_VERSION,
     Aggregate,
+    ArgumentSpec,
     Arith,
     Assign,
     Bind,
@@ -106,6 +107,18 @@ def to_data(plan: Plan) -> dict[str, Any]:
             ]
             for rules in plan.bound_rules
         ],
+        # only when there are some: a plan without them is the plan written before they existed
+        **({"arguments": [argument_data(a) for a in plan.arguments]} if plan.arguments else {}),
+    }
+
+
+def argument_data(argument: ArgumentSpec) -> dict[str, Any]:
+    """A declared argument as data (a bundle's plan and manifest hold it so)."""
+    return {
+        "tool": argument.tool,
+        "argument": argument.argument,
+        "type": argument.type,
+        "required": argument.required,
     }
 
 

@@ -167,7 +167,13 @@ class _Planner:
             )
             for name in self.functor_names
         )
-        return p.Plan(relations, functors, tuple(strata), tuple(infos), bound, self.symbols.default)
+        arguments = tuple(
+            p.ArgumentSpec(a.tool, a.argument, a.type, a.required)
+            for _, a in sorted(self.symbols.arguments.items())
+        )
+        return p.Plan(
+            relations, functors, tuple(strata), tuple(infos), bound, self.symbols.default, arguments
+        )
 
     # ------------------------------------------------------------------ demand-driven
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import ast, codes
+from .arguments import ARG_TYPES, PRESENCES, Argument, of_declaration
 from .diagnostics import Diagnostic, Related, removal, replace_name
 from .loader import LIBRARY_PREFIX, PRELUDE, Program
 from .source import Span
@@ -125,6 +126,8 @@ class Symbols:
     outputs: frozenset[str]
     defined: frozenset[str] = field(default=frozenset())  # relations with a rule or fact
     typedefs: TypeTable = field(default_factory=TypeTable)  # the `.type` declarations
+    # the `.arg` declarations, by (tool, argument), in the order written
+    arguments: dict[tuple[str, str], Argument] = field(default_factory=dict)
 
     def is_inline(self, name: str) -> bool:
         relation = self.relations.get(name)
@@ -152,6 +155,7 @@ class _Resolver:
         self.role_nodes: dict[str, ast.Role] = {}
         self.fields: dict[tuple[str, str], str] = {}
         self.field_nodes: dict[tuple[str, str], ast.FieldMap] = {}
+        self.arguments: dict[tuple[str, str], Argument] = {}
         self.default: ast.Default | None = None
         self.inputs: dict[str, Span] = {}
         self.outputs: dict[str, Span] = {}
@@ -189,6 +193,7 @@ class _Resolver:
             | frozenset(n for n in (ESCALATE,) if n in relations and is_verdict(n, relations[n].arity)),
             defined=frozenset(defined),
             typedefs=self.typedefs,
+            arguments=self.arguments,
         )
         return symbols, self.diagnostics
 
@@ -270,6 +275,8 @@ class _Resolver:
                 return
             self.field_nodes[key] = statement
             self.fields[key] = statement.role.name
+        elif isinstance(statement, ast.ArgDecl):
+            self._argument(statement)
 
     def _check_type(self, ident: ast.Ident, allowed: tuple[str, ...]) -> bool:
         if ident.name in allowed:
@@ -367,6 +374,67 @@ class _Resolver:
         self.role_nodes[name] = statement
         self.roles[name] = RoleInfo(
             name, budget, statement.pool.name if statement.pool else None, statement.span
+        )
+
+    def _argument(self, statement: ast.ArgDecl) -> None:
+        """An ``.arg``: a known type and presence, and one declaration per argument (the same
+        one repeated has a fix that removes it; another one contradicts it)."""
+        error = codes.INVALID_ARGUMENT_DECLARATION
+        if not statement.tool or not statement.argument:
+            return  # reported by the parser
+        valid = True
+        for ident, allowed, what in (
+            (statement.type, ARG_TYPES, "argument type"),
+            (statement.presence, PRESENCES, "presence"),
+        ):
+            if ident is None or ident.name in allowed:
+                continue
+            valid = False
+            close = did_you_mean(ident.name, allowed)
+            listed = " or ".join(f"`{t}`" for t in allowed) if len(allowed) == 2 else None
+            self.diagnostics.append(
+                error(
+                    ident.span,
+                    f"unknown {what} `{ident.name}`",
+                    help=(f"did you mean `{close}`? " if close else "")
+                    + (
+                        f"after the type comes {listed} (the default)"
+                        if listed
+                        else "the types are " + ", ".join(f"`{t}`" for t in allowed)
+                    ),
+                    fix=replace_name(ident.span, ident.name, close),
+                )
+            )
+        if not valid:
+            return
+        argument = of_declaration(statement)
+        key = (statement.tool, statement.argument)
+        first = self.arguments.get(key)
+        if first is None:
+            self.arguments[key] = argument
+            return
+        if first.span == statement.span:
+            return  # one declaration of a component, in each of its instances
+        name = f"{statement.tool}.{statement.argument}"
+        related = [Related(first.path_span, "first declared here")]
+        if (first.type, first.required) == (argument.type, argument.required):
+            self.diagnostics.append(
+                error(
+                    statement.path_span,
+                    f"argument `{name}` is declared twice",
+                    related=related,
+                    help="an argument is declared once: remove this declaration",
+                    fix=removal(self.program.source(statement.span.file), statement.span),
+                )
+            )
+            return
+        self.diagnostics.append(
+            error(
+                statement.path_span,
+                f"argument `{name}` is declared `{_shown(argument)}` here and `{_shown(first)}` before",
+                related=related,
+                help="an argument has one type and presence: keep the declaration that says what the tool takes",
+            )
         )
 
     def _check_field_role(self, statement: ast.FieldMap) -> None:
@@ -547,3 +615,8 @@ def _signature(functor: ast.Functor) -> str:
     """``contains(text: symbol, part: symbol): bool``."""
     params = ", ".join(f"{p.name}: {p.type.name}" if p.name else p.type.name for p in functor.params)
     return f"{functor.name.name}({params}): {functor.returns.name}"
+
+
+def _shown(argument: Argument) -> str:
+    """An argument's type and presence as a declaration writes them."""
+    return f"{argument.type} required" if argument.required else argument.type

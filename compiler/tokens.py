@@ -3,7 +3,7 @@
 The whole file is tokenized with one regular expression made of the grammar's terminals
 (``grammar/policy.lark``), resuming after text no terminal matches, so that a stray character
 or an unterminated string is one error, not the end of the file. Soft keywords (``budget``,
-``pool``, ``inline``, ``overridable``) and unknown directives (``.type``) are told apart here, from their
+``pool``, ``inline``, ``overridable``, an ``.arg``'s ``required``) and unknown directives (``.type``) are told apart here, from their
 neighbours.
 
 >>> tokens, comments, diagnostics = tokenize(SourceFile("p.dl", "Deny(a). // why"))
@@ -218,10 +218,25 @@ def _retype_qualifiers(tokens: list[Token], j: int) -> None:
         return
 
 
+def _retype_presence(tokens: list[Token], i: int) -> None:
+    """The name after the type of ``.arg tool.argument : TYPE`` is its presence (``required``),
+    unless a ``(`` follows it: then it starts the next statement, an atom."""
+    if (
+        i + 4 < len(tokens)
+        and tokens[i + 1].type in ("PATH", "STRING")
+        and tokens[i + 2].type == "COLON"
+        and tokens[i + 3].type == "NAME"
+        and tokens[i + 4].type == "NAME"
+        and (i + 5 >= len(tokens) or tokens[i + 5].type != "LPAR")
+    ):
+        tokens[i + 4].type = "PRESENCE"
+
+
 def _retype_soft_keywords(tokens: list[Token]) -> None:
     """``budget`` and ``pool`` are keywords only in ``.role NAME budget N pool NAME``, and
     ``inline``, ``overridable``, ``eqrel``, ``choice-domain`` and the data structures only after
-    the closing parenthesis of a ``.decl`` (the three tokens of ``choice-domain`` become one)."""
+    the closing parenthesis of a ``.decl`` (the three tokens of ``choice-domain`` become one); the
+    name after the type of an ``.arg`` is its presence."""
     n = len(tokens)
     for i, token in enumerate(tokens):
         if token.type == "DECL":
@@ -231,6 +246,9 @@ def _retype_soft_keywords(tokens: list[Token]) -> None:
             if j < n and tokens[j].type == "RPAR":
                 _retype_qualifiers(tokens, j + 1)
                 n = len(tokens)
+            continue
+        if token.type == "ARG":
+            _retype_presence(tokens, i)
             continue
         if token.type != "ROLE":
             continue

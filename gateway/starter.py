@@ -193,17 +193,17 @@ def policy_text(name: str, tools: Sequence[Any]) -> str:
     ]
     for tool in tools:
         full = f"{name}.{tool.name}"
-        description = _one_line(tool.description or "") or "(no description)"
-        out.append(f"// ---- {_one_line(full)}: {description}")
-        out.append(f"Tool({_datalog_string(full)}).")
+        description = one_line(tool.description or "") or "(no description)"
+        out.append(f"// ---- {one_line(full)}: {description}")
+        out.append(f"Tool({datalog_string(full)}).")
         if read_only(tool):
-            out.append(f"ReadOnly({_datalog_string(full)}).")
+            out.append(f"ReadOnly({datalog_string(full)}).")
         for key in sorted(_properties(tool)):
             role = guess_role(key)
             if role is None:
                 continue
-            out.append(f"// TODO: `{_one_line(key)}` {TODO[role]}")
-            out.append(f"Role({_datalog_string(full)}, {_datalog_string(key)}, {_datalog_string(role)}).")
+            out.append(f"// TODO: `{one_line(key)}` {TODO[role]}")
+            out.append(f"Role({datalog_string(full)}, {datalog_string(key)}, {datalog_string(role)}).")
         out.append("")
     out += [
         "// Results that gateway.toml labels untrusted taint every later event (each depends on",
@@ -226,7 +226,7 @@ def policy_text(name: str, tools: Sequence[Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """``text`` fit for a one-line comment: no line breaks or other control characters, at
     most 100 characters."""
     cleared = "".join(c if c.isprintable() else " " for c in text)
@@ -234,7 +234,7 @@ def _one_line(text: str) -> str:
     return cleared if len(cleared) <= 100 else cleared[:99] + "…"
 
 
-def _datalog_string(text: str) -> str:
+def datalog_string(text: str) -> str:
     escapes = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
     out = []
     for c in text:

@@ -3,7 +3,8 @@
 * ``.`` at the start of a line: the directives;
 * after ``.import``: the library modules;
 * after ``@``: the rule annotations;
-* after ``:`` in a ``.decl`` or ``.functor``: the types;
+* after ``:`` in a ``.decl`` or ``.functor``: the types; in an ``.arg``: the argument types,
+  then ``required`` and ``optional``;
 * anywhere else: the variables of the rule being written, the relations and functors the
   program knows (the document's, its includes' and its imports'), and ``not`` and the
   aggregates.
@@ -18,6 +19,7 @@ import re
 
 from lsprotocol import types
 
+from policyc.compiler.arguments import ARG_TYPES, PRESENCES
 from policyc.compiler.generators import RANGE, RANGE_SIGNATURE
 from policyc.compiler.loader import library_modules
 from policyc.compiler.symbols import FUNCTOR_PARAMS, FUNCTOR_RESULTS, TYPES
@@ -44,6 +46,7 @@ DIRECTIVE_HELP = {
     ".default": "the verdict when no Allow rule fires: allow or deny",
     ".role": "declare a role with a risk budget",
     ".field": "give a tool argument a role",
+    ".arg": "declare a tool argument's type (and `required`)",
 }
 KEYWORDS = tuple(RESERVED.values())  # `not` and the aggregates
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*[\s\S]*?(?:\*/|$)')
@@ -82,6 +85,12 @@ def complete(snapshot: Snapshot, offset: int, trigger: str | None = None) -> lis
         else:
             allowed = FUNCTOR_RESULTS if ")" in before else FUNCTOR_PARAMS
         return [_item(t, Kind.TypeParameter, "type") for t in allowed]
+    if re.match(r"\s*\.arg\b", before):  # `.arg tool.argument: TYPE [required]`
+        if re.search(r":\s*[A-Za-z_]*$", before):
+            return [_item(t, Kind.TypeParameter, "argument type") for t in ARG_TYPES]
+        if re.search(r":\s*[A-Za-z_]+\s+[A-Za-z_]*$", before):
+            return [_item(p, Kind.Keyword, "presence") for p in PRESENCES]
+        return []
     if re.match(r"\s*\.", before):
         return []  # other directives name things that are written out, not chosen
     items = [_item(v, Kind.Variable, "variable of this rule", sort="0") for v in _variables(snapshot, offset)]

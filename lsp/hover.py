@@ -4,7 +4,9 @@
   input, an output or inline, its doc comment, the rules that define it and its stratum;
 * a functor: its signature and doc comment;
 * a variable: its occurrences in the rule;
-* a library module, an included file, a role: what they are.
+* a library module, an included file, a role: what they are;
+* a tool's argument (``.arg pay.amount: number``, and the key of ``tool_arg(a, "amount")``
+  where the rule fixes ``a``'s tool): its declared type and presence.
 
 A doc comment is the run of comment lines right above the declaration (or, for a relation
 without one, above its first rule).
@@ -22,7 +24,18 @@ from policyc.compiler.loader import LIBRARY_PREFIX, library_path
 from policyc.compiler.symbols import VERDICTS
 
 from .document import Snapshot, real_path
-from .index import CONSTRUCTOR, FILE, FUNCTOR, MODULE, RELATION, ROLE, TYPE, VARIABLE, Occurrence
+from .index import (
+    ARGUMENT,
+    CONSTRUCTOR,
+    FILE,
+    FUNCTOR,
+    MODULE,
+    RELATION,
+    ROLE,
+    TYPE,
+    VARIABLE,
+    Occurrence,
+)
 
 SHOWN_RULES = 5
 
@@ -48,7 +61,29 @@ def describe(snapshot: Snapshot, occurrence: Occurrence) -> str | None:
         return f"role `{symbol.name}`: risk budget {role.budget:g}{pool}"
     if symbol.kind in (TYPE, CONSTRUCTOR):
         return type_(snapshot, symbol.kind, symbol.name)
+    if symbol.kind == ARGUMENT:
+        return argument(snapshot, symbol.name)
     return None
+
+
+def argument(snapshot: Snapshot, name: str) -> str:
+    """A tool's argument (``name`` is ``tool.argument``): its declaration, or that it has none."""
+    tool, _, key = name.rpartition(".")
+    declared = (snapshot.model.symbols.arguments if snapshot.model.symbols else {}).get((tool, key))
+    if declared is None:
+        return (
+            f"argument `{key}` of `{tool}`: not declared, so `tool_arg` gives any value it holds "
+            f"(declare it: `.arg {name}: TYPE`)"
+        )
+    presence = "required: every call must give it" if declared.required else "optional"
+    parts = [_code(_text(snapshot, declared.span)), f"argument `{key}` of `{tool}` · {presence}"]
+    place = _origin(snapshot, declared.span)
+    if place:
+        parts[-1] += f" · {place}"
+    doc = doc_comment(snapshot, declared.span)
+    if doc:
+        parts.append(doc)
+    return "\n\n".join(parts)
 
 
 def type_(snapshot: Snapshot, kind: str, name: str) -> str:

@@ -4,8 +4,9 @@ find references, rename, document symbols and completion.
 A :class:`Symbol` is a relation, a functor, a variable (local to its rule: every occurrence
 of the name in the rule, aggregates and ``{var}`` placeholders of ``@message``/``@suggest``
 included), a library module, an included file, a role, a type (``.type``) or a branch of an
-ADT (its constructor ``$A``). An :class:`Occurrence` is one place
-a symbol is written, with its role there: declared (``.decl``, ``.functor``, ``.role``),
+ADT (its constructor ``$A``), or a tool's argument (``pay.amount``: declared by ``.arg``, used
+by ``tool_arg(a, "amount")`` where the rule fixes ``a``'s tool). An :class:`Occurrence` is one place
+a symbol is written, with its role there: declared (``.decl``, ``.functor``, ``.role``, ``.arg``),
 defined (the head of a rule or fact), named by a directive (``.input``, ``.output``,
 ``.field``, ``.import``, ``.include``) or used.
 """
@@ -17,12 +18,14 @@ import re
 from dataclasses import dataclass
 
 from policyc.compiler import ast
+from policyc.compiler.arguments import TOOL_ARG, fixed_tools
 from policyc.compiler.loader import file_key, include_target
 from policyc.compiler.source import Span
 from policyc.compiler.stages import Resolved
 
 RELATION, FUNCTOR, VARIABLE, MODULE, FILE, ROLE = "relation", "functor", "variable", "module", "file", "role"
 TYPE, CONSTRUCTOR = "type", "constructor"
+ARGUMENT = "argument"  # a tool's argument, named `tool.argument`
 PRIMITIVE_TYPES = frozenset({"symbol", "number", "unsigned", "float"})
 DECLARATION, DEFINITION, DIRECTIVE, USE = "declaration", "definition", "directive", "use"
 
@@ -114,6 +117,7 @@ class _Walker:
         self.scope = -1
         self.written: Span | None = None  # the statement the rules being walked were written as
         self.seen: set[tuple[str, str, Span, str]] = set()
+        self.tools: dict[str, frozenset[str]] = {}  # the tools the rule being walked fixes its calls to
 
     def add(self, kind: str, name: str, span: Span, role: str) -> None:
         scope = self.scope if kind == VARIABLE else -1
@@ -134,6 +138,7 @@ class _Walker:
                 self.scope = len(self.rules)
                 self.seen = set()
             self.rules.append((self.module, statement))
+            self.tools = fixed_tools(statement.body)
             if not statement.is_subsumption:  # its two atoms start its body: uses, not definitions
                 self.atom(statement.head, DEFINITION)
             self.literals(statement.body)
@@ -166,6 +171,8 @@ class _Walker:
             self.add(ROLE, statement.name.name, statement.name.span, DECLARATION)
         elif isinstance(statement, ast.FieldMap):
             self.add(ROLE, statement.role.name, statement.role.span, DIRECTIVE)
+        elif isinstance(statement, ast.ArgDecl) and statement.tool and statement.argument:
+            self.add(ARGUMENT, f"{statement.tool}.{statement.argument}", statement.path_span, DECLARATION)
 
     def type_use(self, ident: ast.Ident) -> None:
         if ident.name not in PRIMITIVE_TYPES:
@@ -194,10 +201,15 @@ class _Walker:
             self.add(FUNCTOR, term.name, term.name_span, USE)
             for arg in term.args:
                 self.term(arg)
+            self.argument(term)
         elif isinstance(term, ast.Aggregate):
+            outer = self.tools
+            inner = fixed_tools(term.body)
+            self.tools = {v: outer.get(v, frozenset()) | inner.get(v, frozenset()) for v in {*outer, *inner}}
             if term.target is not None:
                 self.term(term.target)
             self.literals(term.body)
+            self.tools = outer
         elif isinstance(term, ast.Constructor):
             self.add(CONSTRUCTOR, term.name, term.name_span, USE)
             for arg in term.args:
@@ -205,6 +217,17 @@ class _Walker:
         else:
             for child in ast.term_children(term):
                 self.term(child)
+
+    def argument(self, call: ast.Call) -> None:
+        """``tool_arg(a, "key")`` where the rule fixes ``a`` to one tool uses its argument."""
+        if call.name != TOOL_ARG or len(call.args) != 2:
+            return
+        variable, key = call.args
+        if isinstance(variable, ast.Var) and isinstance(key, ast.String):
+            tools = self.tools.get(variable.name, frozenset())
+            if len(tools) == 1:
+                (tool,) = tools
+                self.add(ARGUMENT, f"{tool}.{key.value}", key.span, USE)
 
     def placeholders(self, rule: ast.Rule) -> None:
         """``{var}`` in ``@message`` and ``@suggest`` name variables of the rule."""

@@ -3,7 +3,8 @@
 * **definition** of a relation: its ``.decl`` and the heads of the rules that define it (its
   ``.input`` when it has neither); of a functor: its ``.functor``; of a variable: where the
   rule binds it (its first occurrence in a positive atom, else its first occurrence); of a
-  library module or an included file: the file; of a role: its ``.role``.
+  library module or an included file: the file; of a role: its ``.role``; of a tool's
+  argument: its ``.arg``.
 * **references**: every occurrence of the symbol in the files the document loads (itself,
   what it includes and the library modules it imports).
 * **rename** of a relation (in every file the document loads, but never one the shipped
@@ -23,6 +24,7 @@ from policyc.compiler.syntax_errors import RESERVED
 
 from .document import Snapshot, real_path
 from .index import (
+    ARGUMENT,
     CONSTRUCTOR,
     DECLARATION,
     DEFINITION,
@@ -116,6 +118,7 @@ def renamable(snapshot: Snapshot, occurrence: Occurrence) -> None:
             ROLE: "a role",
             TYPE: "a type",
             CONSTRUCTOR: "a constructor",
+            ARGUMENT: "a tool's argument",
         }[symbol.kind]
         reason = " (the host binds functors by name)" if symbol.kind == FUNCTOR else ""
         raise RenameError(

@@ -2,7 +2,7 @@
 
 One entry per relation the document declares or defines, with its declaration and rules
 inside (a rule is named by its ``@id`` when it has one, else by its head); one per functor and
-role it declares, and one per library module it imports and file it includes. A component is
+role and tool argument (``.arg``) it declares, and one per library module it imports and file it includes. A component is
 an entry with its contents inside (as written: its relations, rules, components and
 instances), and an instance (``.init g = Graph<symbol>``) an entry of its own; the relations
 of instances appear where the document itself writes them (``g.edge("a", "b").``).
@@ -140,6 +140,8 @@ def _named(statement: ast.Statement) -> tuple[str, types.SymbolKind, object] | N
         return statement.name.name, types.SymbolKind.Function, statement.name.span
     if isinstance(statement, ast.Role):
         return statement.name.name, types.SymbolKind.Constant, statement.name.span
+    if isinstance(statement, ast.ArgDecl) and statement.tool and statement.argument:
+        return f"{statement.tool}.{statement.argument}", types.SymbolKind.Field, statement.path_span
     if isinstance(statement, ast.TypeDecl):
         kind = (
             types.SymbolKind.Struct if statement.kind in ("record", "adt") else types.SymbolKind.TypeParameter

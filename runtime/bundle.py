@@ -4,7 +4,8 @@
 
     {"format": "policyc-bundle", "format_version": 2,
      "manifest": {"policyc_version", "default", "entrypoints", "inputs", "functors", "roles",
-                  "fields", ...the extensions' sections ("thresholds"), "checks",
+                  "fields", "arguments" (when the policy declares some), ...the extensions'
+                  sections ("thresholds"), "checks",
                   "sources": [{"path", "sha256"}], "plan_sha256"},
      "plan": {...}, "sources": {"policy.dl": "..."},
      "signature": null | {"algorithm": "ed25519", "value": BASE64}}
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from policyc.compiler.files import replace_file
 from policyc.compiler.plan import Plan, PlanError
 from policyc.compiler.plan_read import from_data
-from policyc.compiler.plan_write import to_data
+from policyc.compiler.plan_write import argument_data, to_data
 from policyc.compiler.stages import Parsed, Resolved
 from policyc.compiler.version import __version__
 
@@ -143,7 +144,15 @@ def describe(compilation: Resolved, plan: Plan) -> dict[str, Any]:
         "fields": [
             {"tool": t, "argument": a, "role": role} for (t, a), role in sorted(symbols.fields.items())
         ],
+        **_arguments(plan),
     }
+
+
+def _arguments(plan: Plan) -> dict[str, Any]:
+    """The manifest's ``arguments``: the declared tool arguments the monitor checks, when the
+    policy has any. A runtime written before declarations existed takes the key for the section
+    of an extension it lacks and refuses the bundle, rather than run it without the checks."""
+    return {"arguments": [argument_data(a) for a in plan.arguments]} if plan.arguments else {}
 
 
 def _name(role: Any) -> str:
@@ -332,8 +341,13 @@ def _read_bundle(data: bytes, origin: str, verify_key: str | os.PathLike[str] | 
     except PlanError as error:
         raise PolicyError(str(error)) from None
     expected = [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors]
-    if manifest.get("functors") != expected or manifest.get("default") != plan.default:
-        wrong = "functors" if manifest.get("functors") != expected else "default"
+    described = {
+        "functors": expected,
+        "default": plan.default,
+        "arguments": _arguments(plan).get("arguments"),
+    }
+    wrong = next((key for key, value in described.items() if manifest.get(key) != value), None)
+    if wrong is not None:
         raise manifest_at.child(wrong).fail("integrity check failed: the manifest does not describe the plan")
     if version < 2 and (swapped := [f.name for f in plan.functors if f.name in SWAPPED_IN_FORMAT_2]):
         raise format_version.fail(

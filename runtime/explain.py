@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import codegen
+from .arguments import INVALID_ARGUMENT
 from .verdict import render_fact, render_value
 
 if TYPE_CHECKING:
@@ -305,6 +306,10 @@ class Explanation:
 
 def explain_decision(decision: Decision) -> Explanation:
     action = decision.action
+    refused = tuple(r.message or "" for r in decision.reasons if r.rule == INVALID_ARGUMENT)
+    if refused:  # no rule ran on the call (runtime/arguments.py)
+        summary = "refused before any rule ran: its arguments do not match the policy's declarations"
+        return Explanation(action, False, summary, errors=refused)
     if decision.evaluation is None:
         return Explanation(action, decision.allowed, "no evaluation to explain")
     if decision.errored:  # what the decision said (an evaluation from scratch would meet more)

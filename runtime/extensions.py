@@ -63,6 +63,7 @@ CORE_KEYS = frozenset(
         "functors",
         "roles",
         "fields",
+        "arguments",  # written only when the policy declares arguments: an older runtime refuses it
         "checks",
         "sources",
         "plan_sha256",

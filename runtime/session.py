@@ -172,8 +172,11 @@ class Session:
         self.sticky: list[EvalError] = []  # problems that make every later decision a denial
         self.approvals = Approvals(session_id, monitor.approval_clock)  # unused approvals of calls
         self.errors: list[EvalError] = []  # what the current question found (the verdict reads it)
+        # calls refused for their arguments (runtime/arguments.py): recorded, but no rule sees them
+        self.refused: dict[str, tuple[Reason, ...]] = {}
         functors = list(monitor.policy.functors)
-        answers = session_functors(self.events)
+        checks = prepared.arguments  # the declared arguments (runtime/arguments.py), or None
+        answers = session_functors(self.events, None if checks is None else checks.conversions)
         for i, spec in enumerate(self.plan.functors):
             if spec.name in SESSION_FUNCTORS and is_session_placeholder(functors[i]):
                 functors[i] = answers[spec.name]
@@ -193,7 +196,6 @@ class Session:
         self.faulty = False
         self.unsure = False
         self.journal: list[Any] = []  # what the last update of the maintained facts added
-        self.refused: dict[Any, Reason] = {}  # calls refused when recorded (an extension failed)
         self.refusals: list[EvalError] = []  # why each event the session refused was refused
         # facts given other than by events, in order, as relations store them (see _give)
         self.given: list[tuple[int, set[Any]]] = []
@@ -256,6 +258,12 @@ class Session:
             raise self._refuse(f"malformed event: {type(error).__name__}: {error}") from None
         e = checked["id"]
         order = self.order
+        if self.prepared.arguments is not None:  # a call whose arguments break their declarations
+            refused = self.prepared.arguments.refusals(checked)
+            if refused:
+                self.events[e] = checked  # its id is taken: deciding it again refuses it again
+                self.refused[e] = refused
+                return
         try:
             # relation -> its new rows (and "open" -> the events it opens, below)
             facts: dict[Any, Any] = event_facts(
@@ -347,12 +355,10 @@ class Session:
         never recorded (no event has its id and no given fact names it) is denied: deciding it
         is a mistake of the host, which must not fail open."""
         started = time.monotonic()
+        if self.refused and type(action) is str and action in self.refused:  # no rule runs on it
+            return self._timed(action, Decision(action, False, self.refused[action], False, self), started)
         if not self._known(action) and not self.sticky:  # a poisoned session says why it is
             return self._timed(action, Decision(action, False, (UNKNOWN_ACTION,), True, self), started)
-        if not self.sticky and self.refused:
-            refused = self._refusal(action)
-            if refused is not None:
-                return self._timed(action, refused, started)
         verdict = self._verdict
         if verdict is None or self.sticky or self.unsure:
             return self._decide(action, started, prepare=True)
@@ -480,14 +486,6 @@ class Session:
         except LimitExceeded as error:
             self.errors = [EvalError("limit", str(error))]
             return decide(self, action)
-
-    def _refusal(self, action: Any) -> Decision | None:
-        """The refusal of a call an extension failed on when it was recorded."""
-        try:
-            reason = self.refused.get(action)
-        except TypeError:
-            return None
-        return None if reason is None else Decision(action, False, (reason,), True, self)
 
     def _escalated(self, action: Any, decision: Decision) -> Decision:
         """An escalated decision with what a person must see; or, when an unused, unexpired

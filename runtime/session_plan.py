@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 from policyc.compiler import plan as p
 
-from . import codegen, maintain
+from . import arguments, codegen, maintain
 from .evaluator import CompiledPlan
 from .fact_checks import FactChecks
 from .verdict import escalate_relation
@@ -27,6 +27,7 @@ class SessionPlan:
     def __init__(self, plan: p.Plan, compiled: CompiledPlan) -> None:
         self.plan = plan
         self.compiled = compiled
+        self.arguments = arguments.prepare(plan)  # the declared arguments calls are checked against
         index = plan.relation_index()
         escalate = escalate_relation(plan)
         self.candidate = index.get("Candidate")

@@ -317,8 +317,13 @@ def event_facts(
     return facts
 
 
-def session_functors(events: dict[str, dict[str, Any]]) -> dict[str, Callable[..., Any]]:
-    """The event functors, answering from a session's recorded events."""
+def session_functors(
+    events: dict[str, dict[str, Any]], declared: Mapping[tuple[str, str], str] | None = None
+) -> dict[str, Callable[..., Any]]:
+    """The event functors, answering from a session's recorded events. ``declared`` maps a
+    tool's argument declared a number (``.arg``) to its type: ``tool_arg`` gives an integral
+    float of a ``number`` or ``unsigned`` argument as the integer, an integer of a ``float``
+    argument as the float (the monitor refuses any other value before a rule reads it)."""
 
     def is_tool(a: str, name: str) -> bool:
         event = events.get(a)
@@ -332,7 +337,14 @@ def session_functors(events: dict[str, dict[str, Any]]) -> dict[str, Callable[..
         event = events.get(a)
         if event is None:
             return None
-        return policy_value((event.get("args") or {}).get(key))
+        value: Any = (event.get("args") or {}).get(key)
+        if declared and type(value) in (int, float):
+            wanted = declared.get((event.get("tool"), key))  # type: ignore[arg-type]
+            if wanted == "float" and type(value) is int:
+                value = float(value)
+            elif wanted in ("number", "unsigned") and type(value) is float and value.is_integer():
+                value = int(value)
+        return policy_value(value)
 
     def text_of(e: str) -> str:
         event = events.get(e)

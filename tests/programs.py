@@ -73,6 +73,8 @@ TOKENS = [
     ".default",
     ".role",
     ".field",
+    ".arg",
+    "required",
     ".include",
     ".import",
     "@id",

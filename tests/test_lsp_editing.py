@@ -285,6 +285,51 @@ async def test_document_symbols(client: LanguageClient, tmp_path: Path) -> None:
     close(client, main)
 
 
+@lsp
+async def test_a_declared_argument_in_hover_definition_outline_and_completion(
+    client: LanguageClient, tmp_path: Path
+) -> None:
+    path = tmp_path / "args.dl"
+    text = (
+        ".import events\n// in cents\n.arg pay.amount: number required\n"
+        'Escalate(a) :- ToolCall(a, "pay"), tool_arg(a, "amount") > 1000, tool_arg(a, "memo") = "x".\n'
+        ".arg pay.to: \n"
+    )
+    await open_document(client, path, text)
+
+    async def hover(needle: str) -> str:
+        found = await client.text_document_hover_async(
+            types.HoverParams(doc(path), position_of(text, needle))
+        )
+        return found.contents.value
+
+    declared = await hover("pay.amount")
+    assert ".arg pay.amount: number required" in declared and "required: every call must give it" in declared
+    assert "in cents" in declared  # its doc comment
+    assert await hover('"amount"') == declared  # the key of `tool_arg` where the rule fixes the tool
+    assert "argument `memo` of `pay`: not declared" in await hover('"memo"')
+    found = await client.text_document_definition_async(
+        types.DefinitionParams(doc(path), position_of(text, '"amount"'))
+    )
+    assert [(d.range.start.line, d.range.start.character) for d in found] == [(2, 5)]
+    symbols = await client.text_document_document_symbol_async(types.DocumentSymbolParams(doc(path)))
+    assert ("pay.amount", types.SymbolKind.Field) in [(s.name, s.kind) for s in symbols]
+    items = await _complete(
+        client, path, text, position_of(text, ".arg pay.to: ", inside=len(".arg pay.to: "))
+    )
+    assert [i.label for i in items] == [
+        "symbol",
+        "number",
+        "unsigned",
+        "float",
+        "bool",
+        "list",
+        "object",
+        "any",
+    ]
+    close(client, path)
+
+
 # ------------------------------------------------------------------------- completion
 
 

@@ -26,6 +26,7 @@ import yaml
 from hypothesis import given, settings
 
 from policyc.compiler import ast
+from policyc.compiler.arguments import ARG_TYPES
 from policyc.compiler.parser import parse
 from policyc.compiler.source import SourceFile
 
@@ -364,6 +365,15 @@ def _statement(text: str, statement: ast.Statement) -> Iterator[Expect]:
         scope = "string.quoted.double.policyc" if quoted else "entity.other.attribute-name.field.policyc"
         yield Expect(statement.path_span.start, statement.path_span.end, (scope,), "field")
         yield _ident(statement.role, ("entity.name.type.role.policyc",), "role")
+    elif isinstance(statement, ast.ArgDecl):
+        quoted = text[statement.path_span.start] == '"'
+        scope = "string.quoted.double.policyc" if quoted else "entity.other.attribute-name.field.policyc"
+        yield Expect(statement.path_span.start, statement.path_span.end, (scope,), "argument")
+        known = statement.type.name in ARG_TYPES
+        kind = ("support.type.primitive.policyc",) if known else ("entity.name.type.policyc",)
+        yield _ident(statement.type, kind, "argument type")
+        if statement.presence is not None:
+            yield _ident(statement.presence, ("keyword.other.presence.policyc",), "presence")
     elif isinstance(statement, ast.TypeDecl):
         yield _ident(statement.name, ("entity.name.type.policyc",), "declared type")
         for member in statement.members:

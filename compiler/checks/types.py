@@ -21,6 +21,9 @@ from, and the slot keeps its old type so one mistake is reported once.
 ``tool_arg``, or a variable holding its value and bound by no typed attribute): an agent's
 text there would make Python join (``"5" + "00"``) or repeat texts instead of adding or
 multiplying numbers. The operand is converted (``to_number(...)``) or compared as text.
+``tool_arg(a, "key")`` has the type of its value when the rule fixes the tool ``a`` calls
+(``ToolCall(a, "pay")``, ``is_tool(a, "pay")``, ``tool_name(a) = "pay"``) and that tool's
+argument is declared (``.arg pay.key: number``; :mod:`..arguments`); any type otherwise.
 
 Declared attribute and parameter types are fixed; undeclared relations get the types their
 uses imply, which :func:`infer` returns (as the primitive types values are kept in:
@@ -29,10 +32,11 @@ uses imply, which :func:`infer` returns (as the primitive types values are kept 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from itertools import count
 
 from .. import ast, codes, scopes
+from ..arguments import declared_for, fixed_tools
 from ..diagnostics import Diagnostic, Edit, Fix, Related
 from ..generators import is_range
 from ..loader import Program
@@ -98,6 +102,7 @@ class _Solver:
         self.report = True
         self.rule_index = 0
         self.any_values: dict[str, Span] = {}  # the current rule's variables of type `any`
+        self.tools: dict[str, frozenset[str]] = {}  # the tools the rule fixes its calls to
 
     # ------------------------------------------------------------------ union-find
 
@@ -195,7 +200,8 @@ class _Solver:
             if self.symbols.is_inline(rule.head.name):
                 given = {a.name for a in rule.head.args if isinstance(a, ast.Var)}
             rule = scopes.localized(rule, self.binds, given)
-        self.any_values = any_variables(rule, self.symbols)
+        self.tools = fixed_tools(rule.body)
+        self.any_values = any_variables(rule, self.symbols, self.declared)
         for literal in rule.body:
             self.literal(literal)
         self.atom(rule.head)
@@ -469,7 +475,11 @@ class _Solver:
 
     def is_any(self, term: ast.Term) -> bool:
         """Whether a term is of type ``any`` (:func:`is_any`)."""
-        return is_any(term, self.any_values, self.symbols)
+        return is_any(term, self.any_values, self.symbols, self.declared)
+
+    def declared(self, call: ast.Call) -> bool:
+        """Whether ``call`` reads an argument the policy declares (``.arg``), here of its type."""
+        return declared_for(call, self.tools, self.symbols.arguments) is not None
 
     def any_operand(self, op: str, term: ast.Term) -> None:
         """Report an operand of type ``any`` of ``+`` or ``*``."""
@@ -527,6 +537,11 @@ class _Solver:
             )
             return self.new_slot()
         if sig.returns is None or sig.returns == "any":
+            declared = declared_for(call, self.tools, self.symbols.arguments) if sig.library else None
+            if declared is not None and declared.value_type is not None:
+                # `tool_arg(a, "amount")` of a call the rule fixes to a tool that declares `amount`
+                note = f"`{{}}` is declared `{declared.type}`"
+                return self.new_slot(self.sets.of(declared.value_type), (declared.path_span, note))
             return self.new_slot()
         return self.new_slot(self.sets.of(sig.returns), (call.span, f"`{call.name}` returns `{sig.returns}`"))
 
@@ -548,8 +563,15 @@ class _Solver:
         return first
 
     def aggregate(self, aggregate: ast.Aggregate) -> object:
-        for literal in aggregate.body:
-            self.literal(literal)
+        outer = self.tools
+        inner = fixed_tools(aggregate.body)
+        if inner:
+            self.tools = {v: outer.get(v, frozenset()) | inner.get(v, frozenset()) for v in {*outer, *inner}}
+        try:
+            for literal in aggregate.body:
+                self.literal(literal)
+        finally:
+            self.tools = outer
         if aggregate.op == "count":
             return self.new_slot(self.sets.number, (aggregate.span, "a count is a `number`"))
         if aggregate.target is None:
@@ -594,20 +616,30 @@ class _Solver:
 TEXT_OPERATORS = ("+", "*")
 
 
-def is_any(term: ast.Term, variables: Mapping[str, Span], symbols: Symbols) -> bool:
+def is_any(
+    term: ast.Term,
+    variables: Mapping[str, Span],
+    symbols: Symbols,
+    declared: Callable[[ast.Call], bool] = lambda call: False,
+) -> bool:
     """Whether a term is of type ``any``: a call of a functor declared to return ``any``
-    (``tool_arg``), one of ``variables``, or the ``max`` or ``min`` of two such terms."""
+    (``tool_arg``, unless it reads an argument the policy ``declared``), one of ``variables``,
+    or the ``max`` or ``min`` of two such terms."""
     if isinstance(term, ast.Var):
         return term.name in variables
     if isinstance(term, ast.Call):
         sig = symbols.functors.get(term.name)
-        return sig is not None and not sig.is_predicate and sig.returns == "any"
+        return sig is not None and not sig.is_predicate and sig.returns == "any" and not declared(term)
     if isinstance(term, ast.BinOp) and term.op in ast.EXTREMA:
-        return is_any(term.left, variables, symbols) and is_any(term.right, variables, symbols)
+        return is_any(term.left, variables, symbols, declared) and is_any(
+            term.right, variables, symbols, declared
+        )
     return False
 
 
-def any_variables(rule: ast.Rule, symbols: Symbols) -> dict[str, Span]:
+def any_variables(
+    rule: ast.Rule, symbols: Symbols, declared: Callable[[ast.Call], bool] = lambda call: False
+) -> dict[str, Span]:
     """The variables of a rule of type ``any``, each with the comparison that makes it so:
     those equal (``=``) to a term of type ``any`` (:func:`is_any`), but for those
     an atom binds through an attribute of a declared type (a value of a relation of that
@@ -631,7 +663,7 @@ def any_variables(rule: ast.Rule, symbols: Symbols) -> dict[str, Span]:
         for lit in equalities:
             for var, value in ((lit.left, lit.right), (lit.right, lit.left)):
                 if isinstance(var, ast.Var) and var.name not in found and var.name not in typed:
-                    if is_any(value, found, symbols):
+                    if is_any(value, found, symbols, declared):
                         found[var.name] = lit.span
                         changed = True
     return found

@@ -72,13 +72,17 @@ test('every reserved word of the language is highlighted as a keyword', () => {
 
 test('the soft keywords of the language are keywords in their directive only', () => {
   const declared = LARK.match(/^%declare (.+)$/m)[1].trim().split(/\s+/).map((s) => s.toLowerCase());
-  assert.deepEqual(declared.sort(), ['budget', 'choice_domain', 'eqrel', 'inline', 'overridable', 'pool', 'storage']);
+  assert.deepEqual(
+    declared.sort(),
+    ['budget', 'choice_domain', 'eqrel', 'inline', 'overridable', 'pool', 'presence', 'storage'],
+  );
   assert.equal(leafAt('.decl R(x: symbol) inline', 'inline')[0], 'storage.modifier.inline.policyc');
   const both = '.decl R(x: symbol) inline overridable';
   assert.equal(leafAt(both, 'overridable')[0], 'storage.modifier.overridable.policyc');
   const role = '.role r budget 0.5 pool shared';
   assert.equal(leafAt(role, 'budget')[0], 'keyword.other.budget.policyc');
   assert.equal(leafAt(role, 'pool')[0], 'keyword.other.pool.policyc');
+  assert.equal(leafAt('.arg pay.amount: number required', 'required')[0], 'keyword.other.presence.policyc');
   for (const word of declared) {
     assert.equal(leafAt(`P(${word}) :- Q(${word}).`, word)[0], 'variable.other.policyc', word);
   }
