@@ -193,6 +193,7 @@ class Session:
         # each with why (runtime/session_unknown.py); `faulty`: a maintained rule reads one, so
         # events are maintained by the interpreter; `unsure`: a verdict may read one
         self.unknown: dict[int, dict[tuple, Fault]] = {}
+        self.residues: dict[int, dict[tuple, Any]] = {}  # what unknown facts holding ANY stand for
         self.faulty = False
         self.unsure = False
         self.journal: list[Any] = []  # what the last update of the maintained facts added

@@ -25,7 +25,7 @@ from .faults import ANY, Fault
 from .maintain import delta_relation
 from .prefix import Prefix, open_variant
 from .relations import Relation
-from .unknown import Facts, Level, Solver, State, StrataSolver, binding
+from .unknown import Facts, Level, Residues, Solver, State, StrataSolver, add_unknown, binding
 from .verdict import (
     ERROR_CODES,
     ERROR_RULE,
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .session import Session
 
 EMPTY: Mapping[tuple, Fault] = {}
+NONE: Mapping[tuple, Residues] = {}
 Journal = list[
     tuple[Any, ...]
 ]  # ("known", relation, stored facts) | ("unknown", relation, fact, fault | None)
@@ -60,6 +61,9 @@ class MaintenanceSolver(Solver):
 
     def unknown(self, relation: int) -> Mapping[tuple, Fault]:
         return self.session.unknown.get(relation, EMPTY)
+
+    def residues(self, relation: int) -> Mapping[tuple, Residues]:
+        return self.session.residues.get(relation, NONE)
 
     def tool_of(self, action: Any) -> str | None:
         return tool_of(self.session, action)
@@ -103,7 +107,7 @@ def maintain(session: Session, new: Mapping[Any, Any], stored: bool, room: int, 
         for r in members:  # facts given for a relation of the stratum are its new facts too
             if r in deltas:
                 news[r][0].update(deltas[r][0])
-        found: list[tuple[int, tuple, Level]] = []
+        found: list[tuple[int, tuple, Level, Residues]] = []
         for rule, d in variants:
             if d in members:
                 continue
@@ -136,20 +140,20 @@ def maintain(session: Session, new: Mapping[Any, Any], stored: bool, room: int, 
 
 def _variant(
     solver: MaintenanceSolver, rule: p.RulePlan, relation: int, delta: tuple[set, dict]
-) -> Iterator[tuple[int, tuple, Level]]:
+) -> Iterator[tuple[int, tuple, Level, Residues]]:
     known, unknown = delta
     held = solver.relations[relation]
     solver.delta = {relation: (Relation.owning(held.arity, held.store(known)), unknown)}
     try:
-        for fact, level in list(solver.derive(rule, "insert")):
-            yield rule.head, fact, level
+        for fact, level, residues in list(solver.derive(rule, "insert")):
+            yield rule.head, fact, level, residues
     finally:
         solver.delta = {}
 
 
 def _opened(
     solver: MaintenanceSolver, rule: p.RulePlan, prefix: int, opened: list[Any]
-) -> Iterator[tuple[int, tuple, Level]]:
+) -> Iterator[tuple[int, tuple, Level, Residues]]:
     """An insertion variant reading ``DependsOn``, for the facts new open events bring: the
     variant :func:`~.prefix.open_variant` makes, its new event taken from the open events."""
     variant = open_variant(rule, prefix)
@@ -163,26 +167,26 @@ def _opened(
         for state in list(solver.run(compiled, 0, State(binding(body.slots), None, (), ()))):
             head = solver.head(compiled, body.head_args, state)
             if head is not None:
-                yield rule.head, head[0], head[1]
+                yield rule.head, *head
     finally:
         solver.delta = {}
 
 
 def _merge(
     session: Session,
-    found: list[tuple[int, tuple, Level]],
+    found: list[tuple[int, tuple, Level, Residues]],
     news: dict[int, tuple[set, dict]],
     journal: Journal,
     room: int,
 ) -> int:
     """Add what variants derived (known facts to the relations, unknown ones to the
-    session's); how many facts that added."""
+    session's, with what they stand for); how many facts that added."""
     from .maintain import Overflow
 
     relations = session.state.relations
     added = 0
     known: dict[int, set] = {}
-    for r, fact, level in found:
+    for r, fact, level, _ in found:
         if level is None:
             known.setdefault(r, set()).add(fact)
     for r, facts in known.items():
@@ -191,31 +195,40 @@ def _merge(
         if fresh:
             journal.append(("known", r, fresh))
             added += len(fresh)
-            news[r][0].update((f,) for f in fresh) if relation.arity == 1 else news[r][0].update(fresh)
-            held = session.unknown.get(r)
-            if held:
-                for fact in (
-                    [f for f in ((x,) for x in fresh) if f in held]
-                    if relation.arity == 1
-                    else [f for f in fresh if f in held]
-                ):
-                    journal.append(("unknown", r, fact, held.pop(fact)))
-    for r, fact, level in found:
-        if level is None:
+            whole = {(f,) for f in fresh} if relation.arity == 1 else fresh
+            news[r][0].update(whole)
+            unknown = session.unknown.get(r)
+            if unknown:
+                for fact in [f for f in whole if f in unknown]:
+                    journal.append(("unknown", r, fact, _before(session, r, fact)))
+                    del unknown[fact]
+                    session.residues.get(r, {}).pop(fact, None)
+    for r, fact, level, residues in found:
+        if level is None or (ANY not in fact and relations[r].contains(fact)):
             continue
-        if ANY not in fact and relations[r].contains(fact):
-            continue
-        held = session.unknown.setdefault(r, {})
-        if fact in held:
-            continue
-        held[fact] = level
-        journal.append(("unknown", r, fact, None))
-        news[r][1][fact] = level
-        added += 1
+        before = _before(session, r, fact)
+        if add_unknown(
+            session.unknown.setdefault(r, {}), session.residues.setdefault(r, {}), fact, level, residues
+        ):
+            journal.append(("unknown", r, fact, before))
+            news[r][1][fact] = level
+            added += before[0] is None
     session.noted_unknown()
     if added > room:
         raise Overflow(added)
     return added
+
+
+_MISSING: Any = object()
+
+
+def _before(session: Session, relation: int, fact: tuple) -> tuple[Fault | None, Any]:
+    """What the session holds of an unknown fact (its fault, or None; its residues), to undo."""
+    kept = session.residues.get(relation, {})
+    residues = kept[fact] if fact in kept else _MISSING
+    return session.unknown.get(relation, {}).get(fact), (
+        list(residues) if isinstance(residues, list) else residues
+    )
 
 
 def rollback(session: Session, journal: Journal) -> int:
@@ -231,13 +244,17 @@ def rollback(session: Session, journal: Journal) -> int:
             _, r, facts = entry
             gone.setdefault(r, set()).update(facts)
         else:
-            _, r, fact, fault = entry
-            kept = session.unknown.setdefault(r, {})
+            _, r, fact, (fault, residues) = entry
+            unknown = session.unknown.setdefault(r, {})
+            kept = session.residues.setdefault(r, {})
             if fault is None:
-                if kept.pop(fact, None) is not None:
-                    taken += 1
+                taken += unknown.pop(fact, None) is not None
             else:
-                kept[fact] = fault
+                unknown[fact] = fault
+            if residues is _MISSING:
+                kept.pop(fact, None)
+            else:
+                kept[fact] = residues
     for r, facts in gone.items():
         relation = relations[r]
         held = relation.base.tuples if isinstance(relation, Prefix) else relation.tuples
@@ -263,14 +280,17 @@ class DecisionSolver(StrataSolver):
         facts = Facts.__new__(Facts)
         facts.known = list(session.state.relations)
         facts.unknown = [session.unknown.get(r) or {} for r in range(len(plan.relations))]
+        facts.residues = [session.residues.get(r) or {} for r in range(len(plan.relations))]
         for stratum, _, _ in prepared.recompute:
             for r in stratum.relations:
                 facts.known[r] = session.seeded(r)
                 facts.unknown[r] = {}
+                facts.residues[r] = {}
         candidate = prepared.candidate
         if candidate is not None:
             facts.known[candidate] = Relation(plan.relations[candidate].arity, {action})
             facts.unknown[candidate] = {}
+            facts.residues[candidate] = {}
         super().__init__(plan, session.functors, facts, session.state.E)
         self.session = session
         # a relation of a stratum the decision recomputes is computed in full, not asked on demand

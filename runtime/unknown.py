@@ -17,7 +17,10 @@ evaluations that meet errors:
 The result does not depend on the order in which a rule's steps run (the order of the plan, of
 a semi-naive variant, or of a rule asked with its head given): a step that could not be
 decided because a value was :data:`ANY` is kept aside (*pending*) and decided again once an atom
-binds that value. So a session maintaining its facts incrementally and an evaluation from
+binds that value. An unknown fact holding :data:`ANY` keeps what was pending when it was derived
+(its :class:`Residue`): a value meeting the :data:`ANY` (a fact asked about, an atom with the
+value given) is checked against it, so that a fact derived bottom-up, its values unknown, stands
+for exactly the facts a rule asked with those values given would find. So a session maintaining its facts incrementally and an evaluation from
 scratch find the same unknown facts, which is what lets a session decide every later call
 exactly as a from-scratch evaluation would (docs/runtime.md, "Errors").
 
@@ -66,6 +69,47 @@ class _Eq:
     def __init__(self, expr: p.Expr, value: Any) -> None:
         self.expr = expr
         self.value = value
+
+
+class _FactCheck:
+    """A pending check that the values slots took where an unknown fact held :data:`ANY` are
+    values that fact stands for (its residues), once they are known."""
+
+    __slots__ = ("fact", "positions", "relation")
+
+    def __init__(self, relation: int, fact: tuple, positions: tuple[tuple[int, int], ...]) -> None:
+        self.relation = relation
+        self.fact = fact
+        self.positions = positions  # (position in the fact, slot)
+
+    def key(self) -> Any:
+        return ("fact", self.relation, self.fact, self.positions)
+
+
+class Residue:
+    """What was pending when an unknown fact holding :data:`ANY` was derived: the rule, the
+    binding (its values, its pending steps) and the head's expressions. A value given where the
+    fact holds :data:`ANY` is checked by binding it there and deciding the pending steps again."""
+
+    __slots__ = ("args", "key", "rule", "state")
+
+    def __init__(self, rule: Rule, state: State, args: tuple[p.Expr, ...]) -> None:
+        self.rule = rule
+        self.state = state
+        self.args = args
+        pending = tuple(_pending_key(item) for item in state.pending)
+        self.key = (id(rule), tuple(state.v), pending, args)
+
+
+def _pending_key(item: Any) -> Any:
+    if isinstance(item, _Eq):
+        return ("eq", item.expr, item.value)
+    if isinstance(item, _FactCheck):
+        return item.key()
+    return item
+
+
+Residues = list[Residue] | None  # None: the unknown fact stands for any value where it holds ANY
 
 
 class State:
@@ -120,6 +164,7 @@ class Solver:
         self.count = TICK
         self.rules: dict[Any, Rule] = {}
         self.inline_memo: dict[tuple[int, tuple], Level | bool] = {}
+        self.fitting: set[Any] = set()  # the checks of residues under way (see fits)
         self.delta: dict[int, tuple[Relation, Mapping[tuple, Fault]]] = {}
 
     # ------------------------------------------------------------------ what a world answers
@@ -147,15 +192,18 @@ class Solver:
             found = self.rules[key] = Rule(self, rule, steps, slots)
         return found
 
-    def derive(self, plan: p.RulePlan, variant: Any = None) -> Iterator[tuple[tuple, Level]]:
-        """Each head tuple of a rule plan (as a full tuple) with its level, once per binding."""
+    def derive(self, plan: p.RulePlan, variant: Any = None) -> Iterator[tuple[tuple, Level, Residues]]:
+        """Each head tuple of a rule plan (as a full tuple) with its level and, for an unknown
+        one holding :data:`ANY`, what was pending (once per binding)."""
         rule = self.rule(("rule", id(plan), variant), plan.rule, plan.steps, plan.slots)
         for state in self.run(rule, 0, State(binding(plan.slots), None, (), ())):
             head = self.head(rule, plan.head_args, state)
             if head is not None:
                 yield head
 
-    def head(self, rule: Rule, args: tuple[p.Expr, ...], state: State) -> tuple[tuple, Level] | None:
+    def head(
+        self, rule: Rule, args: tuple[p.Expr, ...], state: State
+    ) -> tuple[tuple, Level, Residues] | None:
         level = state.level
         values = []
         for expr in args:
@@ -166,7 +214,11 @@ class Solver:
             except _Failed as failed:
                 values.append(ANY)
                 level = level or failed.fault
-        return tuple(values), level
+        fact = tuple(values)
+        residues: Residues = None
+        if level is not None and state.pending and ANY in fact:
+            residues = [Residue(rule, state, args)]
+        return fact, level, residues
 
     def matches(self, bound: p.BoundRule, values: tuple, record: bool = False) -> Iterator[State]:
         """The bindings of a rule asked with its head's values given (each a :class:`State`)."""
@@ -212,9 +264,43 @@ class Solver:
         if self.known(relation).contains(values):
             return None
         for fact, fault in self.unknown(relation).items():
-            if _unify(fact, values):
+            if _unify(fact, values) and self.fits(relation, fact, list(enumerate(values))):
                 return fault
         return False
+
+    def residues(self, relation: int) -> Mapping[tuple, Residues]:
+        """The residues of a relation's unknown facts (a fact without an entry stands for any
+        value where it holds :data:`ANY`)."""
+        return _NO_RESIDUES
+
+    def fits(self, relation: int, fact: tuple, values: list[tuple[int, Any]]) -> bool:
+        """Whether an unknown fact stands for the given values where it holds :data:`ANY`."""
+        residues = self.residues(relation).get(fact)
+        if residues is None:
+            return True
+        given = [(i, value) for i, value in values if fact[i] is ANY and value is not ANY]
+        if not given:
+            return True
+        key = (relation, fact, tuple(given))
+        if key in self.fitting:  # a fact whose residue asks about itself: it may hold
+            return True
+        self.fitting.add(key)
+        try:
+            return any(self._allows(residue, given) for residue in residues)
+        finally:
+            self.fitting.discard(key)
+
+    def _allows(self, residue: Residue, given: list[tuple[int, Any]]) -> bool:
+        v = list(residue.state.v)
+        for i, value in given:
+            expr = residue.args[i]
+            if isinstance(expr, p.Slot):  # (an expression of an unknown value cannot be checked)
+                held = v[expr.index]
+                if held is ANY:
+                    v[expr.index] = value
+                elif not _agree(held, value):
+                    return False
+        return self.settle(residue.rule, residue.state.but(v=v)) is not None
 
     def inline(self, relation: int, values: tuple) -> Level | bool:
         key = (relation, values)
@@ -524,6 +610,10 @@ class Solver:
                 after = state.but(v=w, pending=pending)
             if eqs:
                 after = after.but(pending=(*after.pending, *(_Eq(expr, fact[i]) for i, expr in eqs)))
+            if fact_level is not level and (binds or refine):  # an unknown fact: what it stands for
+                held = [(i, slot) for i, slot in (*binds, *refine) if fact[i] is ANY]
+                if held and self.residues(relation).get(fact) is not None:
+                    after = after.but(pending=(*after.pending, _FactCheck(relation, fact, tuple(held))))
             after = after.but(level=fact_level)
             if record:
                 after = after.but(matched=(*after.matched, (relation, fact)))
@@ -545,6 +635,13 @@ class Solver:
             pending = before
             state = state.but(pending=())
             for item in pending:
+                if isinstance(item, _FactCheck):
+                    given = [(i, state.v[slot]) for i, slot in item.positions]
+                    if not self.fits(item.relation, item.fact, given):
+                        return None
+                    if any(value is ANY for _, value in given):
+                        state = state.but(pending=(*state.pending, item))
+                    continue
                 if isinstance(item, _Eq):
                     if not _ready(item.expr, state.v):
                         state = state.but(pending=(*state.pending, item))
@@ -663,7 +760,8 @@ class Solver:
             yield fact, None
         for fact, fault in list(unknown.items()):
             if all(fact[i] is ANY or _agree(fact[i], value) for i, value in concrete):
-                yield fact, fault
+                if self.fits(relation, fact, concrete):
+                    yield fact, fault
 
 
 # what an operator computes, as the generated code does (:mod:`.codegen`)
@@ -687,6 +785,7 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     ">=": lambda a, b: a >= b,
 }
 _NONE: Any = object()  # an aggregate with no value (the minimum of nothing)
+_NO_RESIDUES: Mapping[tuple, Residues] = {}
 
 
 def _compare(op: str, x: Any, y: Any) -> bool:
@@ -756,23 +855,43 @@ class Facts:
     def __init__(self, plan: p.Plan) -> None:
         self.known = [Relation(spec.arity) for spec in plan.relations]
         self.unknown: list[dict[tuple, Fault]] = [{} for _ in plan.relations]
+        self.residues: list[dict[tuple, Residues]] = [{} for _ in plan.relations]
 
-    def add(self, relation: int, fact: tuple, level: Level) -> bool:
-        """Add a fact at its level; whether it is new at that level (known beats unknown)."""
+    def add(self, relation: int, fact: tuple, level: Level, residues: Residues = None) -> bool:
+        """Add a fact at its level (an unknown one with what it stands for); whether it is new,
+        or stands for more than it did (known beats unknown)."""
         held = self.known[relation]
         if level is None:
             if held.contains(fact):
                 return False
             held.add_all(held.store([fact]))
             self.unknown[relation].pop(fact, None)
+            self.residues[relation].pop(fact, None)
             return True
         if ANY not in fact and held.contains(fact):
             return False
-        unknown = self.unknown[relation]
-        if fact in unknown:
-            return False
+        return add_unknown(self.unknown[relation], self.residues[relation], fact, level, residues)
+
+
+def add_unknown(
+    unknown: dict[tuple, Fault], kept: dict[tuple, Residues], fact: tuple, level: Fault, residues: Residues
+) -> bool:
+    """Add an unknown fact, or widen what one stands for; whether anything changed."""
+    if fact not in unknown:
         unknown[fact] = level
+        if residues is not None:
+            kept[fact] = list(residues)
         return True
+    had = kept.get(fact)
+    if had is None:  # it stands for any value already
+        return False
+    if residues is None:
+        del kept[fact]
+        return True
+    keys = {r.key for r in had}
+    fresh = [r for r in residues if r.key not in keys]
+    had.extend(fresh)
+    return bool(fresh)
 
 
 class StrataSolver(Solver):
@@ -794,6 +913,9 @@ class StrataSolver(Solver):
 
     def unknown(self, relation: int) -> Mapping[tuple, Fault]:
         return self.facts.unknown[relation]
+
+    def residues(self, relation: int) -> Mapping[tuple, Residues]:
+        return self.facts.residues[relation]
 
     def run_stratum(self, stratum: p.Stratum, opaque: Callable[[p.Stratum], None] | None = None) -> None:
         """Evaluate one stratum. A stratum whose relations keep a choice of their facts or drop
@@ -823,8 +945,8 @@ class StrataSolver(Solver):
         self.delta = {}
 
     def _emit(self, rule: p.RulePlan, news: dict[int, tuple[set, dict]]) -> None:
-        for fact, level in self.derive(rule):
-            if self.facts.add(rule.head, fact, level):
+        for fact, level, residues in list(self.derive(rule)):  # (the rule may read its head)
+            if self.facts.add(rule.head, fact, level, residues):
                 known, unknown = news[rule.head]
                 if level is None:
                     known.add(fact)

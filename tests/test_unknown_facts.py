@@ -171,6 +171,29 @@ def test_eval_and_explain_show_what_an_error_left_unknown(cli, tmp_path) -> None
     assert 'Deny("c3")' in cli("explain", str(tmp_path / "pay.dl"), 'Deny("c3")', *common).stdout
 
 
+def test_an_unknown_value_keeps_what_was_pending_about_it() -> None:
+    """`Total(t)` is unknown (the sum meets a text), so `Flag(t)` holds for an unknown `t`, but
+    only for a `t` over 1: asked about 1 it does not hold, asked about 3 it is unknown, from
+    scratch as in a session (which asks `Flag` with its value given)."""
+    text = """
+        .decl Pay(a: symbol, n: symbol)
+        .input Pay
+        .functor parse(x: symbol): number
+        Total(t) :- t = sum n : { Pay(_, s), n = parse(s) }.
+        Flag(t) :- Total(t), t > 1.
+        .default deny
+        Allow(a) :- Pay(a, s), k = strlen(s), !Flag(k).
+    """
+    policy = policyc.load(text, {"parse": lambda s: int(s)})
+    facts = {"Pay": [["c1", "5"], ["c2", "x"], ["c3", "abc"]]}
+    session = policyc.Monitor(policy).session("s")
+    session.add_facts(facts)
+    scratch = policy.evaluate(facts)
+    for action, allowed in (("c1", True), ("c2", True), ("c3", False)):
+        for decided in (session.decide(action), scratch.decide(action)):
+            assert (decided.allowed, decided.errored) == (allowed, not allowed), (action, decided.reasons)
+
+
 # ------------------------------------------------------------------ properties: programs
 
 
@@ -357,7 +380,8 @@ _served = iter(range(1, 10**6))
 def served_as_in_process(service, events: list[dict]) -> None:
     server, key = service
     session_id = f"u{next(_served)}"
-    local = policyc.Monitor(policyc.load(CALLS, {"risky": risky})).session(session_id, "agent", ("agent",))
+    local = policyc.Monitor(policyc.load(server.folder / "policy.dl", {"risky": risky}))  # its rules' ids
+    local = local.session(session_id, "agent", ("agent",))
     with policyc.connect(server.url, key) as monitor:
         remote = monitor.session(session_id)
         for event in events:
