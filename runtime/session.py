@@ -591,7 +591,7 @@ class Session:
         if self.seeds:
             self._seed(facts, stored=True)
         # the relations no rule reads are not stored: maintenance reads only the ones it stores
-        self._insert_indexed(facts, stored=True)
+        self._insert(facts, stored=True)
 
     def _seed(self, facts: dict[int, set[Any]], stored: bool = False) -> list[tuple[int, set]]:
         """Keep the given facts of relations recomputed per decision (taken out of ``facts``),
@@ -606,11 +606,6 @@ class Session:
             kept.append((r, fresh))
             self.dirty = True
         return kept
-
-    def _insert_indexed(self, facts: dict[int, set[Any]], stored: bool = False) -> None:
-        """Add new facts of stored input relations (as tuples, or with ``stored`` in the form
-        relations store them; the sets are not changed) and everything they derive."""
-        self._insert(facts, stored)
 
     def _insert(self, facts: dict[Any, Any], stored: bool = False) -> list[Any]:
         """Add new facts of stored input relations and everything they derive; the journal of
