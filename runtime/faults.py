@@ -17,7 +17,7 @@ monitor's own words.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,11 +235,6 @@ class Describer:
     def arithmetic(self, what: str) -> Fault:
         return Fault("arithmetic", self.info.id, f"rule `{self.info.id}`: {what}", None)
 
-    def other(self, error: Exception) -> Fault:
-        return Fault(
-            "rule", self.info.id, f"rule `{self.info.id}` failed: {type(error).__name__}: {error}", None
-        )
-
     # --------------------------------------------------------------------------------- fixes
 
     def _fix(self, left: p.Expr, right: p.Expr, x: Any, y: Any, v: list) -> tuple[str | None, str | None]:
@@ -306,7 +301,3 @@ def _flat(steps: tuple[p.Step, ...]) -> list[p.Step]:
         if isinstance(step, p.Aggregate):
             found.extend(_flat(step.body))
     return found
-
-
-def first_fault(faults: Mapping[Any, Fault]) -> Fault | None:
-    return next(iter(faults.values()), None)

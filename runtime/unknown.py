@@ -995,9 +995,6 @@ class FromScratch(StrataSolver):
         for stratum in plan.strata:
             self.run_stratum(stratum, opaque)
 
-    def level(self, relation: int, values: tuple) -> Level | bool:
-        return self.holds(relation, values)
-
 
 def from_scratch(
     compiled: Any, functors: list[Callable[..., Any]], limits: Any, inputs: Mapping[int, Any]
