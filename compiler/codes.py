@@ -94,6 +94,12 @@ DUPLICATE_INSTANCE = Code(
 INVALID_OVERRIDE = Code(
     "PC117", "invalid-override", E, "`.override` names a relation no base declares, or one not `overridable`"
 )
+INVALID_KEY = Code(
+    "PC119",
+    "invalid-key",
+    E,
+    "a `.key` names what its relation does not have, or a relation whose given facts it cannot describe",
+)
 INVALID_SUBSUMPTION = Code(
     "PC112",
     "invalid-subsumption",
@@ -155,6 +161,7 @@ CATALOG: tuple[Code, ...] = (
     RECURSIVE_COMPONENT,
     DUPLICATE_INSTANCE,
     INVALID_OVERRIDE,
+    INVALID_KEY,
     INVALID_SUBSUMPTION,
     SINGLETON_VARIABLE,
     UNUSED_RELATION,

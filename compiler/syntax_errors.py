@@ -30,6 +30,7 @@ DIRECTIVES = (
     ".comp",
     ".init",
     ".override",
+    ".key",
 )
 
 TERMINALS: dict[str, str] = {

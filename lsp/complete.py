@@ -44,6 +44,7 @@ DIRECTIVE_HELP = {
     ".default": "the verdict when no Allow rule fires: allow or deny",
     ".role": "declare a role with a risk budget",
     ".field": "give a tool argument a role",
+    ".key": "the attributes of a relation that determine its others",
 }
 KEYWORDS = tuple(RESERVED.values())  # `not` and the aggregates
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*[\s\S]*?(?:\*/|$)')
