@@ -134,6 +134,12 @@ class Symbols:
         relation = self.relations.get(name)
         return relation is not None and relation.inline
 
+    def keys_of(self, name: str) -> tuple[tuple[int, ...], ...]:
+        """The keys every fact of a relation keeps: its declared keys when no rule or fact of
+        the policy derives into it (the runtime checks the facts given, not those derived)."""
+        relation = self.relations.get(name)
+        return relation.keys if relation is not None and name not in self.defined else ()
+
 
 def resolve(program: Program) -> tuple[Symbols, list[Diagnostic]]:
     return _Resolver(program).run()

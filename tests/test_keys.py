@@ -176,3 +176,146 @@ def test_every_session_keeps_the_keys_of_the_event_vocabulary(events: list[dict]
             for row in facts.get(name, ()):
                 at = tuple(row[i] for i in key)
                 assert seen.setdefault(at, row) == row, (name, key, seen[at], row)
+
+
+# ------------------------------------------------------------------ the runtime keeps the keys
+
+MAIL = """
+.import events
+.decl Seat(flight: symbol, row: number, passenger: symbol)
+.input Seat
+.key Seat(flight, row)
+.key Seat(passenger)
+Deny(a) :- ToolCall(a, "rm").
+Deny(a) :- ToolCall(a, "book"), Seat(_, _, p), p = tool_arg(a, "who").
+"""
+
+
+@pytest.fixture(scope="module")
+def mail():
+    import policyc
+
+    return policyc.load_source(MAIL)
+
+
+def test_facts_that_break_a_key_are_refused_naming_the_relation_the_key_and_the_two_values(mail) -> None:
+    from policyc.runtime.facts import FactsError
+
+    with pytest.raises(FactsError) as refused:
+        mail.evaluate({"Seat": [["LH1", 3, "ann"], ["LH1", 3, "bob"]]}, strict=True)
+    message = str(refused.value)
+    assert "relation `Seat`" in message and "`.key Seat(flight, row)`" in message
+    assert '"ann"' in message and '"bob"' in message and '`flight` = "LH1", `row` = 3' in message
+    with pytest.raises(FactsError, match=r"`\.key Seat\(passenger\)`"):
+        mail.evaluate({"Seat": [["LH1", 3, "ann"], ["LH2", 4, "ann"]]}, strict=True)
+    with pytest.raises(FactsError, match=r"`\.key Candidate\(\)` allows at most one fact"):
+        mail.evaluate({"Candidate": [["c1"], ["c2"]]}, strict=True)
+    # the same fact twice breaks nothing; nor do facts with other keys
+    result = mail.evaluate({"Seat": [["LH1", 3, "ann"], ["LH1", 3, "ann"], ["LH1", 4, "bob"]]}, strict=True)
+    assert len(result.relation("Seat")) == 2
+
+
+def test_policyc_eval_refuses_a_facts_file_that_breaks_a_key(tmp_path, policyc) -> None:
+    policy = tmp_path / "p.dl"
+    policy.write_text(MAIL, "utf-8")
+    facts = tmp_path / "facts.json"
+    facts.write_text('{"ToolCall": [["c1", "rm"], ["c1", "ls"]]}', "utf-8")
+    run = policyc("eval", str(policy), "--facts", str(facts))
+    assert run.status == 1, run.stdout + run.stderr
+    assert "`.key ToolCall(a)` allows one `tool` per `a`" in run.stdout + run.stderr
+
+
+def test_a_session_refuses_given_facts_that_break_a_key_with_what_it_holds(mail) -> None:
+    import policyc
+
+    monitor = policyc.Monitor(mail)
+    # against an event: the host says c1 calls `rm`; the event says `ls`
+    session = monitor.session("s1")
+    session.record({"id": "c1", "kind": "tool_call", "tool": "ls"})
+    session.add_facts({"ToolCall": [["c1", "rm"]]})
+    decision = session.authorize({"id": "c2", "kind": "tool_call", "tool": "ls"})
+    assert not decision.allowed and decision.errored
+    assert '"rm" (given now) and "ls" (from event `c1`)' in decision.reasons[0].message
+    # against facts given before, in another batch, and the generated checks' fast path
+    session = monitor.session("s2")
+    session.add_facts({"Seat": [["LH1", 3, "ann"]]})
+    assert session.authorize({"id": "c1", "kind": "tool_call", "tool": "ls"}).allowed
+    session.add_facts({"Seat": [("LH1", 3, "bob")]})
+    decision = session.decide("c1")
+    assert not decision.allowed and "`.key Seat(flight, row)`" in decision.reasons[0].message
+    assert '"bob" (given now) and "ann" (given earlier)' in decision.reasons[0].message
+    # within one batch
+    session = monitor.session("s3")
+    session.add_facts({"Seat": [["LH1", 3, "ann"], ["LH2", 1, "ann"]]})
+    assert (
+        "`.key Seat(passenger)`"
+        in session.authorize({"id": "c1", "kind": "tool_call", "tool": "x"}).reasons[0].message
+    )
+    # against the session's own principal
+    session = monitor.session("s4", principal="alice")
+    session.add_facts({"Principal": [["bob"]]})
+    assert (
+        "`.key Principal()`"
+        in session.authorize({"id": "c1", "kind": "tool_call", "tool": "x"}).reasons[0].message
+    )
+
+
+def test_an_event_that_breaks_a_key_with_given_facts_is_refused_alone(mail) -> None:
+    import policyc
+    from policyc.runtime.verdict import EventRefused
+
+    session = policyc.Monitor(mail).session("s1")
+    session.add_facts({"ToolCall": [["c1", "rm"]], "ToolArg": [["c2", "who", "ann"], ["c3", "who", "ann"]]})
+    with pytest.raises(EventRefused) as refused:
+        session.record({"id": "c1", "kind": "tool_call", "tool": "ls"})
+    assert refused.value.code == "conflicting-facts"
+    assert '"ls" (from event `c1`) and "rm" (given)' in str(refused.value)
+    decision = session.authorize({"id": "c1", "kind": "tool_call", "tool": "ls"})
+    assert not decision.allowed and decision.reasons[0].code == "conflicting-facts"
+    assert "c1" not in session.events
+    # the session decides on: an event that agrees with the given facts is recorded
+    assert not session.authorize(
+        {"id": "c1", "kind": "tool_call", "tool": "rm"}
+    ).allowed  # denied by the rule
+    assert session.authorize({"id": "c2", "kind": "tool_call", "tool": "ls", "args": {"who": "ann"}}).allowed
+    with pytest.raises(
+        EventRefused, match=r"`\.key ToolArg\(a, key\)` allows one `value` per \(`a`, `key`\)"
+    ):
+        session.record({"id": "c3", "kind": "tool_call", "tool": "ls", "args": {"who": "bob"}})
+    assert session.sticky == [] and "c3" not in session.events
+
+
+def test_the_generated_check_of_given_facts_refuses_a_batch_that_breaks_a_key() -> None:
+    from policyc.compiler.plan import RelationSpec
+    from policyc.runtime.fact_checks import FactChecks
+
+    class Plan:
+        relations = (
+            RelationSpec("Call", ("symbol", "symbol"), input=True, keys=((0,),), attributes=("a", "t")),
+            RelationSpec("One", ("number",), input=True, keys=((),), attributes=("n",)),
+        )
+
+    checks = FactChecks(Plan())
+    assert checks({"Call": [["a", "x"], ["b", "x"], ["a", "x"]], "One": [[1], [1]]}) == {
+        0: {("a", "x"), ("b", "x")},
+        1: {1},
+    }
+    assert checks({"Call": [["a", "x"], ["a", "y"]]}) is None
+    assert checks({"One": [[1], [2]]}) is None
+
+
+def test_a_plan_carries_the_keys_and_a_bundle_reads_them_back() -> None:
+    from policyc.compiler.plan import PlanError
+    from policyc.compiler.plan_read import from_data
+    from policyc.compiler.plan_write import to_data
+    from policyc.runtime.policy import plan_of
+
+    plan = plan_of(compile_source(KEYED))
+    data = to_data(plan)
+    assert from_data(data) == plan
+    seat = next(r for r in data["relations"] if r["name"] == "Seat")
+    assert seat["keys"] == [[0, 1], [2]] and seat["attributes"] == ["flight", "row", "passenger"]
+    for bad in ([[0, 1, 2]], [[1, 0]], [[3]], [[0, 0]]):
+        seat["keys"] = bad
+        with pytest.raises(PlanError):
+            from_data(data)
