@@ -50,10 +50,11 @@ from .bounded import Modelled, PlacedRule, Searches
 from .contain import Candidates, covers
 from .deadline import Deadline
 from .reach import never_holds
-from .unsat import contradiction
+from .unsat import Contradiction, contradiction
 from .verdicts import Verdicts, finding
 
 SEARCH_LIMIT = 200  # rules, facts not counted; above it, only the proofs
+_NONE = Contradiction("", "")
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ def analyse(
             unchecked.append(Unchecked(names, count, what))
 
     # unsatisfiable bodies
-    contradictions: dict[int, tuple[str, str]] = {}
+    contradictions: dict[int, Contradiction] = {}
     unproved: set[int] = set()  # the rules whose bodies were not checked in time
     for r in every:
         if deadline.passed():
@@ -158,12 +159,12 @@ def analyse(
             unproved.add(id(r.rule))  # z3 may have stopped for want of time
     for r in user:
         if id(r.rule) in contradictions:
-            strength, reason = contradictions[id(r.rule)]
+            strength, reason, _, help = contradictions[id(r.rule)]
             findings.append(
                 codes.UNSATISFIABLE_RULE(
                     r.rule.span,
                     f"this rule can never fire: {reason}",
-                    help="fix the conditions, or remove the rule",
+                    help=help or "fix the conditions, or remove the rule",
                     strength=strength,
                     uninterpreted=modelled.of((r.rule,)) if strength == "proved" else (),
                 )
@@ -236,12 +237,11 @@ def analyse(
     note(("shadowed-escalate",), unsure, "`Escalate` rules")
     # the tools the rules that can fire name (a dead rule is reported as such)
     firing = [r.rule for r in every if id(r.rule) not in dead]
-    verdicts = Verdicts(
-        compilation,
-        firing,
-        [r.rule for r in user if id(r.rule) not in dead],
-        escalations_deny=escalations_deny,
-    )
+    # a rule that never fires through a key still names its tools: no call of one of them is
+    # denied by it, which the tools' findings say too (a call has one tool: a rule naming two
+    # denies neither)
+    named = [r.rule for r in user if id(r.rule) not in dead or contradictions.get(id(r.rule), _NONE).key]
+    verdicts = Verdicts(compilation, firing, named, escalations_deny=escalations_deny)
     tools = verdicts.questions(deadline)
     for q in tools:
         if q.strength == "proved":
