@@ -20,6 +20,10 @@
   translation (``r_``, built only then) in which each rule deciding verdicts can be removed. A
   verdict one rule gives whatever the call (``Deny(a) :- is_tool(a, "rm").``) is meant, and
   not reported. A call an `Escalate` rule escalates counts as denied (it cannot run as it is).
+* ``verdict-not-action`` — a `Deny`, `Allow` or `Escalate` rule whose argument is never an
+  event id (an argument's value, a text, a constant: :mod:`subjects`), so that it decides no
+  call; with a session, replayed through a monitor, in which a call it was meant to stop is
+  allowed.
 
 The bounded questions share one grounding (:mod:`.bounded`, which asks them). Policies of
 more than :data:`SEARCH_LIMIT` rules get the proofs only. Findings are only reported for the files the user wrote, never for the
@@ -50,6 +54,8 @@ from .bounded import Modelled, PlacedRule, Searches
 from .contain import Candidates, covers
 from .deadline import Deadline
 from .reach import never_holds
+from .subjects import finding as not_action
+from .subjects import not_actions
 from .unsat import Contradiction, contradiction
 from .verdicts import Verdicts, finding
 
@@ -236,7 +242,10 @@ def analyse(
     unasked, unsure = _shadowed_by_containment(compilation, live, every, deadline, "Escalate")
     note(("shadowed-escalate",), unsure, "`Escalate` rules")
     # the tools the rules that can fire name (a dead rule is reported as such)
-    firing = [r.rule for r in every if id(r.rule) not in dead]
+    # verdicts about values that are never actions decide no call: not counted as deciding one
+    subjects = list(not_actions(compilation, [r.rule for r in user if id(r.rule) not in dead]))
+    deciding = {id(found.rule) for found in subjects}
+    firing = [r.rule for r in every if id(r.rule) not in dead and id(r.rule) not in deciding]
     # a rule that never fires through a key still names its tools: no call of one of them is
     # denied by it, which the tools' findings say too (a call has one tool: a rule naming two
     # denies neither)
@@ -306,6 +315,8 @@ def analyse(
                 uninterpreted=modelled.of((r.rule, cover.rule)),
             )
         )
+    # each verdict about a value that is never an action, with a session that shows it
+    findings.extend(not_action(compilation, found, deadline, bound) for found in subjects)
     asked = 0
     if searches is not None:
         findings.extend(searches.findings(modelled))
