@@ -110,7 +110,8 @@ class _Reader:
         magic = r.optional("magic", Cursor.count, None)
         if (magic is None) != (not adornment):
             raise r.fail("a demand-driven relation has both an adornment and a magic relation")
-        keys = r.optional("keys", lambda c: tuple(self.key(k, arity) for k in c.list()), ())
+        none: tuple[tuple[int, ...], ...] = ()
+        keys = r.optional("keys", lambda c: tuple(self.key(k, arity) for k in c.list()), none)
         attributes: tuple[str, ...] = ()
         if keys:
             names = r.child("attributes")

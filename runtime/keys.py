@@ -79,7 +79,9 @@ class SessionKeys:
             return []
         wanted = {self.specs[r].name: r for r in self.index}
         pending = []
-        for r, rows in event_facts(event, position, (), wanted).items():
+        facts = event_facts(event, position, (), wanted)
+        for r in wanted.values():
+            rows = facts.get(r, ())
             spec = self.specs[r]
             for key, table in zip(spec.keys, self.index[r], strict=True):
                 for row in rows:

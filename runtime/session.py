@@ -264,8 +264,9 @@ class Session:
             )
         except Exception as error:  # nothing of the event is kept
             raise self._refuse(f"recording event {e!r} failed: {type(error).__name__}: {error}") from None
+        keys = self.key_checks
         try:  # the facts the host gave may say otherwise (runtime/keys.py)
-            keyed = self.key_checks.event(checked, len(order)) if self.key_checks is not None else None
+            keyed = keys.event(checked, len(order)) if keys is not None and keys.index else None
         except FactsError as error:
             raise self._refuse(str(error), "conflicting-facts") from None
         self.events[e] = checked

@@ -319,3 +319,24 @@ def test_a_plan_carries_the_keys_and_a_bundle_reads_them_back() -> None:
         seat["keys"] = bad
         with pytest.raises(PlanError):
             from_data(data)
+
+
+def test_the_planner_looks_up_a_keyed_atom_before_one_that_may_find_several_facts() -> None:
+    from policyc.compiler import plan as p
+    from policyc.runtime.policy import plan_of
+
+    def scans(source: str) -> list[str]:
+        plan = plan_of(compile_source(source))
+        (rule,) = [r for s in plan.strata for r in s.rules if plan.relations[r.head].name == "Deny"]
+        return [plan.relations[s.relation].name for s in rule.steps if isinstance(s, p.Scan)]
+
+    rule = "Deny(a) :- Candidate(a), DependsOn(a, d), ToolCall(a, t), Label(d, t).\n"
+    # the call has one tool: looked up first, then its dependencies
+    assert scans(".import events\n" + rule) == ["Candidate", "ToolCall", "DependsOn", "Label"]
+    own = (
+        ".decl Call(a: symbol, t: symbol)\n.decl Dep(a: symbol, d: symbol)\n.decl Cand(a: symbol)\n"
+        ".decl Lab(e: symbol, l: symbol)\n.input Call, Dep, Cand, Lab\n{key}"
+        "Deny(a) :- Cand(a), Dep(a, d), Call(a, t), Lab(d, t).\n"
+    )
+    assert scans(own.format(key=".key Call(a)\n")) == ["Cand", "Call", "Dep", "Lab"]
+    assert scans(own.format(key="")) == ["Cand", "Dep", "Call", "Lab"]
