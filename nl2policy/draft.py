@@ -287,10 +287,10 @@ def _vocabulary_issues(draft: Draft, index: int, statement: ast.Statement, defin
                 f"line {line}",
             )
         ]
-    if isinstance(statement, ast.Include | ast.Import | ast.Default | ast.Role | ast.FieldMap):
+    if isinstance(statement, ast.Include | ast.Import | ast.Default | ast.Role | ast.FieldMap | ast.Key):
         return [
             issue(
-                "has a directive only the vocabulary may give (include, import, default, roles)",
+                "has a directive only the vocabulary may give (include, import, default, roles, keys)",
                 f"line {line}",
             )
         ]
