@@ -20,6 +20,10 @@
   translation (``r_``, built only then) in which each rule deciding verdicts can be removed. A
   verdict one rule gives whatever the call (``Deny(a) :- is_tool(a, "rm").``) is meant, and
   not reported. A call an `Escalate` rule escalates counts as denied (it cannot run as it is).
+* ``verdict-not-action`` — a `Deny`, `Allow` or `Escalate` rule whose argument is never an
+  event id (an argument's value, a text, a constant: :mod:`subjects`), so that it decides no
+  call; with a session, replayed through a monitor, in which a call it was meant to stop is
+  allowed.
 
 The bounded questions share one grounding (:mod:`.bounded`, which asks them). Policies of
 more than :data:`SEARCH_LIMIT` rules get the proofs only. Findings are only reported for the files the user wrote, never for the
@@ -50,10 +54,13 @@ from .bounded import Modelled, PlacedRule, Searches
 from .contain import Candidates, covers
 from .deadline import Deadline
 from .reach import never_holds
-from .unsat import contradiction
+from .subjects import finding as not_action
+from .subjects import not_actions
+from .unsat import Contradiction, contradiction
 from .verdicts import Verdicts, finding
 
 SEARCH_LIMIT = 200  # rules, facts not counted; above it, only the proofs
+_NONE = Contradiction("", "")
 
 
 @dataclass(frozen=True)
@@ -145,7 +152,7 @@ def analyse(
             unchecked.append(Unchecked(names, count, what))
 
     # unsatisfiable bodies
-    contradictions: dict[int, tuple[str, str]] = {}
+    contradictions: dict[int, Contradiction] = {}
     unproved: set[int] = set()  # the rules whose bodies were not checked in time
     for r in every:
         if deadline.passed():
@@ -158,12 +165,12 @@ def analyse(
             unproved.add(id(r.rule))  # z3 may have stopped for want of time
     for r in user:
         if id(r.rule) in contradictions:
-            strength, reason = contradictions[id(r.rule)]
+            strength, reason, _, help = contradictions[id(r.rule)]
             findings.append(
                 codes.UNSATISFIABLE_RULE(
                     r.rule.span,
                     f"this rule can never fire: {reason}",
-                    help="fix the conditions, or remove the rule",
+                    help=help or "fix the conditions, or remove the rule",
                     strength=strength,
                     uninterpreted=modelled.of((r.rule,)) if strength == "proved" else (),
                 )
@@ -235,13 +242,15 @@ def analyse(
     unasked, unsure = _shadowed_by_containment(compilation, live, every, deadline, "Escalate")
     note(("shadowed-escalate",), unsure, "`Escalate` rules")
     # the tools the rules that can fire name (a dead rule is reported as such)
-    firing = [r.rule for r in every if id(r.rule) not in dead]
-    verdicts = Verdicts(
-        compilation,
-        firing,
-        [r.rule for r in user if id(r.rule) not in dead],
-        escalations_deny=escalations_deny,
-    )
+    # verdicts about values that are never actions decide no call: not counted as deciding one
+    subjects = list(not_actions(compilation, [r.rule for r in user if id(r.rule) not in dead]))
+    deciding = {id(found.rule) for found in subjects}
+    firing = [r.rule for r in every if id(r.rule) not in dead and id(r.rule) not in deciding]
+    # a rule that never fires through a key still names its tools: no call of one of them is
+    # denied by it, which the tools' findings say too (a call has one tool: a rule naming two
+    # denies neither)
+    named = [r.rule for r in user if id(r.rule) not in dead or contradictions.get(id(r.rule), _NONE).key]
+    verdicts = Verdicts(compilation, firing, named, escalations_deny=escalations_deny)
     tools = verdicts.questions(deadline)
     for q in tools:
         if q.strength == "proved":
@@ -306,6 +315,8 @@ def analyse(
                 uninterpreted=modelled.of((r.rule, cover.rule)),
             )
         )
+    # each verdict about a value that is never an action, with a session that shows it
+    findings.extend(not_action(compilation, found, deadline, bound) for found in subjects)
     asked = 0
     if searches is not None:
         findings.extend(searches.findings(modelled))

@@ -8,6 +8,7 @@ reason it can never hold.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from policyc.compiler import ast
@@ -22,22 +23,22 @@ def body_relations(rule: ast.Rule, functors: Any) -> list[str]:
 
 
 def never_holds(
-    compilation: Stratified, contradictions: dict[int, tuple[str, str]] | None = None
+    compilation: Stratified, contradictions: Mapping[int, object] | None = None
 ) -> dict[str, str]:
     """Relations that no database makes hold, with why. ``contradictions`` maps ``id(rule)``
-    to what :func:`contradiction` found (computed when not given)."""
+    to what :func:`contradiction` found (computed when not given); only its keys are read."""
     symbols = compilation.symbols
     functors = symbols.functors
     rules: dict[str, list[ast.Rule]] = {}
     for _, rule in compilation.program.rules():
         rules.setdefault(rule.head.name, []).append(rule)
     if contradictions is None:
-        contradictions = {}
-        for group in rules.values():
-            for rule in group:
-                found = contradiction(compilation, rule)
-                if found is not None:
-                    contradictions[id(rule)] = found
+        contradictions = {
+            id(rule): found
+            for group in rules.values()
+            for rule in group
+            if (found := contradiction(compilation, rule)) is not None
+        }
     # the least fixpoint, each rule counting the relations it needs that may not hold yet
     possible = {name for name in symbols.relations if name in symbols.inputs}
     ready = list(possible)

@@ -28,6 +28,7 @@ from typing import Any
 
 from policyc.compiler import ast
 from policyc.compiler.stages import Stratified
+from policyc.stdlib.events import EVENT_ID
 
 from . import asp
 from .deadline import within
@@ -53,25 +54,6 @@ EVENT_LINKS: dict[str, list[tuple[Node, Node]]] = {
     ],
     "text_of": [(("arg", "text_of", 0), ("rel", "Text", 0)), (("ret", "text_of"), ("rel", "Text", 1))],
 }
-# the positions of the event vocabulary that hold event ids: one type of values, so that a
-# search has as many distinct events as a rule needs (an action, the result it depends on, the
-# call that result answers)
-EVENT_IDS = [
-    ("Event", 0),
-    ("Position", 0),
-    ("DependsOn", 0),
-    ("DependsOn", 1),
-    ("Text", 0),
-    ("Agent", 0),
-    ("Label", 0),
-    ("Message", 0),
-    ("Action", 0),
-    ("ToolCall", 0),
-    ("ToolArg", 0),
-    ("ToolResult", 0),
-    ("ToolResult", 1),
-    ("Candidate", 0),
-]
 
 
 def _vocabulary_positions(compilation: Stratified, positions: list[tuple[str, int]]) -> list[Node]:
@@ -83,9 +65,22 @@ def _vocabulary_positions(compilation: Stratified, positions: list[tuple[str, in
     ]
 
 
+def event_id_positions(compilation: Stratified) -> list[Node]:
+    """The positions that hold event ids: the attributes declared of type ``EventId`` (the event
+    vocabulary's, and any other relation's that uses the type)."""
+    return [
+        ("rel", name, i)
+        for name, relation in sorted(compilation.symbols.relations.items())
+        for i, declared in enumerate(relation.types)
+        if declared == EVENT_ID
+    ]
+
+
 def event_id_links(compilation: Stratified) -> list[tuple[Node, Node]]:
-    """Links between the event-id positions of the event vocabulary a policy uses."""
-    present = _vocabulary_positions(compilation, EVENT_IDS)
+    """Links between the positions that hold event ids: one type of values, so that a search
+    has as many distinct events as a rule needs (an action, the result it depends on, the call
+    that result answers)."""
+    present = event_id_positions(compilation)
     return [(present[0], other) for other in present[1:]]
 
 
@@ -218,39 +213,28 @@ class Problem:
         return "\n".join(lines) + "\n"
 
     def vocabulary_rules(self) -> list[str]:
-        """What every recorded session satisfies, for the event relations the search chooses:
-        a tool call is an action with one tool, an event has one kind, text and position, an
-        argument has one value, a result answers a call of its tool, nothing depends on
-        itself."""
+        """What every recorded session satisfies, for the input relations the search chooses:
+        the keys of their facts (``.key``: a call has one tool, an event one kind, text and
+        position, an argument one value, a result one call; and the policy's own keys), and of
+        the event relations, that a tool call is an action, a result answers a call of its
+        tool, a message is not a call or a result, and nothing depends on itself."""
         relations = self.compilation.symbols.relations
-        chosen = {n for n in self.inputs() if from_events(self.compilation, relations[n].home)}
-        lines = []
+        inputs = self.inputs()
+        lines = [line for n in inputs for line in key_constraints(n, self.arity(n), relations[n].keys)]
+        chosen = {n for n in inputs if from_events(self.compilation, relations[n].home)}
         if {"ToolCall", "Action"} <= chosen:
             lines.append(":- in_ToolCall(A,_), not in_Action(A).")
             lines.append(":- in_Action(A), not in_ToolCall(A,_).")
-        if "ToolCall" in chosen:
-            lines.append(":- in_ToolCall(A,T), in_ToolCall(A,U), T != U.")
-            if "Event" in chosen:
-                lines.append(':- in_ToolCall(A,_), not in_Event(A,"tool_call").')
-        if "Event" in chosen:
-            lines.append(":- in_Event(E,K), in_Event(E,L), K != L.")
-        if "Text" in chosen:
-            lines.append(":- in_Text(E,T), in_Text(E,U), T != U.")
-        if "ToolArg" in chosen:  # a call's arguments are a JSON object: one value per key
-            lines.append(":- in_ToolArg(A,K,V), in_ToolArg(A,K,W), V != W.")
-        if "Position" in chosen:
-            lines.append(":- in_Position(E,N), in_Position(E,M), N != M.")
-            lines.append(":- in_Position(E,N), in_Position(F,N), E != F.")
+        if {"ToolCall", "Event"} <= chosen:
+            lines.append(':- in_ToolCall(A,_), not in_Event(A,"tool_call").')
         if "DependsOn" in chosen:
             lines.append(":- in_DependsOn(E,E).")
         if "ToolResult" in chosen:
-            lines.append(":- in_ToolResult(R,C,_), in_ToolResult(R,D,_), C != D.")
             lines.append(":- in_ToolResult(R,R,_).")
             if "ToolCall" in chosen:
                 lines.append(":- in_ToolResult(_,C,T), not in_ToolCall(C,T).")
                 lines.append(":- in_ToolResult(R,_,_), in_ToolCall(R,_).")
         if "Message" in chosen:
-            lines.append(":- in_Message(E,R), in_Message(E,S), R != S.")
             if "ToolCall" in chosen:
                 lines.append(":- in_Message(E,_), in_ToolCall(E,_).")
             if "ToolResult" in chosen:
@@ -441,6 +425,26 @@ class Problem:
         for rows in (*facts.values(), *tables.values(), numbers):
             rows.sort(key=lambda row: tuple((isinstance(v, str), v) for v in row))
         return Model(facts, tables, bindings.get("goal", {}), cost, numbers)
+
+
+def key_constraints(name: str, arity: int, keys: tuple[tuple[int, ...], ...]) -> list[str]:
+    """The constraints saying the chosen facts of ``name`` keep its keys: two facts that agree
+    on a key's positions agree on the others.
+
+    >>> key_constraints("ToolArg", 3, ((0, 1),))
+    [':- in_ToolArg(K0,K1,X2), in_ToolArg(K0,K1,Y2), (X2,) != (Y2,).']
+    """
+    chosen = asp.predicate_name(name, "in_")
+    lines = []
+    for key in keys:
+        first = [f"K{i}" if i in key else f"X{i}" for i in range(arity)]
+        second = [f"K{i}" if i in key else f"Y{i}" for i in range(arity)]
+        rest = [i for i in range(arity) if i not in key]
+        lines.append(
+            f":- {chosen}({','.join(first)}), {chosen}({','.join(second)}), "
+            f"({','.join(f'X{i}' for i in rest)},) != ({','.join(f'Y{i}' for i in rest)},)."
+        )
+    return lines
 
 
 def event_functors(compilation: Stratified) -> frozenset[str]:

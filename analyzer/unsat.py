@@ -8,16 +8,22 @@
   ``count`` at least 0. Integer division and remainder, string ordering, floats mixed with
   integers and aggregates other than ``count`` are left unconstrained, so z3 never reports a
   contradiction that is not one.
+* **Keys** (``.key``): two atoms of a relation whose facts keep a key agree on the rest of
+  their arguments when they agree on the key's (``ToolCall(a, "send_email"), ToolCall(a,
+  "upload")``: a call has one tool). Each such pair adds that implication to z3's formulas; a
+  body that holds only without one can never hold on a database that keeps the keys, which
+  the runtime sees to (docs/runtime.md, "Keys"). The reason names the key.
 
-``contradiction(rule)`` returns ``None`` when the body may hold, or ``(strength, reason)`` with
-strength ``"syntactic"`` or ``"proved"``.
+``contradiction(rule)`` returns ``None`` when the body may hold, or a :class:`Contradiction`:
+strength ``"syntactic"`` or ``"proved"``, the reason, and the key it needed (or ``""``).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from policyc.compiler import ast
 from policyc.compiler.stages import Stratified
@@ -184,6 +190,29 @@ class Encoder:
             return self.functions[key](*args)
         return None
 
+    def same(self, pair: tuple[ast.Atom, ast.Atom, tuple[int, ...]]) -> Any:
+        """That two atoms of a relation with a key agree on the rest when they agree on the key
+        (a z3 formula), or None when an argument cannot be expressed."""
+        first, second, key = pair
+        z3 = self.z3
+        types = (self.compilation.types or {}).get(first.name) or ()
+        equal = []
+        for a, b, kind in zip(first.args, second.args, types, strict=False):
+            left, right = self.argument(a, kind), self.argument(b, kind)
+            if left is None or right is None or left.sort() != right.sort():
+                return None
+            equal.append(left == right)
+        if len(equal) != len(first.args):
+            return None
+        rest = [e for j, e in enumerate(equal) if j not in key]
+        return z3.Implies(z3.And(*(equal[k] for k in key)), z3.And(*rest))
+
+    def argument(self, term: ast.Term, kind: str | None) -> Any:
+        """An atom's argument: a term, or for `_` a value of its own."""
+        if isinstance(term, ast.Wildcard):
+            return self.unknown(self.sort(kind))
+        return self.term(term)
+
     def literal(self, lit: ast.Literal) -> None:
         z3 = self.z3
         if isinstance(lit, ast.Comparison):
@@ -283,23 +312,99 @@ def var_types(compilation: Stratified, rule: ast.Rule) -> dict[str, str]:
     return {name: next(iter(kinds)) for name, kinds in found.items() if len(kinds) == 1}
 
 
+class Contradiction(NamedTuple):
+    """Why a rule's body can never hold: how sure (``"syntactic"``, ``"proved"``), the reason,
+    and the key it needed (``.key ToolCall(a)``; ``""`` for none) with what to do then."""
+
+    strength: str
+    reason: str
+    key: str = ""
+    help: str = ""
+
+
 def contradiction(
     compilation: Stratified, rule: ast.Rule, deadline: Deadline | None = None
-) -> tuple[str, str] | None:
+) -> Contradiction | None:
     """Why the rule's body can never hold, or ``None`` (also when z3 has not decided it within
     :data:`SOLVER_TIMEOUT`, or the time left before ``deadline``)."""
     reason = syntactic(rule)
     if reason is not None:
-        return "syntactic", reason
+        return Contradiction("syntactic", reason)
 
     encoder = Encoder(compilation, rule)
     for lit in rule.body:
         encoder.literal(lit)
-    if not encoder.formulas:
+    if encoder.formulas and unsatisfiable(encoder.formulas, deadline):
+        return Contradiction("proved", "its comparisons contradict each other")
+    pairs = [
+        (pair, found) for pair in key_pairs(compilation, rule) if (found := encoder.same(pair)) is not None
+    ]
+    if not pairs or not unsatisfiable([*encoder.formulas, *(f for _, f in pairs)], deadline):
         return None
-    if unsatisfiable(encoder.formulas, deadline):
-        return "proved", "its comparisons contradict each other"
-    return None
+    # the pair that alone makes it so, when one does (else the first of them)
+    alone = next(
+        (
+            pair
+            for pair, found in pairs
+            if len(pairs) == 1 or unsatisfiable([*encoder.formulas, found], deadline)
+        ),
+        pairs[0][0],
+    )
+    return _through_key(compilation, alone)
+
+
+KeyPair = tuple[ast.Atom, ast.Atom, tuple[int, ...]]
+
+
+def key_pairs(compilation: Stratified, rule: ast.Rule) -> list[KeyPair]:
+    """The pairs of positive atoms of a relation with a key, with the key, that may agree on it
+    and differ elsewhere (not when a position of the key holds two different constants, nor
+    when the other positions are written alike)."""
+    symbols = compilation.symbols
+    atoms = [lit for lit in rule.body if isinstance(lit, ast.Atom) and lit.name not in symbols.functors]
+    found = []
+    for i, first in enumerate(atoms):
+        for key in symbols.keys_of(first.name):
+            for second in atoms[i + 1 :]:
+                if second.name != first.name or len(second.args) != len(first.args):
+                    continue
+                if any(_constants_differ(first.args[k], second.args[k]) for k in key):
+                    continue
+                rest = [j for j in range(len(first.args)) if j not in key]
+                if all(_alike(first.args[j], second.args[j]) for j in rest):
+                    continue
+                found.append((first, second, key))
+    return found
+
+
+def _constants_differ(a: ast.Term, b: ast.Term) -> bool:
+    constants = ast.String | ast.Integer | ast.Float
+    return isinstance(a, constants) and isinstance(b, constants) and shape(a) != shape(b)
+
+
+def _alike(a: ast.Term, b: ast.Term) -> bool:
+    return not isinstance(a, ast.Wildcard) and shape(a) == shape(b)
+
+
+def _through_key(compilation: Stratified, pair: KeyPair) -> Contradiction:
+    first, second, key = pair
+    relation = compilation.symbols.relations[first.name]
+    names = relation.attributes
+    declared = f"`{relation.key_text(key)}` ({Path(relation.home).name})"
+    atoms = f"`{render_atom(first)}` and `{render_atom(second)}`"
+    if not key:
+        reason = f"{atoms} are two facts of `{relation.name}`, and {declared} allows one"
+    else:
+        rest = [f"`{names[j]}`" for j in range(len(names)) if j not in key]
+        per = [f"`{names[k]}`" for k in key]
+        values = rest[0] if len(rest) == 1 else f"({', '.join(rest)})"
+        one = per[0] if len(per) == 1 else f"({', '.join(per)})"
+        reason = f"{atoms} need two values of {values} for one {one}, and {declared} allows one"
+    help = (
+        f"`{relation.name}` has {relation.key_meaning(key)}: to mean any of several, write a rule for "
+        "each; else fix the conditions"
+    )
+    return Contradiction("proved", reason, relation.key_text(key), help)
 
 
 def implies(

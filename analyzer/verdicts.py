@@ -20,8 +20,9 @@ and no single `Allow` rule allows it whatever the call.
 what it says of the call alone: an atom whose arguments are the action and constants is a
 proposition (one of a relation with rules is replaced by the disjunction of its rules'
 bodies, a few levels deep), a comparison a z3 constraint (functors as uninterpreted functions,
-as in :mod:`unsat`), the tool's own mention is true and a mention of another tool through the
-event vocabulary false (a call has one tool). A body that needs other values (a variable
+as in :mod:`unsat`), the tool's own mention is true and a mention of another tool false where
+the call has one tool: through the event vocabulary (``.key ToolCall(a)``), a relation of the
+policy's own whose first attribute is a key (``.key Tool(a)``), or a function. A body that needs other values (a variable
 besides the action, an aggregate) is a proposition of its own, and so is anything z3 cannot
 express. Each formula is then the rule's truth for the call under some valuation of the
 propositions, so what holds for every valuation holds on every database: ``always-deny`` is
@@ -45,7 +46,7 @@ from .deadline import Deadline
 from .search import event_functors, from_events
 from .unsat import Encoder, comparison_shape
 
-EVENTS = ("events",)  # the form of the event vocabulary's mentions: one tool per call
+EVENTS = ("events",)  # the form of the event vocabulary's mentions (`ToolCall`, `is_tool`, `tool_name`)
 ACTION = "policyc_action"  # the action's name in the formulas
 DEPTH = 3  # how many levels of relations a proof unfolds
 NOT_TOOLS = ("ToolArg", "ToolResult")  # of the event vocabulary, named like tools but about calls
@@ -96,6 +97,8 @@ class Verdicts:
         self.events = event_functors(compilation)
         relations = self.symbols.relations
         self.tool_calls = "ToolCall" in relations and from_events(compilation, relations["ToolCall"].home)
+        # what the keys say of a call (`.key ToolCall(a)`: one tool; `.key Event(e)`: one kind)
+        self.keyed = {name for name in ("ToolCall", "Event") if (0,) in self.symbols.keys_of(name)}
         # what a tool call of the event vocabulary is besides: an action, an event of its kind
         self.calls_are = {
             name
@@ -159,6 +162,16 @@ class Verdicts:
             if named is not None:
                 found.append(named)
         return found
+
+    def one_tool(self, form: tuple[str, ...]) -> bool:
+        """Whether a call names one tool in ``form``, so that naming another is false: through
+        the event vocabulary when its key says so, a relation whose first attribute is a key, a
+        function (one value)."""
+        if form == EVENTS:
+            return "ToolCall" in self.keyed
+        if form[0] == "rel":
+            return (0,) in self.symbols.keys_of(form[1])
+        return form[0] == "fun"
 
     def _mention(self, lit: ast.Literal, x: str) -> tuple[str, tuple[str, ...], Any] | None:
         """``(tool, form, span)`` when ``lit`` (positive) names a tool for action ``x``."""
@@ -432,8 +445,8 @@ class _Encoding:
             other, form, _ = named
             if form == self.form and other == tool:
                 return z3.BoolVal(True)
-            if form == self.form and (form == EVENTS or form[0] == "fun"):
-                return z3.BoolVal(False)  # a call has one tool; a function one value
+            if form == self.form and self.verdicts.one_tool(form):
+                return z3.BoolVal(False)  # a call has one tool (its key); a function one value
             return self.proposition(("mention", form, other))
         if isinstance(lit, ast.Atom):
             if self.form == EVENTS and lit.name in self.verdicts.calls_are:
@@ -441,8 +454,8 @@ class _Encoding:
                 if lit.name == "Action" and len(lit.args) == 1 and _argument(lit.args[0], x) == "action":
                     return z3.BoolVal(True)  # a call is an action
                 if lit.name == "Event" and _argument(lit.args[0], x) == "action" and kind != "_":
-                    if isinstance(kind, tuple) and kind[0] == "String":
-                        return z3.BoolVal(kind[1] == "tool_call")  # of one kind
+                    if isinstance(kind, tuple) and kind[0] == "String" and "Event" in self.verdicts.keyed:
+                        return z3.BoolVal(kind[1] == "tool_call")  # of one kind (its key)
             return self.atom(lit, x, tool, depth, visiting)
         renamed = ast.Comparison(lit.op, _rename(lit.left, x), _rename(lit.right, x))
         before = len(self.encoder.formulas)

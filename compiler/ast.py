@@ -520,6 +520,17 @@ class Override:
 
 
 @dataclass(frozen=True, slots=True)
+class Key:
+    """``.key ToolArg(a, key)``: the ``attributes`` named determine the relation's others (no
+    two facts agree on them and differ elsewhere); ``.key Candidate()``: at most one fact. The
+    runtime refuses given facts that break it, and the analyzer and the planner rely on it."""
+
+    relation: Ident
+    attributes: tuple[Ident, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class Misplaced:
     """Annotations in front of a directive (kept so the checker can say so)."""
 
@@ -544,6 +555,7 @@ Directive = (
     | Pragma
     | Init
     | Override
+    | Key
 )
 Statement = Rule | Compound | Directive | Misplaced | Component
 

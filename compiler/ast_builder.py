@@ -616,6 +616,14 @@ class Builder:
     def override(self, children: list) -> ast.Override:
         return ast.Override(self._ident(children[1]), span=self._span(children[0], children[1]))
 
+    def key(self, children: list) -> ast.Key:
+        names = [c for c in children[3:-1] if isinstance(c, Token) and c.type == "NAME"]
+        return ast.Key(
+            self._ident(children[1]),
+            tuple(self._ident(n) for n in names),
+            span=self._span(children[0], children[-1]),
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class ComponentOpen:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .diagnostics import Diagnostic, Fix, Related, Severity
+from .diagnostics import Diagnostic, Fix, Related, Scenario, Severity
 from .source import Span
 
 
@@ -34,6 +34,7 @@ class Code:
         strength: str | None = None,
         bound: int | None = None,
         uninterpreted: tuple[str, ...] = (),
+        witness: Scenario | None = None,
     ) -> Diagnostic:
         return Diagnostic(
             self.code,
@@ -47,6 +48,7 @@ class Code:
             strength,
             bound,
             uninterpreted,
+            witness,
         )
 
 
@@ -100,6 +102,12 @@ INVALID_ARGUMENT_DECLARATION = Code(
     E,
     "an `.arg` declaration is malformed or contradicts another declaration of the same argument",
 )
+INVALID_KEY = Code(
+    "PC119",
+    "invalid-key",
+    E,
+    "a `.key` names what its relation does not have, or a relation whose given facts it cannot describe",
+)
 INVALID_SUBSUMPTION = Code(
     "PC112",
     "invalid-subsumption",
@@ -141,6 +149,12 @@ SHADOWED_ESCALATE = Code(
 UNSEARCHED_RULE = Code(
     "PC308", "unsearched-rule", W, "the bounded searches of `--deep` cannot translate or model a rule"
 )
+VERDICT_NOT_ACTION = Code(
+    "PC312",
+    "verdict-not-action",
+    W,
+    "a `Deny`, `Allow` or `Escalate` rule decides a value that is never an action (an argument's value, a text)",
+)
 
 CATALOG: tuple[Code, ...] = (
     SYNTAX_ERROR,
@@ -162,6 +176,7 @@ CATALOG: tuple[Code, ...] = (
     DUPLICATE_INSTANCE,
     INVALID_OVERRIDE,
     INVALID_ARGUMENT_DECLARATION,
+    INVALID_KEY,
     INVALID_SUBSUMPTION,
     SINGLETON_VARIABLE,
     UNUSED_RELATION,
@@ -178,6 +193,7 @@ CATALOG: tuple[Code, ...] = (
     ALWAYS_ALLOW,
     SHADOWED_ESCALATE,
     UNSEARCHED_RULE,
+    VERDICT_NOT_ACTION,
 )
 
 BY_NAME: dict[str, Code] = {c.name: c for c in CATALOG}

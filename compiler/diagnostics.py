@@ -8,8 +8,10 @@ The catalog of codes lives in :mod:`policyc.compiler.codes`.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .source import SourceFile, Span
 
@@ -71,6 +73,37 @@ def replace_name(span: Span, name: str, close: str | None) -> Fix | None:
 
 
 @dataclass(frozen=True)
+class Scenario:
+    """A concrete session that shows a deep finding, replayed through a monitor before it is
+    shown: the facts the host gives (``Blocked("a@b.example")``), the events it records (each
+    as JSON text, in order), the call it decides and the verdict the monitor gave, and what the
+    policy derived there that the finding is about (``Deny("a@b.example")``)."""
+
+    facts: tuple[str, ...]
+    events: tuple[str, ...]
+    action: str
+    verdict: str
+    derived: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        """The scenario as lines of text: what is given, recorded and decided."""
+        found = [f"given   {fact}" for fact in self.facts]
+        found += [f"event   {event}" for event in self.events]
+        found.append(f"decide  `{self.action}`: {self.verdict}")
+        found += [f"derived {fact}" for fact in self.derived]
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "facts": list(self.facts),
+            "events": [json.loads(event) for event in self.events],
+            "action": self.action,
+            "verdict": self.verdict,
+            "derived": list(self.derived),
+        }
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     """A problem found in a policy: its stable code and name, severity, message and place, with
     related places, a help text, a fix, and what a proof found (strength, bound)."""
@@ -87,6 +120,7 @@ class Diagnostic:
     strength: str | None = None  # "syntactic", "proved" or "bounded"
     bound: int | None = None
     uninterpreted: tuple[str, ...] = ()  # the functors the finding modelled as uninterpreted functions
+    witness: Scenario | None = None  # a session that shows it, replayed through a monitor
 
     @property
     def is_error(self) -> bool:

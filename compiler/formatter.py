@@ -455,6 +455,11 @@ class _Printer:
             return f".init {directive.name.name} = {_comp_type(directive.component)}"
         if isinstance(directive, ast.Override):
             return f".override {directive.name.name}"
+        if isinstance(directive, ast.Key):
+            opening = f".key {directive.relation.name}("
+            return self.arguments(
+                opening, directive.attributes, lambda name: name.name, directive.span.end - 1
+            )
         if isinstance(directive, ast.Input | ast.Output):
             keyword = ".input" if isinstance(directive, ast.Input) else ".output"
             options = dict(zip(map(id, directive.names), directive.options, strict=False))

@@ -253,6 +253,11 @@ class RelationSpec:
     # `choice-domain`: each domain (attribute positions) a key; a derived tuple whose key a
     # tuple of the relation has already is dropped
     choice: tuple[tuple[int, ...], ...] = ()
+    # `.key`: the attribute positions that determine the others, each a key the facts given for
+    # the relation keep (checked as they are given); ``attributes``: the relation's attribute
+    # names, for the messages about its keys (only a relation with keys has them)
+    keys: tuple[tuple[int, ...], ...] = ()
+    attributes: tuple[str, ...] = ()
     # demand-driven (compiler/magic.py): which arguments are bound ("bf"), and the magic
     # relation holding their demanded values
     adornment: str = ""

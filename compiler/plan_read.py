@@ -132,6 +132,14 @@ class _Reader:
         magic = r.optional("magic", Cursor.count, None)
         if (magic is None) != (not adornment):
             raise r.fail("a demand-driven relation has both an adornment and a magic relation")
+        none: tuple[tuple[int, ...], ...] = ()
+        keys = r.optional("keys", lambda c: tuple(self.key(k, arity) for k in c.list()), none)
+        attributes: tuple[str, ...] = ()
+        if keys:
+            names = r.child("attributes")
+            attributes = tuple(n.string() for n in names.list())
+            if len(attributes) != arity:
+                raise names.expected(f"the names of the {arity} attributes")
         return RelationSpec(
             r.child("name").string(),
             tuple(types.value),
@@ -139,6 +147,8 @@ class _Reader:
             r.child("output").boolean(),
             r.child("inline").boolean(),
             choice=r.optional("choice", lambda c: tuple(self.domain(d, arity) for d in c.list()), ()),
+            keys=keys,
+            attributes=attributes,
             adornment=adornment,
             magic=magic,
         )
@@ -156,6 +166,20 @@ class _Reader:
             if at.value in found:
                 raise at.fail(f"attribute position {at.value} twice in a choice domain")
             found.append(at.value)
+        return tuple(found)
+
+    @staticmethod
+    def key(k: Cursor, arity: int) -> tuple[int, ...]:
+        """A key: distinct attribute positions of the relation, in order, not all of them."""
+        found: list[int] = []
+        for at in k.list():
+            if not isinstance(at.value, int) or isinstance(at.value, bool) or not 0 <= at.value < arity:
+                raise at.expected(f"an attribute position below {arity}")
+            if found and at.value <= found[-1]:
+                raise at.fail("a key's attribute positions are distinct and in order")
+            found.append(at.value)
+        if len(found) == arity:
+            raise k.fail("a key of every attribute says nothing")
         return tuple(found)
 
     def functor(self, f: Cursor) -> FunctorSpec:

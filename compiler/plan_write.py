@@ -53,6 +53,9 @@ def _relation_data(r: RelationSpec) -> dict[str, Any]:
     }
     if r.choice:
         data["choice"] = [list(d) for d in r.choice]
+    if r.keys:
+        data["keys"] = [list(k) for k in r.keys]
+        data["attributes"] = list(r.attributes)
     if r.magic is not None:  # demand-driven
         data["adornment"] = r.adornment
         data["magic"] = r.magic

@@ -3,8 +3,9 @@
 For every rule the planner numbers the variables (slots) and orders the body greedily:
 whatever can be decided with the slots bound so far runs first (comparisons, assignments,
 negations, foreign predicates, inline relations, aggregates whose grouping variables are
-bound), then the atom with the most known arguments is scanned (in a semi-naive variant,
-the delta atom always comes first: it is the smallest). Arguments known at a scan become
+bound), then the atom with the most known arguments is scanned (first one whose known
+arguments hold a key of its relation, ``.key``: it finds at most one fact; in a semi-naive
+variant, the delta atom always comes first: it is the smallest). Arguments known at a scan become
 index lookups at runtime. An atom that binds nothing the rule uses (``e(_)``, ``e(x, _)``
 with ``x`` known; a variable occurring once counts as ``_``) is an existence check, placed
 where it can first run and done once there. When every atom left has an argument computed
@@ -258,6 +259,7 @@ class _Planner:
             types = tuple(self.types.get(base, ()))
             return p.RelationSpec(name, tuple(types[j] for j in found.bound[base]))
         source = self.shadowed.get(name, name)
+        keys = () if name in self.shadowed else self.symbols.relations[name].keys
         adornment, magic = "", None
         if found is not None and name in found.bound:
             adornment = demand.adornment_text(len(self.types.get(name, ())), found.bound[name])
@@ -269,6 +271,8 @@ class _Planner:
             name not in self.shadowed and self.symbols.relations[name].is_output,
             name not in self.shadowed and self.symbols.is_inline(name),
             choice=() if name in self.shadowed else self.symbols.relations[name].choice,
+            keys=keys,
+            attributes=self.symbols.relations[name].attributes if keys else (),
             adornment=adornment,
             magic=magic,
         )
@@ -581,7 +585,19 @@ class _Planner:
             or (not isinstance(arg, ast.Var | ast.Wildcard) and self.ready(arg, ctx))
         )
         free = sum(1 for arg in atom.args if isinstance(arg, ast.Var) and not self.is_bound(arg, ctx))
-        return (index == delta_literal, known, index == ctx.guard, -free, -index)
+        return (index == delta_literal, self.keyed(atom, ctx), known, index == ctx.guard, -free, -index)
+
+    def keyed(self, atom: ast.Atom, ctx: _Context) -> bool:
+        """Whether the known arguments of an atom hold one of its relation's keys: a scan of it
+        finds at most one fact, so it goes before those that may find several."""
+        return any(
+            all(
+                (isinstance(arg, ast.Var) and self.is_bound(arg, ctx))
+                or (not isinstance(arg, ast.Var | ast.Wildcard) and self.ready(arg, ctx))
+                for arg in (atom.args[i] for i in key)
+            )
+            for key in self.symbols.keys_of(atom.name)
+        )
 
     def scannable(self, atom: ast.Atom, ctx: _Context) -> bool:
         """A stored relation's atom can be scanned once each argument that is an expression

@@ -2,11 +2,13 @@
 
     {"diagnostics": [{"code", "name", "severity", "message", "file", "line", "column",
                       "end_line", "end_column", "help", "related": [...], "fix",
-                      "strength", "bound", "uninterpreted"}],
+                      "strength", "bound", "uninterpreted", "witness"}],
      "errors": N, "warnings": N}
 
 Lines and columns are 1-based; ``end_column`` is just past the last character; columns
-count Unicode code points.
+count Unicode code points. ``witness`` (a deep finding's session, replayed through a monitor)
+is ``{"facts": ["Rel(...)", ...], "events": [EVENT, ...], "action", "verdict", "derived":
+["Rel(...)", ...]}`` or null.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
         "strength": d.strength,
         "bound": d.bound,
         "uninterpreted": list(d.uninterpreted),
+        "witness": d.witness.to_json() if d.witness is not None else None,
     }
 
 

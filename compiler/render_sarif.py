@@ -45,6 +45,8 @@ def to_sarif(diagnostics: list[Diagnostic], version: str) -> dict[str, Any]:
                 "bound": d.bound,
                 "uninterpreted": list(d.uninterpreted),
             }
+            if d.witness is not None:
+                result["properties"]["witness"] = d.witness.to_json()
         if d.related:
             result["relatedLocations"] = [
                 {"id": i + 1, "physicalLocation": _physical(r.span), "message": {"text": r.message}}

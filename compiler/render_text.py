@@ -78,6 +78,13 @@ def render_one(diagnostic: Diagnostic, sources: Sources) -> Text:
                 else "an uninterpreted function of its"
             )
             out.append(f"; with {names} modelled as {what} declared types")
+    if diagnostic.witness is not None:
+        out.append("\n")
+        out.append(" " * width + " = ", style="bold blue")
+        out.append("witness: ", style="bold")
+        out.append("replayed through a monitor:")
+        for line in diagnostic.witness.lines():
+            out.append("\n" + " " * width + "     " + line)
     if diagnostic.fix is not None:
         out.append("\n")
         out.append(" " * width + " = ", style="bold blue")

@@ -55,8 +55,8 @@ def has_verdict_rules(heads: Iterable[tuple[str, int | None]]) -> bool:
 @dataclass(frozen=True)
 class Relation:
     """A relation of the policy: arity, attribute types and names, where it is declared, and
-    whether it is an input, an output or inline, an equivalence relation (``eqrel``) and its
-    choice domains (attribute positions)."""
+    whether it is an input, an output or inline, an equivalence relation (``eqrel``), its
+    choice domains and its keys (attribute positions)."""
 
     name: str
     arity: int | None
@@ -70,6 +70,9 @@ class Relation:
     inline: bool = False  # evaluated on demand, arguments bound by the caller
     eqrel: bool = False  # reflexive, symmetric and transitive (closure rules are added)
     choice: tuple[tuple[int, ...], ...] = ()  # `choice-domain`: each a key, by attribute position
+    # `.key`: the attribute positions that determine the others (each sorted); the facts given
+    # for the relation keep them, which the runtime checks
+    keys: tuple[tuple[int, ...], ...] = ()
 
     @property
     def qualifiers(self) -> tuple[str, ...]:
@@ -81,7 +84,20 @@ class Relation:
                 for d in self.choice
             ]
             found.append("choice-domain " + ", ".join(domains))
+        found.extend(self.key_meaning(key) for key in self.keys)
         return tuple(found)
+
+    def key_text(self, key: tuple[int, ...]) -> str:
+        """The directive of one of its keys: ``.key ToolArg(a, key)``."""
+        return f".key {self.name}({', '.join(self.attributes[i] for i in key)})"
+
+    def key_meaning(self, key: tuple[int, ...]) -> str:
+        """What one of its keys says: ``one `tool` per `a```, ``at most one fact``."""
+        if not key:
+            return "at most one fact"
+        rest = [f"`{name}`" for i, name in enumerate(self.attributes) if i not in key]
+        per = ", ".join(f"`{self.attributes[i]}`" for i in key)
+        return f"one {', '.join(rest)} per {per if len(key) == 1 else '(' + per + ')'}"
 
 
 @dataclass(frozen=True)
@@ -139,6 +155,12 @@ class Symbols:
         relations = self.relations
         return has_verdict_rules((n, relations[n].arity if n in relations else None) for n in self.defined)
 
+    def keys_of(self, name: str) -> tuple[tuple[int, ...], ...]:
+        """The keys every fact of a relation keeps: its declared keys when no rule or fact of
+        the policy derives into it (the runtime checks the facts given, not those derived)."""
+        relation = self.relations.get(name)
+        return relation.keys if relation is not None and name not in self.defined else ()
+
 
 def resolve(program: Program) -> tuple[Symbols, list[Diagnostic]]:
     return _Resolver(program).run()
@@ -160,6 +182,7 @@ class _Resolver:
         self.inputs: dict[str, Span] = {}
         self.outputs: dict[str, Span] = {}
         self.typedefs = TypeTable()
+        self.keys: list[ast.Key] = []
 
     def run(self) -> tuple[Symbols, list[Diagnostic]]:
         self.typedefs, problems = collect(statement for _, statement in self.program.statements())
@@ -237,6 +260,8 @@ class _Resolver:
         elif isinstance(statement, ast.Output):
             for ident in statement.names:
                 self.outputs.setdefault(ident.name, ident.span)
+        elif isinstance(statement, ast.Key):
+            self.keys.append(statement)  # checked by checks/keys.py
         elif isinstance(statement, ast.Functor):
             self._functor(statement, library)
         elif isinstance(statement, ast.Default):
@@ -505,6 +530,9 @@ class _Resolver:
                 inline=decl is not None and decl.inline,
                 eqrel=decl is not None and decl.eqrel,
                 choice=self._choice(decl) if decl is not None else (),
+                keys=key_positions(decl, [k for k in self.keys if k.relation.name == name])
+                if decl is not None
+                else (),
             )
             if decl is not None and decl.inline:
                 self._check_inline(decl)
@@ -595,6 +623,22 @@ class _Resolver:
                     )
                 )
             relations.pop(name, None)
+
+
+def key_position(decl: ast.Decl, key: ast.Key) -> tuple[int, ...] | None:
+    """The attribute positions a key names (sorted), or None when it names something the
+    relation does not have, or every attribute (checks/keys.py says why)."""
+    names = [a.name for a in decl.attributes]
+    positions = sorted({names.index(n.name) for n in key.attributes if n.name in names})
+    if len(positions) != len({n.name for n in key.attributes}) or len(positions) == len(names):
+        return None
+    return tuple(positions)
+
+
+def key_positions(decl: ast.Decl, keys: list[ast.Key]) -> tuple[tuple[int, ...], ...]:
+    """The keys of a relation as attribute positions, each once, in the order written."""
+    found = [key_position(decl, key) for key in keys]
+    return tuple(dict.fromkeys(k for k in found if k is not None))
 
 
 def _types(functor: ast.Functor) -> tuple[tuple[str, ...], str]:

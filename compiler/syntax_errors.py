@@ -31,6 +31,7 @@ DIRECTIVES = (
     ".comp",
     ".init",
     ".override",
+    ".key",
 )
 
 TERMINALS: dict[str, str] = {

@@ -47,6 +47,7 @@ DIRECTIVE_HELP = {
     ".role": "declare a role with a risk budget",
     ".field": "give a tool argument a role",
     ".arg": "declare a tool argument's type (and `required`)",
+    ".key": "the attributes of a relation that determine its others",
 }
 KEYWORDS = tuple(RESERVED.values())  # `not` and the aggregates
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*[\s\S]*?(?:\*/|$)')

@@ -63,6 +63,11 @@ def convert(snapshot: Snapshot, d: Diagnostic, span: Span, message: str) -> type
         related.append(
             types.DiagnosticRelatedInformation(location(snapshot, d.span), f"strength: {strength}")
         )
+    if d.witness is not None:
+        text = "; ".join(d.witness.lines())
+        related.append(
+            types.DiagnosticRelatedInformation(location(snapshot, d.span), f"witness (replayed): {text}")
+        )
     return types.Diagnostic(
         range=lsp_range(snapshot, span),
         message=message,

@@ -161,6 +161,8 @@ class _Walker:
             for ident in statement.names:
                 kind = FUNCTOR if ident.name in self.functors else RELATION
                 self.add(kind, ident.name, ident.span, DIRECTIVE)
+        elif isinstance(statement, ast.Key):
+            self.add(RELATION, statement.relation.name, statement.relation.span, DIRECTIVE)
         elif isinstance(statement, ast.Functor):
             self.add(FUNCTOR, statement.name.name, statement.name.span, DECLARATION)
         elif isinstance(statement, ast.Import):

@@ -100,17 +100,19 @@ def recorded(policy: Any, sessions: list[dict[str, Any]]) -> tuple[list[Decision
 
 def synthesized(plan: Any, scenarios: list[Scenario], uses_events: bool) -> list[DecisionPoint]:
     """The policy's verdict on each scenario, from a monitor (or an evaluation) replaying it."""
+    from policyc.analyzer.sessions import replayed, session_tables
     from policyc.runtime.policy import Policy
 
     shared: Any = None
+    functors = [(spec.name, spec.returns == "bool") for spec in plan.functors]
     points = []
     for scenario in scenarios:
         if scenario.functors:
-            policy = Policy(plan, _tables(plan, scenario.functors))
+            policy = Policy(plan, session_tables(functors, scenario.functors))
         else:
-            shared = shared or Policy(plan, _tables(plan, {}))
+            shared = shared or Policy(plan, session_tables(functors, {}))
             policy = shared
-        decision = _decide(policy, scenario.record, scenario.action, uses_events)
+        decision = replayed(policy, scenario.record, scenario.action, uses_events)
         points.append(
             DecisionPoint(
                 str(scenario.record["session"]),
@@ -125,41 +127,3 @@ def synthesized(plan: Any, scenarios: list[Scenario], uses_events: bool) -> list
             )
         )
     return points
-
-
-def _decide(policy: Any, record: dict[str, Any], action: Any, uses_events: bool) -> Any:
-    if not uses_events:
-        return policy.evaluate(record.get("facts") or {}).decide(action)
-    from policyc.runtime.session import Monitor
-
-    session = Monitor(policy).session(
-        str(record["session"]), record.get("principal"), record.get("roles") or ()
-    )
-    if record.get("facts"):
-        session.add_facts(record["facts"])
-    events = record["events"]
-    last = events[-1] if events else None
-    if last is not None and last.get("id") == str(action) and last.get("kind") == "tool_call":
-        for event in events[:-1]:
-            session.record(event)
-        return session.authorize(last)
-    for event in events:
-        session.record(event)
-    return session.decide(action)
-
-
-def _tables(plan: Any, tables: dict[str, list[list[Any]]]) -> dict[str, Any]:
-    """Implementations answering from the search's tables, for every functor the policy declares
-    that is neither a builtin nor answered by a session (no entry: no value)."""
-    from policyc.analyzer.replay import table_function
-    from policyc.stdlib.builtins import BUILTINS
-    from policyc.stdlib.events import SESSION_FUNCTORS
-
-    found: dict[str, Any] = {}
-    for spec in plan.functors:
-        if spec.name in BUILTINS or spec.name in SESSION_FUNCTORS:
-            continue
-        rows = tables.get(spec.name, [])
-        predicate = spec.returns == "bool"  # its rows as shown end in `True`
-        found[spec.name] = table_function([row[:-1] for row in rows] if predicate else rows, predicate)
-    return found

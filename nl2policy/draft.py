@@ -287,11 +287,13 @@ def _vocabulary_issues(draft: Draft, index: int, statement: ast.Statement, defin
                 f"line {line}",
             )
         ]
-    if isinstance(statement, ast.Include | ast.Import | ast.Default | ast.Role | ast.FieldMap | ast.ArgDecl):
+    if isinstance(
+        statement, ast.Include | ast.Import | ast.Default | ast.Role | ast.FieldMap | ast.ArgDecl | ast.Key
+    ):
         return [
             issue(
                 "has a directive only the vocabulary may give (include, import, default, roles, "
-                "argument declarations)",
+                "argument declarations, keys)",
                 f"line {line}",
             )
         ]

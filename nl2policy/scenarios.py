@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyc.analyzer.sessions import to_session
 from policyc.compiler import ast
 from policyc.compiler.loader import load_source
 from policyc.compiler.pipeline import compile_program
@@ -37,7 +38,6 @@ from policyc.compiler.stages import Stratified
 
 from . import problems as P
 from .draft import Rule
-from .sessions import to_session
 from .vocabulary import one_line
 
 STEP = "synthesize"

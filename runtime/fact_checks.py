@@ -14,15 +14,17 @@ inserts as it is.
 The functions only accept; they never explain. Anything they do not recognise at once — a name
 that is not an input relation, rows that are not a list or tuple of lists or tuples, a value of
 another type (a ``bool``, an ``int`` for a ``float`` attribute, a subclass of ``str``, a NaN),
-an arity that differs — makes the whole call fall back to
+an arity that differs, two facts that break a key (``.key``) of the relation — makes the
+whole call fall back to
 :func:`~policyc.runtime.facts.validate`, which accepts exactly what it accepted before and
 otherwise raises the same :class:`~policyc.runtime.facts.FactsError`, naming the relation, the
 row and the value. So what is accepted, what it becomes and every message stay those of the
 general check.
 
 Generated code only contains names it makes itself (``check_3`` for relation 3, ``v0`` for a
-row's first value); nothing of the plan but arities and the four attribute types, which select
-fixed fragments, reaches the source text.
+row's first value); nothing of the plan but arities, the four attribute types, which select
+fixed fragments, and the keys' attribute positions (integers, checked when the plan is read)
+reaches the source text.
 
 >>> from policyc.compiler.plan import RelationSpec
 >>> class Plan:  # just what the checks read of a plan
@@ -66,7 +68,7 @@ class FactChecks:
         for r, spec in enumerate(plan.relations):
             if not spec.input or spec.inline or any(t not in _TESTS for t in spec.types):
                 continue  # no fast check: every call naming it goes to the general check
-            lines.extend(_check_source(r, spec.types))
+            lines.extend(_check_source(r, spec.types, spec.keys))
             made.append((spec.name, r))
         if not made:
             return
@@ -95,8 +97,10 @@ class FactChecks:
         return checked
 
 
-def _check_source(r: int, types: tuple[str | None, ...]) -> list[str]:
-    """The source of ``check_<r>(rows)``: the rows as a new set in stored form, or None."""
+def _check_source(r: int, types: tuple[str | None, ...], keys: tuple[tuple[int, ...], ...] = ()) -> list[str]:
+    """The source of ``check_<r>(rows)``: the rows as a new set in stored form, or None (also
+    when two of them break one of ``keys``: as many distinct keys as facts, else the general
+    check says which)."""
     arity = len(types)
     names = [f"v{i}" for i in range(arity)]
     lines = [
@@ -117,5 +121,14 @@ def _check_source(r: int, types: tuple[str | None, ...]) -> list[str]:
         lines.append("            return None")
     stored = names[0] if arity == 1 else f"({', '.join(names)}{',' if arity == 1 else ''})"
     lines.append(f"        add({stored})")
+    for key in keys:
+        if not key:
+            lines.append("    if len(out) > 1:")
+        else:
+            at = ", ".join(f"t[{int(i)}]" for i in key)
+            lines.append(
+                f"    if len({{{at if len(key) == 1 else '(' + at + ')'} for t in out}}) != len(out):"
+            )
+        lines.append("        return None")
     lines.append("    return out")
     return lines

@@ -5,7 +5,8 @@ iterables of sequences), from a JSON file ``{"Rel": [[v1, v2], ...]}``, or from 
 Soufflé-style ``Rel.facts`` files (one fact per line, values separated by tabs). Every row is
 checked: the relation must be an ``.input`` of the policy, the row must have its arity, and
 each value its attribute's type (``symbol``: a string; ``number``: an integer; ``float``: a
-number). A problem is a :class:`FactsError` naming the relation, the row and the value.
+number), and the facts of a relation keep its keys (``.key``). A problem is a
+:class:`FactsError` naming the relation, the row and the value (or the key and the two facts).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from policyc.compiler.plan import Plan
+from policyc.compiler.plan import Plan, RelationSpec
 
 FactsInput = Mapping[str, Iterable[Any]]
 
@@ -27,7 +28,8 @@ class FactsError(ValueError):
     """Facts that do not fit the policy; the message says where."""
 
 
-def _describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
+    """A value as a message shows it: JSON for a plain value, cut at 40 characters."""
     text = json.dumps(value) if isinstance(value, str | int | float | bool) or value is None else repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -40,27 +42,29 @@ def convert(value: Any, type_: str | None, where: str) -> Any:
         try:
             return from_json(value)
         except (ValueError, RecursionError) as error:
-            raise FactsError(f"{where}: {_describe(value)} is not a record or ADT value ({error})") from None
+            raise FactsError(
+                f"{where}: {describe_value(value)} is not a record or ADT value ({error})"
+            ) from None
     if isinstance(value, bool) or value is None:
-        raise FactsError(f"{where}: {_describe(value)} is not a policy value")
+        raise FactsError(f"{where}: {describe_value(value)} is not a policy value")
     if type_ == "symbol":
         if not isinstance(value, str):
-            raise FactsError(f"{where}: expected a string, got {_describe(value)}")
+            raise FactsError(f"{where}: expected a string, got {describe_value(value)}")
         return value
     if type_ == "number":
         if not isinstance(value, int):
-            raise FactsError(f"{where}: expected an integer, got {_describe(value)}")
+            raise FactsError(f"{where}: expected an integer, got {describe_value(value)}")
         return value
     if type_ == "unsigned":
         if not isinstance(value, int) or value < 0:
-            raise FactsError(f"{where}: expected an integer of at least 0, got {_describe(value)}")
+            raise FactsError(f"{where}: expected an integer of at least 0, got {describe_value(value)}")
         return value
     if type_ == "float":
         if not isinstance(value, int | float):
-            raise FactsError(f"{where}: expected a number, got {_describe(value)}")
+            raise FactsError(f"{where}: expected a number, got {describe_value(value)}")
         value = float(value)
     elif not isinstance(value, str | int | float):
-        raise FactsError(f"{where}: {_describe(value)} is not a string or a number")
+        raise FactsError(f"{where}: {describe_value(value)} is not a string or a number")
     if isinstance(value, float) and not math.isfinite(value):
         raise FactsError(f"{where}: {value!r} is not a finite number")
     return value
@@ -98,6 +102,8 @@ def validate(
             raise FactsError(f"{where}: expected a list of rows, got {_kind(rows)}")
         fast = _fast(rows, spec.types, ordered, r in as_rows)
         if fast is not None:
+            if spec.keys:
+                check_rows(spec, [tuple(row) for row in fast], where)
             checked[r] = fast
             continue
         tuples: set[tuple] = set()
@@ -114,8 +120,61 @@ def validate(
                     for i, (v, t) in enumerate(zip(values, spec.types, strict=True))
                 )
             )
+        if spec.keys:
+            check_rows(spec, tuples, where)
         checked[r] = tuples
     return checked
+
+
+def key_text(spec: RelationSpec, key: tuple[int, ...]) -> str:
+    """``.key ToolArg(a, key)``."""
+    return f".key {spec.name}({', '.join(spec.attributes[i] for i in key)})"
+
+
+def conflict(
+    spec: RelationSpec, key: tuple[int, ...], first: tuple, second: tuple, origins: tuple[str, str] = ("", "")
+) -> str:
+    """What two facts that break a key are: ``.key ToolCall(a)` allows one `tool` per `a`, and
+    `a` = "c1" has two: "x" and "y"`` (each value followed by where it came from, if said)."""
+    names = spec.attributes
+    rest = [i for i in range(len(spec.types)) if i not in key]
+
+    def shown(row: tuple, origin: str) -> str:
+        if not key:
+            text = f"{spec.name}({', '.join(describe_value(v) for v in row)})"
+        else:
+            values = [describe_value(row[i]) for i in rest]
+            text = values[0] if len(values) == 1 else f"({', '.join(values)})"
+        return f"{text} ({origin})" if origin else text
+
+    pair = f"{shown(first, origins[0])} and {shown(second, origins[1])}"
+    if not key:
+        return f"`{key_text(spec, key)}` allows at most one fact, and there are two: {pair}"
+    per = ", ".join(f"`{names[i]}`" for i in key)
+    at = ", ".join(f"`{names[i]}` = {describe_value(first[i])}" for i in key)
+    one = ", ".join(f"`{names[i]}`" for i in rest)
+    return f"`{key_text(spec, key)}` allows one {one} per {per if len(key) == 1 else '(' + per + ')'}, and {at} has two: {pair}"
+
+
+def check_rows(spec: RelationSpec, rows: Iterable[tuple], where: str) -> None:
+    """:class:`FactsError` when two of ``rows`` (checked facts of ``spec``) break one of its keys
+    (``.key``: the attributes named determine the others).
+
+    >>> spec = RelationSpec("ToolCall", ("symbol", "symbol"), input=True, keys=((0,),), attributes=("a", "tool"))
+    >>> check_rows(spec, [("c1", "x"), ("c2", "x")], "facts: relation `ToolCall`")
+    >>> check_rows(spec, [("c1", "x"), ("c1", "y")], "facts: relation `ToolCall`")
+    Traceback (most recent call last):
+    ...
+    policyc.runtime.facts.FactsError: facts: relation `ToolCall`: `.key ToolCall(a)` allows one `tool` per `a`, and `a` = "c1" has two: "x" and "y"
+    """
+    facts = rows if isinstance(rows, Collection) else list(rows)
+    for key in spec.keys:
+        seen: dict[tuple, tuple] = {}
+        for row in facts:
+            at = tuple(row[i] for i in key)
+            before = seen.setdefault(at, row)
+            if before != row:
+                raise FactsError(f"{where}: {conflict(spec, key, before, row)}")
 
 
 def _kind(value: Any) -> str:
@@ -128,7 +187,7 @@ def _kind(value: Any) -> str:
         return f"an object {text if len(text) <= 40 else text[:37] + '...'}"
     if isinstance(value, set | frozenset):
         return "a set (a row's values are in order)"
-    return _describe(value)
+    return describe_value(value)
 
 
 _ALLOWED: dict[str | None, frozenset[type]] = {

@@ -54,6 +54,7 @@ from .extensions import Attachment, Extension, claim, resolve
 from .facts import FactsError, FactsInput, validate
 from .faults import Fault
 from .functors import is_session_placeholder, wrap
+from .keys import SessionKeys
 from .prefix import Prefix
 from .relations import Relation
 from .session_plan import SessionPlan
@@ -201,6 +202,7 @@ class Session:
         # facts given other than by events, in order, as relations store them (see _give)
         self.given: list[tuple[int, set[Any]]] = []
         self.named: set[Any] = set()  # the values given facts hold (actions that can be decided)
+        self.key_checks = SessionKeys(self.plan, self) if prepared.keyed else None  # runtime/keys.py
         self.seeds: dict[int, set[tuple]] = {r: set() for r in prepared.seeded}  # see SessionPlan
         self.candidate: Any = _NOTHING  # the action decided last
         self.dirty = True  # facts arrived since the volatile relations were last recomputed
@@ -272,6 +274,11 @@ class Session:
             )
         except Exception as error:  # nothing of the event is kept
             raise self._refuse(f"recording event {e!r} failed: {type(error).__name__}: {error}") from None
+        keys = self.key_checks
+        try:  # the facts the host gave may say otherwise (runtime/keys.py)
+            keyed = keys.event(checked, len(order)) if keys is not None and keys.index else None
+        except FactsError as error:
+            raise self._refuse(str(error), "conflicting-facts") from None
         self.events[e] = checked
         position = self.position[e] = len(order)
         order.append(e)
@@ -291,6 +298,8 @@ class Session:
         except _Refused as refused:
             self._unrecord(e, opened, journal, seeded)
             raise self._refuse(f"event {e!r} was not recorded: {refused}", "limit-exceeded") from None
+        if keyed:
+            SessionKeys.note(keyed)
 
     def _hooked(
         self, e: str, checked: dict[str, Any], position: int, opened: bool, journal: list, seeded: list
@@ -336,6 +345,8 @@ class Session:
             checked = self.prepared.fact_checks(facts)
             if checked is None:
                 checked = self._stored(validate(self.plan, facts, f"session {self.id}"))
+            if self.key_checks is not None:
+                self.key_checks.give(checked)
         except FactsError as error:
             self.sticky.append(EvalError("facts", f"{_HOST_FACTS}: {error}"))
             return

@@ -200,6 +200,7 @@ class SessionPlan:
         self.wanted = {spec.name: r for r, spec in enumerate(relations) if r in self.stored or r in seeded}
         # given facts: checked by code generated per input relation, in the form relations store
         self.fact_checks = FactChecks(plan)
+        self.keyed = any(spec.keys and spec.input for spec in relations)  # see runtime/keys.py
         self.unary = frozenset(r for r, spec in enumerate(relations) if spec.arity == 1)
 
 

@@ -334,7 +334,8 @@ class EventRefused(ValueError):
     """An event the session did not record: malformed, or one it could not take (its facts would
     pass the session's limit, an extension failed on it). Nothing of it was kept, and the
     session decides on as before; the host must not hand what the event holds to the model.
-    ``code``: ``malformed-event``, ``limit-exceeded`` or ``extension-failed``."""
+    ``code``: ``malformed-event``, ``limit-exceeded``, ``extension-failed`` or
+    ``conflicting-facts`` (its facts break a key, ``.key``, with facts the host gave)."""
 
     def __init__(self, message: str, code: str = "malformed-event") -> None:
         super().__init__(message)
@@ -346,6 +347,7 @@ _REFUSED_ADVICE = {
     "malformed-event": "Send the call again as a well-formed event (an object with an `id`, a `kind` and JSON arguments).",
     "limit-exceeded": "The session holds as many facts as its limit allows: start a new session, or ask an operator to raise `max_facts`.",
     "extension-failed": "An extension of the monitor failed on this call: ask an operator to check it.",
+    "conflicting-facts": "The facts the host gave about this call say otherwise than the call: ask an operator to check them.",
 }
 
 

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
+EVENT_ID = "EventId"  # the type of the attributes that hold event ids (events.dl)
 MESSAGE_KINDS = {
     "user_message": "user",
     "assistant_message": "assistant",

@@ -6,7 +6,7 @@ while `ToolArg(a, k, text)` holds its text. The searches of `policyc witness`, `
 computes with it, and a string when it is used as one. Every witness here is checked twice:
 by the command itself (it replays its witness through the evaluator before printing it), and
 by a monitor session, through `policyc replay`, on the events the witness describes (built as
-the translation pipeline builds its scenarios, `nl2policy.sessions.to_session`).
+the translation pipeline builds its scenarios, `analyzer.sessions.to_session`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import policyc
-from policyc.nl2policy.sessions import to_session
+from policyc.analyzer.sessions import to_session
 
 from .conftest import EXAMPLES
 

@@ -59,7 +59,7 @@ async def test_hover_on_a_relation(client: LanguageClient, tmp_path: Path) -> No
     # a library relation: its declaration and doc comment from the module
     hover = await client.text_document_hover_async(types.HoverParams(doc(main), position_of(text, "Label(")))
     value = hover.contents.value
-    assert ".decl Label(e: symbol, label: symbol)" in value and "input" in value
+    assert ".decl Label(e: EventId, label: symbol)" in value and "input" in value
     assert "from library `events`" in value and "a label the host attached" in value
     close(client, main)
 

@@ -78,7 +78,7 @@ def test_judge_rendering_reads_back(events) -> None:
 def test_scenarios_become_sessions_with_the_same_facts(depends, calls, texts, action) -> None:
     """A database of the event vocabulary, made a session, is a session a monitor accepts,
     decided at the action, with every dependency, call and text of the events before it."""
-    from policyc.nl2policy.sessions import to_session
+    from policyc.analyzer.sessions import to_session
     from policyc.stdlib.events import check_event
 
     calls = {**calls, action: calls.get(action, "cancel_reservation")}

@@ -341,6 +341,10 @@ def _statement(text: str, statement: ast.Statement) -> Iterator[Expect]:
     elif isinstance(statement, ast.Input | ast.Output):
         for name in statement.names:
             yield _ident(name, ("entity.name.type.relation.policyc",), "listed relation")
+    elif isinstance(statement, ast.Key):
+        yield _ident(statement.relation, ("entity.name.type.relation.policyc",), "keyed relation")
+        for name in statement.attributes:
+            yield _ident(name, ("variable.parameter.policyc",), "key attribute")
     elif isinstance(statement, ast.Include):
         yield from _term(text, statement.path)
     elif isinstance(statement, ast.Import):

@@ -51,6 +51,7 @@ def all_checks() -> tuple[Check, ...]:
         empty,
         generators,
         ignored_options,
+        keys,
         rule_annotations,
         safety,
         singletons,
@@ -72,6 +73,7 @@ def all_checks() -> tuple[Check, ...]:
         unused.check,
         empty.check,
         ignored_options.check,
+        keys.check,
         subsumption.check,
     )
 

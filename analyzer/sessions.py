@@ -1,19 +1,23 @@
-"""An execution the analyzer found, as a session a monitor can replay.
+"""An execution the analyzer found, as a session a monitor can replay, and its replay.
 
 A witness over the event vocabulary is a database: ``ToolCall``, ``ToolArg``, ``ToolResult``,
 ``Message``, ``Text``, ``DependsOn``, ... facts. :func:`to_session` writes it as the event
 records a host would have recorded (docs/events.md): one event per id, in an order where what
 an event depends on comes first, each with explicit ``deps``, and the decided action last (what
 depends on the action happens after the decision and is left out). The other relations become
-the session's domain facts. The result is a ``policyc replay`` record.
+the session's domain facts. The result is a ``policyc replay`` record; :func:`replayed` gives
+a monitor's decision on it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from policyc.stdlib import events as vocabulary
+
+from .replay import table_function
 
 # the relations a monitor session fills from its events, its action and its principal
 EVENT_RELATIONS = (*vocabulary.RELATIONS, "Candidate", "Principal", "HasRole")
@@ -150,3 +154,45 @@ def _order(ids: list[Any], rows: dict[str, list[tuple]], action: Any) -> list[An
 
 def _natural(text: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def replayed(policy: Any, record: dict[str, Any], action: Any, uses_events: bool) -> Any:
+    """The decision on ``action`` of a monitor that replays a session record (:func:`to_session`):
+    its principal, roles and domain facts, then its events, the action's own recorded by
+    ``authorize`` when it comes last; without the event vocabulary, an evaluation of its facts."""
+    if not uses_events:
+        return policy.evaluate(record.get("facts") or {}).decide(action)
+    from policyc.runtime.session import Monitor
+
+    session = Monitor(policy).session(
+        str(record["session"]), record.get("principal"), record.get("roles") or ()
+    )
+    if record.get("facts"):
+        session.add_facts(record["facts"])
+    events = record["events"]
+    last = events[-1] if events else None
+    if last is not None and last.get("id") == str(action) and last.get("kind") == "tool_call":
+        for event in events[:-1]:
+            session.record(event)
+        return session.authorize(last)
+    for event in events:
+        session.record(event)
+    return session.decide(action)
+
+
+def session_tables(
+    functors: Iterable[tuple[str, bool]], tables: dict[str, list[list[Any]]]
+) -> dict[str, Any]:
+    """Implementations answering from the search's tables, for every functor the policy declares
+    (``(name, whether it is a predicate)``) that is neither a builtin nor answered by a session
+    (no entry: no value)."""
+    from policyc.stdlib.builtins import BUILTINS
+    from policyc.stdlib.events import SESSION_FUNCTORS
+
+    found: dict[str, Any] = {}
+    for name, predicate in functors:
+        if name in BUILTINS or name in SESSION_FUNCTORS:
+            continue
+        rows = tables.get(name, [])  # a predicate's rows as shown end in `True`
+        found[name] = table_function([row[:-1] for row in rows] if predicate else rows, predicate)
+    return found
