@@ -480,7 +480,7 @@ def _message(answer: httpx.Response) -> str:
 
 
 # the codes of a 422 saying the service did not record an event, and kept nothing of it
-REFUSALS = frozenset({"malformed-event", "limit-exceeded", "extension-failed"})
+REFUSALS = frozenset({"malformed-event", "limit-exceeded", "extension-failed", "conflicting-facts"})
 
 
 def _quote(part: str) -> str:

@@ -182,7 +182,7 @@ def document() -> dict[str, Any]:
             "/v1/sessions/{session}/events": {
                 "post": {
                     "summary": "Record events; durable when this answers",
-                    "description": "Events of docs/events.md. A batch with a malformed event (422 `malformed-event` naming the event and field), or an event the session refuses (422 `limit-exceeded` past its fact limit, `extension-failed` when an extension fails on it), is refused whole and records nothing; the session decides on as before.",
+                    "description": "Events of docs/events.md. A batch with a malformed event (422 `malformed-event` naming the event and field), or an event the session refuses (422 `limit-exceeded` past its fact limit, `extension-failed` when an extension fails on it, `conflicting-facts` when its facts break a key with facts the host gave), is refused whole and records nothing; the session decides on as before.",
                     "security": secured,
                     "parameters": [SESSION_PARAMETER],
                     "requestBody": _json_body(
