@@ -321,6 +321,8 @@ class Session:
     def _refuse(self, message: str, code: str = "malformed-event") -> EventRefused:
         """The refusal of an event, noted (``refusals``: what a replay reports)."""
         self.refusals.append(EvalError("limit" if code == "limit-exceeded" else "event", message))
+        if self.watched is not None:  # the audit log says the event it holds was refused
+            self.watched.refused(code, message)
         return EventRefused(message, code)
 
     def _unrecord(self, e: str, opened: bool, journal: list[Any], seeded: list[tuple[int, set]]) -> None:

@@ -36,7 +36,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from .audit import FORMAT, AuditError, AuditLog, Redactor, decision_record, jsonable, scrub
+from .audit import (
+    FORMAT,
+    AuditError,
+    AuditLog,
+    Redactor,
+    decision_record,
+    jsonable,
+    outcome_record,
+    refusal_record,
+    scrub,
+)
 from .evaluator import EvalError, LimitExceeded
 from .verdict import ERROR_RULE, FEEDBACK_REASONS_LIMIT, Decision, Reason, deny_reasons
 
@@ -151,6 +161,7 @@ class Watched:
         self.watch = watch
         self.session = session
         self.secrets: set[str] = set()  # the text of redacted values seen (hashed wherever shown)
+        self.last: Any = None  # the id of the last event given (what a refusal refuses)
         self.shadow: Any = None
         self.failed: str | None = None  # why the shadow session could not be started
         if watch.shadow is not None:
@@ -197,10 +208,24 @@ class Watched:
                 self.watch.log(logging.WARNING, "the shadow policy failed to record an event: %s", error)
         if self.watch.audit is not None:
             try:
+                self.last = event.get("id") if isinstance(event, Mapping) else None
                 logged = self.watch.redactor.event(event, self.secrets)
             except Exception as error:
                 logged = f"<unreadable event: {type(error).__name__}>"
             self.write({"type": "event", "session": self.session.id, "event": logged}, "recording an event")
+
+    def refused(self, code: str, message: str) -> None:
+        """The event just given was refused (it follows its ``event`` record in the log)."""
+        if self.watch.audit is not None:
+            record = refusal_record(self.session.id, "event", self.last, code, scrub(message, self.secrets))
+            self.write(record, "refusing an event")
+
+    def outcome(self, request: Any, outcome: str, approver: str | None = None) -> None:
+        """What became of an escalated call (``request``: its escalation): approved, refused,
+        timed out, failed, or no approver to ask."""
+        if self.watch.audit is not None:
+            record = outcome_record(self.session.id, request.call, outcome, approver, request.rules)
+            self.write(record, "logging an escalation's outcome")
 
     def given(self, facts: Any) -> Any:
         """Facts given to the session: to the shadow session (those of relations it has) and
