@@ -170,6 +170,7 @@ class AuditLog:
         self.checkpoint_every = checkpoint_every
         self.redact = tuple(redact)
         self.publish = publisher(head_to)
+        self.head_file = os.fspath(head_to) if isinstance(head_to, str | os.PathLike) else None
         self._key: Any = None
         self._file: Any = None
         self._seq = 0
@@ -235,8 +236,46 @@ class AuditLog:
             self._seq, self._prev = seq + 1, record_hash(record)
             self._closed = record.get("type") == "checkpoint" and bool(record.get("final"))
             self._chain = None if first is None else hashlib.sha256(first).hexdigest()
+        if self.head_file is not None:
+            try:
+                problem = self._unreached(handle)
+            except OSError as error:
+                handle.close()
+                raise AuditError(
+                    f"cannot read the audit log `{self.path}`: {error.strerror or error}"
+                ) from None
+            if problem is not None:
+                handle.close()
+                raise AuditError(
+                    f"the audit log `{self.path}` does not reach the head published in `{self.head_file}`: "
+                    f"{problem}; verify it (`policyc audit verify --expect`), and remove the head's "
+                    "file only to start anew on purpose"
+                )
         self._file = handle
         atexit.register(self.close)
+
+    def _unreached(self, handle: Any) -> str | None:
+        """What keeps the log from reaching the head its head file holds (None: it reaches it,
+        or there is none), so that a log cut or rewritten while no one wrote it is never
+        continued, its head file overwritten."""
+        assert self.head_file is not None
+        from policyc.compiler.files import read_text
+
+        try:
+            text = read_text(self.head_file)
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError:
+            return "the head's file is not UTF-8 text"
+        if not text.strip():
+            return None
+        try:
+            expected = parse_head(text)
+        except ValueError as error:
+            return f"the head's file holds no head ({error})"
+        handle.seek(0)
+        data = handle.read()
+        return reached(data, expected)
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Append a record (``type`` and its fields; ``seq``, ``prev`` and ``time`` are added),
@@ -629,6 +668,21 @@ def _json_entries(value: Any) -> list[HeadEntry]:
             raise ValueError("a head's `chain` and `hash` are text, its `seq` an integer")
         entries.append(HeadEntry(chain, seq, digest, item.get("final") is True))
     return entries
+
+
+def reached(data: bytes, expected: Head) -> str | None:
+    """Whether a log's bytes hold every record of ``expected`` (its chain unverified): None
+    when they do, else what is wrong."""
+    lines = data.split(b"\n")
+    lines.pop()  # after the last newline: nothing, or a partial record
+    for entry in expected.entries:
+        if not lines or hashlib.sha256(lines[0]).hexdigest() != entry.chain:
+            return f"it does not hold the chain {entry.chain[:12]}… (another log, or one rewritten from its start)"
+        if entry.seq >= len(lines):
+            return f"it ends at line {len(lines)}, before the head's line {entry.seq + 1} (it was cut)"
+        if hashlib.sha256(lines[entry.seq]).hexdigest() != entry.hash:
+            return f"its line {entry.seq + 1} is not the head's record (it was rewritten)"
+    return None
 
 
 def head_of(path: str | os.PathLike[str]) -> Head:

@@ -264,3 +264,21 @@ def test_a_refused_approval_and_a_refused_event_are_in_the_log(tmp_path) -> None
 def test_head_values_round_trip() -> None:
     head = Head.of([("a" * 64, 3, "b" * 64, True)])
     assert parse_head(head.text()) == parse_head(json.dumps(head.to_json())) == head
+
+
+def test_a_log_cut_while_no_one_wrote_it_is_not_continued_over_its_head(tmp_path) -> None:
+    log, published = tmp_path / "audit.jsonl", tmp_path / "head.json"
+    segment(log, "s1", head_to=published)
+    segment(log, "s2", head_to=published)
+    before = published.read_bytes()
+    closes = closing_checkpoints(log)
+    write_lines(log, lines_of(log)[: closes[0] + 1])
+    with pytest.raises(AuditError, match="does not reach the head published"):
+        segment(log, "s3", head_to=published)
+    assert published.read_bytes() == before, "the head is not overwritten by the cut log's"
+    log.unlink()  # the whole log gone: the same
+    with pytest.raises(AuditError, match="does not reach the head published"):
+        segment(log, "s3", head_to=published)
+    published.unlink()  # starting anew on purpose
+    segment(log, "s3", head_to=published)
+    assert verify(log, expect=parse_head(published.read_text("utf-8"))).ok

@@ -214,6 +214,14 @@ def test_a_cut_service_log_is_truncated_against_the_published_head(tmp_path: Pat
     assert done.returncode == 0, done.stderr  # the two tables agree: only the head tells
     truncated = policyc("audit", "verify", str(cut_export), "--key", str(public), "--expect", str(published))
     assert truncated.returncode == 1 and "[truncated]" in truncated.stderr
+    # and the service does not go on writing the cut log (over the head that shows the cut)
+    before = published.read_bytes()
+    refused = policyc(
+        "serve", str(tmp_path / "policy.dl"), "--keys", str(tmp_path / "keys.toml"),
+        "--db", str(tmp_path / "monitor.db"), "--port", "0", *options,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "does not reach the head published" in refused.stderr
+    assert published.read_bytes() == before
 
 
 def test_the_database_files_are_the_owners_only(tmp_path: Path) -> None:
