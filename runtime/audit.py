@@ -777,8 +777,10 @@ def verify_bytes(data: bytes, public: Any = None, expect: Head | None = None) ->
     last: dict[str, Any] | None = None
     wanted: dict[int, HeadEntry] = {}  # the expected head's records in this log's chain, by seq
 
+    anchored = expect is not None and bool(expect.entries)  # an empty head anchors nothing
+
     def result(line: int, code: str, message: str) -> Verified:
-        return Verified(records, checkpoints, signed, Problem(line, code, message), expect is not None)
+        return Verified(records, checkpoints, signed, Problem(line, code, message), anchored)
 
     for number, raw in enumerate(lines, 1):
         try:
@@ -815,8 +817,8 @@ def verify_bytes(data: bytes, public: Any = None, expect: Head | None = None) ->
                         "(its first record differs: another log, or one rewritten from its start)",
                     )
                 wanted[entry.seq] = entry
-        entry = wanted.get(number - 1)
-        if entry is not None and hashlib.sha256(raw).hexdigest() != entry.hash:
+        named = wanted.get(number - 1)
+        if named is not None and hashlib.sha256(raw).hexdigest() != named.hash:
             return result(
                 number,
                 "head-mismatch",
@@ -866,7 +868,7 @@ def verify_bytes(data: bytes, public: Any = None, expect: Head | None = None) ->
             f"the log ends at line {len(lines)} without its closing checkpoint: records after the "
             "last checkpoint may be missing (or the log is still being written)",
         )
-    return Verified(records, checkpoints, signed, None, expect is not None)
+    return Verified(records, checkpoints, signed, None, anchored)
 
 
 def _checkpoint_problem(record: dict[str, Any], number: int, public: Any) -> tuple[str, str] | None:

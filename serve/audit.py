@@ -254,7 +254,10 @@ def differences(db: str, log: bytes) -> Difference | None:
     for record in records:
         kind = record.get("type")
         if kind == "decision":
-            logged.setdefault(str(record.get("decision")), record)
+            named = record.get("decision")
+            logged.setdefault(
+                named if isinstance(named, str) else f"<no id, seq {record.get('seq')}>", record
+            )
         elif kind == "outcome" and record.get("decision") is not None:
             answers.setdefault(str(record["decision"]), record)
     connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

@@ -53,6 +53,7 @@ def segment(path: Path, name: str, key: Path | None = None, head_to=None) -> Non
         session = policyc.Monitor(policyc.load(source=POLICY), audit=log).session(name)
         session.authorize({"id": "c1", "kind": "tool_call", "tool": "ls"})
         session.authorize({"id": "c2", "kind": "tool_call", "tool": "rm"})
+    assert log.head() == head_of(path) and log.head().entries[0].final
 
 
 def lines_of(path: Path) -> list[bytes]:
@@ -175,6 +176,8 @@ def test_a_log_publishes_its_head_at_every_checkpoint(tmp_path) -> None:
     assert len(seen) == len(checkpoints) > 2
     assert [parse_head(line).entries[0].seq for line in seen] == [r["seq"] for r in checkpoints]
     assert parse_head(seen[-1]) == head_of(log)
+    # an empty head (a log that held nothing when it was taken) anchors nothing
+    assert not verify(log, expect=Head(())).anchored and verify(log, expect=head_of(log)).anchored
     # to a logger: a line an operator's log collects; the latest line of a file of them wins
     logger = logging.getLogger("test.audit.heads")
     stream = io.StringIO()
