@@ -274,8 +274,7 @@ class AuditLog:
         except ValueError as error:
             return f"the head's file holds no head ({error})"
         handle.seek(0)
-        data = handle.read()
-        return reached(data, expected)
+        return reached(handle, expected)
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Append a record (``type`` and its fields; ``seq``, ``prev`` and ``time`` are added),
@@ -670,19 +669,37 @@ def _json_entries(value: Any) -> list[HeadEntry]:
     return entries
 
 
-def reached(data: bytes, expected: Head) -> str | None:
-    """Whether a log's bytes hold every record of ``expected`` (its chain unverified): None
-    when they do, else what is wrong."""
-    lines = data.split(b"\n")
-    lines.pop()  # after the last newline: nothing, or a partial record
-    for entry in expected.entries:
-        if not lines or hashlib.sha256(lines[0]).hexdigest() != entry.chain:
-            return f"it does not hold the chain {entry.chain[:12]}… (another log, or one rewritten from its start)"
-        if entry.seq >= len(lines):
-            return f"it ends at line {len(lines)}, before the head's line {entry.seq + 1} (it was cut)"
-        if hashlib.sha256(lines[entry.seq]).hexdigest() != entry.hash:
-            return f"its line {entry.seq + 1} is not the head's record (it was rewritten)"
-    return None
+def reached(lines: Iterable[bytes], expected: Head) -> str | None:
+    """Whether a log's lines (as a file gives them, each with its newline: a last line without
+    one is a partial record) hold every record of ``expected``, its chain unverified: None when
+    they do, else what is wrong. Read as far as the furthest record of the head."""
+    wanted = {entry.seq: entry for entry in expected.entries}
+    if not wanted:
+        return None
+    chain = None
+    count = 0
+    furthest = max(wanted)
+    for number, line in enumerate(lines):
+        if not line.endswith(b"\n"):
+            break
+        digest = hashlib.sha256(line[:-1]).hexdigest()
+        if number == 0:
+            chain = digest
+            for entry in expected.entries:
+                if entry.chain != chain:
+                    return (
+                        f"it does not hold the chain {entry.chain[:12]}… (another log, or one "
+                        "rewritten from its start)"
+                    )
+        entry = wanted.get(number)
+        if entry is not None and digest != entry.hash:
+            return f"its line {number + 1} is not the head's record (it was rewritten)"
+        count = number + 1
+        if count > furthest:
+            return None
+    if chain is None:
+        return "it holds no record: the head's chain is not in it (the log was removed or emptied)"
+    return f"it ends at line {count}, before the head's line {furthest + 1} (it was cut)"
 
 
 def head_of(path: str | os.PathLike[str]) -> Head:
