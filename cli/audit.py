@@ -98,7 +98,8 @@ def _expected(value: str) -> Any:
     from ..runtime.audit import parse_head
 
     text = value
-    if value and "\n" not in value and os.path.exists(value):
+    is_file = bool(value) and "\n" not in value and os.path.exists(value)
+    if is_file:
         try:
             text = read_text(value)
         except (OSError, UnicodeDecodeError) as error:
@@ -106,7 +107,8 @@ def _expected(value: str) -> Any:
     try:
         return parse_head(text)
     except ValueError as error:
-        fail(f"--expect: not a head of an audit log: {error}", EXIT_USAGE)
+        what = f"`{value}` holds no head" if is_file else "neither a file nor a head"
+        fail(f"--expect: {what} of an audit log: {error}", EXIT_USAGE)
 
 
 @audit_group.command("head")

@@ -80,7 +80,14 @@ def build(settings: Settings) -> Service:
     service = Service(evaluator, digest, keys, store, max_body=settings.max_body, wait=settings.wait)
     service.restore()
     if settings.audit_head not in (None, "-"):  # at once: a file that cannot be written stops it
-        publish(settings.audit_head, store.audit_head().line())
+        from .store import StoreError
+
+        try:
+            publish(settings.audit_head, store.audit_head().line())
+        except OSError as error:
+            raise StoreError(
+                f"--audit-head {settings.audit_head}: cannot write it: {error.strerror or error}"
+            ) from None
     return service
 
 
