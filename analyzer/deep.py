@@ -306,6 +306,10 @@ def analyse(
                 uninterpreted=modelled.of((r.rule, cover.rule)),
             )
         )
+    # what an agent can slip past: each finding replayed through a monitor of the policy
+    from .slips import slip_findings
+
+    findings.extend(slip_findings(compilation, deadline))
     asked = 0
     if searches is not None:
         findings.extend(searches.findings(modelled))

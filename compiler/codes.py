@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .diagnostics import Diagnostic, Fix, Related, Severity
+from .diagnostics import Diagnostic, Fix, Related, Severity, WitnessCall
 from .source import Span
 
 
@@ -34,6 +34,7 @@ class Code:
         strength: str | None = None,
         bound: int | None = None,
         uninterpreted: tuple[str, ...] = (),
+        witness: WitnessCall | None = None,
     ) -> Diagnostic:
         return Diagnostic(
             self.code,
@@ -47,6 +48,7 @@ class Code:
             strength,
             bound,
             uninterpreted,
+            witness,
         )
 
 
@@ -141,6 +143,24 @@ SHADOWED_ESCALATE = Code(
 UNSEARCHED_RULE = Code(
     "PC308", "unsearched-rule", W, "the bounded searches of `--deep` cannot translate or model a rule"
 )
+MISSING_ARGUMENT = Code(
+    "PC309",
+    "missing-argument",
+    W,
+    "a `Deny` or `Escalate` rule tests an argument no declaration makes present: a call without it escapes",
+)
+UNTYPED_ARGUMENT_COMPARISON = Code(
+    "PC310",
+    "untyped-argument-comparison",
+    W,
+    "a tool argument of undeclared type is compared or computed with: the call's JSON types decide, not its values",
+)
+LENIENT_CONVERSION = Code(
+    "PC311",
+    "lenient-conversion",
+    W,
+    "a `Deny` or `Escalate` condition reads agent text with a lenient conversion (`\"1e9\"` reads as 1)",
+)
 
 CATALOG: tuple[Code, ...] = (
     SYNTAX_ERROR,
@@ -178,6 +198,9 @@ CATALOG: tuple[Code, ...] = (
     ALWAYS_ALLOW,
     SHADOWED_ESCALATE,
     UNSEARCHED_RULE,
+    MISSING_ARGUMENT,
+    UNTYPED_ARGUMENT_COMPARISON,
+    LENIENT_CONVERSION,
 )
 
 BY_NAME: dict[str, Code] = {c.name: c for c in CATALOG}

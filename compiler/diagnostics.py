@@ -71,6 +71,18 @@ def replace_name(span: Span, name: str, close: str | None) -> Fix | None:
 
 
 @dataclass(frozen=True)
+class WitnessCall:
+    """A session a deep finding was replayed on through a real monitor: its ``events`` (JSON
+    objects, as text; the last is the call decided), what the monitor decided of that call
+    (``allow``, ``deny``, ``escalate``, or ``refuse`` for a call an error refused) and what it
+    shows, in one line."""
+
+    events: tuple[str, ...]
+    decision: str
+    note: str
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     """A problem found in a policy: its stable code and name, severity, message and place, with
     related places, a help text, a fix, and what a proof found (strength, bound)."""
@@ -87,6 +99,7 @@ class Diagnostic:
     strength: str | None = None  # "syntactic", "proved" or "bounded"
     bound: int | None = None
     uninterpreted: tuple[str, ...] = ()  # the functors the finding modelled as uninterpreted functions
+    witness: WitnessCall | None = None  # the call a finding was replayed on, where it has one
 
     @property
     def is_error(self) -> bool:

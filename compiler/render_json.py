@@ -2,7 +2,7 @@
 
     {"diagnostics": [{"code", "name", "severity", "message", "file", "line", "column",
                       "end_line", "end_column", "help", "related": [...], "fix",
-                      "strength", "bound", "uninterpreted"}],
+                      "strength", "bound", "uninterpreted", "witness"}],
      "errors": N, "warnings": N}
 
 Lines and columns are 1-based; ``end_column`` is just past the last character; columns
@@ -11,9 +11,10 @@ count Unicode code points.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from .diagnostics import Diagnostic, Fix, Severity
+from .diagnostics import Diagnostic, Fix, Severity, WitnessCall
 
 
 def to_json(diagnostics: list[Diagnostic]) -> dict[str, Any]:
@@ -51,6 +52,17 @@ def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
         "strength": d.strength,
         "bound": d.bound,
         "uninterpreted": list(d.uninterpreted),
+        "witness": witness_json(d.witness) if d.witness else None,
+    }
+
+
+def witness_json(witness: WitnessCall) -> dict[str, Any]:
+    """``{"note", "decision", "events"}``: the session a finding was replayed on, its events as
+    JSON objects (the last is the call decided)."""
+    return {
+        "note": witness.note,
+        "decision": witness.decision,
+        "events": [json.loads(event) for event in witness.events],
     }
 
 

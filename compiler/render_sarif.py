@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from .codes import CATALOG
 from .diagnostics import Diagnostic, Severity
+from .render_json import witness_json
 from .source import Span
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -45,6 +46,8 @@ def to_sarif(diagnostics: list[Diagnostic], version: str) -> dict[str, Any]:
                 "bound": d.bound,
                 "uninterpreted": list(d.uninterpreted),
             }
+            if d.witness is not None:
+                result["properties"]["witness"] = witness_json(d.witness)
         if d.related:
             result["relatedLocations"] = [
                 {"id": i + 1, "physicalLocation": _physical(r.span), "message": {"text": r.message}}

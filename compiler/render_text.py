@@ -78,6 +78,13 @@ def render_one(diagnostic: Diagnostic, sources: Sources) -> Text:
                 else "an uninterpreted function of its"
             )
             out.append(f"; with {names} modelled as {what} declared types")
+    if diagnostic.witness is not None:
+        out.append("\n")
+        out.append(" " * width + " = ", style="bold blue")
+        out.append("witness: ", style="bold")
+        out.append(diagnostic.witness.note)
+        for event in diagnostic.witness.events:
+            out.append("\n" + " " * (width + 5) + event)
     if diagnostic.fix is not None:
         out.append("\n")
         out.append(" " * width + " = ", style="bold blue")
@@ -91,6 +98,8 @@ def strength_text(strength: str, bound: int | None) -> str:
         return f"bounded (no counterexample with up to {bound} fresh values per type)"
     if strength == "proved":
         return "proved (on every database)"
+    if strength == "witnessed":
+        return "witnessed (a call replayed through the monitor)"
     return "syntactic (the rule's text shows it)"
 
 

@@ -1,0 +1,222 @@
+"""``missing-argument`` (PC309): a `Deny` or `Escalate` rule an agent slips past by leaving an
+argument out.
+
+A rule whose test of an argument holds for all but some values (``!contains("@corp.example",
+to)``, ``to != "x"``, ``!Trusted(to)``, ``n > 1000``: see :mod:`.argument_uses`) is meant to
+stop every call but those that pass it; a call without the argument has no value to test, so
+the rule does not fire for it. Reported when the monitor, replaying it, allows a call of the
+rule's tool without the argument although it refuses the same call with a value that fails the
+test: no declaration makes the argument required, no other rule refuses the call without it,
+and no `.default deny` keeps it out for want of an `Allow`. A positive test (``tool_arg(a,
+"force") = "true"``, ``Blocked(to)``, ``contains("evil", url)``) is not reported: a call
+without the argument is rightly not stopped by it.
+
+Where leaving the argument out is refused, a call giving it as a list may still slip past an
+exclusive test of its text (``!contains("@corp.example", to)`` holds of ``["x@evil.example",
+"y@corp.example"]``'s JSON text): reported when the monitor allows such a call and the
+argument is not declared of a type that excludes lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from policyc.compiler import ast, codes
+from policyc.compiler.arguments import Argument
+from policyc.compiler.diagnostics import Diagnostic, Edit, Fix, Related
+from policyc.compiler.stages import Stratified
+
+from .argument_uses import Body, Read, reads, verdict_bodies
+from .calls import Replayer, call, show, witness
+from .deadline import Deadline
+
+FRESH = ("x", "policyc-unlisted@example.invalid", "", "0")
+
+
+def missing_arguments(compilation: Stratified, replayer: Replayer, deadline: Deadline) -> list[Diagnostic]:
+    """The ``missing-argument`` findings of a policy, each with a replayed call."""
+    declared = compilation.symbols.arguments
+    found: list[Diagnostic] = []
+    seen: set[tuple[int, str, str]] = set()
+    for body in verdict_bodies(compilation):
+        tools = body.tools
+        if len(tools) != 1:
+            continue
+        (tool,) = tools
+        for read in reads(body):
+            if not read.escapes_by_absence or deadline.passed():
+                continue
+            origin = read.origin(compilation)
+            key = (id(origin.rule), tool, read.key)
+            if key in seen:
+                continue
+            argument = declared.get((tool, read.key))
+            if argument is not None and argument.required and argument.type != "any":
+                continue  # the monitor refuses a call without it, or with a value of another type
+            finding = _finding(compilation, replayer, body, read, tool, argument)
+            if finding is not None:
+                seen.add(key)
+                found.append(finding)
+    return found
+
+
+def _finding(
+    compilation: Stratified,
+    replayer: Replayer,
+    body: Body,
+    read: Read,
+    tool: str,
+    argument: Argument | None,
+) -> Diagnostic | None:
+    rule_id = replayer.rule_id(body.verdict.rule)
+    given = required_values(compilation, tool, read.key)
+    firing: Any = None
+    passing: list[Any] = []
+    for value in firing_values(read):
+        decided = replayer.decide(call(tool, {**given, read.key: value}))
+        if not decided.allowed and rule_id in decided.rules:
+            firing = value if firing is None else firing
+        elif decided.allowed and isinstance(value, str):
+            passing.append(value)
+    if firing is None:
+        return None  # no call the rule stops was found: nothing to compare with
+    origin = read.origin(compilation)
+    verdict = body.verdict.rule
+    related = (
+        (Related(verdict.span, f"the `{verdict.head.name}` rule it decides through"),)
+        if origin.rule is not verdict
+        else ()
+    )
+    what = "denies" if verdict.head.name == "Deny" else "escalates"
+    declaration = f".arg {tool}.{read.key}: {_type_of(firing)} required"
+    refusing = f'{verdict.head.name}(a) :- ToolCall(a, "{tool}"), !ToolArg(a, "{read.key}", _).'
+    fix = declaration_fix(compilation, origin.module, argument, declaration)
+    if argument is None or not argument.required:
+        event = call(tool, dict(given))
+        decided = replayer.decide(event)
+        if decided.allowed:
+            return codes.MISSING_ARGUMENT(
+                origin.rule.span,
+                f"a `{tool}` call without `{read.key}` escapes this rule: the monitor allows it",
+                related=related,
+                help=f"the rule's test of `{read.key}` holds for every value but some, and a call that "
+                f"leaves `{read.key}` out (or names it otherwise) has no value to test: declare it "
+                f"required (`{declaration}`), so that the monitor refuses a call without it, or "
+                f"refuse such a call in a rule of its own (`{refusing}`)",
+                fix=fix,
+                strength="witnessed",
+                uninterpreted=replayer.hosts,
+                witness=witness(
+                    [event],
+                    decided,
+                    f"replayed, the monitor allows this call; with `\"{read.key}\": {show(firing)}` "
+                    f"this rule {what} it",
+                ),
+            )
+    if argument is not None and argument.type != "any":
+        return None
+    for value in passing:
+        listed = [str(firing), value]
+        event = call(tool, {**given, read.key: listed})
+        decided = replayer.decide(event)
+        if decided.allowed:
+            return codes.MISSING_ARGUMENT(
+                origin.rule.span,
+                f"a `{tool}` call giving `{read.key}` as a list escapes this rule: the monitor allows it",
+                related=related,
+                help=f"a list is tested as its JSON text, which passes the rule's test of `{read.key}` "
+                f"when one element does: declare the argument's type (`{declaration}`), so that the "
+                "monitor refuses a list",
+                fix=fix,
+                strength="witnessed",
+                uninterpreted=replayer.hosts,
+                witness=witness(
+                    [event],
+                    decided,
+                    f"replayed, the monitor allows this call; with `\"{read.key}\": {show(firing)}` "
+                    f"this rule {what} it",
+                ),
+            )
+    return None
+
+
+def firing_values(read: Read) -> Iterator[Any]:
+    """Values of the argument to try for a call the rule stops: around the numbers its tests
+    compare with (as JSON numbers, then as texts), the texts they name changed, fresh texts."""
+    numbers: list[int | float] = []
+    texts: list[str] = []
+    for test in read.tests:
+        for term in ast.literal_terms(test.lit.literal):
+            for t in ast.walk_term(term, into_aggregates=False):
+                if isinstance(t, ast.Integer):
+                    numbers.extend((t.value + 1, t.value - 1, t.value))
+                elif isinstance(t, ast.Float):
+                    numbers.extend((t.value + 0.5, t.value - 0.5, t.value))
+                elif isinstance(t, ast.String):
+                    texts.extend((t.value + "x", "x" + t.value, t.value))
+    seen: set[Any] = set()
+    for value in (*numbers, *(str(n) for n in numbers), *texts, *FRESH):
+        marker = (type(value), value)
+        if marker not in seen:
+            seen.add(marker)
+            yield value
+
+
+def required_values(compilation: Stratified, tool: str, but: str) -> dict[str, Any]:
+    """A value of its declared type for each other required argument of ``tool`` (a call
+    without them is refused before any rule runs)."""
+    values: dict[str, Any] = {}
+    for (name, key), argument in compilation.symbols.arguments.items():
+        if name == tool and key != but and argument.required:
+            values[key] = SAMPLE[argument.type]
+    return values
+
+
+SAMPLE: dict[str, Any] = {
+    "symbol": "x",
+    "number": 0,
+    "unsigned": 0,
+    "float": 0.0,
+    "bool": True,
+    "list": [],
+    "object": {},
+    "any": "x",
+}
+
+
+def _type_of(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "symbol"
+    return "number" if isinstance(value, int) else "float"
+
+
+def declaration_fix(
+    compilation: Stratified, module: ast.Module, argument: Argument | None, declaration: str
+) -> Fix | None:
+    """Declare the argument: ``declaration`` inserted after the file's imports and argument
+    declarations, or, for an argument declared but not required, ``required`` added to its
+    declaration. Unsafe: the monitor refuses the calls that do not match it."""
+    source = compilation.program.source(module.path)
+    if source is None:
+        return None
+    if argument is not None:
+        if argument.required or not declaration.endswith(" required"):
+            return None
+        if argument.span.file != module.path:
+            return None
+        end = argument.span.end
+        return Fix(
+            f"declare `{argument.name}` required",
+            (Edit(source.span(end, end), " required"),),
+            safe=False,
+        )
+    imports = [s.span.end for s in module.statements if isinstance(s, ast.Import | ast.ArgDecl)]
+    if imports:
+        at = max(imports)
+        line_end = source.text.find("\n", at)
+        at = len(source.text) if line_end < 0 else line_end
+        text = "\n" + declaration
+    else:
+        at, text = 0, declaration + "\n"
+    return Fix(f"insert `{declaration}`", (Edit(source.span(at, at), text),), safe=False)
