@@ -19,7 +19,6 @@ argument is not declared of a type that excludes lists.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from policyc.compiler import ast, codes
@@ -28,11 +27,9 @@ from policyc.compiler.diagnostics import Diagnostic, Edit, Fix, Related
 from policyc.compiler.stages import Stratified
 
 from .argument_uses import Body, Read, reads, verdict_bodies
-from .calls import Replayer, call, show, witness
+from .calls import Replayer, call, rule_span, show, witness
 from .deadline import Deadline
-
-FRESH = ("x", "policyc-unlisted@example.invalid", "", "0")
-
+from .firing import firing_args, values_to_try
 
 def missing_arguments(compilation: Stratified, replayer: Replayer, deadline: Deadline) -> list[Diagnostic]:
     """The ``missing-argument`` findings of a policy, each with a replayed call."""
@@ -69,35 +66,29 @@ def _finding(
     tool: str,
     argument: Argument | None,
 ) -> Diagnostic | None:
-    rule_id = replayer.rule_id(body.verdict.rule)
-    given = required_values(compilation, tool, read.key)
-    firing: Any = None
-    passing: list[Any] = []
-    for value in firing_values(read):
-        decided = replayer.decide(call(tool, {**given, read.key: value}))
-        if not decided.allowed and rule_id in decided.rules:
-            firing = value if firing is None else firing
-        elif decided.allowed and isinstance(value, str):
-            passing.append(value)
+    firing = firing_args(compilation, replayer, body, tool)
     if firing is None:
         return None  # no call the rule stops was found: nothing to compare with
+    value = firing[read.key]
+    others = {k: v for k, v in firing.items() if k != read.key}
     origin = read.origin(compilation)
     verdict = body.verdict.rule
     related = (
-        (Related(verdict.span, f"the `{verdict.head.name}` rule it decides through"),)
+        (Related(rule_span(verdict), f"the `{verdict.head.name}` rule it decides through"),)
         if origin.rule is not verdict
         else ()
     )
     what = "denies" if verdict.head.name == "Deny" else "escalates"
-    declaration = f".arg {tool}.{read.key}: {_type_of(firing)} required"
+    stopped = f"with `\"{read.key}\": {show(value)}` this rule {what} it"
+    declaration = f".arg {tool}.{read.key}: {_type_of(value)} required"
     refusing = f'{verdict.head.name}(a) :- ToolCall(a, "{tool}"), !ToolArg(a, "{read.key}", _).'
     fix = declaration_fix(compilation, origin.module, argument, declaration)
     if argument is None or not argument.required:
-        event = call(tool, dict(given))
+        event = call(tool, others)
         decided = replayer.decide(event)
         if decided.allowed:
             return codes.MISSING_ARGUMENT(
-                origin.rule.span,
+                rule_span(origin.rule),
                 f"a `{tool}` call without `{read.key}` escapes this rule: the monitor allows it",
                 related=related,
                 help=f"the rule's test of `{read.key}` holds for every value but some, and a call that "
@@ -107,22 +98,20 @@ def _finding(
                 fix=fix,
                 strength="witnessed",
                 uninterpreted=replayer.hosts,
-                witness=witness(
-                    [event],
-                    decided,
-                    f"replayed, the monitor allows this call; with `\"{read.key}\": {show(firing)}` "
-                    f"this rule {what} it",
-                ),
+                witness=witness([event], decided, f"replayed, the monitor allows this call; {stopped}"),
             )
     if argument is not None and argument.type != "any":
         return None
-    for value in passing:
-        listed = [str(firing), value]
-        event = call(tool, {**given, read.key: listed})
+    for passing in values_to_try(read):
+        if not isinstance(passing, str) or passing == value:
+            continue
+        if not replayer.decide(call(tool, {**others, read.key: passing})).allowed:
+            continue
+        event = call(tool, {**others, read.key: [str(value), passing]})
         decided = replayer.decide(event)
         if decided.allowed:
             return codes.MISSING_ARGUMENT(
-                origin.rule.span,
+                rule_span(origin.rule),
                 f"a `{tool}` call giving `{read.key}` as a list escapes this rule: the monitor allows it",
                 related=related,
                 help=f"a list is tested as its JSON text, which passes the rule's test of `{read.key}` "
@@ -131,58 +120,10 @@ def _finding(
                 fix=fix,
                 strength="witnessed",
                 uninterpreted=replayer.hosts,
-                witness=witness(
-                    [event],
-                    decided,
-                    f"replayed, the monitor allows this call; with `\"{read.key}\": {show(firing)}` "
-                    f"this rule {what} it",
-                ),
+                witness=witness([event], decided, f"replayed, the monitor allows this call; {stopped}"),
             )
+        break
     return None
-
-
-def firing_values(read: Read) -> Iterator[Any]:
-    """Values of the argument to try for a call the rule stops: around the numbers its tests
-    compare with (as JSON numbers, then as texts), the texts they name changed, fresh texts."""
-    numbers: list[int | float] = []
-    texts: list[str] = []
-    for test in read.tests:
-        for term in ast.literal_terms(test.lit.literal):
-            for t in ast.walk_term(term, into_aggregates=False):
-                if isinstance(t, ast.Integer):
-                    numbers.extend((t.value + 1, t.value - 1, t.value))
-                elif isinstance(t, ast.Float):
-                    numbers.extend((t.value + 0.5, t.value - 0.5, t.value))
-                elif isinstance(t, ast.String):
-                    texts.extend((t.value + "x", "x" + t.value, t.value))
-    seen: set[Any] = set()
-    for value in (*numbers, *(str(n) for n in numbers), *texts, *FRESH):
-        marker = (type(value), value)
-        if marker not in seen:
-            seen.add(marker)
-            yield value
-
-
-def required_values(compilation: Stratified, tool: str, but: str) -> dict[str, Any]:
-    """A value of its declared type for each other required argument of ``tool`` (a call
-    without them is refused before any rule runs)."""
-    values: dict[str, Any] = {}
-    for (name, key), argument in compilation.symbols.arguments.items():
-        if name == tool and key != but and argument.required:
-            values[key] = SAMPLE[argument.type]
-    return values
-
-
-SAMPLE: dict[str, Any] = {
-    "symbol": "x",
-    "number": 0,
-    "unsigned": 0,
-    "float": 0.0,
-    "bool": True,
-    "list": [],
-    "object": {},
-    "any": "x",
-}
 
 
 def _type_of(value: Any) -> str:

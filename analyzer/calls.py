@@ -22,6 +22,7 @@ from typing import Any
 
 from policyc.compiler import ast
 from policyc.compiler.diagnostics import WitnessCall
+from policyc.compiler.source import Span
 from policyc.compiler.stages import Stratified
 
 CALL_ID = "c1"
@@ -104,6 +105,12 @@ class Replayer:
 def witness(events: Sequence[dict[str, Any]], decided: Decided, note: str) -> WitnessCall:
     """The witness of a finding: the events replayed, the last the call decided."""
     return WitnessCall(tuple(json.dumps(e, ensure_ascii=False) for e in events), decided.verdict, note)
+
+
+def rule_span(rule: ast.Rule) -> Span:
+    """The rule from its head to its end, without the annotations written before it."""
+    head, whole = rule.head.span, rule.span
+    return Span(head.file, head.start, whole.end, head.line, head.column, whole.end_line, whole.end_column)
 
 
 def show(value: Any) -> str:

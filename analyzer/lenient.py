@@ -21,10 +21,10 @@ from policyc.compiler.diagnostics import Diagnostic, Edit, Fix
 from policyc.compiler.stages import Stratified
 from policyc.stdlib.builtins import LENIENT_CONVERSIONS
 
-from .absent import required_values
 from .argument_uses import TOOL_ARG_RELATION, Body, Lit, verdict_bodies
 from .calls import Replayer, call, show, witness
 from .deadline import Deadline
+from .firing import firing_args, fires, required_values
 
 STRICT = {"leading_number": "to_number", "leading_float": "to_float"}
 TEXT_RELATIONS = {TOOL_ARG_RELATION: 2, "Text": 1, "ToolArgItem": 3}  # the position holding text
@@ -122,21 +122,28 @@ def _finding(
     source: Source,
     tool: str,
 ) -> Diagnostic | None:
-    rule_id = replayer.rule_id(body.verdict.rule)
+    firing = firing_args(compilation, replayer, body, tool)
+    given = firing if firing is not None else required_values(compilation, tool)
     for text, meant in _spellings(lit):
-        slipped = _events(compilation, source, tool, text)
+        slipped = _events(given, source, tool, text)
         if slipped is None:
             return None  # a text the search cannot place in a call
         decided = replayer.decide(slipped[-1], slipped[:-1])
         if not decided.allowed:
             continue
-        refused_events = _events(compilation, source, tool, meant if source[0] == "arg" else str(meant))
-        assert refused_events is not None
-        refused = replayer.decide(refused_events[-1], refused_events[:-1])
-        if refused.allowed or rule_id not in refused.rules:
+        stopped = next(
+            (
+                form
+                for form in _forms(source, meant)
+                if (events := _events(given, source, tool, form)) is not None
+                and fires(replayer, body, replayer.decide(events[-1], events[:-1]))
+            ),
+            None,
+        )
+        if stopped is None:
             continue
         strict = STRICT.get(conversion.name, "to_number")
-        where = f"`\"{source[1]}\": {show(meant)}`" if source[0] == "arg" else f"the text {show(str(meant))}"
+        where = f"`\"{source[1]}\": {show(stopped)}`" if source[0] == "arg" else f"the text {show(stopped)}"
         return codes.LENIENT_CONVERSION(
             conversion.span,
             f"`{conversion.name}` reads only the number at the start of agent text: "
@@ -154,6 +161,11 @@ def _finding(
             ),
         )
     return None
+
+
+def _forms(source: Source, meant: int) -> tuple[Any, ...]:
+    """The number a text means, as an agent would write it: a JSON number or its text."""
+    return (meant, str(meant)) if source[0] == "arg" else (str(meant),)
 
 
 def _spellings(lit: Lit) -> Iterator[tuple[str, int]]:
@@ -179,11 +191,11 @@ def _leading(name: str, text: str) -> Any:
         return "a smaller number"
 
 
-def _events(compilation: Stratified, source: Source, tool: str, value: Any) -> list[dict[str, Any]] | None:
+def _events(given: dict[str, Any], source: Source, tool: str, value: Any) -> list[dict[str, Any]] | None:
+    """The events of a call whose text (argument, own text or an earlier message's) is ``value``."""
     kind, where = source
     if kind == "arg":
-        return [call(tool, {**required_values(compilation, tool, where), where: value})]
-    given = required_values(compilation, tool, "")
+        return [call(tool, {**given, where: value})]
     if kind == "text" and where == "action":
         return [call(tool, given, text=str(value))]
     if kind == "text":

@@ -29,10 +29,11 @@ from policyc.compiler.arguments import TOOL_ARG
 from policyc.compiler.diagnostics import Diagnostic, Edit, Fix
 from policyc.compiler.stages import Stratified
 
-from .absent import declaration_fix, required_values
+from .absent import declaration_fix
 from .argument_uses import TOOL_ARG_RELATION, Body, Lit, Read, reads, verdict_bodies
 from .calls import Decided, Replayer, call, show, witness
 from .deadline import Deadline
+from .firing import firing_args, required_values
 
 VERDICTS = ("Allow", "Deny", "Escalate")
 ORDER = ("<", "<=", ">", ">=")
@@ -140,7 +141,7 @@ def _untyped(
     tool: str,
     named: bool,
 ) -> Diagnostic | None:
-    given = required_values(compilation, tool, read.key)
+    given = _others(compilation, replayer, body, tool, read.key)
     best: tuple[Any, Decided, Decided] | None = None
     for n in _numbers(lit.literal):
         as_number = replayer.decide(call(tool, {**given, read.key: n}))
@@ -182,10 +183,18 @@ def _untyped(
         witness=witness(
             [event],
             as_text,
-            f"replayed, the monitor refuses this call (an error: a text compared with a number); "
-            f"with `\"{read.key}\": {show(n)}` its verdict is {as_number.verdict}",
+            f"replayed, the monitor refuses this call (an error: the text {show(str(n))} where the "
+            f"rule needs a number); with `\"{read.key}\": {show(n)}` its verdict is {as_number.verdict}",
         ),
     )
+
+
+def _others(compilation: Stratified, replayer: Replayer, body: Body, tool: str, key: str) -> dict[str, Any]:
+    """The other arguments of a call the rule fires for (or only the required ones)."""
+    firing = firing_args(compilation, replayer, body, tool)
+    if firing is None:
+        return required_values(compilation, tool, key)
+    return {k: v for k, v in firing.items() if k != key}
 
 
 def _numbers(literal: ast.Literal) -> Iterator[int | float]:
@@ -244,7 +253,7 @@ def _text_order(
     constant: ast.String,
 ) -> Diagnostic | None:
     bound = float(constant.value) if "." in constant.value else int(constant.value)
-    given = required_values(compilation, tool, read.key)
+    given = _others(compilation, replayer, body, tool, read.key)
     rule_id = replayer.rule_id(body.verdict.rule)
     allow = body.verdict.rule.head.name == "Allow"
     found: list[tuple[bool, int | float, Decided]] = []
