@@ -19,6 +19,7 @@ argument is not declared of a type that excludes lists.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from policyc.compiler import ast, codes
@@ -30,6 +31,7 @@ from .argument_uses import Body, Read, reads, verdict_bodies
 from .calls import Replayer, call, rule_span, show, witness
 from .deadline import Deadline
 from .firing import firing_args, values_to_try
+
 
 def missing_arguments(compilation: Stratified, replayer: Replayer, deadline: Deadline) -> list[Diagnostic]:
     """The ``missing-argument`` findings of a policy, each with a replayed call."""
@@ -79,8 +81,8 @@ def _finding(
         else ()
     )
     what = "denies" if verdict.head.name == "Deny" else "escalates"
-    stopped = f"with `\"{read.key}\": {show(value)}` this rule {what} it"
-    declaration = f".arg {tool}.{read.key}: {_type_of(value)} required"
+    stopped = f'with `"{read.key}": {show(value)}` this rule {what} it'
+    declaration = f".arg {tool}.{read.key}: {_type_of(read, value)} required"
     refusing = f'{verdict.head.name}(a) :- ToolCall(a, "{tool}"), !ToolArg(a, "{read.key}", _).'
     fix = declaration_fix(compilation, origin.module, argument, declaration)
     if argument is None or not argument.required:
@@ -126,10 +128,23 @@ def _finding(
     return None
 
 
-def _type_of(value: Any) -> str:
+def _type_of(read: Read, value: Any) -> str:
+    """The type to declare: a number where the tests compare with numbers (or with the text of
+    one, in order), else the type of the value the rule was stopped for."""
+    for test in read.tests:
+        literal = test.lit.literal
+        if isinstance(literal, ast.Comparison) and literal.op not in ("=", "!="):
+            for t in (literal.left, literal.right):
+                if isinstance(t, ast.Float):
+                    return "float"
+                if isinstance(t, ast.Integer) or (isinstance(t, ast.String) and NUMBER.fullmatch(t.value)):
+                    return "number"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return "symbol"
     return "number" if isinstance(value, int) else "float"
+
+
+NUMBER = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
 def declaration_fix(

@@ -186,6 +186,7 @@ def _replace(rule: ast.Rule, use: ast.Atom, tag: int) -> list[ast.Literal] | Non
             continue
         else:
             extra.append(ast.Comparison("=", given, head_arg, span=use.span))
+
     def rename(term: ast.Term) -> ast.Term:
         if isinstance(term, ast.Var):
             if term.name in mapping:

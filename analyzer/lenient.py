@@ -24,7 +24,7 @@ from policyc.stdlib.builtins import LENIENT_CONVERSIONS
 from .argument_uses import TOOL_ARG_RELATION, Body, Lit, verdict_bodies
 from .calls import Replayer, call, show, witness
 from .deadline import Deadline
-from .firing import firing_args, fires, required_values
+from .firing import fires, firing_args, required_values
 
 STRICT = {"leading_number": "to_number", "leading_float": "to_float"}
 TEXT_RELATIONS = {TOOL_ARG_RELATION: 2, "Text": 1, "ToolArgItem": 3}  # the position holding text
@@ -50,7 +50,9 @@ def lenient_conversions(compilation: Stratified, replayer: Replayer, deadline: D
         for lit, conversion, source in _conversions(body):
             if id(conversion) in seen or compilation.program.is_library(lit.origin.module.path):
                 continue
-            finding = _finding(compilation, replayer, body, lit, conversion, source, next(iter(tools), ANY_TOOL))
+            finding = _finding(
+                compilation, replayer, body, lit, conversion, source, next(iter(tools), ANY_TOOL)
+            )
             if finding is not None:
                 seen.add(id(conversion))
                 found.append(finding)
@@ -143,14 +145,16 @@ def _finding(
         if stopped is None:
             continue
         strict = STRICT.get(conversion.name, "to_number")
-        where = f"`\"{source[1]}\": {show(stopped)}`" if source[0] == "arg" else f"the text {show(stopped)}"
+        where = f'`"{source[1]}": {show(stopped)}`' if source[0] == "arg" else f"the text {show(stopped)}"
         return codes.LENIENT_CONVERSION(
             conversion.span,
             f"`{conversion.name}` reads only the number at the start of agent text: "
             f"{show(text)} reads as {_leading(conversion.name, text)}",
             help=f"the tool reads the whole text ({show(text)} is {meant}): read it whole with "
             f"`{strict}`, which refuses a call whose text is not one number",
-            fix=Fix(f"read the whole text with `{strict}`", (Edit(conversion.name_span, strict),), safe=False),
+            fix=Fix(
+                f"read the whole text with `{strict}`", (Edit(conversion.name_span, strict),), safe=False
+            ),
             strength="witnessed",
             uninterpreted=replayer.hosts,
             witness=witness(
@@ -187,7 +191,7 @@ def _leading(name: str, text: str) -> Any:
 
     try:
         return (leading_float if name == "leading_float" else leading_number)(text)
-    except Exception:  # noqa: BLE001 - only for the message
+    except ValueError:
         return "a smaller number"
 
 

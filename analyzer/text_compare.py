@@ -100,8 +100,10 @@ def _typed_uses(compilation: Stratified, read: Read, tools: frozenset[str]) -> I
 
     for test in read.tests:
         literal = test.lit.literal
-        if isinstance(literal, ast.Comparison) and literal.op in ORDER and (
-            direct(literal.left) or direct(literal.right)
+        if (
+            isinstance(literal, ast.Comparison)
+            and literal.op in ORDER
+            and (direct(literal.left) or direct(literal.right))
         ):
             yield test.lit
         elif any(
@@ -112,10 +114,14 @@ def _typed_uses(compilation: Stratified, read: Read, tools: frozenset[str]) -> I
             yield test.lit
     for lit in read.readers:  # an assignment computing with it: `n = tool_arg(a, "k") - 2`
         literal = lit.literal
-        if isinstance(literal, ast.Comparison) and literal.op == "=" and any(
-            isinstance(t, ast.BinOp) and t.op in ARITHMETIC and (direct(t.left) or direct(t.right))
-            for term in (literal.left, literal.right)
-            for t in ast.walk_term(term, into_aggregates=False)
+        if (
+            isinstance(literal, ast.Comparison)
+            and literal.op == "="
+            and any(
+                isinstance(t, ast.BinOp) and t.op in ARITHMETIC and (direct(t.left) or direct(t.right))
+                for term in (literal.left, literal.right)
+                for t in ast.walk_term(term, into_aggregates=False)
+            )
         ):
             yield lit
 
@@ -174,8 +180,7 @@ def _untyped(
     event = call(tool, {**given, read.key: str(n)})
     return codes.UNTYPED_ARGUMENT_COMPARISON(
         lit.literal.span,
-        f"`{read.key}` has no declared type: a call that writes it as text is refused, whatever "
-        "its value",
+        f"`{read.key}` has no declared type: a call that writes it as text is refused, whatever its value",
         help=help,
         fix=fix,
         strength="witnessed",
@@ -184,7 +189,7 @@ def _untyped(
             [event],
             as_text,
             f"replayed, the monitor refuses this call (an error: the text {show(str(n))} where the "
-            f"rule needs a number); with `\"{read.key}\": {show(n)}` its verdict is {as_number.verdict}",
+            f'rule needs a number); with `"{read.key}": {show(n)}` its verdict is {as_number.verdict}',
         ),
     )
 

@@ -159,7 +159,7 @@ LENIENT_CONVERSION = Code(
     "PC311",
     "lenient-conversion",
     W,
-    "a `Deny` or `Escalate` condition reads agent text with a lenient conversion (`\"1e9\"` reads as 1)",
+    'a `Deny` or `Escalate` condition reads agent text with a lenient conversion (`"1e9"` reads as 1)',
 )
 
 CATALOG: tuple[Code, ...] = (
