@@ -54,6 +54,7 @@ from .unsat import contradiction
 from .verdicts import Verdicts, finding
 
 SEARCH_LIMIT = 200  # rules, facts not counted; above it, only the proofs
+SLIP_FINDINGS = ("missing-argument", "untyped-argument-comparison", "lenient-conversion")
 
 
 @dataclass(frozen=True)
@@ -256,6 +257,13 @@ def analyse(
         findings.extend(blocked)
         if blocked:
             searches = None  # no question could be asked of a translation without these rules
+    # what an agent can slip past, each finding replayed through a monitor of the policy: before
+    # the bounded searches, which may take what is left of the time
+    from .slips import slip_findings
+
+    slipped = slip_findings(compilation, deadline)
+    findings.extend(slipped.findings)
+    note(SLIP_FINDINGS, slipped.unchecked, "rules")
     if searches is not None:
         switched = [r for r in verdicts.side_rules() if not compilation.symbols.is_inline(r.head.name)]
         searches.plan(live, redundant, shadowed, [q for q in tools if not q.strength], switched)
@@ -306,10 +314,6 @@ def analyse(
                 uninterpreted=modelled.of((r.rule, cover.rule)),
             )
         )
-    # what an agent can slip past: each finding replayed through a monitor of the policy
-    from .slips import slip_findings
-
-    findings.extend(slip_findings(compilation, deadline))
     asked = 0
     if searches is not None:
         findings.extend(searches.findings(modelled))
