@@ -20,6 +20,9 @@
   translation (``r_``, built only then) in which each rule deciding verdicts can be removed. A
   verdict one rule gives whatever the call (``Deny(a) :- is_tool(a, "rm").``) is meant, and
   not reported. A call an `Escalate` rule escalates counts as denied (it cannot run as it is).
+* ``missing-argument``, ``untyped-argument-comparison``, ``lenient-conversion`` — rules an
+  agent can slip past (:mod:`slips`): witnessed, each with a call replayed through a monitor
+  of the policy.
 
 The bounded questions share one grounding (:mod:`.bounded`, which asks them). Policies of
 more than :data:`SEARCH_LIMIT` rules get the proofs only. Findings are only reported for the files the user wrote, never for the

@@ -66,8 +66,9 @@ def _conversions(body: Body) -> Iterator[tuple[Lit, ast.Call, Source]]:
         literal = lit.literal
         if isinstance(literal, ast.Atom) and literal.name in TEXT_RELATIONS:
             position = TEXT_RELATIONS[literal.name]
-            if len(literal.args) > position and isinstance(literal.args[position], ast.Var):
-                sources[literal.args[position].name] = _source(body, literal.name, literal.args)
+            held = literal.args[position] if len(literal.args) > position else None
+            if isinstance(held, ast.Var):
+                sources[held.name] = _source(body, literal.name, literal.args)
     changed = True
     while changed:  # `t = tool_arg(a, "k")`, `u = lower(t)`
         changed = False

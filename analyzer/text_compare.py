@@ -151,8 +151,8 @@ def _untyped(
     best: tuple[Any, Decided, Decided] | None = None
     for n in _numbers(lit.literal):
         as_number = replayer.decide(call(tool, {**given, read.key: n}))
-        if as_number.verdict == "refuse":
-            continue
+        if as_number.verdict not in ("allow", "escalate"):
+            continue  # refused either way: only the reason would differ
         as_text = replayer.decide(call(tool, {**given, read.key: str(n)}))
         if as_text.verdict == "refuse" and (best is None or (as_number.allowed and not best[1].allowed)):
             best = (n, as_number, as_text)
