@@ -121,17 +121,29 @@ def denying_rules(compilation: Stratified, heads: tuple[str, ...] = DENYING) -> 
 def verdict_bodies(compilation: Stratified, heads: tuple[str, ...] = DENYING) -> list[Body]:
     """Every unfolded body of every `Deny` and `Escalate` rule (or rule of the verdicts
     ``heads``) of the user's files."""
-    return [body for rule in denying_rules(compilation, heads) for body in unfolded(compilation, rule)]
+    places = rule_places(compilation)
+    return [
+        body for rule in denying_rules(compilation, heads) for body in unfolded(compilation, rule, places)
+    ]
 
 
-def unfolded(compilation: Stratified, verdict: PlacedRule) -> list[Body]:
+def rule_places(compilation: Stratified) -> dict[int, PlacedRule]:
+    """Every rule of the program with its module, by the rule's ``id``."""
+    return {id(rule): PlacedRule(rule, module) for module, rule in compilation.program.rules()}
+
+
+def unfolded(
+    compilation: Stratified, verdict: PlacedRule, places: dict[int, PlacedRule] | None = None
+) -> list[Body]:
     """The bodies ``verdict`` unfolds into: each positive atom of a relation with rules (not
     an input, not holding facts of its own) replaced by the body of each of its rules, renamed
-    apart, :data:`DEPTH` levels deep, at most :data:`BODIES` bodies."""
+    apart, :data:`DEPTH` levels deep, at most :data:`BODIES` bodies (``places``: the rules'
+    modules, :func:`rule_places`, when the caller has them)."""
     head = verdict.rule.head
     if not head.args or not isinstance(head.args[0], ast.Var):
         return []
-    places = {id(rule): PlacedRule(rule, module) for module, rule in compilation.program.rules()}
+    if places is None:
+        places = rule_places(compilation)
     fresh = count(1)
     start = tuple(Lit(lit, verdict) for lit in verdict.rule.body)
     done: list[tuple[Lit, ...]] = []
