@@ -56,6 +56,7 @@ from policyc.compiler.symbols import ESCALATE, is_verdict
 from .bounded import Modelled, PlacedRule, Searches
 from .contain import Candidates, covers
 from .deadline import Deadline
+from .firing import unfired_call
 from .reach import never_holds
 from .subjects import finding as not_action
 from .subjects import not_actions
@@ -169,7 +170,7 @@ def analyse(
             unproved.add(id(r.rule))  # z3 may have stopped for want of time
     for r in user:
         if id(r.rule) in contradictions:
-            strength, reason, _, help = contradictions[id(r.rule)]
+            strength, reason, key, help = contradictions[id(r.rule)]
             findings.append(
                 codes.UNSATISFIABLE_RULE(
                     r.rule.span,
@@ -177,6 +178,7 @@ def analyse(
                     help=help or "fix the conditions, or remove the rule",
                     strength=strength,
                     uninterpreted=modelled.of((r.rule,)) if strength == "proved" else (),
+                    witness=unfired_call(compilation, r.rule) if key else None,
                 )
             )
     note(("unsatisfiable-rule", "unreachable-rule"), sum(id(r.rule) in unproved for r in user), "rules")

@@ -15,6 +15,7 @@ from itertools import islice, product
 from typing import Any
 
 from policyc.compiler import ast
+from policyc.compiler.diagnostics import Scenario
 from policyc.compiler.stages import Stratified
 
 from .argument_uses import Body, Read, reads
@@ -89,3 +90,38 @@ def required_values(compilation: Stratified, tool: str, *but: str) -> dict[str, 
         if name == tool and key not in but and argument.required:
             values[key] = SAMPLE[argument.type]
     return values
+
+
+def unfired_call(compilation: Stratified, rule: ast.Rule) -> Scenario | None:
+    """For a `Deny` or `Escalate` rule a key keeps from ever firing (one call, two tools), a
+    call of a tool it names that a monitor of the policy allows, replayed: what the author
+    meant it to stop. ``None`` when the rule names no tool, or every call of one is stopped
+    (by another rule, or refused for its arguments)."""
+    from policyc.compiler.symbols import is_verdict
+
+    from .calls import witness
+
+    head = rule.head
+    if head.name not in ("Deny", "Escalate") or not is_verdict(head.name, len(head.args)):
+        return None
+    tools = [
+        lit.args[1].value
+        for lit in rule.body
+        if isinstance(lit, ast.Atom)
+        and lit.name == "ToolCall"
+        and len(lit.args) == 2
+        and isinstance(lit.args[1], ast.String)
+    ]
+    if not tools:
+        return None
+    try:
+        replayer = Replayer.of(compilation)
+    except Exception:  # a policy the monitor cannot open here has no witness
+        return None
+    for tool in dict.fromkeys(tools):
+        event = call(tool, required_values(compilation, tool))
+        decided = replayer.decide(event)
+        if decided.allowed:
+            note = f"replayed, the monitor allows this `{tool}` call: the rule never stops one"
+            return witness([event], decided, note)
+    return None
