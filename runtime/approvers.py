@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from .approvals import EscalationRequest
-from .verdict import Decision, Reason, quote_value
+from .values import quote_value
+from .verdict import Decision, Reason
 
 NO_APPROVER = "policyc:no-approver"
 APPROVAL_REFUSED = "policyc:approval-refused"

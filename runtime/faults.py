@@ -66,8 +66,7 @@ class Fault:
 
 def describe_value(value: Any) -> str:
     """``the text "5000"``, ``the number 1000``, ``the record [1, "a"]``."""
-    from .values import show
-    from .verdict import quote_value
+    from .values import quote_value, show
 
     if isinstance(value, str):
         return f"the text {quote_value(value)}"

@@ -141,6 +141,8 @@ class Monitor:
                 self.attached[extension.name] = attachment
         self.hooks = tuple(self.attached.items())
         # a shadow policy, the monitor's mode and its audit log (runtime/shadow.py): None for none
+        if shadow is not None and not isinstance(shadow, Monitor):
+            shadow = Monitor(shadow)  # a shadow policy decides in a monitor of its own
         self.watch = watching(self, shadow, mode, audit)
 
     def __getattr__(self, name: str) -> Any:

@@ -162,7 +162,7 @@ def reload(settings: Settings, service: Service) -> dict[str, Any]:
     """Read the policy again: new sessions run it, existing ones keep theirs. What happened
     is kept in the database (meta ``reload``) for ``policyc serve reload`` to print; a policy
     that cannot be used leaves the service as it was."""
-    from policyc.runtime.policy import PolicyError
+    from policyc.runtime.errors import PolicyError
 
     try:
         digest, bundle = frozen(settings.policy, settings.verify_key)
