@@ -147,7 +147,7 @@ def verdict_text(decision: dict[str, Any]) -> str:
     """A replayed decision's verdict as the session listing shows it."""
     if decision["allowed"]:
         approval = decision.get("approval")
-        return "allowed" if approval is None else f"allowed (approval {approval})"
+        return "allowed" if approval is None else f"allowed (approval {approval['id']})"
     if decision["errored"]:
         return "DENIED (error)"
     return "ESCALATED (needs approval)" if decision.get("verdict") == "escalate" else "DENIED"

@@ -78,7 +78,32 @@ class EscalationRequest:
             "digest": self.digest,
             "rules": sorted(self.rules),
             "messages": list(self.messages),
+            "feedback": self.feedback,
         }
+
+    @classmethod
+    def from_json(cls, data: Any) -> EscalationRequest:
+        """A request from its JSON form (``ValueError`` if it is not one, or its digest is not
+        the digest of its call)."""
+        if not isinstance(data, dict):
+            raise ValueError("an escalation is not an object")
+        try:
+            session, call, tool, arguments = data["session"], data["call"], data["tool"], data["arguments"]
+            rules, messages, digest = data["rules"], data["messages"], data["digest"]
+        except KeyError as missing:
+            raise ValueError(f"an escalation has no `{missing.args[0]}`") from None
+        if not isinstance(session, str) or not (tool is None or isinstance(tool, str)):
+            raise ValueError("an escalation's `session` or `tool` is not text")
+        if not isinstance(arguments, dict) or not isinstance(digest, str):
+            raise ValueError("an escalation's `arguments` or `digest` is not what it holds")
+        if not _texts(rules) or not _texts(messages):
+            raise ValueError("an escalation's `rules` or `messages` are not texts")
+        request = cls(
+            session, call, tool, arguments, frozenset(rules), tuple(messages), str(data.get("feedback", ""))
+        )
+        if request.digest != digest:
+            raise ValueError("an escalation's `digest` is not the digest of its call")
+        return request
 
 
 @dataclass(frozen=True)
@@ -117,6 +142,26 @@ class Approval:
             "call": self.call,
             "approver": self.approver,
         }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Approval:
+        """An approval from its JSON form (``ValueError`` if it is not one). Its expiry is on
+        the clock of the ledger that granted it, which the form does not carry: one read back
+        is expired (it tells what was used, and allows nothing again)."""
+        if not isinstance(data, dict):
+            raise ValueError("an approval is not an object")
+        try:
+            ident, session, tool, digest, rules = (
+                data[k] for k in ("id", "session", "tool", "digest", "rules")
+            )
+        except KeyError as missing:
+            raise ValueError(f"an approval has no `{missing.args[0]}`") from None
+        approver = data.get("approver")
+        if not all(isinstance(v, str) for v in (ident, session, digest)) or not _texts(rules):
+            raise ValueError("an approval's `id`, `session`, `digest` or `rules` are not texts")
+        if not (tool is None or isinstance(tool, str)) or not (approver is None or isinstance(approver, str)):
+            raise ValueError("an approval's `tool` or `approver` is not text")
+        return cls(ident, session, tool, digest, frozenset(rules), float("-inf"), data.get("call"), approver)
 
     def event(self, deps: list[str] | None = None) -> dict[str, Any]:
         """The approval as the event a session records."""
@@ -211,3 +256,7 @@ class Approvals:
                 del self.pending[i]
                 return approval
         return None
+
+
+def _texts(values: Any) -> bool:
+    return isinstance(values, list) and all(isinstance(v, str) for v in values)

@@ -102,7 +102,7 @@ def _timed_out(session: Any, decision: Decision, timeout: float | None) -> Decis
 def settle(session: Any, decision: Decision) -> Decision:
     """The final decision of an escalated one, asking the session's approver (synchronously,
     at most the monitor's ``approval_timeout`` seconds); any other decision as it is."""
-    if not decision.escalated or decision.escalation is None:
+    if not decision.escalated or decision.escalation is None or session.monitor.approves_elsewhere:
         return decision
     monitor = session.monitor
     approver = monitor.approver
@@ -136,7 +136,7 @@ def settle(session: Any, decision: Decision) -> Decision:
 async def settle_async(session: Any, decision: Decision) -> Decision:
     """:func:`settle` for async code: an async approver is awaited in the running loop, a sync
     one runs in a thread of its own; either has at most ``approval_timeout`` seconds."""
-    if not decision.escalated or decision.escalation is None:
+    if not decision.escalated or decision.escalation is None or session.monitor.approves_elsewhere:
         return decision
     monitor = session.monitor
     approver = monitor.approver

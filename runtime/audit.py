@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .verdict import Decision, Reason
+    from .verdict import Decision
 
 FORMAT = "policyc-audit/1"
 HEAD_FORMAT = "policyc-audit-head/1"
@@ -489,24 +489,15 @@ def scrub(value: Any, secrets: set[str]) -> Any:
 
 
 def decision_record(session: str, decision: Decision, policy: str, secrets: set[str]) -> dict[str, Any]:
-    """The ``decision`` record of a decision: verdict, rule ids, messages, the policy's hash,
-    the approval used, the would-deny reasons and the shadow policy's result."""
-    approval = decision.approval
-    shadow = decision.shadow
+    """The ``decision`` record of a decision: its one JSON form as the log shows it
+    (:meth:`Decision.to_json`, view ``log``), with the session, the policy's hash and the ids of
+    the rules that decided it."""
     record = {
         "type": "decision",
         "session": session,
-        "action": decision.action,
-        "verdict": decision.verdict,
-        "allowed": decision.allowed,
-        "errored": decision.errored,
-        "mode": decision.mode,
         "policy": policy,
         "rules": [r.rule for r in decision.reasons],
-        "reasons": [reason_record(r) for r in decision.reasons],
-        "approval": None if approval is None else approval.to_json(),
-        "would_deny": [reason_record(r) for r in decision.would_deny],
-        "shadow": None if shadow is None else shadow.to_json(),
+        **decision.to_json("log"),
     }
     return scrub(jsonable(record), secrets)
 
@@ -544,17 +535,6 @@ def refusal_record(session: str, what: str, event: Any, code: str, message: str)
         "event": event if isinstance(event, str) else None,
         "code": code,
         "message": text,
-    }
-
-
-def reason_record(reason: Reason) -> dict[str, Any]:
-    return {
-        "rule": reason.rule,
-        "message": reason.message,
-        "suggestion": reason.suggestion,
-        "severity": reason.severity,
-        "facts": list(reason.facts),
-        "code": reason.code,
     }
 
 

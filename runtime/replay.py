@@ -75,17 +75,7 @@ def replay_session(monitor: Monitor, record: dict[str, Any], name: str) -> dict[
     for current, event, decision in steps(monitor, record, session_id):
         session = current
         if decision is not None:
-            decisions.append(
-                {
-                    "event": event.get("id"),
-                    "tool": event.get("tool"),
-                    "verdict": decision.verdict,
-                    "allowed": decision.allowed,
-                    "errored": decision.errored,
-                    "reasons": [r.to_json() for r in decision.reasons],
-                    "approval": None if decision.approval is None else decision.approval.id,
-                }
-            )
+            decisions.append({"event": event.get("id"), "tool": event.get("tool"), **decision.to_json()})
     problems = (
         []
         if session is None

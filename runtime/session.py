@@ -99,6 +99,10 @@ class Monitor:
     (False, 'a1 depends on untrusted input')
     """
 
+    # escalated calls are put to this monitor's approver (a monitor whose calls a service
+    # approves, the service's client, says True)
+    approves_elsewhere = False
+
     def __init__(
         self,
         policy: Any,

@@ -48,13 +48,13 @@ from .audit import (
     scrub,
 )
 from .evaluator import EvalError, LimitExceeded
-from .verdict import ERROR_RULE, Decision, Reason, ShadowResult, deny_reasons
+from .verdict import ERROR_RULE, MODES, Decision, Reason, ShadowResult, deny_reasons
 
 if TYPE_CHECKING:
     from .session import Monitor, Session
 
 LOGGER = logging.getLogger("policyc.shadow")
-MODES = ("enforce", "shadow")
+
 SHADOW_DENY = "Deny@shadow"  # the relation of the Deny rules in shadow mode (compiler/planner.py)
 AUDIT_FAILED = "policyc:audit-failed"
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from .errors import causes
 from .values import quote_value, render_fact
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .evaluator import Evaluation
 
 ERROR_RULE = "policyc:error"
+MODES = ("enforce", "shadow")  # what Decision.mode says (runtime/shadow.py)
 DEFAULT_RULE = "policyc:default-deny"
 VERDICTS = ("allow", "deny", "escalate")  # what Decision.verdict says
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
@@ -57,6 +58,109 @@ ERROR_CODES = {
 }
 ERROR_FEEDBACK = "the policy could not decide this action, so it was refused"
 ERROR_SUGGESTION = "Retry later, or ask an operator to check the policy's functors and facts."
+
+# The views of the one JSON form of a decision (Decision.to_json): ``full`` in process and in
+# replays; ``log`` in the audit log (no ``bindings``: the values are in the messages and facts,
+# which the log redacts); ``service`` in the service's answers to a session's key (no ``facts``
+# or ``bindings``: what the rules matched stays with the host).
+VIEWS = ("full", "log", "service")
+_ALL = VIEWS
+_TEXT = {"type": ["string", "null"]}
+_REASONS = {"type": "array", "items": {"$ref": "#/components/schemas/Reason"}}
+
+# every field of a reason: its JSON schema (the service's OpenAPI document), the views that
+# show it, and whether a reader needs it
+REASON_FIELDS: dict[str, tuple[dict[str, Any], tuple[str, ...], bool]] = {
+    "rule": ({"type": "string"}, _ALL, True),
+    "message": (_TEXT, _ALL, True),
+    "suggestion": (_TEXT, _ALL, True),
+    "severity": (_TEXT, _ALL, False),
+    "code": (_TEXT, _ALL, False),
+    "detail": (_TEXT, _ALL, False),
+    "facts": ({"type": "array", "items": {"type": "string"}}, ("full", "log"), False),
+    "bindings": ({"type": "object"}, ("full",), False),
+}
+SHADOW_FIELDS: dict[str, tuple[dict[str, Any], tuple[str, ...], bool]] = {
+    "verdict": ({"enum": list(VERDICTS)}, _ALL, True),
+    "allowed": ({"type": "boolean"}, _ALL, True),
+    "errored": ({"type": "boolean"}, _ALL, True),
+    "differs": ({"type": "boolean"}, _ALL, True),
+    "error": (_TEXT, _ALL, True),
+    "reasons": (_REASONS, _ALL, True),
+}
+DECISION_FIELDS: dict[str, tuple[dict[str, Any], tuple[str, ...], bool]] = {
+    "action": ({}, _ALL, True),
+    "verdict": ({"enum": list(VERDICTS)}, _ALL, True),
+    "allowed": ({"type": "boolean"}, _ALL, True),
+    "errored": ({"type": "boolean"}, _ALL, True),
+    "mode": ({"enum": list(MODES)}, _ALL, True),
+    "reasons": (_REASONS, _ALL, True),
+    "feedback": ({"type": "string", "description": "What the agent's model reads."}, _ALL, True),
+    "escalation": (
+        {"type": ["object", "null"], "description": "What a person must see to approve the call."},
+        _ALL,
+        False,
+    ),
+    "approval": (
+        {"type": ["object", "null"], "description": "The approval an allow after escalation used."},
+        _ALL,
+        False,
+    ),
+    "would_deny": (_REASONS, _ALL, False),
+    "shadow": ({"type": ["object", "null"], "description": "What a shadow policy decided."}, _ALL, False),
+}
+
+
+def json_schema(
+    fields: Mapping[str, tuple[dict[str, Any], tuple[str, ...], bool]], view: str
+) -> dict[str, Any]:
+    """The JSON schema of a form (:data:`DECISION_FIELDS`, :data:`REASON_FIELDS`) in ``view``."""
+    shown = _shown_in(fields, view)
+    return {
+        "type": "object",
+        "required": [name for name in shown if fields[name][2]],
+        "properties": {name: fields[name][0] for name in shown},
+    }
+
+
+def _shown_in(fields: Mapping[str, tuple[Any, tuple[str, ...], bool]], view: str) -> list[str]:
+    if view not in VIEWS:
+        raise ValueError(f"a view of a decision is one of {', '.join(VIEWS)}, not {view!r}")
+    return [name for name, (_, views, _) in fields.items() if view in views]
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
+}
+
+
+def _checked(
+    data: Any, fields: Mapping[str, tuple[dict[str, Any], tuple[str, ...], bool]], what: str
+) -> dict:
+    """``data`` if it is an object whose fields have the types their schemas say, with the
+    required ones present (``ValueError`` naming the first that is not)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is not an object")
+    for name, (schema, _, required) in fields.items():
+        if name not in data:
+            if required:
+                raise ValueError(f"{what} has no `{name}`")
+            continue
+        value = data[name]
+        if "enum" in schema and value not in schema["enum"]:
+            raise ValueError(f"{what}'s `{name}` is not one of {', '.join(map(str, schema['enum']))}")
+        kinds = schema.get("type")
+        if kinds is not None:
+            allowed = tuple(
+                t for kind in ([kinds] if isinstance(kinds, str) else kinds) for t in _TYPES[kind]
+            )
+            if not isinstance(value, allowed):
+                raise ValueError(f"{what}'s `{name}` is not what it holds ({kinds})")
+    return data
 
 
 @dataclass(frozen=True)
@@ -86,15 +190,37 @@ class Reason:
             suggestion = interpolate(self.templates[1], self.bindings, quote_value)
         return message or f"{'escalated' if escalated else 'denied'} by rule {self.rule}", suggestion
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, view: str = "full") -> dict[str, Any]:
+        """The reason in the decision's JSON form, as ``view`` shows it (:data:`VIEWS`)."""
+        values = {
             "rule": self.rule,
             "message": self.message,
             "suggestion": self.suggestion,
             "severity": self.severity,
+            "code": self.code,
+            "detail": self.detail,
             "facts": list(self.facts),
             "bindings": self.bindings,
         }
+        return {name: values[name] for name in _shown_in(REASON_FIELDS, view)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Reason:
+        """A reason from its JSON form, any view (``ValueError`` if it is not one)."""
+        checked = _checked(data, REASON_FIELDS, "a reason")
+        facts = checked.get("facts") or []
+        if not all(isinstance(fact, str) for fact in facts):
+            raise ValueError("a reason's `facts` are not texts")
+        return cls(
+            checked["rule"],
+            checked["message"],
+            checked["suggestion"],
+            checked.get("severity"),
+            tuple(facts),
+            dict(checked.get("bindings") or {}),
+            code=checked.get("code"),
+            detail=checked.get("detail"),
+        )
 
 
 @dataclass(frozen=True)
@@ -110,18 +236,28 @@ class ShadowResult:
     differs: bool = False
     error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, view: str = "full") -> dict[str, Any]:
         return {
             "verdict": self.verdict,
             "allowed": self.allowed,
             "errored": self.errored,
             "differs": self.differs,
             "error": self.error,
-            "reasons": [
-                {"rule": r.rule, "message": r.message, "severity": r.severity, "code": r.code}
-                for r in self.reasons
-            ],
+            "reasons": [r.to_json(view) for r in self.reasons],
         }
+
+    @classmethod
+    def from_json(cls, data: Any) -> ShadowResult:
+        """A shadow result from its JSON form (``ValueError`` if it is not one)."""
+        checked = _checked(data, SHADOW_FIELDS, "a shadow result")
+        return cls(
+            checked["verdict"],
+            checked["allowed"],
+            tuple(Reason.from_json(r) for r in checked["reasons"]),
+            checked["errored"],
+            checked["differs"],
+            checked["error"],
+        )
 
 
 @dataclass(frozen=True)
@@ -146,6 +282,9 @@ class Decision:
     mode: str = field(default="enforce", kw_only=True)
     would_deny: tuple[Reason, ...] = field(default=(), kw_only=True)
     shadow: ShadowResult | None = field(default=None, kw_only=True, compare=False)
+    # the feedback as it was given, for a decision read back from its JSON form (whose reasons
+    # no longer hold the values the feedback quotes): the feedback it reads the same with
+    told: str | None = field(default=None, kw_only=True, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.verdict not in ("", *VERDICTS):
@@ -164,7 +303,7 @@ class Decision:
     def feedback(self) -> str:
         """Text for the agent: what was blocked, why, and what it can do instead (in shadow
         mode, what would have been blocked, said to be not enforced): :func:`feedback`."""
-        return feedback(self)
+        return feedback(self) if self.told is None else self.told
 
     def explain(self) -> Any:
         """Why the verdict is what it is: derivation trees of ``Deny`` (or ``Allow``), or why
@@ -173,25 +312,61 @@ class Decision:
 
         return explain_decision(self)
 
-    def to_json(self) -> dict[str, Any]:
-        data = {
+    def to_json(self, view: str = "full") -> dict[str, Any]:
+        """The decision's one JSON form, as ``view`` shows it (:data:`VIEWS`): the same fields
+        in process, in the service's answers, in the audit log and in replays."""
+        escalation, approval, shadow = self.escalation, self.approval, self.shadow
+        values = {
             "action": self.action,
             "verdict": self.verdict,
             "allowed": self.allowed,
             "errored": self.errored,
-            "reasons": [r.to_json() for r in self.reasons],
+            "mode": self.mode,
+            "reasons": [r.to_json(view) for r in self.reasons],
+            "feedback": self.feedback,
+            "escalation": None if escalation is None else escalation.to_json(),
+            "approval": None if approval is None else approval.to_json(),
+            "would_deny": [r.to_json(view) for r in self.would_deny],
+            "shadow": None if shadow is None else shadow.to_json(view),
         }
-        if self.escalation is not None:
-            data["escalation"] = self.escalation.to_json()
-        if self.approval is not None:
-            data["approval"] = self.approval.to_json()
-        if self.mode != "enforce":
-            data["mode"] = self.mode
-        if self.would_deny:
-            data["would_deny"] = [r.to_json() for r in self.would_deny]
-        if self.shadow is not None:
-            data["shadow"] = self.shadow.to_json()
-        return data
+        return {name: values[name] for name in _shown_in(DECISION_FIELDS, view)}
+
+    @classmethod
+    def from_json(cls, data: Any, **extra: Any) -> Self:
+        """A decision from its JSON form, any view (``ValueError`` if it is not one, lacks a
+        field or contradicts itself); ``extra`` goes to the constructor (a subclass's fields).
+        It reads the same: the same verdict, reasons and feedback."""
+        from .approvals import Approval, EscalationRequest
+
+        checked = _checked(data, DECISION_FIELDS, "a decision")
+        reasons = tuple(Reason.from_json(r) for r in checked["reasons"])
+        verdict, allowed, errored, mode = (checked[k] for k in ("verdict", "allowed", "errored", "mode"))
+        if mode not in MODES:
+            raise ValueError(f"a decision's `mode` is one of {', '.join(MODES)}, not {mode!r}")
+        if allowed != (verdict == "allow") and mode != "shadow":
+            raise ValueError(f"`allowed` {allowed} contradicts `verdict` {verdict!r}")
+        failed = errored or any(r.rule == ERROR_RULE for r in reasons)
+        if failed and allowed and mode != "shadow":
+            raise ValueError("an allowed decision says the policy could not be evaluated")
+        escalation, approval, shadow = (
+            checked.get("escalation"),
+            checked.get("approval"),
+            checked.get("shadow"),
+        )
+        return cls(
+            checked["action"],
+            allowed,
+            reasons,
+            errored,
+            verdict=verdict,
+            escalation=None if escalation is None else EscalationRequest.from_json(escalation),
+            approval=None if approval is None else Approval.from_json(approval),
+            mode=mode,
+            would_deny=tuple(Reason.from_json(r) for r in checked.get("would_deny") or ()),
+            shadow=None if shadow is None else ShadowResult.from_json(shadow),
+            told=checked["feedback"],
+            **extra,
+        )
 
 
 def feedback(decision: Decision) -> str:

@@ -25,7 +25,6 @@ about the monitor's own traffic.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from policyc.runtime.verdict import (
     ERROR_RULE,
     ERROR_SUGGESTION,
-    VERDICTS,
     Decision,
     EventRefused,
     Reason,
@@ -56,7 +54,6 @@ CODES = {
     "facts": "malformed-facts",  # add_facts: facts that are not rows per relation (here or at the service)
     "event": "malformed-event",  # the event is malformed (here or at the service)
 }
-_CODE = re.compile(r"\(([\w,-]+)\)$")  # the code at the end of an errored reason as the service shows it
 
 
 def connect(
@@ -74,8 +71,11 @@ class RemoteMonitor:
     """The sessions of one service for one key, over one HTTP connection pool (``close()``, or
     a ``with`` block, ends it)."""
 
-    approver = None  # escalated calls are approved at the service (its approvals endpoints)
+    approver = None
     approval_timeout = None
+    # escalated calls are approved at the service (its approvals endpoints), never here: a
+    # decision that escalates stays escalated (refused as needing approval)
+    approves_elsewhere = True
 
     def __init__(
         self, url: str, key: str, *, timeout: float = TIMEOUT, session_roles: Iterable[str] | None = None
@@ -357,12 +357,7 @@ class RemoteDecision(Decision):
 
     decision_id: str = field(default="", kw_only=True)
     seq: int = field(default=0, kw_only=True)
-    told: str = field(default="", kw_only=True)  # the feedback the service gave
     origin: RemoteSession | None = field(default=None, kw_only=True, compare=False, repr=False)
-
-    @property
-    def feedback(self) -> str:
-        return self.told
 
     def explain(self) -> Any:
         """The service's explanation of the decision (its JSON), or what kept it from answering."""
@@ -381,51 +376,21 @@ class RemoteDecision(Decision):
         return body["explanation"]
 
     @classmethod
-    def from_json(cls, body: Any, action: Any, origin: RemoteSession | None = None) -> RemoteDecision:
-        """The decision an answer of ``POST .../authorize`` holds (``ValueError``, ``KeyError``
-        or ``TypeError`` if it lacks a field or contradicts itself)."""
+    def from_json(  # type: ignore[override]
+        cls, body: Any, action: Any = None, origin: RemoteSession | None = None
+    ) -> RemoteDecision:
+        """The decision an answer of ``POST .../authorize`` holds: the runtime's one JSON form
+        of a decision (:meth:`Decision.from_json`) with the service's ``decision_id`` and
+        ``seq`` (``ValueError``, if it lacks a field, contradicts itself or decides another
+        action than ``action``)."""
         if not isinstance(body, dict):
             raise ValueError("the answer is not an object")
-        verdict, allowed, reasons = body["verdict"], body["allowed"], body["reasons"]
-        if verdict not in VERDICTS or type(allowed) is not bool or not isinstance(reasons, list):
-            raise ValueError("`verdict`, `allowed` or `reasons` is not what a decision holds")
-        mode = body.get("mode", "enforce")
-        if mode not in ("enforce", "shadow") or (allowed != (verdict == "allow") and mode != "shadow"):
-            raise ValueError(f"`allowed` {allowed} contradicts `verdict` {verdict!r}")
-        if "action" in body and body["action"] != action:
-            raise ValueError(f"the decision is of `{body['action']}`, not of `{action}`")
-        decision_id, seq, told = body["decision_id"], body["seq"], body["feedback"]
-        if not isinstance(decision_id, str) or type(seq) is not int or not isinstance(told, str):
-            raise ValueError("`decision_id`, `seq` or `feedback` is not what a decision holds")
-        parsed = tuple(_reason(r) for r in reasons)
-        errored = any(r.rule == ERROR_RULE for r in parsed)
-        if errored and allowed:
-            raise ValueError("an allowed decision says the policy could not be evaluated")
-        return cls(
-            action,
-            allowed,
-            parsed,
-            errored,
-            verdict=verdict,
-            mode=mode,
-            decision_id=decision_id,
-            seq=seq,
-            told=told,
-            origin=origin,
-        )
-
-
-def _reason(data: Any) -> Reason:
-    """A reason as the service gives it (its message and suggestion as the model reads them)."""
-    if not isinstance(data, dict):
-        raise ValueError("a reason is not an object")
-    rule, message, suggestion = data["rule"], data.get("message"), data.get("suggestion")
-    if not isinstance(rule, str) or not all(v is None or isinstance(v, str) for v in (message, suggestion)):
-        raise ValueError("a reason's `rule`, `message` or `suggestion` is not text")
-    if rule == ERROR_RULE:
-        found = _CODE.search(message or "")
-        return Reason(rule, message, suggestion, "high", code=found.group(1) if found else None)
-    return Reason(rule, message, suggestion)
+        decision_id, seq = body.get("decision_id"), body.get("seq")
+        if not isinstance(decision_id, str) or type(seq) is not int:
+            raise ValueError("`decision_id` or `seq` is not what a decision holds")
+        if body.get("action") != action:
+            raise ValueError(f"the decision is of `{body.get('action')}`, not of `{action}`")
+        return super().from_json(body, decision_id=decision_id, seq=seq, origin=origin)
 
 
 # ------------------------------------------------------------------------------- failures

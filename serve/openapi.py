@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from policyc.compiler.version import __version__
+from policyc.runtime.verdict import DECISION_FIELDS, REASON_FIELDS, json_schema
 
 ERROR = {
     "type": "object",
@@ -38,29 +39,17 @@ EVENT = {
     "additionalProperties": False,
 }
 
-REASON = {
-    "type": "object",
-    "required": ["rule", "message", "suggestion"],
-    "properties": {
-        "rule": {"type": "string"},
-        "message": {"type": ["string", "null"]},
-        "suggestion": {"type": ["string", "null"]},
-    },
-}
-
+# the service's answers of decisions: the runtime's one JSON form of a decision as a session's
+# key sees it, with the id and the sequence number the service gives it
+REASON = json_schema(REASON_FIELDS, "service")
+_DECISION = json_schema(DECISION_FIELDS, "service")
 DECISION = {
-    "type": "object",
-    "required": ["decision_id", "verdict", "allowed", "reasons", "feedback", "seq"],
+    **_DECISION,
+    "required": ["decision_id", *_DECISION["required"], "seq"],
     "properties": {
         "decision_id": {"type": "string"},
-        "verdict": {"enum": ["allow", "deny", "escalate"]},
-        "allowed": {"type": "boolean"},
-        "reasons": {"type": "array", "items": {"$ref": "#/components/schemas/Reason"}},
-        "feedback": {"type": "string"},
+        **_DECISION["properties"],
         "seq": {"type": "integer", "minimum": 0},
-        "action": {"type": "string"},
-        "escalation": {"type": "object", "description": "What a person must see to approve the call."},
-        "approval": {"type": "object", "description": "The approval an allow after escalation used."},
         "explanation": {},
     },
 }

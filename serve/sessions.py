@@ -281,18 +281,9 @@ def check_batch(batch: list[Any], known: dict[str, Any]) -> list[dict[str, Any]]
 
 
 def decision_json(decision: Decision, seq: int) -> dict[str, Any]:
-    return {
-        "verdict": decision.verdict,
-        "allowed": decision.allowed,
-        "reasons": [
-            {"rule": r.rule, "message": r.shown()[0], "suggestion": r.shown()[1]} for r in decision.reasons
-        ],
-        "feedback": decision.feedback,
-        "seq": seq,
-        "action": decision.action,
-        **({"escalation": decision.escalation.to_json()} if decision.escalation is not None else {}),
-        **({"approval": decision.approval.to_json()} if decision.approval is not None else {}),
-    }
+    """The service's answer of a decision: its one JSON form, as a session's key sees it
+    (:meth:`Decision.to_json`, view ``service``), with the sequence number it was made at."""
+    return {**decision.to_json("service"), "seq": seq}
 
 
 class Local:

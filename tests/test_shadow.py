@@ -322,7 +322,7 @@ def test_a_monitor_enforces_unless_told_otherwise() -> None:
         .session("s")
         .authorize({"id": "c", "kind": "tool_call", "tool": "send"})
     )
-    assert not decision.allowed and decision.mode == "enforce" and "mode" not in decision.to_json()
+    assert not decision.allowed and decision.mode == "enforce" and decision.to_json()["mode"] == "enforce"
     with pytest.raises(ValueError, match="`enforce` or `shadow`"):
         policyc.Monitor(policyc.load(source=SEND), mode="advisory")
     with pytest.raises(TypeError, match="fail_open"):
