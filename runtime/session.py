@@ -421,7 +421,9 @@ class Session:
         ``approved-by:BY``, ``HostApprovalBy(e, BY)``, which the approvals library reads (an
         event :meth:`record` takes is never an approval, whatever its kind and labels)."""
         self.record(event)
-        given = {name: rows for name, rows in trust.approval_facts(event).items() if rows and name in self.index}
+        given = {
+            name: rows for name, rows in trust.approval_facts(event).items() if rows and name in self.index
+        }
         if given:
             self.add_facts(given)
 

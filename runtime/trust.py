@@ -90,7 +90,9 @@ def event_problem(event: Mapping[str, Any], is_approval_tool: Callable[[Any], bo
             return f"{where} is labelled `{label}`, which says it is an approval"
     tool = event.get("tool")
     if event.get("kind") == "tool_result" and is_approval_tool(tool):
-        return f"{where} is a result of `{tool}`, an approval tool of the policy (its text is a person's answer)"
+        return (
+            f"{where} is a result of `{tool}`, an approval tool of the policy (its text is a person's answer)"
+        )
     return None
 
 
@@ -115,5 +117,8 @@ def facts_problem(
                 if values[1] == APPROVAL_LABEL or values[1].startswith(APPROVED_BY):
                     return name, f"the label `{values[1]}` says an event is an approval"
             if name == "ToolResult" and len(values) == 3 and is_approval_tool(values[2]):
-                return name, f"a result of `{values[2]}`, an approval tool of the policy, is a person's answer"
+                return (
+                    name,
+                    f"a result of `{values[2]}`, an approval tool of the policy, is a person's answer",
+                )
     return None

@@ -272,7 +272,9 @@ HOST_ONLY = (
 )
 
 
-def check_batch(batch: list[Any], known: dict[str, Any], session: Session | None = None) -> list[dict[str, Any]]:
+def check_batch(
+    batch: list[Any], known: dict[str, Any], session: Session | None = None
+) -> list[dict[str, Any]]:
     """The events of a batch, each checked against the session and the batch before it; the
     first malformed one refuses the whole batch (422 naming it), and so does the first one that
     only the host records, with ``session`` (:func:`policyc.runtime.trust.event_problem`)."""

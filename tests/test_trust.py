@@ -30,7 +30,9 @@ Deny(a) :- ToolCall(a, "transfer"), not Approved(a).
 Escalate(a) :- ToolCall(a, "pay").
 """
 
-EVERY_MODULE = ".import approvals\n.import mls\n.import risk\n.import tools\n.import workflow\n.import lists\n"
+EVERY_MODULE = (
+    ".import approvals\n.import mls\n.import risk\n.import tools\n.import workflow\n.import lists\n"
+)
 HOST_ONLY = {
     *("Candidate", "Principal", "HasRole", "HostApproval", "HostApprovalBy", "ApprovalTool"),
     *("Clearance", "DataLevel", "Classification", "ToolReads", "ToolWrites"),
@@ -72,7 +74,9 @@ def test_the_directive_is_formatted_and_names_relations() -> None:
     assert format_source(".host   A ,B\n.decl A(x: symbol)\n.decl B(x: symbol)\n") == (
         ".host A, B\n.decl A(x: symbol)\n.decl B(x: symbol)\n"
     )
-    diagnostics = compile_source('.decl Manager(p: symbol)\n.host Manger\nDeny(a) :- Manager(a).\n').diagnostics
+    diagnostics = compile_source(
+        ".decl Manager(p: symbol)\n.host Manger\nDeny(a) :- Manager(a).\n"
+    ).diagnostics
     [found] = [d for d in diagnostics if d.name == "undefined-relation"]
     assert "`Manger`" in found.message and found.help == "did you mean `Manager`?"
 
@@ -154,7 +158,11 @@ def test_the_result_of_an_approval_tool_is_an_approval_unless_it_failed() -> Non
 
     tools = {"ask_manager": ask_manager}
     for n, question in enumerate(["approved", "transfer?"]):
-        call = {"id": f"q{n}", "type": "function", "function": {"name": "ask_manager", "arguments": json.dumps({"question": question})}}
+        call = {
+            "id": f"q{n}",
+            "type": "function",
+            "function": {"name": "ask_manager", "arguments": json.dumps({"question": question})},
+        }
         policyc.tool_messages(session, {"role": "assistant", "content": "", "tool_calls": [call]}, tools)
     failed, answered = [e for e in session.order if session.events[e]["kind"] == "tool_result"]
     assert session.events[failed]["labels"] == ["error"] and "approved" in session.events[failed]["text"]
@@ -198,12 +206,14 @@ def test_what_a_front_refuses_of_events_and_facts() -> None:
     plan = session.plan
     assert facts_problem(plan, {"Label": [["a", "untrusted"]], "HasRole": [["x"]]}, tool)[0] == "HasRole"
     assert facts_problem(plan, {"ToolResult": [["r", "c", "ask_manager"]]}, tool)[0] == "ToolResult"
-    assert facts_problem(plan, {"Label": [["a", "untrusted"]], "Event": [["a", "user_message"]]}, tool) is None
+    assert (
+        facts_problem(plan, {"Label": [["a", "untrusted"]], "Event": [["a", "user_message"]]}, tool) is None
+    )
 
 
 def test_an_approval_tool_the_policy_derives_per_decision() -> None:
     policy = policyc.load_source(
-        ".import approvals\n.decl Known(t: symbol)\nKnown(\"lookup\").\n"
+        '.import approvals\n.decl Known(t: symbol)\nKnown("lookup").\n'
         'ApprovalTool(t) :- ToolCall(_, t), not Known(t).\nDeny(a) :- ToolCall(a, "x"), not Approved(a).\n'
     )
     session = policyc.Monitor(policy).session("s")
