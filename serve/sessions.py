@@ -129,7 +129,6 @@ class Sessions:
         """Give the session domain facts (rows per input relation), checked first: malformed
         facts change nothing (422 naming the relation); the row the database keeps of them."""
         from policyc.runtime.facts import FactsError, validate
-
         from policyc.runtime.trust import approval_tool, facts_problem
 
         session = self.session(key)
