@@ -531,6 +531,16 @@ class Key:
 
 
 @dataclass(frozen=True, slots=True)
+class Host:
+    """``.host HasRole, Principal``: relations only the host states: the monitor's fronts refuse
+    facts of them from anyone they serve (an agent's key, a client), while the host's own code,
+    the policy's rules and facts, and the monitor itself may state them."""
+
+    names: tuple[Ident, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class Misplaced:
     """Annotations in front of a directive (kept so the checker can say so)."""
 
@@ -556,6 +566,7 @@ Directive = (
     | Init
     | Override
     | Key
+    | Host
 )
 Statement = Rule | Compound | Directive | Misplaced | Component
 

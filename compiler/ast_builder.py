@@ -624,6 +624,10 @@ class Builder:
             span=self._span(children[0], children[-1]),
         )
 
+    def host(self, children: list) -> ast.Host:
+        names = [c for c in children[1:] if isinstance(c, Token) and c.type in ("NAME", "PATH")]
+        return ast.Host(tuple(self._ident(n) for n in names), span=self._span(children[0], children[-1]))
+
 
 @dataclasses.dataclass(frozen=True)
 class ComponentOpen:

@@ -411,7 +411,7 @@ def _map_relations(statement: ast.Statement, fn: Callable[[str], str]) -> ast.St
         return ast.map_rule_literals(statement, lambda lit: _literal(lit, fn))
     if isinstance(statement, ast.Decl):
         return replace(statement, name=_ident(statement.name, fn))
-    if isinstance(statement, ast.Input | ast.Output):
+    if isinstance(statement, ast.Input | ast.Output | ast.Host):
         return replace(statement, names=tuple(_ident(n, fn) for n in statement.names))
     if isinstance(statement, ast.Key):
         return replace(statement, relation=_ident(statement.relation, fn))

@@ -460,6 +460,9 @@ class _Printer:
             return self.arguments(
                 opening, directive.attributes, lambda name: name.name, directive.span.end - 1
             )
+        if isinstance(directive, ast.Host):
+            names = self.listing(directive.names, lambda name: name.name, Line())
+            return group([".host", nest(INDENT, names)])
         if isinstance(directive, ast.Input | ast.Output):
             keyword = ".input" if isinstance(directive, ast.Input) else ".output"
             options = dict(zip(map(id, directive.names), directive.options, strict=False))

@@ -258,6 +258,8 @@ class RelationSpec:
     # names, for the messages about its keys (only a relation with keys has them)
     keys: tuple[tuple[int, ...], ...] = ()
     attributes: tuple[str, ...] = ()
+    # `.host`: only the host states its facts; the fronts refuse them from those they serve
+    host: bool = False
     # demand-driven (compiler/magic.py): which arguments are bound ("bf"), and the magic
     # relation holding their demanded values
     adornment: str = ""

@@ -149,6 +149,7 @@ class _Reader:
             choice=r.optional("choice", lambda c: tuple(self.domain(d, arity) for d in c.list()), ()),
             keys=keys,
             attributes=attributes,
+            host=r.optional("host", Cursor.boolean, False),
             adornment=adornment,
             magic=magic,
         )

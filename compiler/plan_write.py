@@ -56,6 +56,8 @@ def _relation_data(r: RelationSpec) -> dict[str, Any]:
     if r.keys:
         data["keys"] = [list(k) for k in r.keys]
         data["attributes"] = list(r.attributes)
+    if r.host:
+        data["host"] = True
     if r.magic is not None:  # demand-driven
         data["adornment"] = r.adornment
         data["magic"] = r.magic

@@ -273,6 +273,7 @@ class _Planner:
             choice=() if name in self.shadowed else self.symbols.relations[name].choice,
             keys=keys,
             attributes=self.symbols.relations[name].attributes if keys else (),
+            host=name not in self.shadowed and self.symbols.relations[name].host,
             adornment=adornment,
             magic=magic,
         )

@@ -56,7 +56,8 @@ def has_verdict_rules(heads: Iterable[tuple[str, int | None]]) -> bool:
 class Relation:
     """A relation of the policy: arity, attribute types and names, where it is declared, and
     whether it is an input, an output or inline, an equivalence relation (``eqrel``), its
-    choice domains and its keys (attribute positions)."""
+    choice domains and its keys (attribute positions), and whether only the host states it
+    (``.host``)."""
 
     name: str
     arity: int | None
@@ -73,6 +74,8 @@ class Relation:
     # `.key`: the attribute positions that determine the others (each sorted); the facts given
     # for the relation keep them, which the runtime checks
     keys: tuple[tuple[int, ...], ...] = ()
+    # `.host`: only the host states its facts (the fronts refuse them from those they serve)
+    host: bool = False
 
     @property
     def qualifiers(self) -> tuple[str, ...]:
@@ -85,6 +88,8 @@ class Relation:
             ]
             found.append("choice-domain " + ", ".join(domains))
         found.extend(self.key_meaning(key) for key in self.keys)
+        if self.host:
+            found.append("stated by the host only")
         return tuple(found)
 
     def key_text(self, key: tuple[int, ...]) -> str:
@@ -183,6 +188,7 @@ class _Resolver:
         self.outputs: dict[str, Span] = {}
         self.typedefs = TypeTable()
         self.keys: list[ast.Key] = []
+        self.hosts: set[str] = set()  # `.host` (an unknown name: checks/undefined.py)
 
     def run(self) -> tuple[Symbols, list[Diagnostic]]:
         self.typedefs, problems = collect(statement for _, statement in self.program.statements())
@@ -262,6 +268,8 @@ class _Resolver:
                 self.outputs.setdefault(ident.name, ident.span)
         elif isinstance(statement, ast.Key):
             self.keys.append(statement)  # checked by checks/keys.py
+        elif isinstance(statement, ast.Host):
+            self.hosts.update(ident.name for ident in statement.names)
         elif isinstance(statement, ast.Functor):
             self._functor(statement, library)
         elif isinstance(statement, ast.Default):
@@ -533,6 +541,7 @@ class _Resolver:
                 keys=key_positions(decl, [k for k in self.keys if k.relation.name == name])
                 if decl is not None
                 else (),
+                host=name in self.hosts,
             )
             if decl is not None and decl.inline:
                 self._check_inline(decl)

@@ -32,6 +32,7 @@ DIRECTIVES = (
     ".init",
     ".override",
     ".key",
+    ".host",
 )
 
 TERMINALS: dict[str, str] = {

@@ -30,7 +30,7 @@ from agentdojo.types import (
     text_content_block_from_string,
 )
 
-from policyc.runtime.context import new_id, refusal
+from policyc.runtime.context import ERROR_LABEL, new_id, refusal
 from policyc.runtime.session import Session
 from policyc.runtime.values import quote_value
 from policyc.runtime.verdict import Decision
@@ -166,15 +166,17 @@ class PolicyElement(BasePipelineElement):
                     of = event_id
                     del state.unnamed[n]
                     break
+        failed = bool(message.get("error"))  # what the tool raised: labelled `error`
         text = message.get("error") or message_text(message)
         labels = self.result_labels.get(call.function, ())
         if of is not None:
-            return record_result(state.session, of, call.function, text, labels)
+            return record_result(state.session, of, call.function, text, labels, failed)
         # a result of a call this element did not decide (run before it was placed)
         identifier = new_id("result", state.session)
         event: dict[str, Any] = {"id": identifier, "kind": "tool_result", "tool": call.function, "text": text}
-        if labels:
-            event["labels"] = list(labels)
+        every = [*labels, *([ERROR_LABEL] if failed else [])]
+        if every:
+            event["labels"] = list(dict.fromkeys(every))
         state.session.record(event)
         return identifier
 

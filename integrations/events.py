@@ -61,13 +61,15 @@ def record_message(
 
 
 def record_result(
-    session: Any, call: str | None, tool: str, result: Any, labels: Sequence[str] = ()
+    session: Any, call: str | None, tool: str, result: Any, labels: Sequence[str] = (), failed: bool = False
 ) -> str | None:
     """Record ``result`` (its text: a string as it is, anything else as JSON) as the result of
-    the recorded call ``call`` of ``tool``; the result event's id (``None`` without a call)."""
+    the recorded call ``call`` of ``tool`` (labelled ``error`` besides ``labels`` when the tool
+    ``failed``: the text is what it raised, which may carry what the model sent); the result
+    event's id (``None`` without a call)."""
     if call is None or call not in session.events:
         return None
-    return context.record_result(session, call, tool, result, labels)
+    return context.record_result(session, call, tool, result, labels, failed)
 
 
 def _call_event(

@@ -99,7 +99,7 @@ class GuardedTool(BaseTool):
             result = self.tool.run(tool_input, callbacks=callbacks, tool_call_id=call_id, config=config)
         except BaseException as error:
             if call is not None:
-                recorder.result(call, call_id, self.name, error_text(error))
+                recorder.result(call, call_id, self.name, error_text(error), failed=True)
             raise
         if call is not None:
             recorder.result(call, call_id, self.name, result)
@@ -121,7 +121,7 @@ class GuardedTool(BaseTool):
             )
         except BaseException as error:
             if call is not None:
-                recorder.result(call, call_id, self.name, error_text(error))
+                recorder.result(call, call_id, self.name, error_text(error), failed=True)
             raise
         if call is not None:
             recorder.result(call, call_id, self.name, result)
@@ -207,7 +207,7 @@ class PolicyCallbackHandler(BaseCallbackHandler):
         self.recorder.unguarded_result(run_id, output)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self.recorder.unguarded_result(run_id, error_text(error))
+        self.recorder.unguarded_result(run_id, error_text(error), failed=True)
 
 
 # --------------------------------------------------------------------------- the tool node
@@ -260,7 +260,7 @@ class GuardedToolNode(ToolNode):
         try:
             result = execute(request)
         except Exception as error:
-            self.recorder.result(event, call_id, name, error_text(error))
+            self.recorder.result(event, call_id, name, error_text(error), failed=True)
             raise
         finally:
             _decided.reset(token)
@@ -276,7 +276,7 @@ class GuardedToolNode(ToolNode):
         try:
             result = await execute(request)
         except Exception as error:
-            self.recorder.result(event, call_id, name, error_text(error))
+            self.recorder.result(event, call_id, name, error_text(error), failed=True)
             raise
         finally:
             _decided.reset(token)

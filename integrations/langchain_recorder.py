@@ -27,7 +27,7 @@ from langgraph.types import Command
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from policyc.runtime.context import new_id
+from policyc.runtime.context import ERROR_LABEL, new_id
 from policyc.runtime.verdict import Decision
 
 from .events import authorize_call, record_message, record_result, settled, settled_async
@@ -130,8 +130,10 @@ class Recorder:
             self.answered.add(call_id)
             tool = message.name or ""
             call = self.calls.get(call_id)
-            if call is not None:
-                record_result(session, call, tool, _text(message), self.labels(tool))
+            failed = getattr(message, "status", None) == "error"
+            if call is not None:  # a result of the tool the call called, whatever the message says
+                tool = session.events[call].get("tool") or tool
+                record_result(session, call, tool, _text(message), self.labels(tool), failed)
             else:  # a result of a call the session never saw: it depends on what requested it
                 requested = self.requested.get(call_id)
                 event: dict[str, Any] = {
@@ -142,8 +144,9 @@ class Recorder:
                 }
                 if requested is not None:
                     event["deps"] = [requested]
-                if self.labels(tool):
-                    event["labels"] = list(self.labels(tool))
+                labels = [*self.labels(tool), *([ERROR_LABEL] if failed else [])]
+                if labels:
+                    event["labels"] = list(dict.fromkeys(labels))
                 session.record(event)
         else:
             role = getattr(message, "role", None) or message.type
@@ -182,9 +185,14 @@ class Recorder:
             self.answered.add(call_id)
         return final
 
-    def result(self, call: str | None, call_id: str | None, tool: str, result: Any) -> None:
+    def result(
+        self, call: str | None, call_id: str | None, tool: str, result: Any, failed: bool = False
+    ) -> None:
         """Record what the call ``call`` of ``tool`` gave (a ``ToolMessage``'s text, a
-        ``Command``'s tool messages, anything else as JSON)."""
+        ``Command``'s tool messages, anything else as JSON); ``failed``: the text of what it
+        raised (labelled ``error``, as a ``ToolMessage`` of status ``error`` is)."""
+        if isinstance(result, ToolMessage) and getattr(result, "status", None) == "error":
+            failed = True
         if isinstance(result, ToolMessage):
             result = _text(result)
         elif isinstance(result, Command):
@@ -195,7 +203,7 @@ class Recorder:
         with self.lock:
             if call_id:
                 self.answered.add(call_id)
-            record_result(self.session, call, tool, result, self.labels(tool))
+            record_result(self.session, call, tool, result, self.labels(tool), failed)
 
     def decide_message_calls(
         self, messages: Sequence[BaseMessage], call: Mapping[str, Any], tools: Mapping[str, BaseTool]
@@ -260,10 +268,10 @@ class Recorder:
             if call_id:
                 self.calls[call_id] = event["id"]
 
-    def unguarded_result(self, run: UUID, output: Any) -> None:
+    def unguarded_result(self, run: UUID, output: Any, failed: bool = False) -> None:
         """Record the result of an unguarded tool's run (see :meth:`unguarded_call`)."""
         with self.lock:
             started = self.unguarded.pop(run, None)
         if started is not None:
             tool, call_id, call = started
-            self.result(call, call_id, tool, output)
+            self.result(call, call_id, tool, output, failed)

@@ -204,10 +204,15 @@ class RunRecorder:
             self.answered.add(call_id)
         return decision, call
 
-    def result(self, call: str | None, call_id: str | None, tool: str, result: Any) -> None:
+    def result(
+        self, call: str | None, call_id: str | None, tool: str, result: Any, failed: bool = False
+    ) -> None:
+        """Record what the call ``call`` of ``tool`` gave (``failed``: the text of what it raised,
+        labelled ``error``)."""
         if call_id:
             self.answered.add(call_id)
-        record_result(self.session, call, tool, to_jsonable_python(result, fallback=str), self.labels(tool))
+        text = to_jsonable_python(result, fallback=str)
+        record_result(self.session, call, tool, text, self.labels(tool), failed)
 
 
 def _validated(tool: Any, part: ToolCallPart, validation: Any) -> dict[str, Any] | None:
@@ -258,7 +263,7 @@ class PolicyToolset(WrapperToolset[Any]):
         except (CallDeferred, ApprovalRequired):  # the call waits: it has no result yet
             raise
         except BaseException as error:
-            recorder.result(call, ctx.tool_call_id, name, error_text(error))
+            recorder.result(call, ctx.tool_call_id, name, error_text(error), failed=True)
             raise
         recorder.result(call, ctx.tool_call_id, name, result)
         return result

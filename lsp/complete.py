@@ -48,6 +48,7 @@ DIRECTIVE_HELP = {
     ".field": "give a tool argument a role",
     ".arg": "declare a tool argument's type (and `required`)",
     ".key": "the attributes of a relation that determine its others",
+    ".host": "relations only the host states (no front takes them from an agent)",
 }
 KEYWORDS = tuple(RESERVED.values())  # `not` and the aggregates
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*[\s\S]*?(?:\*/|$)')

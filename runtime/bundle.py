@@ -136,7 +136,11 @@ def describe(compilation: Resolved, plan: Plan) -> dict[str, Any]:
     return {
         "default": plan.default,
         "entrypoints": sorted(r.name for r in plan.relations if r.output),
-        "inputs": [{"name": r.name, "types": list(r.types)} for r in plan.relations if r.input],
+        "inputs": [
+            {"name": r.name, "types": list(r.types), **({"host": True} if r.host else {})}
+            for r in plan.relations
+            if r.input
+        ],
         "functors": [{"name": f.name, "params": list(f.params), "returns": f.returns} for f in plan.functors],
         "roles": [
             {"name": r.name, "budget": r.budget, "pool": r.pool}

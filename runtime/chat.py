@@ -134,10 +134,10 @@ def _run_call(
             result = implementation(**args)
         except Exception as error:
             text = error_text(error)
-            record_result(session, event_id, name, text, labels)
+            record_result(session, event_id, name, text, labels, failed=True)
             return text
         except BaseException as error:
-            record_result(session, event_id, name, error_text(error), labels)
+            record_result(session, event_id, name, error_text(error), labels, failed=True)
             raise
         record_result(session, event_id, name, result, labels)
     return result_text(result)

@@ -26,6 +26,7 @@ current_session: contextvars.ContextVar[Session | None] = contextvars.ContextVar
 # the parent of the innermost scope (what a call depends on is worked out from every scope)
 current_parent: contextvars.ContextVar[str | None] = contextvars.ContextVar("policyc_parent", default=None)
 _ids = itertools.count(1)
+ERROR_LABEL = "error"  # the label of the result of a tool that failed (its text is the exception's)
 
 NO_SESSION = Reason(
     "policyc:no-session",
@@ -176,11 +177,17 @@ def error_text(error: BaseException) -> str:
 
 
 def record_result(
-    session: Session | None, call: str | None, tool: str, result: Any, labels: Sequence[str] = ()
+    session: Session | None,
+    call: str | None,
+    tool: str,
+    result: Any,
+    labels: Sequence[str] = (),
+    failed: bool = False,
 ) -> str | None:
     """Record ``result`` as the result of the call ``call`` of ``tool`` in the given (or
-    ambient) session, labelled ``labels``; the result event's id (nothing, and None, without a
-    session or a call)."""
+    ambient) session, labelled ``labels`` (and ``error`` when the tool ``failed``: its text
+    is an exception's, which may carry what the agent sent); the result event's id (nothing,
+    and None, without a session or a call)."""
     session = session or current_session.get()
     if session is None or call is None:
         return None
@@ -192,7 +199,7 @@ def record_result(
         "tool": tool,
         "text": result_text(result),
     }
-    if labels:
-        event["labels"] = list(labels)
+    if labels or failed:
+        event["labels"] = list(dict.fromkeys([*labels, *([ERROR_LABEL] if failed else [])]))
     session.record(event)
     return identifier

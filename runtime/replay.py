@@ -5,10 +5,13 @@ records as the monitor takes them) and optionally ``session``, ``principal``, ``
 ``facts`` (domain facts added before the first event). Other fields are kept out of the way,
 so recorded benchmark runs replay as they are.
 
-Decisions have the three verdicts (allow, deny, escalate); no approver is asked. An
-``approval`` event of the trace (as :meth:`~.session.Session.approve` records it) is an
-approval again, valid from where it is recorded for the monitor's ``approval_ttl``, so the
-escalated call it approved is allowed once when it is decided again, as it was when recorded.
+Decisions have the three verdicts (allow, deny, escalate); no approver is asked. A trace is a
+trusted recording: an event of kind ``approval`` or labelled ``approval`` is recorded as the
+host's approval (:meth:`~.session.Session.record_approval`, which the approvals library reads,
+its approvers from its ``approved-by:BY`` labels), and an ``approval`` event as
+:meth:`~.session.Session.approve` records it is an approval of its call again, valid from where
+it is recorded for the monitor's ``approval_ttl``, so the escalated call it approved is allowed
+once when it is decided again, as it was when recorded.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from policyc.compiler.reading import Cursor, FormatError
 
 from .approvals import APPROVAL_KIND, Approval, approval_of_event
 from .session import Monitor, Session
+from .trust import is_approval
 from .verdict import EventRefused
 
 
@@ -41,7 +45,10 @@ def steps(monitor: Monitor, record: dict[str, Any], session_id: str) -> Iterator
             yield session, event, session.authorize(event)
         else:
             try:
-                session.record(event)
+                if isinstance(event, dict) and is_approval(event):  # a trusted recording's
+                    session.record_approval(event)
+                else:
+                    session.record(event)
             except EventRefused:  # noted in session.refusals: the replay reports it
                 yield session, event, None
                 continue

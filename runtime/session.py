@@ -47,7 +47,7 @@ from typing import Any
 from policyc.compiler import plan as p
 from policyc.stdlib.events import SESSION_FUNCTORS, EventError, check_event, event_facts, session_functors
 
-from . import maintain, session_unknown
+from . import maintain, session_unknown, trust
 from .approvals import DEFAULT_TIMEOUT, DEFAULT_TTL, Approval, Approvals, EscalationRequest
 from .evaluator import EvalError, Evaluation, LimitExceeded, Limits
 from .extensions import Attachment, Extension, claim, resolve
@@ -412,15 +412,28 @@ class Session:
         self, request: EscalationRequest, ttl: float | None = None, approver: str | None = None
     ) -> Approval:
         """Approve the escalated call of ``request`` (``decision.escalation``): the approval is
-        recorded as an event (kind and label ``approval``, depending on the call) and lets the
-        next decision of exactly this call in this session allow it once, within ``ttl``
-        seconds (default: the monitor's ``approval_ttl``). It never overrides a ``Deny``."""
+        recorded as an approval event (:meth:`record_approval`: kind and label ``approval``,
+        depending on the call) and lets the next decision of exactly this call in this session
+        allow it once, within ``ttl`` seconds (default: the monitor's ``approval_ttl``). It
+        never overrides a ``Deny``."""
         if request.session != self.id:
             raise ValueError(f"the request is for session {request.session!r}, not {self.id!r}")
         ttl = self.monitor.approval_ttl if ttl is None else ttl
         approval = self.approvals.grant(request, ttl, approver, taken=self.events)
-        self.record(approval.event([request.call] if request.call in self.events else []))
+        self.record_approval(approval.event([request.call] if request.call in self.events else []))
         return approval
+
+    def record_approval(self, event: Mapping[str, Any]) -> None:
+        """Record ``event`` as a person's approval the host vouches for: recorded as by
+        :meth:`record`, and stated in the host-only ``HostApproval(e)`` and, for each label
+        ``approved-by:BY``, ``HostApprovalBy(e, BY)``, which the approvals library reads (an
+        event :meth:`record` takes is never an approval, whatever its kind and labels)."""
+        self.record(event)
+        given = {
+            name: rows for name, rows in trust.approval_facts(event).items() if rows and name in self.index
+        }
+        if given:
+            self.add_facts(given)
 
     # ------------------------------------------------------------------------- internals
 

@@ -133,7 +133,7 @@ def guard(
                 try:
                     result = await function(*args, **kwargs)
                 except BaseException as error:
-                    record_result(session, call, name, error_text(error), labels)
+                    record_result(session, call, name, error_text(error), labels, failed=True)
                     raise
                 record_result(session, call, name, result, labels)
                 return result
@@ -148,7 +148,7 @@ def guard(
             try:
                 result = function(*args, **kwargs)
             except BaseException as error:
-                record_result(session, call, name, error_text(error), labels)
+                record_result(session, call, name, error_text(error), labels, failed=True)
                 raise
             record_result(session, call, name, result, labels)
             return result

@@ -445,7 +445,10 @@ def _message(answer: httpx.Response) -> str:
 
 
 # the codes of a 422 saying the service did not record an event, and kept nothing of it
-REFUSALS = frozenset({"malformed-event", "limit-exceeded", "extension-failed", "conflicting-facts"})
+# the codes of a 422 that refuses one event alone (an in-process session raises EventRefused)
+REFUSALS = frozenset(
+    {"malformed-event", "limit-exceeded", "extension-failed", "conflicting-facts", "host-only-event"}
+)
 
 
 def _quote(part: str) -> str:

@@ -171,7 +171,7 @@ def document() -> dict[str, Any]:
             "/v1/sessions/{session}/events": {
                 "post": {
                     "summary": "Record events; durable when this answers",
-                    "description": "Events of docs/events.md. A batch with a malformed event (422 `malformed-event` naming the event and field), or an event the session refuses (422 `limit-exceeded` past its fact limit, `extension-failed` when an extension fails on it, `conflicting-facts` when its facts break a key with facts the host gave), is refused whole and records nothing but the refusal in the audit log; the session decides on as before.",
+                    "description": "Events of docs/events.md. A batch with a malformed event (422 `malformed-event` naming the event and field), or an event the session refuses (422 `limit-exceeded` past its fact limit, `extension-failed` when an extension fails on it, `conflicting-facts` when its facts break a key with facts the host gave), or one only the host records (422 `host-only-event`: an event of kind `approval`, labelled `approval` or `approved-by:*`, a result of an approval tool of the policy; approvals are given at `/v1/approvals`), is refused whole and records nothing but the refusal in the audit log; the session decides on as before.",
                     "security": secured,
                     "parameters": [SESSION_PARAMETER],
                     "requestBody": _json_body(
@@ -203,7 +203,7 @@ def document() -> dict[str, Any]:
             "/v1/sessions/{session}/facts": {
                 "post": {
                     "summary": "Give the session domain facts (rows per input relation); durable when this answers",
-                    "description": "Rows of the policy's input relations, checked first: malformed facts (422 `malformed-facts` naming the relation) record nothing but the refusal in the audit log.",
+                    "description": "Rows of the policy's input relations, checked first: malformed facts (422 `malformed-facts` naming the relation), or facts only the host states (422 `host-only-relation`: a relation marked `.host`, such as `HasRole`, `Principal`, `Candidate`), record nothing but the refusal in the audit log.",
                     "security": secured,
                     "parameters": [SESSION_PARAMETER],
                     "requestBody": _json_body(

@@ -2,7 +2,10 @@
 database, in the server process or in a worker process (:mod:`.workers`) that holds a shard.
 
 What a request asks of them is checked before anything changes: a batch with a malformed event
-changes nothing (:class:`Problem` 422 naming it). A session whose memory may differ from the
+changes nothing (:class:`Problem` 422 naming it), nor one with an event only the host records (an
+approval, the result of an approval tool: ``host-only-event``), nor facts only the host states
+(a relation marked ``.host``: ``host-only-relation``); an approval is given at the approvals
+endpoints alone (:mod:`policyc.runtime.trust`, docs/security.md). A session whose memory may differ from the
 database (a commit that failed after the change) is rebuilt from the database
 (:meth:`Sessions.rebuild`), so memory never holds what was not recorded.
 """
@@ -112,7 +115,7 @@ class Sessions:
         """Record a batch (all of it, or nothing when an event is malformed or the session
         refuses one: 422 naming it); the events as checked."""
         session = self.session(key)
-        checked = check_batch(batch, session.events)
+        checked = check_batch(batch, session.events, session)
         for n, event in enumerate(checked):
             try:
                 session.record(event)
@@ -126,12 +129,18 @@ class Sessions:
         """Give the session domain facts (rows per input relation), checked first: malformed
         facts change nothing (422 naming the relation); the row the database keeps of them."""
         from policyc.runtime.facts import FactsError, validate
+        from policyc.runtime.trust import approval_tool, facts_problem
 
         session = self.session(key)
         try:
             validate(session.plan, facts, "facts")
         except FactsError as error:
             raise Problem(422, "malformed-facts", str(error)) from None
+        refused = facts_problem(session.plan, facts, approval_tool(session))
+        if refused is not None:
+            raise Problem(
+                422, "host-only-relation", f"facts: relation `{refused[0]}`: {refused[1]}: {HOST_ONLY}"
+            )
         session.add_facts(facts)
         return [{"facts": facts}]
 
@@ -139,7 +148,7 @@ class Sessions:
         """Record a candidate and decide it; the candidate as checked and the decision's JSON
         (``seq``: the candidate's sequence number)."""
         session = self.session(key)
-        (checked,) = check_batch([event], session.events)
+        (checked,) = check_batch([event], session.events, session)
         # a candidate the session refuses to record (past its limit) is kept as asked: replayed,
         # the session refuses it again, as the refusal depends only on what it held before
         return checked, decision_json(session.authorize(checked), seq)
@@ -177,6 +186,12 @@ class Sessions:
             "expires_at": time.time() + ttl,
         }
 
+    def check(self, key: Key, event: Any) -> dict[str, Any]:
+        """The event as checked against the session, recording nothing."""
+        session = self.session(key)
+        (checked,) = check_batch([event], session.events, session)
+        return checked
+
     def behind(self, key: Key, operation: str, given: Any, seq: int, message: str) -> dict[str, Any]:
         """The denial of a request made after events the session does not hold (yet): for
         ``authorize``, of the candidate ``given`` (checked, not recorded), for ``decide``, of the
@@ -186,7 +201,7 @@ class Sessions:
         session = self.session(key)
         action = given
         if operation == "authorize":
-            (checked,) = check_batch([given], session.events)
+            (checked,) = check_batch([given], session.events, session)
             action = checked["id"]
         decision = Decision(action, False, (Reason("<service>", message, "send the missing events first"),))
         if session.watched is not None:  # the shadow results, the mode, the audit log
@@ -261,20 +276,36 @@ def replay(session: Session, how: str, row: dict[str, Any]) -> Decision | None:
                     data["approver"],
                 )
             )
-        session.record(row["event"])
+        session.record_approval(row["event"])  # recorded by the approvals endpoint: the host's
     return None
 
 
-def check_batch(batch: list[Any], known: dict[str, Any]) -> list[dict[str, Any]]:
+# what a refusal of the host's word says to the key that sent it
+HOST_ONLY = (
+    "only the host states it, so no key may send it (a person approves an escalated call at "
+    "`/v1/approvals`; identity comes from the key's principal and roles)"
+)
+
+
+def check_batch(
+    batch: list[Any], known: dict[str, Any], session: Session | None = None
+) -> list[dict[str, Any]]:
     """The events of a batch, each checked against the session and the batch before it; the
-    first malformed one refuses the whole batch (422 naming it)."""
+    first malformed one refuses the whole batch (422 naming it), and so does the first one that
+    only the host records, with ``session`` (:func:`policyc.runtime.trust.event_problem`)."""
+    from policyc.runtime.trust import approval_tool, event_problem
+
     seen = collections.ChainMap({}, known)  # the batch's events over the session's, nothing copied
     checked = []
+    is_approval_tool = None if session is None else approval_tool(session)
     for n, event in enumerate(batch):
         try:
             event = check_event(dict(event) if isinstance(event, dict) else event, seen)
         except EventError as error:
             raise Problem(422, "malformed-event", f"event {n + 1} of the batch: {error}") from None
+        refused = None if is_approval_tool is None else event_problem(event, is_approval_tool)
+        if refused is not None:
+            raise Problem(422, "host-only-event", f"event {n + 1} of the batch: {refused}: {HOST_ONLY}")
         seen[event["id"]] = event
         checked.append(event)
     return checked

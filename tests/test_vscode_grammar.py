@@ -338,7 +338,7 @@ def _statement(text: str, statement: ast.Statement) -> Iterator[Expect]:
             if on:
                 at = span.start + qualifiers.rindex(word)
                 yield Expect(at, at + len(word), (scope,), word)
-    elif isinstance(statement, ast.Input | ast.Output):
+    elif isinstance(statement, ast.Input | ast.Output | ast.Host):
         for name in statement.names:
             yield _ident(name, ("entity.name.type.relation.policyc",), "listed relation")
     elif isinstance(statement, ast.Key):

@@ -1,8 +1,8 @@
 """``undefined-relation`` and ``undefined-function``: every name must mean something.
 
 A relation is defined by a rule or fact with it in the head, a ``.decl`` or an ``.input``;
-a function by a ``.functor`` (or the builtins). Each use of an unknown name is reported,
-with the closest known name as a suggestion.
+a function by a ``.functor`` (or the builtins). Each use of an unknown name is reported
+(in rules, ``.output`` and ``.host``), with the closest known name as a suggestion.
 
 >>> from policyc.compiler.pipeline import check_source
 >>> [d.message for d in check_source("Deny(a) :- Tainted(a).\\nTaint(e) :- Src(e).\\n.input Src")
@@ -31,14 +31,16 @@ def check(context: Context) -> list[Diagnostic]:
     diagnostics: list[Diagnostic] = []
     declare = _Declarations(context)
     for module, statement in context.program.statements():
-        if isinstance(statement, ast.Output) and not context.program.is_library(module.path):
-            for ident in statement.names:
-                if ident.name not in known and ident.name not in symbols.functors:
+        listed = isinstance(statement, ast.Output) and not context.program.is_library(module.path)
+        if listed or isinstance(statement, ast.Host):
+            what = "output" if listed else "host-only"
+            for ident in statement.names:  # (an output named like a functor is a name conflict)
+                if ident.name not in known and not (listed and ident.name in symbols.functors):
                     close = did_you_mean(ident.name, known)
                     diagnostics.append(
                         codes.UNDEFINED_RELATION(
                             ident.span,
-                            f"output relation `{ident.name}` is not defined",
+                            f"{what} relation `{ident.name}` is not defined",
                             help=f"did you mean `{close}`?" if close else "define it with rules or facts",
                             fix=replace_name(ident.span, ident.name, close),
                         )
