@@ -24,6 +24,9 @@
   event id (an argument's value, a text, a constant: :mod:`subjects`), so that it decides no
   call; with a session, replayed through a monitor, in which a call it was meant to stop is
   allowed.
+* ``missing-argument``, ``untyped-argument-comparison``, ``lenient-conversion`` — rules an
+  agent can slip past (:mod:`slips`): witnessed, each with a call replayed through a monitor
+  of the policy.
 
 The bounded questions share one grounding (:mod:`.bounded`, which asks them). Policies of
 more than :data:`SEARCH_LIMIT` rules get the proofs only. Findings are only reported for the files the user wrote, never for the
@@ -53,6 +56,7 @@ from policyc.compiler.symbols import ESCALATE, is_verdict
 from .bounded import Modelled, PlacedRule, Searches
 from .contain import Candidates, covers
 from .deadline import Deadline
+from .firing import unfired_call
 from .reach import never_holds
 from .subjects import finding as not_action
 from .subjects import not_actions
@@ -61,6 +65,7 @@ from .verdicts import Verdicts, finding
 
 SEARCH_LIMIT = 200  # rules, facts not counted; above it, only the proofs
 _NONE = Contradiction("", "")
+SLIP_FINDINGS = ("missing-argument", "untyped-argument-comparison", "lenient-conversion")
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,7 @@ def analyse(
             unproved.add(id(r.rule))  # z3 may have stopped for want of time
     for r in user:
         if id(r.rule) in contradictions:
-            strength, reason, _, help = contradictions[id(r.rule)]
+            strength, reason, key, help = contradictions[id(r.rule)]
             findings.append(
                 codes.UNSATISFIABLE_RULE(
                     r.rule.span,
@@ -173,6 +178,7 @@ def analyse(
                     help=help or "fix the conditions, or remove the rule",
                     strength=strength,
                     uninterpreted=modelled.of((r.rule,)) if strength == "proved" else (),
+                    witness=unfired_call(compilation, r.rule) if key else None,
                 )
             )
     note(("unsatisfiable-rule", "unreachable-rule"), sum(id(r.rule) in unproved for r in user), "rules")
@@ -265,6 +271,13 @@ def analyse(
         findings.extend(blocked)
         if blocked:
             searches = None  # no question could be asked of a translation without these rules
+    # what an agent can slip past, each finding replayed through a monitor of the policy: before
+    # the bounded searches, which may take what is left of the time
+    from .slips import slip_findings
+
+    slipped = slip_findings(compilation, deadline)
+    findings.extend(slipped.findings)
+    note(SLIP_FINDINGS, slipped.unchecked, "rules")
     if searches is not None:
         switched = [r for r in verdicts.side_rules() if not compilation.symbols.is_inline(r.head.name)]
         searches.plan(live, redundant, shadowed, [q for q in tools if not q.strength], switched)

@@ -48,8 +48,8 @@ def load(path: str) -> Loaded:
     it carries, and refused unless they compile to the bundle's plan: the runtime runs the
     plan, so only then does an analysis of the sources say what runs."""
     from policyc.runtime.bundle import Bundle
+    from policyc.runtime.errors import PolicyError
     from policyc.runtime.opener import open_path
-    from policyc.runtime.policy import PolicyError
 
     try:
         opened = open_path(path)  # a policy or a bundle

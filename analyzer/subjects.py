@@ -320,7 +320,7 @@ def witness(
         facts,
         tuple(json.dumps(event, ensure_ascii=False) for event in record["events"]),
         str(action),
-        "allowed" if decision.allowed else "denied",
+        "allow" if decision.allowed else "deny",
         tuple(f"{verdict}({render(value)})" for value in held),
     )
 

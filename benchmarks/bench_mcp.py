@@ -143,7 +143,7 @@ def timed(command: list[str], earlier: int, calls: int) -> tuple[list[float], fl
 def in_process(policy: str, depends: str, earlier: int, calls: int) -> list[float]:
     """The time the monitor takes, in this process, to decide each of ``calls`` calls of echo
     and record its result (as the gateway does), after ``earlier`` calls."""
-    from policyc.runtime.policy import load
+    from policyc.runtime.opener import load
     from policyc.runtime.session import Monitor
 
     session = Monitor(load(policy)).session("bench")

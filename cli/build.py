@@ -25,7 +25,8 @@ def compile_command(path: str, output: str, sign_key: str | None, thresholds_pat
         from ..compiler.loader import SourceError, load_file
         from ..compiler.pipeline import compile_program
         from ..runtime.bundle import build_bundle
-        from ..runtime.policy import PolicyError, planned
+        from ..runtime.errors import PolicyError
+        from ..runtime.planned import planned
 
         try:
             program, found = load_file(path)

@@ -228,7 +228,7 @@ def load_policy(
 ) -> Any:
     """A policy for a command: its errors are printed like `policyc check` prints them
     (``magic``: the demand-driven relations a policy planned from source may have)."""
-    from ..runtime.policy import load
+    from ..runtime.opener import load
 
     with policy_failures():
         return load(Path(path), load_functors(functors), verify_key=verify_key, limits=limits, magic=magic)
@@ -246,8 +246,8 @@ NO_MAGIC_OPTION = click.option(
 def policy_failures() -> Iterator[None]:
     """A policy that cannot be used ends the command: its diagnostics printed like `policyc
     check` prints them, then its error (status 1); a functor without implementation likewise."""
+    from ..runtime.errors import PolicyError
     from ..runtime.functors import MissingFunctors
-    from ..runtime.policy import PolicyError
 
     try:
         yield
@@ -344,8 +344,8 @@ def thresholds_for_monitor(path: str, policy: Any) -> Any:
 def thresholds_in_bundle(path: str) -> Any:
     """The thresholds a bundle carries (`policyc risk-report` without `--thresholds`)."""
     from ..runtime.bundle import Bundle
+    from ..runtime.errors import PolicyError
     from ..runtime.opener import UNREADABLE, open_path
-    from ..runtime.policy import PolicyError
 
     try:
         opened = open_path(path)

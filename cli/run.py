@@ -98,7 +98,7 @@ def eval_command(
                 out["errors"] = errors
             echo_json(out)
         else:
-            from ..runtime.verdict import render_fact
+            from ..runtime.values import render_fact
 
             for name, rows in relations.items():
                 click.echo(f"{name}: {len(rows)} fact{'s' if len(rows) != 1 else ''}")
@@ -199,7 +199,7 @@ def _json_value(value: Any) -> Any:
 
 def _render_unknown(name: str, fact: tuple) -> str:
     from ..runtime.faults import ANY
-    from ..runtime.verdict import render_value
+    from ..runtime.values import render_value
 
     return f"{name}({', '.join('_' if v is ANY else render_value(v) for v in fact)})"
 

@@ -73,6 +73,19 @@ def serve_group() -> None:
     metavar="PUB",
     help="Serve only a bundle signed with this Ed25519 public key (`policyc keygen`).",
 )
+@click.option(
+    "--audit-key",
+    metavar="KEY",
+    help="Sign the audit log's checkpoints with this Ed25519 private key (`policyc keygen`'s .key), "
+    "so that `policyc audit verify --key` checks its export.",
+)
+@click.option(
+    "--audit-head",
+    metavar="FILE|-",
+    help="Publish the audit log's head at every checkpoint: to FILE (replaced whole; the service "
+    "refuses to start on a log that does not reach the head it holds), or `-` for a line on "
+    "standard output. `policyc audit verify --expect` checks an export against it.",
+)
 def start_command(
     policy: str,
     keys: str,
@@ -88,8 +101,11 @@ def start_command(
     sync: str,
     workers: int,
     verify_key: str | None,
+    audit_key: str | None,
+    audit_head: str | None,
 ) -> None:
     with internal_errors():
+        from ..runtime.audit import AuditError
         from ..serve.keys import KeysError
         from ..serve.server import Settings, build, run
         from ..serve.store import StoreError
@@ -118,11 +134,13 @@ def start_command(
             sync=sync,
             workers=workers,
             verify_key=verify_key,
+            audit_key=audit_key,
+            audit_head=audit_head,
         )
         try:
             with policy_failures():
                 service = build(settings)
-        except (KeysError, StoreError) as error:
+        except (KeysError, StoreError, AuditError) as error:
             fail(str(error), EXIT_USAGE)
         except OSError as error:
             fail(f"cannot open `{error.filename}`: {error.strerror}", EXIT_USAGE)

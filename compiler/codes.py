@@ -155,6 +155,24 @@ VERDICT_NOT_ACTION = Code(
     W,
     "a `Deny`, `Allow` or `Escalate` rule decides a value that is never an action (an argument's value, a text)",
 )
+MISSING_ARGUMENT = Code(
+    "PC309",
+    "missing-argument",
+    W,
+    "a `Deny` or `Escalate` rule tests an argument no declaration makes present: a call without it escapes",
+)
+UNTYPED_ARGUMENT_COMPARISON = Code(
+    "PC310",
+    "untyped-argument-comparison",
+    W,
+    "a tool argument of undeclared type is compared or computed with: the call's JSON types decide, not its values",
+)
+LENIENT_CONVERSION = Code(
+    "PC311",
+    "lenient-conversion",
+    W,
+    'a `Deny` or `Escalate` condition reads agent text with a lenient conversion (`"1e9"` reads as 1)',
+)
 
 CATALOG: tuple[Code, ...] = (
     SYNTAX_ERROR,
@@ -193,6 +211,9 @@ CATALOG: tuple[Code, ...] = (
     ALWAYS_ALLOW,
     SHADOWED_ESCALATE,
     UNSEARCHED_RULE,
+    MISSING_ARGUMENT,
+    UNTYPED_ARGUMENT_COMPARISON,
+    LENIENT_CONVERSION,
     VERDICT_NOT_ACTION,
 )
 

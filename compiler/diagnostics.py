@@ -76,14 +76,16 @@ def replace_name(span: Span, name: str, close: str | None) -> Fix | None:
 class Scenario:
     """A concrete session that shows a deep finding, replayed through a monitor before it is
     shown: the facts the host gives (``Blocked("a@b.example")``), the events it records (each
-    as JSON text, in order), the call it decides and the verdict the monitor gave, and what the
-    policy derived there that the finding is about (``Deny("a@b.example")``)."""
+    as JSON text, in order), the call it decides and what the monitor decided of it (``allow``,
+    ``deny``, ``escalate``, or ``refuse`` for a call an error refused), what the policy derived
+    there that the finding is about (``Deny("a@b.example")``), and what it shows, in one line."""
 
     facts: tuple[str, ...]
     events: tuple[str, ...]
     action: str
     verdict: str
     derived: tuple[str, ...] = ()
+    note: str = ""
 
     def lines(self) -> list[str]:
         """The scenario as lines of text: what is given, recorded and decided."""
@@ -100,6 +102,7 @@ class Scenario:
             "action": self.action,
             "verdict": self.verdict,
             "derived": list(self.derived),
+            "note": self.note,
         }
 
 

@@ -97,3 +97,40 @@ def replace_file(path: str | os.PathLike[str], data: bytes, mode: int | None = N
         if os.path.lexists(temporary):
             os.unlink(temporary)
         raise
+
+
+PRIVATE = 0o600  # what a file holding secrets (a log of calls, a service's database) is made
+
+
+def open_private(
+    path: str | os.PathLike[str], flags: int = os.O_RDWR | os.O_APPEND
+) -> tuple[int, int | None]:
+    """A descriptor of the regular file at ``path`` (opened with ``flags``, created if missing)
+    that only its owner may read and write (0600), whatever the umask; and, when the file was
+    readable or writable by others before, its old permissions (to say so: they are taken
+    away). ``OSError`` when it cannot be opened, is not a regular file, or cannot be made the
+    owner's only."""
+    fd = os.open(path, flags | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), PRIVATE)
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({_kind(found.st_mode)})", os.fspath(path))
+        mode = stat.S_IMODE(found.st_mode)
+        if mode != PRIVATE:
+            os.fchmod(fd, PRIVATE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, (mode if mode & 0o077 else None)
+
+
+def make_private(path: str | os.PathLike[str]) -> int | None:
+    """Make an existing file its owner's only (0600); its old permissions when others could
+    read or write it, None when they could not (or there is no file)."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return None
+    if mode != PRIVATE:
+        os.chmod(path, PRIVATE)
+    return mode if mode & 0o077 else None

@@ -8,7 +8,9 @@
 Lines and columns are 1-based; ``end_column`` is just past the last character; columns
 count Unicode code points. ``witness`` (a deep finding's session, replayed through a monitor)
 is ``{"facts": ["Rel(...)", ...], "events": [EVENT, ...], "action", "verdict", "derived":
-["Rel(...)", ...]}`` or null.
+["Rel(...)", ...], "note"}`` or null: ``verdict`` is what the monitor decided of the call
+``action`` (``allow``, ``deny``, ``escalate``, or ``refuse`` when an error refused it), ``note``
+what the session shows, in one line.
 """
 
 from __future__ import annotations

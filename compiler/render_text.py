@@ -82,7 +82,7 @@ def render_one(diagnostic: Diagnostic, sources: Sources) -> Text:
         out.append("\n")
         out.append(" " * width + " = ", style="bold blue")
         out.append("witness: ", style="bold")
-        out.append("replayed through a monitor:")
+        out.append(diagnostic.witness.note or "replayed through a monitor:")
         for line in diagnostic.witness.lines():
             out.append("\n" + " " * width + "     " + line)
     if diagnostic.fix is not None:
@@ -98,6 +98,8 @@ def strength_text(strength: str, bound: int | None) -> str:
         return f"bounded (no counterexample with up to {bound} fresh values per type)"
     if strength == "proved":
         return "proved (on every database)"
+    if strength == "witnessed":
+        return "witnessed (a call replayed through the monitor)"
     return "syntactic (the rule's text shows it)"
 
 

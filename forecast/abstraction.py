@@ -33,7 +33,7 @@ from policyc.compiler import plan as p
 from policyc.runtime.evaluator import Evaluation, causes
 from policyc.runtime.facts import FactsError, convert
 from policyc.runtime.relations import Relation
-from policyc.runtime.verdict import render_fact
+from policyc.runtime.values import render_fact
 from policyc.runtime.volatile import Keeper, Tracker
 
 from .errors import ForecastError

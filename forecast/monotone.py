@@ -18,7 +18,7 @@ A predicate over a monotone relation, once true, stays true for the rest of the 
 DTMC learned over predicates gives no probability to a transition that turns it false.
 
 >>> from policyc.compiler.pipeline import compile_source
->>> from policyc.runtime.policy import plan_of
+>>> from policyc.runtime.planned import plan_of
 >>> plan = plan_of(compile_source('''
 ... .input Edit, Scan
 ... Scanned(e) :- Edit(e), Scan(s), s > e.

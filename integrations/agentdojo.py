@@ -32,7 +32,8 @@ from agentdojo.types import (
 
 from policyc.runtime.context import new_id, refusal
 from policyc.runtime.session import Session
-from policyc.runtime.verdict import Decision, quote_value
+from policyc.runtime.values import quote_value
+from policyc.runtime.verdict import Decision
 
 from .events import INVALID_CALL, decide_call, record_message, record_result
 

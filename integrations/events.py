@@ -19,7 +19,8 @@ from typing import Any
 from policyc.runtime import context
 from policyc.runtime.approvers import settle, settle_async
 from policyc.runtime.context import new_id, refusal
-from policyc.runtime.verdict import Decision, quote_value
+from policyc.runtime.values import quote_value
+from policyc.runtime.verdict import Decision
 from policyc.stdlib.events import EventError, check_event
 
 INVALID_CALL = "policyc:invalid-call"

@@ -37,7 +37,8 @@ from agents.tool_guardrails import (
 from policyc.runtime.chat import parse_arguments
 from policyc.runtime.context import PolicyDenied, refusal
 from policyc.runtime.session import Session
-from policyc.runtime.verdict import Decision, quote_value
+from policyc.runtime.values import quote_value
+from policyc.runtime.verdict import Decision
 
 from .events import ADAPTER_FAILED, INVALID_CALL, decide_call_async, record_message, record_result
 

@@ -64,7 +64,7 @@ def convert(snapshot: Snapshot, d: Diagnostic, span: Span, message: str) -> type
             types.DiagnosticRelatedInformation(location(snapshot, d.span), f"strength: {strength}")
         )
     if d.witness is not None:
-        text = "; ".join(d.witness.lines())
+        text = "; ".join(([d.witness.note] if d.witness.note else []) + d.witness.lines())
         related.append(
             types.DiagnosticRelatedInformation(location(snapshot, d.span), f"witness (replayed): {text}")
         )

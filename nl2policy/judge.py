@@ -114,7 +114,7 @@ def render_event(event: dict[str, Any], earlier: list[str]) -> str:
 
 
 def render_facts(point: DecisionPoint, vocabulary: Vocabulary) -> str:
-    from policyc.runtime.verdict import render_fact
+    from policyc.runtime.values import render_fact
 
     lines = []
     record = point.record

@@ -287,7 +287,7 @@ def _disagreement(j: Judgment) -> str:
     session, call = render_session(point)
     lines.append("    session:")
     lines.extend(f"      {line}" for line in session.splitlines())
-    from policyc.runtime.verdict import render_fact
+    from policyc.runtime.values import render_fact
 
     facts = point.record.get("facts") or {}
     for name, rows in sorted(facts.items()):

@@ -87,8 +87,8 @@ def read_declarations(path: str | os.PathLike[str]) -> Declarations:
     """The declarations of a policy file or a bundle (:class:`RiskError` with the reason when it
     cannot be read or has errors; its diagnostics are on ``.diagnostics``)."""
     from policyc.runtime.bundle import Bundle
+    from policyc.runtime.errors import PolicyError
     from policyc.runtime.opener import UNREADABLE, open_path
-    from policyc.runtime.policy import PolicyError
 
     try:
         opened = open_path(path)

@@ -15,7 +15,7 @@ without its budgets.
 
 >>> from policyc.compiler.pipeline import compile_source
 >>> from policyc.runtime.bundle import describe
->>> from policyc.runtime.policy import plan_of
+>>> from policyc.runtime.planned import plan_of
 >>> compilation = compile_source(".import risk\\n.role target budget 0.01\\n.field pay.to : target")
 >>> manifest = {**describe(compilation, plan_of(compilation)), "thresholds": None}
 >>> section = RiskExtension().read(manifest, "p.dl")

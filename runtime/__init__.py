@@ -7,11 +7,11 @@ __all__, __getattr__ = exports(
     __name__,
     {
         "Policy": ".policy",
-        "PolicyError": ".policy",
+        "PolicyError": ".errors",
         "EvaluationError": ".policy",
         "Result": ".policy",
-        "load": ".policy",
-        "load_source": ".policy",
+        "load": ".opener",
+        "load_source": ".opener",
         "Monitor": ".session",
         "Session": ".session",
         "EventRefused": ".verdict",
@@ -44,6 +44,6 @@ __all__, __getattr__ = exports(
         "AuditLog": ".audit",
         "AuditError": ".audit",
         "verify_audit_log": ".audit:verify",
-        "ShadowResult": ".shadow",
+        "ShadowResult": ".verdict",
     },
 )

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from .approvals import EscalationRequest
-from .verdict import Decision, Reason, quote_value
+from .values import quote_value
+from .verdict import Decision, Reason
 
 NO_APPROVER = "policyc:no-approver"
 APPROVAL_REFUSED = "policyc:approval-refused"
@@ -48,7 +49,15 @@ def refused(decision: Decision, rule: str, message: str) -> Decision:
     )
 
 
-def _no_approver(decision: Decision) -> Decision:
+def _outcome(session: Any, decision: Decision, outcome: str) -> None:
+    """What became of the escalated call, to the audit log (with the session's monitor's)."""
+    watched = getattr(session, "watched", None)
+    if watched is not None and decision.escalation is not None:
+        watched.outcome(decision.escalation, outcome)
+
+
+def _no_approver(session: Any, decision: Decision) -> Decision:
+    _outcome(session, decision, "no-approver")
     return refused(
         decision,
         NO_APPROVER,
@@ -59,7 +68,9 @@ def _no_approver(decision: Decision) -> Decision:
 def _answered(session: Any, decision: Decision, answer: Any, request: EscalationRequest) -> Decision:
     """The final decision once the approver answered ``answer`` (True: approved)."""
     if answer is not True:
+        _outcome(session, decision, "refused")
         return refused(decision, APPROVAL_REFUSED, "the approver did not approve the call, so it is refused")
+    _outcome(session, decision, "approved")
     session.approve(request)
     again = session.decide(decision.action)
     if again.escalated:  # the escalating rules changed since the request: the approval does not fit
@@ -72,7 +83,8 @@ def _answered(session: Any, decision: Decision, answer: Any, request: Escalation
     return again
 
 
-def _failed(decision: Decision, error: BaseException) -> Decision:
+def _failed(session: Any, decision: Decision, error: BaseException) -> Decision:
+    _outcome(session, decision, "failed")
     return refused(
         decision,
         APPROVER_FAILED,
@@ -80,7 +92,8 @@ def _failed(decision: Decision, error: BaseException) -> Decision:
     )
 
 
-def _timed_out(decision: Decision, timeout: float | None) -> Decision:
+def _timed_out(session: Any, decision: Decision, timeout: float | None) -> Decision:
+    _outcome(session, decision, "timed-out")
     return refused(
         decision, APPROVAL_TIMEOUT, f"no approval came within {timeout:g} s, so the call is refused"
     )
@@ -94,7 +107,7 @@ def settle(session: Any, decision: Decision) -> Decision:
     monitor = session.monitor
     approver = monitor.approver
     if approver is None:
-        return _no_approver(decision)
+        return _no_approver(session, decision)
     request = decision.escalation
     timeout = monitor.approval_timeout
     done = threading.Event()
@@ -114,9 +127,9 @@ def settle(session: Any, decision: Decision) -> Decision:
     # a thread of its own, so that an approver that never answers only leaves the call refused
     threading.Thread(target=ask, name="policyc-approver", daemon=True).start()
     if not done.wait(timeout):
-        return _timed_out(decision, timeout)
+        return _timed_out(session, decision, timeout)
     if "error" in outcome:
-        return _failed(decision, outcome["error"])
+        return _failed(session, decision, outcome["error"])
     return _answered(session, decision, outcome.get("answer"), request)
 
 
@@ -128,7 +141,7 @@ async def settle_async(session: Any, decision: Decision) -> Decision:
     monitor = session.monitor
     approver = monitor.approver
     if approver is None:
-        return _no_approver(decision)
+        return _no_approver(session, decision)
     request = decision.escalation
     timeout = monitor.approval_timeout
 
@@ -140,9 +153,9 @@ async def settle_async(session: Any, decision: Decision) -> Decision:
     try:
         answer = await asyncio.wait_for(ask(), timeout)
     except TimeoutError:
-        return _timed_out(decision, timeout)
+        return _timed_out(session, decision, timeout)
     except Exception as error:
-        return _failed(decision, error)
+        return _failed(session, decision, error)
     return _answered(session, decision, answer, request)
 
 

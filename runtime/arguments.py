@@ -29,9 +29,9 @@ from typing import Any
 
 from policyc.compiler.plan import ArgumentSpec, Plan
 
-from .verdict import Reason, interpolate, render_value
-
-INVALID_ARGUMENT = "policyc:invalid-argument"
+from .errors import INVALID_ARGUMENT
+from .values import render_value
+from .verdict import Reason, interpolate
 
 # what each declared type holds, as the messages say it
 _DECLARED = {

@@ -12,6 +12,13 @@ monitor's mode); ``session``, ``event``, ``facts`` and ``decision`` records foll
 it, which covers the whole chain before it). The closing checkpoint says ``"final": true``:
 a log that does not end with one lost its tail (or is still being written).
 
+A log cut right after a closing checkpoint ends as a whole log does: only its **head**, kept
+somewhere else, shows the cut. The head (:class:`Head`) names, for each chain of records the log
+holds (one for a log written by one :class:`AuditLog`), the chain (the hash of its first
+record), its last record's ``seq`` and hash; ``policyc audit head`` prints it, an
+:class:`AuditLog` given ``head_to=`` publishes it at every checkpoint, and
+``verify(..., expect=head)`` reports ``truncated`` when the log ends before it.
+
 Argument values of fields declared with the ``credential`` role (``.field tool.arg :
 credential``) or named in ``redact=`` (``arg`` for every tool, ``tool.arg`` for one) are
 written as ``sha256:HEX`` of their canonical JSON, never in clear; the same values are
@@ -36,11 +43,14 @@ import atexit
 import base64
 import hashlib
 import json
+import logging
 import os
+import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,8 +58,10 @@ if TYPE_CHECKING:
     from .verdict import Decision, Reason
 
 FORMAT = "policyc-audit/1"
+HEAD_FORMAT = "policyc-audit-head/1"
 GENESIS = "0" * 64
-TYPES = ("header", "session", "event", "facts", "decision", "checkpoint")
+TYPES = ("header", "session", "event", "facts", "decision", "outcome", "refusal", "checkpoint")
+OUTCOMES = ("approved", "refused", "timed-out", "failed", "no-approver")
 DEFAULT_CHECKPOINT_EVERY = 1000
 
 # what `verify` finds, by code (the first bad record is named by its line)
@@ -67,7 +79,9 @@ CODES = {
     "bad-signature": "a checkpoint's signature does not verify with the key",
     "after-close": "a record follows a closing checkpoint without a new header",
     "unclosed-segment": "a header follows records that end without their closing checkpoint",
-    "truncated": "the log does not end with its closing checkpoint (its tail is missing)",
+    "truncated": "the log does not end with its closing checkpoint, or ends before the expected head "
+    "(its tail is missing)",
+    "head-mismatch": "the log does not hold the expected head's record (it was rewritten, or is another log)",
 }
 
 
@@ -126,11 +140,15 @@ def jsonable(value: Any) -> Any:
 
 
 class AuditLog:
-    """An append-only, hash-chained audit log at ``path`` (created if missing; an existing log
-    is continued, its chain extended). ``key``: a PEM Ed25519 private key (the ``.key`` file
-    ``policyc keygen`` writes) that signs every checkpoint; ``checkpoint_every``: records
-    between checkpoints; ``redact``: argument names (``arg`` or ``tool.arg``) whose values are
-    logged as hashes, besides the fields of the ``credential`` role.
+    """An append-only, hash-chained audit log at ``path`` (created if missing, readable and
+    writable by its owner only; an existing log is continued, its chain extended). ``key``: a
+    PEM Ed25519 private key (the ``.key`` file ``policyc keygen`` writes) that signs every
+    checkpoint; ``checkpoint_every``: records between checkpoints; ``redact``: argument names
+    (``arg`` or ``tool.arg``) whose values are logged as hashes, besides the fields of the
+    ``credential`` role; ``head_to``: where the log's head (:class:`Head`) is published at
+    every checkpoint, a second place a cut of the log cannot reach: a file (replaced whole
+    each time), a ``logging.Logger`` (a line at level INFO) or a callable taking the head's
+    JSON line. A head that cannot be published fails as a record that cannot be written.
 
     A monitor given one (``Monitor(policy, audit=log)``) writes to it; :meth:`close` (also run
     at exit, and by ``with``) writes the closing checkpoint."""
@@ -141,6 +159,7 @@ class AuditLog:
         key: str | os.PathLike[str] | None = None,
         checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
         redact: Iterable[str] = (),
+        head_to: str | os.PathLike[str] | logging.Logger | Callable[[str], Any] | None = None,
     ) -> None:
         if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
             raise ValueError(f"checkpoint_every is a positive number of records, not {checkpoint_every!r}")
@@ -150,11 +169,15 @@ class AuditLog:
         self.key_path = key
         self.checkpoint_every = checkpoint_every
         self.redact = tuple(redact)
+        self.publish = publisher(head_to)
+        self.head_file = os.fspath(head_to) if isinstance(head_to, str | os.PathLike) else None
         self._key: Any = None
         self._file: Any = None
         self._seq = 0
         self._prev = GENESIS
+        self._chain: str | None = None  # the hash of the log's first record
         self._since = 0  # records since the last checkpoint
+        self._closed = False  # whether the last record closes its segment
         self._mode: str | None = None  # the mode the last header named (checkpoints say it too)
         self._lock = threading.Lock()
         self.closed = False
@@ -178,12 +201,23 @@ class AuditLog:
             raise AuditError(f"the audit log `{self.path}` is closed")
         if self.key_path is not None and self._key is None:
             self._key = private_key(self.key_path)
+        from policyc.compiler.files import open_private
+
         try:
-            handle = open(self.path, "ab+")  # kept open: records are appended as they come
+            fd, wider = open_private(self.path)
+            handle = os.fdopen(fd, "ab+")  # kept open: records are appended as they come
         except OSError as error:
             raise AuditError(f"cannot open the audit log `{self.path}`: {error.strerror or error}") from None
+        if wider is not None:
+            warnings.warn(
+                f"the audit log `{self.path}` was readable or writable by others ({wider:04o}): "
+                "it is now its owner's only (0600)",
+                UserWarning,
+                stacklevel=2,
+            )
         try:
             last = _last_line(handle)
+            first = _first_line(handle) if last is not None else None
         except OSError as error:
             handle.close()
             raise AuditError(f"cannot read the audit log `{self.path}`: {error.strerror or error}") from None
@@ -200,8 +234,47 @@ class AuditLog:
                     "(`policyc audit verify`) and start a new one"
                 ) from None
             self._seq, self._prev = seq + 1, record_hash(record)
+            self._closed = record.get("type") == "checkpoint" and bool(record.get("final"))
+            self._chain = None if first is None else hashlib.sha256(first).hexdigest()
+        if self.head_file is not None:
+            try:
+                problem = self._unreached(handle)
+            except OSError as error:
+                handle.close()
+                raise AuditError(
+                    f"cannot read the audit log `{self.path}`: {error.strerror or error}"
+                ) from None
+            if problem is not None:
+                handle.close()
+                raise AuditError(
+                    f"the audit log `{self.path}` does not reach the head published in `{self.head_file}`: "
+                    f"{problem}; verify it (`policyc audit verify --expect`), and remove the head's "
+                    "file only to start anew on purpose"
+                )
         self._file = handle
         atexit.register(self.close)
+
+    def _unreached(self, handle: Any) -> str | None:
+        """What keeps the log from reaching the head its head file holds (None: it reaches it,
+        or there is none), so that a log cut or rewritten while no one wrote it is never
+        continued, its head file overwritten."""
+        assert self.head_file is not None
+        from policyc.compiler.files import read_text
+
+        try:
+            text = read_text(self.head_file)
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError:
+            return "the head's file is not UTF-8 text"
+        if not text.strip():
+            return None
+        try:
+            expected = parse_head(text)
+        except ValueError as error:
+            return f"the head's file holds no head ({error})"
+        handle.seek(0)
+        return reached(handle, expected)
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Append a record (``type`` and its fields; ``seq``, ``prev`` and ``time`` are added),
@@ -236,19 +309,31 @@ class AuditLog:
                     self._file = None
                 atexit.unregister(self.close)
 
+    def head(self) -> Head:
+        """The log's head as written so far (no entry before its first record)."""
+        with self._lock:
+            if self._chain is None:
+                return Head(())
+            return Head((HeadEntry(self._chain, self._seq - 1, self._prev, self._closed),))
+
     def _checkpoint(self, final: bool) -> None:
         record: dict[str, Any] = {"type": "checkpoint", "final": final, "records": self._seq}
         if self._mode is not None:
             record["mode"] = self._mode
         self._write(record, seal=True)
+        if self.publish is not None and self._chain is not None:
+            head = Head((HeadEntry(self._chain, self._seq - 1, self._prev, final),))
+            try:
+                self.publish(head.line())
+            except Exception as error:
+                raise AuditError(
+                    f"cannot publish the head of the audit log `{self.path}`: {type(error).__name__}: {error}"
+                ) from None
 
     def _write(self, record: dict[str, Any], seal: bool = False) -> None:
         full = {**record, "seq": self._seq, "prev": self._prev, "time": round(time.time(), 6)}
         if seal:
-            full["hash"] = record_hash(full)
-            if self._key is not None:
-                signature = self._key.sign(canonical(full))
-                full["signature"] = {"algorithm": "ed25519", "value": base64.b64encode(signature).decode()}
+            full = sealed(full, self._key)
         try:
             line = canonical(jsonable(full))
             self._file.write(line + b"\n")
@@ -258,8 +343,42 @@ class AuditLog:
                 f"cannot write to the audit log `{self.path}`: {type(error).__name__}: {error}"
             ) from None
         self._prev = hashlib.sha256(line).hexdigest()  # the line is the record's canonical bytes
+        if self._seq == 0:
+            self._chain = self._prev
         self._seq += 1
         self._since = 0 if seal else self._since + 1
+        self._closed = bool(seal and record.get("final"))
+
+
+def sealed(record: dict[str, Any], key: Any = None) -> dict[str, Any]:
+    """A checkpoint with its ``hash`` (of the record without it) and, with ``key`` (a loaded
+    Ed25519 private key), its ``signature`` over the record with its hash."""
+    full = {**record, "hash": record_hash(record)}
+    if key is not None:
+        signature = key.sign(canonical(full))
+        full["signature"] = {"algorithm": "ed25519", "value": base64.b64encode(signature).decode()}
+    return full
+
+
+def publisher(head_to: Any) -> Callable[[str], None] | None:
+    """How a head's JSON line is published to ``head_to`` (see :class:`AuditLog`)."""
+    if head_to is None:
+        return None
+    if isinstance(head_to, str | os.PathLike):
+        target = os.fspath(head_to)
+
+        def to_file(line: str) -> None:
+            from policyc.compiler.files import replace_file
+
+            replace_file(target, (line + "\n").encode("utf-8"))
+
+        return to_file
+    if isinstance(head_to, logging.Logger):
+        logger = head_to
+        return lambda line: logger.info("policyc audit head: %s", line)
+    if callable(head_to):
+        return lambda line: head_to(line)
+    raise TypeError(f"head_to= takes a path, a logger or a callable, not {type(head_to).__name__}")
 
 
 def _last_line(handle: Any) -> bytes | None:
@@ -281,6 +400,12 @@ def _last_line(handle: Any) -> bytes | None:
     if not data.endswith(b"\n"):
         return b""  # a partial record: not a whole line
     return data.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+
+
+def _first_line(handle: Any) -> bytes:
+    """The first line of a file opened for appending and reading (its first record)."""
+    handle.seek(0)
+    return bytes(handle.readline()).rstrip(b"\n")
 
 
 def _read(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
@@ -386,6 +511,42 @@ def decision_record(session: str, decision: Decision, policy: str, secrets: set[
     return scrub(jsonable(record), secrets)
 
 
+def outcome_record(
+    session: str, action: Any, outcome: str, approver: str | None, rules: Iterable[str]
+) -> dict[str, Any]:
+    """The ``outcome`` record of an escalated call: ``approved`` (by ``approver``, when named),
+    ``refused``, ``timed-out``, ``failed`` (the approver raised) or ``no-approver``, with the
+    escalating rules."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"an escalation's outcome is one of {', '.join(OUTCOMES)}, not {outcome!r}")
+    return {
+        "type": "outcome",
+        "session": session,
+        "action": jsonable(action),
+        "outcome": outcome,
+        "approver": approver,
+        "rules": sorted(str(rule) for rule in rules),
+    }
+
+
+MESSAGE_LIMIT = 1000  # characters of a refusal's message kept in the log
+
+
+def refusal_record(session: str, what: str, event: Any, code: str, message: str) -> dict[str, Any]:
+    """The ``refusal`` record of something a session was given and refused: ``what`` (an
+    ``event``, the ``events`` of a batch, ``facts``, an ``action`` to decide), the refused
+    event's id when known, the refusal's code and message."""
+    text = message if len(message) <= MESSAGE_LIMIT else message[: MESSAGE_LIMIT - 1] + "…"
+    return {
+        "type": "refusal",
+        "session": session,
+        "what": what,
+        "event": event if isinstance(event, str) else None,
+        "code": code,
+        "message": text,
+    }
+
+
 def reason_record(reason: Reason) -> dict[str, Any]:
     return {
         "rule": reason.rule,
@@ -395,6 +556,184 @@ def reason_record(reason: Reason) -> dict[str, Any]:
         "facts": list(reason.facts),
         "code": reason.code,
     }
+
+
+# ------------------------------------------------------------------------------ heads
+
+_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class HeadEntry:
+    """Where one chain of a log had got to: the chain (the SHA-256 of its first record's
+    canonical bytes), its last record's ``seq`` and SHA-256 (what the next record's ``prev``
+    is), and whether that record closes its segment (shown, not compared)."""
+
+    chain: str
+    seq: int
+    hash: str
+    final: bool = field(default=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"chain": self.chain, "seq": self.seq, "hash": self.hash, "final": self.final}
+
+
+@dataclass(frozen=True)
+class Head:
+    """The head of a log: one entry per chain (a log one :class:`AuditLog` writes holds one;
+    logs several writers share hold one each), sorted by chain. Written as JSON
+    (``{"format": "policyc-audit-head/1", "heads": [...]}``, :meth:`line`) or as text, one line
+    ``CHAIN SEQ HASH`` per chain (:meth:`text`); :func:`parse_head` reads both."""
+
+    entries: tuple[HeadEntry, ...]
+
+    @classmethod
+    def of(cls, entries: Iterable[HeadEntry | tuple[str, int, str, bool]]) -> Head:
+        """A head of these entries: per chain the furthest one (``ValueError`` for two
+        different records at the same place of one chain)."""
+        furthest: dict[str, HeadEntry] = {}
+        for item in entries:
+            entry = item if isinstance(item, HeadEntry) else HeadEntry(*item)
+            if not _HEX.fullmatch(entry.chain) or not _HEX.fullmatch(entry.hash):
+                raise ValueError("a head's `chain` and `hash` are 64 lowercase hexadecimal digits")
+            if type(entry.seq) is not int or entry.seq < 0:
+                raise ValueError("a head's `seq` is a non-negative integer")
+            known = furthest.get(entry.chain)
+            if known is not None and known.seq == entry.seq and known.hash != entry.hash:
+                raise ValueError(
+                    f"two heads of chain {entry.chain[:12]}… name different records at seq {entry.seq}"
+                )
+            if known is None or entry.seq > known.seq:
+                furthest[entry.chain] = entry
+        return cls(tuple(furthest[chain] for chain in sorted(furthest)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": HEAD_FORMAT, "heads": [entry.to_json() for entry in self.entries]}
+
+    def line(self) -> str:
+        """The head as one line of canonical JSON (what a log publishes)."""
+        return canonical(self.to_json()).decode("utf-8")
+
+    def text(self) -> str:
+        """The head as text: ``CHAIN SEQ HASH`` (and ``final`` for a closed segment) per chain."""
+        return "".join(f"{e.chain} {e.seq} {e.hash}{' final' if e.final else ''}\n" for e in self.entries)
+
+
+def parse_head(text: str) -> Head:
+    """A head as :meth:`Head.line` or :meth:`Head.text` wrote it, or the lines of a log (a
+    file, syslog) a head was published to: the JSON heads found in it, per chain the furthest.
+    ``ValueError`` saying what is wrong with anything else."""
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("no head: expected `CHAIN SEQ HASH` lines or a head's JSON")
+    entries: list[HeadEntry] = []
+    if stripped.startswith("{"):
+        try:
+            return Head.of(_json_entries(json.loads(stripped)))
+        except json.JSONDecodeError:
+            pass  # several lines of JSON: read one by one below
+    published = [line for line in stripped.splitlines() if HEAD_FORMAT in line and "{" in line]
+    if published:
+        for line in published:
+            try:
+                value = json.loads(line[line.index("{") :])
+            except json.JSONDecodeError:
+                raise ValueError(f"a line naming {HEAD_FORMAT} holds no JSON head") from None
+            entries.extend(_json_entries(value))
+        return Head.of(entries)
+    for number, line in enumerate(stripped.splitlines(), 1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if len(words) not in (3, 4) or (len(words) == 4 and words[3] != "final") or not words[1].isdigit():
+            raise ValueError(f"line {number} is not `CHAIN SEQ HASH` (nor a head's JSON)")
+        entries.append(HeadEntry(words[0], int(words[1]), words[2], len(words) == 4))
+    return Head.of(entries)
+
+
+def _json_entries(value: Any) -> list[HeadEntry]:
+    if (
+        not isinstance(value, dict)
+        or value.get("format") != HEAD_FORMAT
+        or not isinstance(value.get("heads"), list)
+    ):
+        raise ValueError(f'a head\'s JSON is {{"format": "{HEAD_FORMAT}", "heads": [...]}}')
+    entries = []
+    for item in value["heads"]:
+        if not isinstance(item, dict) or not all(k in item for k in ("chain", "seq", "hash")):
+            raise ValueError("each of a head's `heads` has a `chain`, a `seq` and a `hash`")
+        chain, seq, digest = item["chain"], item["seq"], item["hash"]
+        if not isinstance(chain, str) or not isinstance(digest, str) or type(seq) is not int:
+            raise ValueError("a head's `chain` and `hash` are text, its `seq` an integer")
+        entries.append(HeadEntry(chain, seq, digest, item.get("final") is True))
+    return entries
+
+
+def reached(lines: Iterable[bytes], expected: Head) -> str | None:
+    """Whether a log's lines (as a file gives them, each with its newline: a last line without
+    one is a partial record) hold every record of ``expected``, its chain unverified: None when
+    they do, else what is wrong. Read as far as the furthest record of the head."""
+    wanted = {entry.seq: entry for entry in expected.entries}
+    if not wanted:
+        return None
+    chain = None
+    count = 0
+    furthest = max(wanted)
+    for number, line in enumerate(lines):
+        if not line.endswith(b"\n"):
+            break
+        digest = hashlib.sha256(line[:-1]).hexdigest()
+        if number == 0:
+            chain = digest
+            for entry in expected.entries:
+                if entry.chain != chain:
+                    return (
+                        f"it does not hold the chain {entry.chain[:12]}… (another log, or one "
+                        "rewritten from its start)"
+                    )
+        entry = wanted.get(number)
+        if entry is not None and digest != entry.hash:
+            return f"its line {number + 1} is not the head's record (it was rewritten)"
+        count = number + 1
+        if count > furthest:
+            return None
+    if chain is None:
+        return "it holds no record: the head's chain is not in it (the log was removed or emptied)"
+    return f"it ends at line {count}, before the head's line {furthest + 1} (it was cut)"
+
+
+def head_of(path: str | os.PathLike[str]) -> Head:
+    """The head of the log at ``path``: its last whole record. :class:`AuditError` if it
+    cannot be read, or does not verify (a log that lacks its closing checkpoint has a head:
+    it may still be being written)."""
+    try:
+        data = _read(path)
+    except OSError as error:
+        raise AuditError(f"cannot read `{path}`: {error.strerror or error}") from None
+    return head_of_bytes(data, str(path))
+
+
+def head_of_bytes(data: bytes, origin: str = "the log") -> Head:
+    """:func:`head_of` a log's bytes."""
+    verified = verify_bytes(data)
+    problem = verified.problem
+    if problem is not None and problem.code != "truncated":
+        raise AuditError(f"{origin} does not verify, so it has no head: {problem}")
+    lines = data.split(b"\n")[:-1]
+    if not lines:
+        raise AuditError(f"{origin}: the log holds no record")
+    last = json.loads(lines[-1])
+    final = last.get("type") == "checkpoint" and bool(last.get("final"))
+    return Head(
+        (
+            HeadEntry(
+                hashlib.sha256(lines[0]).hexdigest(),
+                len(lines) - 1,
+                hashlib.sha256(lines[-1]).hexdigest(),
+                final,
+            ),
+        )
+    )
 
 
 # ------------------------------------------------------------------------------ reading
@@ -416,40 +755,49 @@ class Problem:
 @dataclass(frozen=True)
 class Verified:
     """The result of :func:`verify`: the records read, the checkpoints (and how many had their
-    signature checked), and the first problem (None: the log is intact)."""
+    signature checked), the first problem (None: the log is intact), and whether it was held
+    against an expected head (``anchored``: without one, a log cut right after a closing
+    checkpoint is intact too)."""
 
     records: int
     checkpoints: int
     signed: int
     problem: Problem | None
+    anchored: bool = False
 
     @property
     def ok(self) -> bool:
         return self.problem is None
 
 
-def verify(path: str | os.PathLike[str], key: str | os.PathLike[str] | None = None) -> Verified:
+def verify(
+    path: str | os.PathLike[str], key: str | os.PathLike[str] | None = None, expect: Head | None = None
+) -> Verified:
     """Check a log's chain, sequence, header and checkpoints (with ``key``, a PEM Ed25519
-    public key, every checkpoint's signature) and that it ends with its closing checkpoint.
-    :class:`AuditError` if the file or the key cannot be read."""
+    public key, every checkpoint's signature), that it ends with its closing checkpoint and,
+    with ``expect``, that it reaches every entry of that head. :class:`AuditError` if the
+    file or the key cannot be read."""
     public = None if key is None else public_key(key)
     try:
         data = _read(path)
     except OSError as error:
         raise AuditError(f"cannot read `{path}`: {error.strerror or error}") from None
-    return verify_bytes(data, public)
+    return verify_bytes(data, public, expect)
 
 
-def verify_bytes(data: bytes, public: Any = None) -> Verified:
+def verify_bytes(data: bytes, public: Any = None, expect: Head | None = None) -> Verified:
     """:func:`verify` of a log's bytes (``public``: a loaded public key, or None)."""
     lines = data.split(b"\n")
     partial = lines.pop()  # after the last newline: empty for a whole log
     records = checkpoints = signed = 0
     prev = GENESIS
     last: dict[str, Any] | None = None
+    wanted: dict[int, HeadEntry] = {}  # the expected head's records in this log's chain, by seq
+
+    anchored = expect is not None and bool(expect.entries)  # an empty head anchors nothing
 
     def result(line: int, code: str, message: str) -> Verified:
-        return Verified(records, checkpoints, signed, Problem(line, code, message))
+        return Verified(records, checkpoints, signed, Problem(line, code, message), anchored)
 
     for number, raw in enumerate(lines, 1):
         try:
@@ -475,6 +823,25 @@ def verify_bytes(data: bytes, public: Any = None) -> Verified:
             return result(number, "bad-record", f"unknown record type {kind!r}")
         if number == 1 and (kind != "header" or record.get("format") != FORMAT):
             return result(number, "bad-header", f"the log does not start with a `{FORMAT}` header")
+        if number == 1 and expect is not None:
+            chain = hashlib.sha256(raw).hexdigest()
+            for entry in expect.entries:
+                if entry.chain != chain:
+                    return result(
+                        number,
+                        "head-mismatch",
+                        f"the log does not hold the chain {entry.chain[:12]}… the expected head names "
+                        "(its first record differs: another log, or one rewritten from its start)",
+                    )
+                wanted[entry.seq] = entry
+        named = wanted.get(number - 1)
+        if named is not None and hashlib.sha256(raw).hexdigest() != named.hash:
+            return result(
+                number,
+                "head-mismatch",
+                f"the record at line {number} is not the one the expected head names: the log was "
+                "rewritten at or before it",
+            )
         if last is not None and last.get("type") == "checkpoint" and last.get("final") and kind != "header":
             return result(number, "after-close", "a record follows the closing checkpoint")
         if (
@@ -503,6 +870,14 @@ def verify_bytes(data: bytes, public: Any = None) -> Verified:
         return result(len(lines) + 1, "truncated", "the last line is not a whole record")
     if last is None:
         return result(1, "empty-log", "the log holds no record")
+    beyond = [entry.seq for entry in wanted.values() if entry.seq >= len(lines)]
+    if beyond:
+        return result(
+            len(lines) + 1,
+            "truncated",
+            f"the log ends at line {len(lines)}, before the expected head (line {max(beyond) + 1}): "
+            "records were cut from its end, whole segments included",
+        )
     if not (last.get("type") == "checkpoint" and last.get("final")):
         return result(
             len(lines) + 1,
@@ -510,7 +885,7 @@ def verify_bytes(data: bytes, public: Any = None) -> Verified:
             f"the log ends at line {len(lines)} without its closing checkpoint: records after the "
             "last checkpoint may be missing (or the log is still being written)",
         )
-    return Verified(records, checkpoints, signed, None)
+    return Verified(records, checkpoints, signed, None, anchored)
 
 
 def _checkpoint_problem(record: dict[str, Any], number: int, public: Any) -> tuple[str, str] | None:

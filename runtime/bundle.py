@@ -17,7 +17,7 @@ file is JSON with the bundle's format marker, that its format version is one thi
 reads, that the plan and every source match their hashes, that the signature verifies (when
 a verification key is given), that the plan is well formed, and that a bundle of format 1 does
 not call ``contains``, whose arguments format 2 swapped. Any failure is a
-:class:`~policyc.runtime.policy.PolicyError` with a one-line reason.
+:class:`~policyc.runtime.errors.PolicyError` with a one-line reason.
 
 A manifest key the runtime does not own is an extension's section
 (:mod:`~policyc.runtime.extensions`): written by the extension when the bundle is compiled,
@@ -45,8 +45,9 @@ from policyc.compiler.plan_write import argument_data, to_data
 from policyc.compiler.stages import Parsed, Resolved
 from policyc.compiler.version import __version__
 
+from .errors import PolicyError
 from .extensions import Extension, library_modules, read_sections, resolve, write_sections
-from .policy import PolicyError, planned
+from .planned import planned
 
 if TYPE_CHECKING:
     from policyc.compiler.diagnostics import Diagnostic

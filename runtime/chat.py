@@ -14,7 +14,7 @@ from policyc.stdlib.events import EventError, check_event
 from . import jsonio
 from .context import error_text, new_id, record_result, result_text, use_session
 from .session import Session
-from .verdict import quote_value
+from .values import quote_value
 
 ARGUMENTS_DETAIL_LIMIT = 200  # characters of the reason an invalid arguments reply gives
 

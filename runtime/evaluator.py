@@ -17,14 +17,14 @@ hit stops the evaluation wherever it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, cast
 
 from policyc.compiler import plan as p
 
 from . import codegen
 from .codegen import FAIL
+from .errors import EvalError, causes
 from .functors import wrap
 from .limits import LimitExceeded, Limits, Meter
 from .relations import Relation
@@ -43,19 +43,6 @@ ARITHMETIC_ERRORS = {
     "bshr": "a shift by a negative count",
     "bshru": "a shift by a negative count",
 }
-
-
-@dataclass(frozen=True)
-class EvalError:
-    """A problem an evaluation met: every decision on it is a denial naming the problem."""
-
-    kind: str  # functor | arithmetic | rule | limit | facts
-    message: str
-
-
-def causes(errors: Iterable[EvalError]) -> str:
-    """What went wrong, each message once, in order."""
-    return "; ".join(dict.fromkeys(e.message for e in errors))
 
 
 class CompiledPlan:

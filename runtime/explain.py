@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import codegen
-from .arguments import INVALID_ARGUMENT
-from .verdict import render_fact, render_value
+from .errors import INVALID_ARGUMENT
+from .values import render_fact, render_value
 
 if TYPE_CHECKING:
     from .evaluator import Evaluation

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .policy import PolicyError
+from .errors import PolicyError
 
 if TYPE_CHECKING:
     from policyc.compiler.plan import Plan

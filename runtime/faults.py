@@ -11,7 +11,7 @@ the rule, the argument and its value, and how to fix the policy or the call:
 
 with the fix ``write to_number(tool_arg(a, "amount")), or declare the argument a number
 (`.arg pay.amount: number`)``. Values an agent wrote are shown quoted and cut as feedback shows
-values (:func:`~policyc.runtime.verdict.quote_value`), so that no text of theirs reads as the
+values (:func:`~policyc.runtime.values.quote_value`), so that no text of theirs reads as the
 monitor's own words.
 """
 
@@ -66,8 +66,7 @@ class Fault:
 
 def describe_value(value: Any) -> str:
     """``the text "5000"``, ``the number 1000``, ``the record [1, "a"]``."""
-    from .values import show
-    from .verdict import quote_value
+    from .values import quote_value, show
 
     if isinstance(value, str):
         return f"the text {quote_value(value)}"

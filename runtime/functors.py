@@ -30,6 +30,7 @@ from policyc.stdlib.builtins import builtins_for
 from policyc.stdlib.events import SESSION_FUNCTORS
 
 from .codegen import FAIL
+from .errors import EvalError
 from .limits import LimitExceeded, window
 
 MARK = "__policyc_functor__"
@@ -131,7 +132,6 @@ _PYTHON_TYPES = {"symbol": (str,), "number": (int,), "unsigned": (int,), "float"
 def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..., Any]:
     """The function generated code calls: cached, type-checked, raising only
     :class:`LimitExceeded` (when the call returned after the time limit)."""
-    from .evaluator import EvalError
 
     cache: dict[tuple, Any] = {}
     returns = spec.returns

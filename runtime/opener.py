@@ -21,6 +21,7 @@ import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from policyc.compiler.diagnostics import Diagnostic
@@ -29,10 +30,12 @@ from policyc.compiler.magic import Options
 from policyc.compiler.stages import Parsed
 
 from .bundle import Bundle, describe, is_bundle, read_bundle
+from .errors import PolicyError
 from .evaluator import Limits
 from .extensions import Extension, check_libraries, library_modules, read_sections, resolve, write_sections
 from .functors import Functors
-from .policy import Policy, PolicyError, planned
+from .planned import planned
+from .policy import Policy
 
 UNREADABLE = "unreadable"  # the code of a PolicyError for a file that cannot be read
 
@@ -159,3 +162,71 @@ def frozen(path: str, verify_key: Any = None) -> tuple[str, bytes]:
 def policy_of(data: bytes, origin: str, functors: Functors = None) -> Policy:
     """The runtime policy of a bundle's bytes (as :func:`frozen` gives them)."""
     return to_policy(open_data(data, origin), functors)
+
+
+PATH_SUFFIXES = (".dl", ".bundle", ".json")
+
+
+def is_path(policy: str | os.PathLike[str]) -> bool:
+    """Whether :func:`load` reads ``policy`` as a path rather than source text: a
+    ``PathLike`` always is one; a string is one when it names an existing file, or when it is
+    one line ending in ``.dl``, ``.bundle`` or ``.json`` (a missing file is then "cannot
+    read", never compiled as text)."""
+    if isinstance(policy, os.PathLike):
+        return True
+    if os.path.exists(policy):
+        return True
+    return "\n" not in policy and policy.strip().endswith(PATH_SUFFIXES)
+
+
+def load(
+    policy: str | os.PathLike[str] | None = None,
+    functors: Functors = None,
+    *,
+    source: str | None = None,
+    verify_key: str | os.PathLike[str] | bytes | None = None,
+    limits: Limits | None = None,
+    extensions: Iterable[Extension] | None = None,
+    magic: Options | None = None,
+) -> Policy:
+    """A policy from a source file, a bundle file or source text (:class:`PolicyError` if it
+    has errors, cannot be read, or needs an extension that is not available;
+    ``MissingFunctors`` if a functor has no implementation).
+
+    ``policy`` is a path when :func:`is_path` says so, else source text; ``source=`` gives
+    source text explicitly (never looked up as a file). Source text carries no signature, so
+    a ``verify_key`` with it is refused. ``extensions`` are the runtime extensions its
+    monitors run (the installed ones unless given; see :mod:`~policyc.runtime.extensions`).
+    ``magic`` says which relations of a policy planned from source may be evaluated
+    demand-driven (:mod:`policyc.compiler.magic`; a bundle carries its plan)."""
+    if (policy is None) == (source is None):
+        raise TypeError("policyc.load takes a policy path or text, or source=TEXT (exactly one)")
+    if source is None:
+        assert policy is not None
+        if not isinstance(policy, str | os.PathLike):
+            raise TypeError(f"policyc.load takes a path or source text, not {type(policy).__name__}")
+        if is_path(policy):
+            return to_policy(open_path(Path(policy), verify_key), functors, limits, extensions, magic)
+        source = os.fspath(policy)  # text: a PathLike is always a path
+    elif not isinstance(source, str):
+        raise TypeError(f"source= takes policy text (a str), not {type(source).__name__}")
+    if verify_key is not None:
+        raise PolicyError(
+            "a verification key was given, but the policy is source text, which carries no signature "
+            "to verify (load a signed bundle by its path)"
+        )
+    return load_source(source, functors, limits=limits, extensions=extensions, magic=magic)
+
+
+def load_source(
+    text: str,
+    functors: Functors = None,
+    *,
+    limits: Limits | None = None,
+    name: str = "<source>",
+    extensions: Iterable[Extension] | None = None,
+    magic: Options | None = None,
+) -> Policy:
+    """A policy from source text (reported as ``name``; includes are relative to the current
+    folder)."""
+    return to_policy(open_text(text, name), functors, limits, extensions, magic)

@@ -17,15 +17,11 @@
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.plan import Plan
-from policyc.compiler.stages import Parsed, Planned, Stratified
 
 from .evaluator import CompiledPlan, EvalError, Evaluation, LimitExceeded, Limits
 from .facts import FactsError, FactsInput, validate
@@ -33,20 +29,7 @@ from .functors import Functors, bind
 from .verdict import Decision, decide
 
 if TYPE_CHECKING:
-    from policyc.compiler.magic import Options
-
     from .extensions import Extension
-
-
-class PolicyError(Exception):
-    """A policy that cannot be loaded: compile errors, an unreadable or invalid bundle."""
-
-    def __init__(
-        self, message: str, diagnostics: tuple[Diagnostic, ...] = (), code: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.diagnostics = diagnostics
-        self.code = code  # a stable code for some refusals (``missing-extension``, ``unreadable``)
 
 
 class Policy:
@@ -219,101 +202,3 @@ class Result:
         from .explain import why_not
 
         return why_not(self.evaluation, name, tuple(values))
-
-
-PATH_SUFFIXES = (".dl", ".bundle", ".json")
-
-
-def is_path(policy: str | os.PathLike[str]) -> bool:
-    """Whether :func:`load` reads ``policy`` as a path rather than source text: a
-    ``PathLike`` always is one; a string is one when it names an existing file, or when it is
-    one line ending in ``.dl``, ``.bundle`` or ``.json`` (a missing file is then "cannot
-    read", never compiled as text)."""
-    if isinstance(policy, os.PathLike):
-        return True
-    if os.path.exists(policy):
-        return True
-    return "\n" not in policy and policy.strip().endswith(PATH_SUFFIXES)
-
-
-def load(
-    policy: str | os.PathLike[str] | None = None,
-    functors: Functors = None,
-    *,
-    source: str | None = None,
-    verify_key: str | os.PathLike[str] | bytes | None = None,
-    limits: Limits | None = None,
-    extensions: Iterable[Extension] | None = None,
-    magic: Options | None = None,
-) -> Policy:
-    """A policy from a source file, a bundle file or source text (:class:`PolicyError` if it
-    has errors, cannot be read, or needs an extension that is not available;
-    ``MissingFunctors`` if a functor has no implementation).
-
-    ``policy`` is a path when :func:`is_path` says so, else source text; ``source=`` gives
-    source text explicitly (never looked up as a file). Source text carries no signature, so
-    a ``verify_key`` with it is refused. ``extensions`` are the runtime extensions its
-    monitors run (the installed ones unless given; see :mod:`~policyc.runtime.extensions`).
-    ``magic`` says which relations of a policy planned from source may be evaluated
-    demand-driven (:mod:`policyc.compiler.magic`; a bundle carries its plan)."""
-    if (policy is None) == (source is None):
-        raise TypeError("policyc.load takes a policy path or text, or source=TEXT (exactly one)")
-    if source is None:
-        assert policy is not None
-        if not isinstance(policy, str | os.PathLike):
-            raise TypeError(f"policyc.load takes a path or source text, not {type(policy).__name__}")
-        if is_path(policy):
-            from .opener import open_path, to_policy
-
-            return to_policy(open_path(Path(policy), verify_key), functors, limits, extensions, magic)
-        source = os.fspath(policy)  # text: a PathLike is always a path
-    elif not isinstance(source, str):
-        raise TypeError(f"source= takes policy text (a str), not {type(source).__name__}")
-    if verify_key is not None:
-        raise PolicyError(
-            "a verification key was given, but the policy is source text, which carries no signature "
-            "to verify (load a signed bundle by its path)"
-        )
-    return load_source(source, functors, limits=limits, extensions=extensions, magic=magic)
-
-
-def load_source(
-    text: str,
-    functors: Functors = None,
-    *,
-    limits: Limits | None = None,
-    name: str = "<source>",
-    extensions: Iterable[Extension] | None = None,
-    magic: Options | None = None,
-) -> Policy:
-    """A policy from source text (reported as ``name``; includes are relative to the current
-    folder)."""
-    from .opener import open_text, to_policy
-
-    return to_policy(open_text(text, name), functors, limits, extensions, magic)
-
-
-def plan_of(compilation: Parsed) -> Plan:
-    """The plan of a compiled policy, or :class:`PolicyError` with its error diagnostics."""
-    return planned(compilation).plan
-
-
-def planned(compilation: Parsed, magic: Options | None = None) -> Planned:
-    """A compiled policy, planned (the pipeline's ``plan`` stage, run if the compilation
-    stopped before it or ``magic`` asks for other demand-driven relations), or
-    :class:`PolicyError` with its error diagnostics."""
-    from policyc.compiler.pipeline import plan
-    from policyc.compiler.planner import PlanningError
-
-    errors = tuple(d for d in compilation.diagnostics if d.is_error)
-    if errors:
-        first = errors[0]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        where = f"{first.span.file}:{first.span.line}:{first.span.column}"
-        raise PolicyError(f"{where}: {first.message} [{first.name}]{more}", errors)
-    if not isinstance(compilation, Stratified):
-        raise PolicyError(f"the policy was compiled only up to its {compilation.completed} stage")
-    try:
-        return plan(compilation, magic)
-    except PlanningError as error:
-        raise PolicyError(str(error)) from None

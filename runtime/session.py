@@ -141,6 +141,8 @@ class Monitor:
                 self.attached[extension.name] = attachment
         self.hooks = tuple(self.attached.items())
         # a shadow policy, the monitor's mode and its audit log (runtime/shadow.py): None for none
+        if shadow is not None and not isinstance(shadow, Monitor):
+            shadow = Monitor(shadow)  # a shadow policy decides in a monitor of its own
         self.watch = watching(self, shadow, mode, audit)
 
     def __getattr__(self, name: str) -> Any:
@@ -321,6 +323,8 @@ class Session:
     def _refuse(self, message: str, code: str = "malformed-event") -> EventRefused:
         """The refusal of an event, noted (``refusals``: what a replay reports)."""
         self.refusals.append(EvalError("limit" if code == "limit-exceeded" else "event", message))
+        if self.watched is not None:  # the audit log says the event it holds was refused
+            self.watched.refused(code, message)
         return EventRefused(message, code)
 
     def _unrecord(self, e: str, opened: bool, journal: list[Any], seeded: list[tuple[int, set]]) -> None:

@@ -33,12 +33,22 @@ import logging
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .audit import FORMAT, AuditError, AuditLog, Redactor, decision_record, jsonable, scrub
+from .audit import (
+    FORMAT,
+    AuditError,
+    AuditLog,
+    Redactor,
+    decision_record,
+    jsonable,
+    outcome_record,
+    refusal_record,
+    scrub,
+)
 from .evaluator import EvalError, LimitExceeded
-from .verdict import ERROR_RULE, FEEDBACK_REASONS_LIMIT, Decision, Reason, deny_reasons
+from .verdict import ERROR_RULE, Decision, Reason, ShadowResult, deny_reasons
 
 if TYPE_CHECKING:
     from .session import Monitor, Session
@@ -47,33 +57,6 @@ LOGGER = logging.getLogger("policyc.shadow")
 MODES = ("enforce", "shadow")
 SHADOW_DENY = "Deny@shadow"  # the relation of the Deny rules in shadow mode (compiler/planner.py)
 AUDIT_FAILED = "policyc:audit-failed"
-
-
-@dataclass(frozen=True)
-class ShadowResult:
-    """What the shadow policy would have decided: its verdict, whether it would have allowed
-    the action, its reasons, whether it failed to decide (``error`` says why), and whether it
-    differs from the enforced decision (in verdict or in the rules that fired)."""
-
-    verdict: str
-    allowed: bool
-    reasons: tuple[Reason, ...] = ()
-    errored: bool = False
-    differs: bool = False
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "allowed": self.allowed,
-            "errored": self.errored,
-            "differs": self.differs,
-            "error": self.error,
-            "reasons": [
-                {"rule": r.rule, "message": r.message, "severity": r.severity, "code": r.code}
-                for r in self.reasons
-            ],
-        }
 
 
 def policy_hash(policy: Any) -> str:
@@ -90,7 +73,9 @@ def policy_hash(policy: Any) -> str:
     return "sha256:" + sha256(canonical(to_data(policy.plan)))
 
 
-def watching(monitor: Monitor, shadow: Any = None, mode: str = "enforce", audit: Any = None) -> Watch | None:
+def watching(
+    monitor: Monitor, shadow: Monitor | None = None, mode: str = "enforce", audit: Any = None
+) -> Watch | None:
     """What a monitor runs for shadow rollout and auditing (None when it runs none of it)."""
     if mode not in MODES:
         raise ValueError(f"a monitor's mode is `enforce` or `shadow`, not {mode!r}")
@@ -103,12 +88,10 @@ def watching(monitor: Monitor, shadow: Any = None, mode: str = "enforce", audit:
 class Watch:
     """A monitor's shadow policy, mode and audit log (see the module)."""
 
-    def __init__(self, monitor: Monitor, shadow: Any, mode: str, audit: Any) -> None:
-        from .session import Monitor
-
+    def __init__(self, monitor: Monitor, shadow: Monitor | None, mode: str, audit: Any) -> None:
         self.mode = mode
         self.rules = SHADOW_DENY in monitor.policy.plan.relation_index()
-        self.shadow = None if shadow is None else shadow if isinstance(shadow, Monitor) else Monitor(shadow)
+        self.shadow = shadow
         if isinstance(audit, str | os.PathLike):
             audit = AuditLog(audit)
         if audit is not None and not isinstance(audit, AuditLog):
@@ -151,6 +134,7 @@ class Watched:
         self.watch = watch
         self.session = session
         self.secrets: set[str] = set()  # the text of redacted values seen (hashed wherever shown)
+        self.last: Any = None  # the id of the last event given (what a refusal refuses)
         self.shadow: Any = None
         self.failed: str | None = None  # why the shadow session could not be started
         if watch.shadow is not None:
@@ -197,10 +181,24 @@ class Watched:
                 self.watch.log(logging.WARNING, "the shadow policy failed to record an event: %s", error)
         if self.watch.audit is not None:
             try:
+                self.last = event.get("id") if isinstance(event, Mapping) else None
                 logged = self.watch.redactor.event(event, self.secrets)
             except Exception as error:
                 logged = f"<unreadable event: {type(error).__name__}>"
             self.write({"type": "event", "session": self.session.id, "event": logged}, "recording an event")
+
+    def refused(self, code: str, message: str) -> None:
+        """The event just given was refused (it follows its ``event`` record in the log)."""
+        if self.watch.audit is not None:
+            record = refusal_record(self.session.id, "event", self.last, code, scrub(message, self.secrets))
+            self.write(record, "refusing an event")
+
+    def outcome(self, request: Any, outcome: str, approver: str | None = None) -> None:
+        """What became of an escalated call (``request``: its escalation): approved, refused,
+        timed out, failed, or no approver to ask."""
+        if self.watch.audit is not None:
+            record = outcome_record(self.session.id, request.call, outcome, approver, request.rules)
+            self.write(record, "logging an escalation's outcome")
 
     def given(self, facts: Any) -> Any:
         """Facts given to the session: to the shadow session (those of relations it has) and
@@ -342,24 +340,3 @@ class Watched:
         if shadow.errored:
             failure = "; ".join(r.message or r.rule for r in shadow.reasons) or "the shadow policy failed"
         return ShadowResult(shadow.verdict, shadow.allowed, shadow.reasons, shadow.errored, differs, failure)
-
-
-def shadow_feedback(decision: Decision) -> str:
-    """A shadow-mode decision's feedback: said to be not enforced, with what would have been
-    blocked (or, for an action refused even so, why)."""
-    verdict = decision.verdict
-    shown = list(dict.fromkeys(reason.shown() for reason in decision.reasons))
-    if decision.allowed:
-        verb = {"deny": "deny", "escalate": "escalate"}.get(verdict, "allow")
-        lines = [f"Shadow mode (nothing is enforced): the policy would {verb} this action."]
-        label = "Would need approval" if verdict == "escalate" else "Would be blocked"
-    else:  # refused even in shadow mode: the decision could not be logged
-        lines = ["Shadow mode, but this action was refused:"]
-        label = "Blocked"
-    for text, suggestion in shown[:FEEDBACK_REASONS_LIMIT]:
-        lines.append(f"- {label}: {text}")
-        if suggestion:
-            lines.append(f"  Suggestion: {suggestion}")
-    if len(shown) > FEEDBACK_REASONS_LIMIT:
-        lines.append(f"- … and {len(shown) - FEEDBACK_REASONS_LIMIT} more reasons")
-    return "\n".join(lines)

@@ -15,7 +15,8 @@ from typing import Any
 
 from .context import PolicyDenied, authorize_call, authorize_call_async, error_text, record_result, refusal
 from .session import Session
-from .verdict import Decision, quote_value
+from .values import quote_value
+from .verdict import Decision
 
 AMBIGUOUS = "policyc:ambiguous-arguments"
 

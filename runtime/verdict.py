@@ -25,28 +25,25 @@ holds them whole.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .evaluator import causes
+from .errors import causes
+from .values import quote_value, render_fact
 
 if TYPE_CHECKING:
     from policyc.compiler.plan import Plan
 
     from .approvals import Approval, EscalationRequest
     from .evaluator import Evaluation
-    from .shadow import ShadowResult
 
 ERROR_RULE = "policyc:error"
 DEFAULT_RULE = "policyc:default-deny"
 VERDICTS = ("allow", "deny", "escalate")  # what Decision.verdict says
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
-FEEDBACK_VALUE_LIMIT = 100  # characters of one interpolated value the feedback shows
 FEEDBACK_REASONS_LIMIT = 20  # reasons the feedback shows (the rest are counted)
 # what failed, by the kind of evaluation error: the code an errored decision's feedback shows
 ERROR_CODES = {
@@ -101,6 +98,33 @@ class Reason:
 
 
 @dataclass(frozen=True)
+class ShadowResult:
+    """What the shadow policy would have decided: its verdict, whether it would have allowed
+    the action, its reasons, whether it failed to decide (``error`` says why), and whether it
+    differs from the enforced decision (in verdict or in the rules that fired)."""
+
+    verdict: str
+    allowed: bool
+    reasons: tuple[Reason, ...] = ()
+    errored: bool = False
+    differs: bool = False
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "allowed": self.allowed,
+            "errored": self.errored,
+            "differs": self.differs,
+            "error": self.error,
+            "reasons": [
+                {"rule": r.rule, "message": r.message, "severity": r.severity, "code": r.code}
+                for r in self.reasons
+            ],
+        }
+
+
+@dataclass(frozen=True)
 class Decision:
     """A verdict on an action: ``allowed`` says whether it may run now; ``verdict`` is
     ``"allow"``, ``"deny"`` or ``"escalate"`` (by default what ``allowed`` says); ``reasons``
@@ -139,22 +163,8 @@ class Decision:
     @property
     def feedback(self) -> str:
         """Text for the agent: what was blocked, why, and what it can do instead (in shadow
-        mode, what would have been blocked, said to be not enforced)."""
-        if self.mode == "shadow":
-            from .shadow import shadow_feedback
-
-            return shadow_feedback(self)
-        if self.allowed:
-            return ""
-        shown = list(dict.fromkeys(reason.shown(self.escalated) for reason in self.reasons))
-        lines = ["Authorization issues encountered:"]
-        for text, suggestion in shown[:FEEDBACK_REASONS_LIMIT]:
-            lines.append(f"- {'Needs approval' if self.escalated else 'Blocked'}: {text}")
-            if suggestion:
-                lines.append(f"  Suggestion: {suggestion}")
-        if len(shown) > FEEDBACK_REASONS_LIMIT:
-            lines.append(f"- … and {len(shown) - FEEDBACK_REASONS_LIMIT} more reasons")
-        return "\n".join(lines)
+        mode, what would have been blocked, said to be not enforced): :func:`feedback`."""
+        return feedback(self)
 
     def explain(self) -> Any:
         """Why the verdict is what it is: derivation trees of ``Deny`` (or ``Allow``), or why
@@ -184,56 +194,34 @@ class Decision:
         return data
 
 
-def render_value(value: Any) -> str:
-    if isinstance(value, str):
-        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
-            return f'"{value}"'  # what JSON makes of it, sooner
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, tuple):
-        from .values import show
-
-        return show(value)
-    return repr(value)
-
-
-def render_fact(name: str, values: tuple) -> str:
-    return f"{name}({', '.join([render_value(v) for v in values])})"
-
-
-def quote_value(value: Any) -> str:
-    """A value as the feedback shows it: a number as a number, anything else as a JSON string
-    with every character that is not printable escaped; cut to :data:`FEEDBACK_VALUE_LIMIT`
-    characters, with ``…`` after the closing quote when cut."""
-    limit = FEEDBACK_VALUE_LIMIT
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        text = _number(value)
-        return text if len(text) <= limit else text[:limit] + "…"
-    try:
-        text = value if isinstance(value, str) else str(value)
-    except Exception:
-        text = f"<{type(value).__name__}>"
-    cut = len(text) > limit
-    quoted = "".join(
-        [c if c.isprintable() else _escape(c) for c in json.dumps(text[:limit], ensure_ascii=False)]
-    )
-    return quoted + "…" if cut else quoted
-
-
-def _number(value: int | float) -> str:
-    try:
-        return repr(value)
-    except ValueError:  # an integer with more digits than Python prints: its leading digits
-        digits = int(math.log10(abs(value)))
-        leading = abs(value) // 10 ** max(digits - FEEDBACK_VALUE_LIMIT, 0)
-        return ("-" if value < 0 else "") + str(leading) + "…"
-
-
-def _escape(character: str) -> str:
-    code = ord(character)
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    code -= 0x10000  # a JSON escape is a UTF-16 surrogate pair
-    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+def feedback(decision: Decision) -> str:
+    """A decision's feedback, the text the agent's model reads: what was blocked (or needs a
+    person's approval), why, and what to do instead; nothing for an allowed action. In shadow
+    mode, what would have been blocked, said to be not enforced (or, for an action refused
+    even so, why)."""
+    escalated = decision.escalated
+    if decision.mode == "shadow":
+        if decision.allowed:
+            verb = {"deny": "deny", "escalate": "escalate"}.get(decision.verdict, "allow")
+            lines = [f"Shadow mode (nothing is enforced): the policy would {verb} this action."]
+            label = "Would need approval" if escalated else "Would be blocked"
+        else:  # refused even in shadow mode: the decision could not be logged
+            lines = ["Shadow mode, but this action was refused:"]
+            label = "Blocked"
+        shown = list(dict.fromkeys(reason.shown() for reason in decision.reasons))
+    else:
+        if decision.allowed:
+            return ""
+        lines = ["Authorization issues encountered:"]
+        label = "Needs approval" if escalated else "Blocked"
+        shown = list(dict.fromkeys(reason.shown(escalated) for reason in decision.reasons))
+    for text, suggestion in shown[:FEEDBACK_REASONS_LIMIT]:
+        lines.append(f"- {label}: {text}")
+        if suggestion:
+            lines.append(f"  Suggestion: {suggestion}")
+    if len(shown) > FEEDBACK_REASONS_LIMIT:
+        lines.append(f"- … and {len(shown) - FEEDBACK_REASONS_LIMIT} more reasons")
+    return "\n".join(lines)
 
 
 def interpolate(

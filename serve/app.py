@@ -31,11 +31,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from policyc.runtime.verdict import Decision, Reason
-
 from .keys import Keys, Principal
 from .metrics import Metrics
-from .sessions import Key, Problem, decision_json
+from .sessions import Key, Problem
 from .store import Records, Store
 from .tls import subject_of
 
@@ -170,7 +168,7 @@ class Service:
                             503, "not-recorded", f"the {what} could not be recorded: {error}"
                         ) from None
 
-                kept = await self.evaluator.call((principal.name, session), operation, given, then=commit)
+                kept = await self._asked(principal, session, what, operation, given, then=commit)
                 live.seq += len(kept)
                 await self._advanced(live)
                 return _json({"seq": live.seq})
@@ -202,11 +200,22 @@ class Service:
             async with live.lock:
                 decision_id = "d-" + uuid.uuid4().hex
                 if behind:  # the graph never reached the sequence number the client acted on
-                    action = body[field]
-                    if operation == "authorize":
-                        action = (await self.evaluator.call(key, "check", action))["id"]
-                    decision_body = {"decision_id": decision_id, **self._refusal(action, live, after)}
-                    self._commit_decision(key, decision_body, None)
+
+                    def logged(decided: dict[str, Any], audit: Records) -> None:
+                        self._commit_decision(key, {"decision_id": decision_id, **decided}, None, audit=audit)
+
+                    decided = await self._asked(
+                        principal,
+                        session,
+                        field,
+                        "behind",
+                        operation,
+                        body[field],
+                        live.seq,
+                        self._behind(live, after),
+                        then=logged,
+                    )
+                    decision_body = {"decision_id": decision_id, **decided}
                 else:
 
                     def commit(answer: tuple[dict[str, Any], dict[str, Any]], audit: Records) -> None:
@@ -215,8 +224,8 @@ class Service:
                             key, {"decision_id": decision_id, **decided}, kept, operation, audit
                         )
 
-                    _, decided = await self.evaluator.call(
-                        key, operation, body[field], live.seq + 1, then=commit
+                    _, decided = await self._asked(
+                        principal, session, field, operation, body[field], live.seq + 1, then=commit
                     )
                     decision_body = {"decision_id": decision_id, **decided}
                     live.seq += 1
@@ -264,7 +273,8 @@ class Service:
             raise Problem(404, "not-found", f"no escalated call `{_short(approval_id)}`")
         async with live.lock:
             if not body["approve"]:
-                if not self.store.answered(approval_id, False, principal.name, None):
+                refused = outcome(owner, session, approval_id, decision, "refused", principal.name)
+                if not self.store.answered(approval_id, False, principal.name, None, [refused]):
                     raise Problem(409, "already-answered", f"`{_short(approval_id)}` was answered before")
                 return _json(
                     {"approval_id": approval_id, "approved": False, "approval": None, "seq": live.seq}
@@ -272,7 +282,8 @@ class Service:
 
             def commit(kept: dict[str, Any], audit: Records) -> None:
                 row = (owner, session, live.seq + 1, orjson.dumps(kept).decode())
-                if not self.store.answered(approval_id, True, principal.name, row, audit):
+                approved = outcome(owner, session, approval_id, decision, "approved", principal.name)
+                if not self.store.answered(approval_id, True, principal.name, row, [*audit, approved]):
                     raise Problem(409, "already-answered", f"`{_short(approval_id)}` was answered before")
 
             kept = await self.evaluator.call(
@@ -283,6 +294,10 @@ class Service:
         return _json(
             {"approval_id": approval_id, "approved": True, "approval": kept["approval"], "seq": live.seq}
         )
+
+    async def audit_head(self, principal: Principal) -> Response:
+        """The head of the audit log as committed (to any key: it holds hashes and counts)."""
+        return _json(self.store.audit_head().to_json())
 
     async def decision(self, principal: Principal, session: str, decision_id: str) -> Response:
         self.find(principal, session)
@@ -322,14 +337,28 @@ class Service:
                 503, "not-recorded", f"the decision could not be recorded, so it is not given: {error}"
             ) from None
 
-    def _refusal(self, action: Any, live: Live, after: int) -> dict[str, Any]:
-        """The denial of a request made after events the session does not hold (yet)."""
-        message = (
+    async def _asked(
+        self, principal: Principal, session: str, what: str, operation: str, *args: Any, then: Any
+    ) -> Any:
+        """The evaluator's answer to ``operation`` on a session; a request it refuses (422) is
+        answered so, and logged (a ``refusal`` record naming ``what`` was refused)."""
+        try:
+            return await self.evaluator.call((principal.name, session), operation, *args, then=then)
+        except Problem as problem:
+            if problem.status == 422:
+                record = refusal(principal.name, session, what, problem.code, problem.message)
+                try:
+                    self.store.record_audit([record])
+                except sqlite3.Error as error:
+                    raise Problem(503, "not-recorded", f"the refusal could not be logged: {error}") from None
+            raise
+
+    def _behind(self, live: Live, after: int) -> str:
+        """Why a request made after events the session does not hold (yet) is denied."""
+        return (
             f"the session's graph is at sequence number {live.seq}, behind the {after} the request "
             f"was made after, and did not reach it within {self.wait:g} s"
         )
-        reason = Reason("<service>", message, "send the missing events first")
-        return decision_json(Decision(action, False, (reason,)), live.seq)
 
     async def _reach(self, live: Live, seq: int) -> bool:
         """Wait until the session's graph holds ``seq``; whether it did not in time."""
@@ -348,6 +377,24 @@ class Service:
         if live.advanced is not None:
             async with live.advanced:
                 live.advanced.notify_all()
+
+
+def outcome(
+    principal: str, session: str, decision_id: str, decision: dict[str, Any], said: str, approver: str
+) -> dict[str, Any]:
+    """The audit record of a person's answer to an escalated decision (docs/verdicts.md)."""
+    from policyc.runtime.audit import outcome_record
+
+    escalation = decision.get("escalation") or {}
+    record = outcome_record(session, decision.get("action"), said, approver, escalation.get("rules") or ())
+    return {**record, "principal": principal, "decision": decision_id}
+
+
+def refusal(principal: str, session: str, what: str, code: str, message: str) -> dict[str, Any]:
+    """The audit record of a request the service refused (422): what, the code and why."""
+    from policyc.runtime.audit import refusal_record
+
+    return {**refusal_record(session, what, None, code, message), "principal": principal}
 
 
 def _session_id(value: Any) -> str:
@@ -434,6 +481,7 @@ def application(service: Service) -> Starlette:
         Route("/v1/sessions/{session}/decide", authenticated(service.decide), methods=["POST"]),
         Route("/v1/approvals", authenticated(service.approvals, with_body=False), methods=["GET"]),
         Route("/v1/approvals/{approval_id}", authenticated(service.answer), methods=["POST"]),
+        Route("/v1/audit/head", authenticated(service.audit_head, with_body=False), methods=["GET"]),
         Route(
             "/v1/sessions/{session}/decisions/{decision_id}",
             authenticated(service.decision, with_body=False),

@@ -6,31 +6,53 @@ The monitors of whichever process decides (the server, or the worker holding the
 their records to a :class:`DatabaseAudit`, which keeps them until the server commits what they
 record: the records of a request are written in the transaction that commits its events or its
 decision (:func:`write`), so the log holds a decision exactly when the database does, and the
-chain stays whole however processes interleave. Replaying a session (when the service starts, a
-worker restarts, or a decision is explained) records nothing: what is replayed is in the log
-already. A monitor starting writes a ``header``; one that follows records not closed by a final
-checkpoint (another process's monitor, or a service that was killed) is preceded by one, so the
-log reads as segments, each closed.
+chain stays whole however processes interleave. Every record of a session names its principal,
+and every decision record the id the service answered it with (``decision``), which is how
+:func:`differences` holds the ``decisions`` and ``answers`` tables against the log. Replaying a
+session (when the service starts, a worker restarts, or a decision is explained) records
+nothing: what is replayed is in the log already. A monitor starting writes a ``header``; one
+that follows records not closed by a final checkpoint (another process's monitor, or a service
+that was killed) is preceded by one, so the log reads as segments, each closed.
+
+How the server writes the log (:class:`Chain`): checkpoints every so many records, signed with
+the operator's key when given one (``--audit-key``), and the log's head published after the
+commit of every checkpoint (``--audit-head``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from policyc.runtime.audit import (
     DEFAULT_CHECKPOINT_EVERY,
     AuditError,
     AuditLog,
+    Head,
+    HeadEntry,
     canonical,
     jsonable,
-    record_hash,
+    sealed,
 )
+
+
+@dataclass(frozen=True)
+class Chain:
+    """How the server writes its log: a checkpoint after every ``every`` records, each signed
+    with ``key`` (a loaded Ed25519 private key, or None), and the head published to
+    ``publish`` (a callable taking the head's JSON line, or None) once a checkpoint is
+    committed."""
+
+    every: int = DEFAULT_CHECKPOINT_EVERY
+    key: Any = None
+    publish: Callable[[str], None] | None = None
 
 
 class DatabaseAudit(AuditLog):
@@ -43,11 +65,11 @@ class DatabaseAudit(AuditLog):
         db: str,
         checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
         redact: Iterable[str] = (),
-        owner: bool = False,
+        owner: Any = None,
     ) -> None:
         super().__init__(f"{db}#audit", None, checkpoint_every, redact)
         self.db_path = db
-        self.owner = owner
+        self.owner = owner  # the server's Store, which writes the closing checkpoint (None: a worker's)
         self.muted = 0  # replays in progress: nothing is recorded
         self.guard = threading.Lock()
         self.pending: list[dict[str, Any]] = []
@@ -92,29 +114,41 @@ class DatabaseAudit(AuditLog):
             if self.closed:
                 return
             self.closed = True
-        if not self.owner:
+        if self.owner is None:
             return
-        connection = sqlite3.connect(self.db_path, isolation_level=None, timeout=30)
         try:
-            connection.execute("BEGIN IMMEDIATE")
-            write(connection, [{"type": "checkpoint", "final": True}], self.checkpoint_every)
-            connection.execute("COMMIT")
+            self.owner.record_audit([{"type": "checkpoint", "final": True}])
         except sqlite3.Error as error:
             raise AuditError(f"cannot close the audit log in `{self.db_path}`: {error}") from None
-        finally:
-            connection.close()
+
+
+def tagged(
+    records: Sequence[Mapping[str, Any]], principal: str, decision: str | None = None
+) -> list[dict[str, Any]]:
+    """Records as the service writes them: each of a session naming the session's principal
+    (session ids are the principal's own), and with ``decision``, each decision record the id
+    the service answered it with."""
+    out = []
+    for record in records:
+        if "session" in record:
+            record = {**record, "principal": principal}
+            if decision is not None and record.get("type") == "decision":
+                record["decision"] = decision
+        out.append(dict(record))
+    return out
 
 
 def write(
-    connection: sqlite3.Connection,
-    records: Sequence[Mapping[str, Any]],
-    every: int = DEFAULT_CHECKPOINT_EVERY,
-) -> None:
+    connection: sqlite3.Connection, records: Sequence[Mapping[str, Any]], chain: Chain | None = None
+) -> HeadEntry | None:
     """Append records to the audit table, inside the caller's open transaction: each chained to
-    the one before, a checkpoint after every ``every`` records, a closing checkpoint before a
-    header that follows an open segment (a closing checkpoint with nothing to close is left out)."""
+    the one before, a checkpoint after every ``chain.every`` records, a closing checkpoint
+    before a header that follows an open segment (a closing checkpoint with nothing to close is
+    left out). The head at the last checkpoint written (None: none was), to publish once the
+    transaction is committed."""
     if not records:
-        return
+        return None
+    chain = chain or Chain()
     last = connection.execute(
         "SELECT seq, line, since, final FROM audit ORDER BY seq DESC LIMIT 1"
     ).fetchone()
@@ -123,32 +157,192 @@ def write(
         if last is None
         else (last[0] + 1, hashlib.sha256(bytes(last[1])).hexdigest(), last[2], bool(last[3]))
     )
+    checkpoint: tuple[int, str, bool] | None = None
+
+    def insert(record: dict[str, Any], seal: bool) -> tuple[int, str, int, bool]:
+        nonlocal checkpoint
+        after = _insert(connection, record, state, seal, chain.key)
+        if seal:
+            checkpoint = (state[0], after[1], after[3])
+        return after
+
     for record in records:
         kind, final = record.get("type"), bool(record.get("final"))
         if kind == "checkpoint" and final and state[3]:
             continue  # nothing to close: an empty log, or a closed segment
         if kind == "header" and not state[3]:
-            state = _insert(connection, {"type": "checkpoint", "final": True}, state, seal=True)
-        state = _insert(connection, dict(record), state, seal=kind == "checkpoint")
-        if kind != "checkpoint" and state[2] >= every:
-            state = _insert(connection, {"type": "checkpoint", "final": False}, state, seal=True)
+            state = insert({"type": "checkpoint", "final": True}, True)
+        state = insert(dict(record), kind == "checkpoint")
+        if kind != "checkpoint" and state[2] >= chain.every:
+            state = insert({"type": "checkpoint", "final": False}, True)
+    if checkpoint is None:
+        return None
+    first = connection.execute("SELECT line FROM audit WHERE seq = 0").fetchone()
+    return HeadEntry(hashlib.sha256(bytes(first[0])).hexdigest(), *checkpoint)
 
 
 def _insert(
-    connection: sqlite3.Connection, record: dict[str, Any], state: tuple[int, str, int, bool], seal: bool
+    connection: sqlite3.Connection,
+    record: dict[str, Any],
+    state: tuple[int, str, int, bool],
+    seal: bool,
+    key: Any = None,
 ) -> tuple[int, str, int, bool]:
     """Insert one record after ``state`` (next seq, previous hash, records since the last
     checkpoint, whether the last record closed its segment); the state after it."""
     seq, prev, since, _ = state
     full = {**record, "seq": seq, "prev": prev, "time": round(time.time(), 6)}
     if seal:
-        full["records"] = seq
-        full["hash"] = record_hash(full)
+        full = sealed({**full, "records": seq}, key)
     line = canonical(jsonable(full))
     since = 0 if seal else since + 1
     final = bool(seal and record.get("final"))
     connection.execute("INSERT INTO audit VALUES (?, ?, ?, ?)", (seq, line, since, int(final)))
     return seq + 1, hashlib.sha256(line).hexdigest(), since, final
+
+
+def head(connection: sqlite3.Connection) -> Head:
+    """The head of the log in the database (no entry while it is empty)."""
+    first = connection.execute("SELECT line FROM audit WHERE seq = 0").fetchone()
+    last = connection.execute("SELECT seq, line, final FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+    if first is None or last is None:
+        return Head(())
+    return Head(
+        (
+            HeadEntry(
+                hashlib.sha256(bytes(first[0])).hexdigest(),
+                int(last[0]),
+                hashlib.sha256(bytes(last[1])).hexdigest(),
+                bool(last[2]),
+            ),
+        )
+    )
+
+
+# what `policyc audit export` finds when it holds the database's tables against its log
+DIFFERENCES = {
+    "decision-not-logged": "a decision of the `decisions` table is not in the audit log",
+    "decision-not-stored": "a decision of the audit log is not in the `decisions` table",
+    "decision-differs": "a decision of the `decisions` table says otherwise than the log",
+    "answer-not-logged": "an answer to an escalated call (the `answers` table) is not in the audit log",
+    "answer-not-stored": "an answer to an escalated call in the audit log is not in the `answers` table",
+    "answer-differs": "an answer of the `answers` table says otherwise than the log",
+}
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The first difference between a database's tables and its audit log (a code of
+    :data:`DIFFERENCES`, and what it is about)."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.message} [{self.code}]"
+
+
+def differences(db: str, log: bytes) -> Difference | None:
+    """Hold the ``decisions`` and ``answers`` tables of the database at ``db`` against its
+    exported log: every decision and every answer stored is logged, saying the same (verdict,
+    whether allowed, action, rules; approved or not, by whom), and nothing is logged that is
+    not stored. The first difference (None: there is none); ``sqlite3.Error`` if the database
+    cannot be read."""
+    records = list(_log_records(log))
+    logged: dict[str, dict[str, Any]] = {}
+    answers: dict[str, dict[str, Any]] = {}
+    for record in records:
+        kind = record.get("type")
+        if kind == "decision":
+            named = record.get("decision")
+            logged.setdefault(
+                named if isinstance(named, str) else f"<no id, seq {record.get('seq')}>", record
+            )
+        elif kind == "outcome" and record.get("decision") is not None:
+            answers.setdefault(str(record["decision"]), record)
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        stored = connection.execute(
+            "SELECT id, principal, session, verdict, body FROM decisions ORDER BY rowid"
+        ).fetchall()
+        answered = connection.execute(
+            "SELECT decision, approved, approver FROM answers ORDER BY rowid"
+        ).fetchall()
+    finally:
+        connection.close()
+    ids = set()
+    for decision, principal, session, verdict, body in stored:
+        ids.add(decision)
+        where = f"decision `{decision}` (principal {_shown(principal)}, session {_shown(session)})"
+        record = logged.get(decision)
+        if record is None:
+            return Difference("decision-not-logged", f"{where} is in the `decisions` table, not in the log")
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            answer = {}
+        rules = [r.get("rule") for r in answer.get("reasons", ()) if isinstance(r, dict)]
+        table = {
+            "principal": principal,
+            "session": session,
+            "verdict": verdict,
+            "verdict of the answer": answer.get("verdict"),
+            "allowed": answer.get("allowed"),
+            "action": answer.get("action"),
+            "rules": rules,
+        }
+        log = {**{k: record.get(k) for k in table}, "verdict of the answer": record.get("verdict")}
+        for name, value in table.items():
+            if value != log[name]:
+                return Difference(
+                    "decision-differs",
+                    f"{where}: the table says {name} {_shown(value)}, the log (line "
+                    f"{record.get('seq', -1) + 1}) {_shown(log[name])}",
+                )
+    for name, record in logged.items():
+        if name not in ids:
+            return Difference(
+                "decision-not-stored",
+                f"the decision at line {record.get('seq', -1) + 1} of the log (`{name}`, session "
+                f"{_shown(record.get('session'))}) is not in the `decisions` table",
+            )
+    seen = set()
+    for decision, approved, approver in answered:
+        seen.add(decision)
+        record = answers.get(decision)
+        where = f"the answer to `{decision}`"
+        if record is None:
+            return Difference("answer-not-logged", f"{where} is in the `answers` table, not in the log")
+        table = {"outcome": "approved" if approved else "refused", "approver": approver}
+        for name, value in table.items():
+            if record.get(name) != value:
+                return Difference(
+                    "answer-differs",
+                    f"{where}: the table says {name} {_shown(value)}, the log (line "
+                    f"{record.get('seq', -1) + 1}) {_shown(record.get(name))}",
+                )
+    for name, record in answers.items():
+        if name not in seen:
+            return Difference(
+                "answer-not-stored",
+                f"the answer at line {record.get('seq', -1) + 1} of the log (to `{name}`) is not in "
+                "the `answers` table",
+            )
+    return None
+
+
+def _log_records(data: bytes) -> Iterator[dict[str, Any]]:
+    for line in data.split(b"\n"):
+        try:
+            record = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue  # `policyc audit verify` says what is wrong with it
+        if isinstance(record, dict):
+            yield record
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=True)
 
 
 def export(db: str) -> bytes:

@@ -182,7 +182,7 @@ def document() -> dict[str, Any]:
             "/v1/sessions/{session}/events": {
                 "post": {
                     "summary": "Record events; durable when this answers",
-                    "description": "Events of docs/events.md. A batch with a malformed event (422 `malformed-event` naming the event and field), or an event the session refuses (422 `limit-exceeded` past its fact limit, `extension-failed` when an extension fails on it, `conflicting-facts` when its facts break a key with facts the host gave), is refused whole and records nothing; the session decides on as before.",
+                    "description": "Events of docs/events.md. A batch with a malformed event (422 `malformed-event` naming the event and field), or an event the session refuses (422 `limit-exceeded` past its fact limit, `extension-failed` when an extension fails on it, `conflicting-facts` when its facts break a key with facts the host gave), is refused whole and records nothing but the refusal in the audit log; the session decides on as before.",
                     "security": secured,
                     "parameters": [SESSION_PARAMETER],
                     "requestBody": _json_body(
@@ -214,7 +214,7 @@ def document() -> dict[str, Any]:
             "/v1/sessions/{session}/facts": {
                 "post": {
                     "summary": "Give the session domain facts (rows per input relation); durable when this answers",
-                    "description": "Rows of the policy's input relations, checked first: malformed facts (422 `malformed-facts` naming the relation) record nothing.",
+                    "description": "Rows of the policy's input relations, checked first: malformed facts (422 `malformed-facts` naming the relation) record nothing but the refusal in the audit log.",
                     "security": secured,
                     "parameters": [SESSION_PARAMETER],
                     "requestBody": _json_body(
@@ -252,7 +252,7 @@ def document() -> dict[str, Any]:
             "/v1/sessions/{session}/authorize": {
                 "post": {
                     "summary": "Record a candidate action and decide it",
-                    "description": "The candidate is recorded as `session.authorize` records it and decided on a graph that holds at least `after_seq` events: the request waits for them up to `--wait` seconds, then is denied saying the graph is behind.",
+                    "description": "The candidate is recorded as `session.authorize` records it and decided on a graph that holds at least `after_seq` events: the request waits for them up to `--wait` seconds, then is denied saying the graph is behind (a decision like any other: stored, logged, with its `decision_id`).",
                     "security": secured,
                     "parameters": [SESSION_PARAMETER],
                     "requestBody": _json_body(
@@ -322,7 +322,7 @@ def document() -> dict[str, Any]:
             "/v1/approvals/{approval_id}": {
                 "post": {
                     "summary": "Answer an escalated call: approve it once, for ttl seconds, or refuse it",
-                    "description": "`ttl` is 300 seconds unless given; an approval is recorded in the session as an event. 409 `already-answered`.",
+                    "description": "`ttl` is 300 seconds unless given; an approval is recorded in the session as an event. Either answer is logged (an `outcome` record naming the approver). 409 `already-answered`.",
                     "security": secured,
                     "parameters": [
                         {"name": "approval_id", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -352,6 +352,39 @@ def document() -> dict[str, Any]:
                             },
                         ),
                         **_errors(400, 401, 403, 404, 409, 413, 422, 503),
+                    },
+                }
+            },
+            "/v1/audit/head": {
+                "get": {
+                    "summary": "The head of the service's audit log",
+                    "description": "What the log has got to, per chain of records (its first record's hash, its last record's `seq` and hash): keep it where the database's writer cannot reach, and `policyc audit verify --expect` finds an export cut before it. To any key (it holds hashes and a count).",
+                    "security": secured,
+                    "responses": {
+                        "200": _answer(
+                            "The head (no entry while the log is empty).",
+                            {
+                                "type": "object",
+                                "required": ["format", "heads"],
+                                "properties": {
+                                    "format": {"const": "policyc-audit-head/1"},
+                                    "heads": {
+                                        "type": "array",
+                                        "items": {
+                                            "type": "object",
+                                            "required": ["chain", "seq", "hash", "final"],
+                                            "properties": {
+                                                "chain": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                                                "seq": {"type": "integer", "minimum": 0},
+                                                "hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                                                "final": {"type": "boolean"},
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        ),
+                        **_errors(401),
                     },
                 }
             },

@@ -38,6 +38,8 @@ class Settings:
     sync: str = "normal"
     workers: int = 0
     verify_key: str | None = None
+    audit_key: str | None = None  # signs the audit log's checkpoints (a `policyc keygen` .key)
+    audit_head: str | None = None  # where the audit log's head is published: a file, or "-" (stdout)
 
 
 def build(settings: Settings) -> Service:
@@ -47,7 +49,16 @@ def build(settings: Settings) -> Service:
     ``KeysError`` for a bad keys file (read first: the database is not touched then)."""
     keys = read_keys(settings.keys)
     digest, bundle = frozen(settings.policy, settings.verify_key)
-    store = Store(settings.db, settings.sync)
+    store = Store(settings.db, settings.sync, chain(settings))
+    for path, mode in store.widened:
+        print(
+            f"policyc serve: {path} was readable or writable by others ({mode:04o}): it is now its "
+            "owner's only (0600)",
+            file=sys.stderr,
+            flush=True,
+        )
+    if settings.audit_head not in (None, "-"):
+        anchored(store, settings.audit_head)
     store.keep_policy(digest, settings.policy, bundle)
     store.set_meta("current", digest)
     store.set_meta("pid", str(os.getpid()))
@@ -57,7 +68,7 @@ def build(settings: Settings) -> Service:
     if settings.workers:
         from .workers import Pool
 
-        audit = DatabaseAudit(settings.db, owner=True)
+        audit = DatabaseAudit(settings.db, owner=store)
         evaluator = Pool(settings.workers, settings.functors, settings.db, store, audit, settings.sync)
     else:
         from policyc.runtime.functors import load_module
@@ -65,17 +76,93 @@ def build(settings: Settings) -> Service:
         from .sessions import Local, Sessions
 
         functors = load_module(settings.functors) if settings.functors else None
-        evaluator = Local(Sessions(store, functors, audit=DatabaseAudit(settings.db, owner=True)))
+        evaluator = Local(Sessions(store, functors, audit=DatabaseAudit(settings.db, owner=store)))
     service = Service(evaluator, digest, keys, store, max_body=settings.max_body, wait=settings.wait)
     service.restore()
+    if settings.audit_head not in (None, "-"):  # at once: a file that cannot be written stops it
+        from .store import StoreError
+
+        try:
+            publish(settings.audit_head, store.audit_head().line())
+        except OSError as error:
+            raise StoreError(
+                f"--audit-head {settings.audit_head}: cannot write it: {error.strerror or error}"
+            ) from None
     return service
+
+
+def chain(settings: Settings) -> Any:
+    """How the service writes its audit log: signed with ``--audit-key``, its head published to
+    ``--audit-head`` after every checkpoint (``AuditError`` for a key that cannot be read)."""
+    from policyc.runtime.audit import private_key
+
+    from .audit import Chain
+
+    key = None if settings.audit_key is None else private_key(settings.audit_key)
+    target = settings.audit_head
+    if target is None:
+        return Chain(key=key)
+
+    def published(line: str) -> None:
+        try:
+            publish(target, line)
+        except OSError as error:  # the commit is made: the head stays at GET /v1/audit/head
+            print(
+                f"policyc serve: cannot publish the audit log's head to {target}: {error.strerror or error}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return Chain(key=key, publish=published)
+
+
+def publish(target: str | None, line: str) -> None:
+    """Publish the audit log's head: a line on standard output (``-``), or the file ``target``
+    replaced whole (``OSError`` when it cannot be written)."""
+    if target == "-":
+        print(f"policyc serve: audit head {line}", flush=True)
+    elif target is not None:
+        from policyc.compiler.files import replace_file
+
+        replace_file(target, (line + "\n").encode("utf-8"))
+
+
+def anchored(store: Store, target: str) -> None:
+    """Refuse to go on writing a log that does not reach the head published in ``target`` (a
+    log cut, or rewritten, while the service was stopped): ``StoreError`` saying so."""
+    from policyc.compiler.files import read_text
+    from policyc.runtime.audit import parse_head
+
+    from .store import StoreError
+
+    try:
+        text = read_text(target)
+    except FileNotFoundError:
+        return
+    except (OSError, UnicodeDecodeError) as error:
+        raise StoreError(
+            f"--audit-head {target}: cannot read it: {getattr(error, 'strerror', None) or error}"
+        ) from None
+    if not text.strip():
+        return
+    try:
+        expected = parse_head(text)
+    except ValueError as error:
+        raise StoreError(f"--audit-head {target}: not a head of an audit log: {error}") from None
+    problem = store.reaches(expected)
+    if problem is not None:
+        raise StoreError(
+            f"the audit log of {store.path} does not reach the head published in {target}: {problem}; "
+            "export and verify it (`policyc audit verify --expect`), and remove the head file only "
+            "to start anew on purpose"
+        )
 
 
 def reload(settings: Settings, service: Service) -> dict[str, Any]:
     """Read the policy again: new sessions run it, existing ones keep theirs. What happened
     is kept in the database (meta ``reload``) for ``policyc serve reload`` to print; a policy
     that cannot be used leaves the service as it was."""
-    from policyc.runtime.policy import PolicyError
+    from policyc.runtime.errors import PolicyError
 
     try:
         digest, bundle = frozen(settings.policy, settings.verify_key)

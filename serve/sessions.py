@@ -177,10 +177,21 @@ class Sessions:
             "expires_at": time.time() + ttl,
         }
 
-    def check(self, key: Key, event: Any) -> dict[str, Any]:
-        """The event as checked against the session, recording nothing."""
-        (checked,) = check_batch([event], self.session(key).events)
-        return checked
+    def behind(self, key: Key, operation: str, given: Any, seq: int, message: str) -> dict[str, Any]:
+        """The denial of a request made after events the session does not hold (yet): for
+        ``authorize``, of the candidate ``given`` (checked, not recorded), for ``decide``, of the
+        action ``given``; logged as every decision is. Its JSON (``seq``: the session's last)."""
+        from policyc.runtime.verdict import Reason
+
+        session = self.session(key)
+        action = given
+        if operation == "authorize":
+            (checked,) = check_batch([given], session.events)
+            action = checked["id"]
+        decision = Decision(action, False, (Reason("<service>", message, "send the missing events first"),))
+        if session.watched is not None:  # the shadow results, the mode, the audit log
+            decision = session.watched.decided(decision)
+        return decision_json(decision, seq)
 
     def rebuild(self, key: Key) -> int:
         """The session again from the database (what memory holds may not have been recorded);

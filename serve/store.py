@@ -11,6 +11,12 @@ waits for the disk (``synchronous=FULL``), so an answer outlives a power cut too
 commits (never corrupt the database). A decision and the candidate it decided are one
 transaction.
 
+The database holds what the sessions were given, argument values of the ``credential`` role
+included, in clear (the audit log in it holds their hashes): its file and SQLite's ``-wal`` and
+``-shm`` files beside it are made readable and writable by their owner only (0600), whatever
+the umask, and an existing one that others could read is made so too (:attr:`Store.widened`
+says which were).
+
 >>> import tempfile, os
 >>> store = Store(os.path.join(tempfile.mkdtemp(), "monitor.db"))
 >>> store.create_session("agent", "s1", ("agent",), "sha256:p")
@@ -25,6 +31,7 @@ False
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -34,7 +41,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .audit import write
+from policyc.runtime.audit import Head, HeadEntry
+
+from .audit import Chain, head, tagged, write
 
 Records = Sequence[dict[str, Any]]  # audit records written with a commit (see .audit)
 
@@ -85,14 +94,17 @@ class StoredSession:
 class Store:
     """One connection to the database, used by one thread at a time (a lock says so)."""
 
-    def __init__(self, path: str, sync: str = "normal") -> None:
+    def __init__(self, path: str, sync: str = "normal", chain: Chain | None = None) -> None:
         if sync not in ("normal", "full"):
             raise ValueError(f"sync is `normal` or `full`, not {sync!r}")
         self.path = path
+        self.chain = chain or Chain()  # how the audit log is written (signed, its head published)
         self.closed = False
         self.lock = threading.Lock()
+        self.sealed: HeadEntry | None = None  # a checkpoint of the open transaction, to publish
         if os.path.lexists(path) and not os.path.isfile(path):
             raise StoreError(f"{path}: not a regular file, so not a database")
+        self.widened = private(path)
         try:
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._prepare(sync)
@@ -112,7 +124,43 @@ class Store:
             raise StoreError(f"{path}: a database of format {found[0]}, this policyc reads format {FORMAT}")
 
     def _transaction(self) -> _Transaction:
-        return _Transaction(self.db)
+        return _Transaction(self)
+
+    def _audit(self, records: Records, principal: str | None = None, decision: str | None = None) -> None:
+        """Write audit records in the open transaction (those of a session naming its principal)."""
+        if records:
+            written = write(
+                self.db, records if principal is None else tagged(records, principal, decision), self.chain
+            )
+            if written is not None:
+                self.sealed = written
+
+    def _committed(self) -> None:
+        """After a commit: publish the head at the checkpoint it wrote, if it wrote one."""
+        sealed, self.sealed = self.sealed, None
+        if sealed is not None and self.chain.publish is not None:
+            self.chain.publish(Head((sealed,)).line())
+
+    def audit_head(self) -> Head:
+        """The head of the audit log as committed."""
+        with self.lock:
+            return head(self.db)
+
+    def reaches(self, expected: Head) -> str | None:
+        """Whether the audit log holds every record of ``expected``: None when it does, else
+        what is wrong (a log cut or rewritten since the head was published)."""
+        with self.lock:
+            first = self.db.execute("SELECT line FROM audit WHERE seq = 0").fetchone()
+            last = self.db.execute("SELECT max(seq) FROM audit").fetchone()
+            for entry in expected.entries:
+                if first is None or hashlib.sha256(bytes(first[0])).hexdigest() != entry.chain:
+                    return f"it does not hold the chain {entry.chain[:12]}… (another log, or one rewritten from its start)"
+                found = self.db.execute("SELECT line FROM audit WHERE seq = ?", (entry.seq,)).fetchone()
+                if found is None:
+                    return f"it ends at seq {last[0]}, before the head's seq {entry.seq} (it was cut)"
+                if hashlib.sha256(bytes(found[0])).hexdigest() != entry.hash:
+                    return f"its record at seq {entry.seq} is not the head's (it was rewritten)"
+        return None
 
     def close(self) -> None:
         with self.lock:
@@ -132,7 +180,7 @@ class Store:
                 )
             except sqlite3.IntegrityError:
                 return False
-            write(self.db, audit)
+            self._audit(audit, principal)
         return True
 
     def append(
@@ -145,7 +193,7 @@ class Store:
                 "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
                 [(principal, session, seq + n, how, body) for n, (how, body) in enumerate(rows, 1)],
             )
-            write(self.db, audit)
+            self._audit(audit, principal)
         return seq + len(rows)
 
     def decided(
@@ -172,7 +220,7 @@ class Store:
                 "INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (decision, principal, session, seq, verdict, body, time.time()),
             )
-            write(self.db, audit)
+            self._audit(audit, principal, decision)
 
     def answered(
         self,
@@ -194,7 +242,7 @@ class Store:
                 return False
             if row is not None:
                 self.db.execute("INSERT INTO events VALUES (?, ?, ?, 'approval', ?)", row)
-            write(self.db, audit)
+            self._audit(audit, None if row is None else row[0])
         return True
 
     def pending(self) -> list[tuple[str, str, str, str]]:
@@ -218,7 +266,7 @@ class Store:
         """Write audit records that no change of the database carries (a monitor's header)."""
         if records:
             with self.lock, self._transaction():
-                write(self.db, records)
+                self._audit(records)
 
     def decision(self, principal: str, session: str, decision: str) -> str | None:
         with self.lock:
@@ -287,13 +335,44 @@ class Store:
 
 
 class _Transaction:
-    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` when the block raises)."""
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` when the block raises); after a commit,
+    the audit log's head is published if a checkpoint was written."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
+        self.store.sealed = None
+        self.store.db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: object, *_: object) -> None:
-        self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
+        if kind is not None:
+            self.store.sealed = None
+            self.store.db.execute("ROLLBACK")
+            return
+        self.store.db.execute("COMMIT")
+        self.store._committed()
+
+
+def private(path: str) -> list[tuple[str, int]]:
+    """Make the database at ``path`` (created empty if missing) and its ``-wal`` and ``-shm``
+    files its owner's only (SQLite gives the files it creates beside a database the
+    database's permissions); the files others could read or write before, with their old
+    permissions. ``StoreError`` when they cannot be made so."""
+    from policyc.compiler.files import make_private, open_private
+
+    widened = []
+    try:
+        fd, wider = open_private(path, os.O_RDWR)
+        os.close(fd)
+        if wider is not None:
+            widened.append((path, wider))
+        for companion in (f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+            wider = make_private(companion)
+            if wider is not None:
+                widened.append((companion, wider))
+    except OSError as error:
+        raise StoreError(
+            f"{path}: cannot make the database its owner's only: {error.strerror or error}"
+        ) from None
+    return widened

@@ -59,8 +59,9 @@ class FileResult:
 def run_file(test: TestFile, coverage: bool = False) -> FileResult:
     """Every case of a test file against its policy; with ``coverage``, also which rules fired
     (each decision is evaluated again from scratch for that)."""
+    from policyc.runtime.errors import PolicyError
     from policyc.runtime.functors import MissingFunctors, load_module
-    from policyc.runtime.policy import PolicyError, load
+    from policyc.runtime.opener import load
 
     try:
         functors = load_module(test.functors) if test.functors else None

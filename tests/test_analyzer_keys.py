@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import policyc
 from policyc.analyzer import deep_findings
 from policyc.compiler.pipeline import compile_source
 
@@ -36,6 +37,21 @@ def test_a_rule_naming_two_tools_for_one_call_never_fires(cli, tmp_path: Path) -
     message = found[2][2]
     assert "`.key ToolCall(a)` (events.dl)" in message and "two values of `tool` for one `a`" in message
     assert {m.split("`")[1] for _, name, m in found if name == "always-allow"} == {"send_email", "upload"}
+
+
+def test_the_rule_that_never_fires_has_a_call_it_was_meant_to_stop_replayed(cli, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.dl"
+    policy.write_text(TWO_TOOLS, "utf-8")
+    run = cli("check", "--deep", "--format", "json", str(policy))
+    (found,) = [d for d in json.loads(run.stdout)["diagnostics"] if d["name"] == "unsatisfiable-rule"]
+    witness = found["witness"]
+    (event,) = witness["events"]
+    assert witness["verdict"] == "allow" and event["tool"] in {"send_email", "upload"}
+    session = policyc.Monitor(policyc.load(str(policy))).session("s")
+    assert session.authorize(event).allowed  # a monitor of its own allows it
+    # the rule as two rules, one per tool, stops that very call
+    meant = policyc.load(source=TWO_TOOLS.replace('"), ToolCall(a, "', '").\nDeny(a) :- ToolCall(a, "'))
+    assert not policyc.Monitor(meant).session("s").authorize(event).allowed
 
 
 def test_one_rule_per_tool_is_what_it_meant_and_gets_no_finding(cli, tmp_path: Path) -> None:

@@ -169,10 +169,12 @@ def test_a_policy_mixing_numbers_and_strings(cli, tmp_path: Path) -> None:
         ["evil-url"],
         ["refund-cap"],
     ]
-    # and no tool of it looks always allowed to the bounded search of `--deep`
+    # and no tool of it looks always allowed to the bounded search of `--deep` (its rules are
+    # ones an agent slips past: amounts and reasons nothing makes present, amounts of no type)
     run = cli("check", "--deep", "--format", "json", str(policy))
     assert run.status == 0, run.stderr
-    assert json.loads(run.stdout)["diagnostics"] == []
+    slips = {"missing-argument", "untyped-argument-comparison"}
+    assert [d for d in json.loads(run.stdout)["diagnostics"] if d["name"] not in slips] == []
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,8 @@ from policyc.compiler.source import SourceFile
 from policyc.compiler.stages import Planned, Stratified
 from policyc.runtime.arguments import INVALID_ARGUMENT, fits
 from policyc.runtime.bundle import build_bundle, read_bundle
-from policyc.runtime.policy import PolicyError
-from policyc.runtime.verdict import FEEDBACK_VALUE_LIMIT
+from policyc.runtime.errors import PolicyError
+from policyc.runtime.values import FEEDBACK_VALUE_LIMIT
 
 from .checks_table import assert_diagnostics
 from .conftest import run_policyc

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import policyc
-from policyc.runtime.policy import PolicyError
+from policyc.runtime.errors import PolicyError
 
 from .conftest import EXAMPLES, ROOT
 

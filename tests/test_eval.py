@@ -8,10 +8,11 @@ import math
 import pytest
 
 import policyc
+from policyc.runtime.errors import PolicyError
 from policyc.runtime.evaluator import Limits
 from policyc.runtime.facts import FactsError
 from policyc.runtime.functors import MissingFunctors
-from policyc.runtime.policy import EvaluationError, PolicyError
+from policyc.runtime.policy import EvaluationError
 
 
 def evaluate(

@@ -11,8 +11,8 @@ import pytest
 
 import policyc
 from policyc.runtime import extensions as ext
+from policyc.runtime.errors import PolicyError
 from policyc.runtime.extensions import Attachment, Extension, SectionError
-from policyc.runtime.policy import PolicyError
 from policyc.runtime.verdict import Reason
 
 POLICY = """
@@ -170,7 +170,7 @@ def test_an_extension_that_fails_to_load_says_why(monkeypatch) -> None:
 def _bundle(tmp_path, text: str, **options) -> tuple[dict, object]:
     from policyc.compiler.pipeline import compile_source
     from policyc.runtime.bundle import build_bundle
-    from policyc.runtime.policy import plan_of
+    from policyc.runtime.planned import plan_of
 
     compilation = compile_source(text, str(tmp_path / "p.dl"))
     data = build_bundle(compilation, plan_of(compilation), **options)

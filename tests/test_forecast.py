@@ -29,7 +29,7 @@ PREDICATES = "Edit,Unscanned,Unchecked,Tested,Committed,OpenFinding"
 
 def plan_of(source: str):
     from policyc.compiler.pipeline import compile_source
-    from policyc.runtime.policy import plan_of as plan
+    from policyc.runtime.planned import plan_of as plan
 
     return plan(compile_source(source, "p.dl"))
 

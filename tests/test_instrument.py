@@ -8,7 +8,7 @@ import json
 import pytest
 
 import policyc
-from policyc.runtime import verdict
+from policyc.runtime import values, verdict
 from policyc.runtime.instrument import guard, tool_messages, use_session
 
 POLICY = """
@@ -270,7 +270,7 @@ def test_interpolated_values_are_quoted_and_capped_in_feedback(session) -> None:
     lines = decision.feedback.splitlines()
     assert lines[0] == "Authorization issues encountered:"
     assert all(line.startswith(("- Blocked: ", "  Suggestion: ")) for line in lines[1:])
-    shown = json.dumps(hostile[: verdict.FEEDBACK_VALUE_LIMIT], ensure_ascii=False)
+    shown = json.dumps(hostile[: values.FEEDBACK_VALUE_LIMIT], ensure_ascii=False)
     assert lines[1] == f'- Blocked: "c1" sends mail to {shown}… after reading untrusted content'
     assert lines[2] == f"  Suggestion: Ask the user to confirm {shown}…."
     assert "A" * 200 not in decision.feedback
@@ -280,12 +280,12 @@ def test_interpolated_values_are_quoted_and_capped_in_feedback(session) -> None:
 
 
 def test_quoting_escapes_what_is_not_printable() -> None:
-    assert verdict.quote_value("a\u202eb\u2028c\x7f\x00") == '"a\\u202eb\\u2028c\\u007f\\u0000"'
-    assert verdict.quote_value('say "hi"') == '"say \\"hi\\""'
-    assert verdict.quote_value(42) == "42" and verdict.quote_value(2.5) == "2.5"
-    assert verdict.quote_value(10**5000).endswith("…")  # too many digits to print whole
-    assert verdict.quote_value("\U000e0041" * 3) == '"' + "\\udb40\\udc41" * 3 + '"'
-    assert verdict.quote_value("x" * 150) == '"' + "x" * verdict.FEEDBACK_VALUE_LIMIT + '"…'
+    assert values.quote_value("a\u202eb\u2028c\x7f\x00") == '"a\\u202eb\\u2028c\\u007f\\u0000"'
+    assert values.quote_value('say "hi"') == '"say \\"hi\\""'
+    assert values.quote_value(42) == "42" and values.quote_value(2.5) == "2.5"
+    assert values.quote_value(10**5000).endswith("…")  # too many digits to print whole
+    assert values.quote_value("\U000e0041" * 3) == '"' + "\\udb40\\udc41" * 3 + '"'
+    assert values.quote_value("x" * 150) == '"' + "x" * values.FEEDBACK_VALUE_LIMIT + '"…'
 
 
 def test_error_denials_hide_internal_details_from_the_model() -> None:

@@ -308,7 +308,7 @@ def test_a_plan_carries_the_keys_and_a_bundle_reads_them_back() -> None:
     from policyc.compiler.plan import PlanError
     from policyc.compiler.plan_read import from_data
     from policyc.compiler.plan_write import to_data
-    from policyc.runtime.policy import plan_of
+    from policyc.runtime.planned import plan_of
 
     plan = plan_of(compile_source(KEYED))
     data = to_data(plan)
@@ -323,7 +323,7 @@ def test_a_plan_carries_the_keys_and_a_bundle_reads_them_back() -> None:
 
 def test_the_planner_looks_up_a_keyed_atom_before_one_that_may_find_several_facts() -> None:
     from policyc.compiler import plan as p
-    from policyc.runtime.policy import plan_of
+    from policyc.runtime.planned import plan_of
 
     def scans(source: str) -> list[str]:
         plan = plan_of(compile_source(source))

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 import policyc
+from policyc.runtime.errors import PolicyError
 from policyc.runtime.evaluator import Limits
-from policyc.runtime.policy import PolicyError
 
 WITHIN = 20.0  # seconds a call given a limit of one second may take, on any machine
 ONE_SECOND = Limits(max_seconds=1)

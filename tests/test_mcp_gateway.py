@@ -8,6 +8,7 @@ import contextlib
 import functools
 import http.server
 import json
+import stat
 import subprocess
 import sys
 import threading
@@ -138,6 +139,7 @@ def test_a_page_that_says_commit_gets_the_commit_denied_and_the_repository_uncha
     assert "notes.txt" in git(repo, "diff", "--cached", "--name-only")  # still only staged
     verified = subprocess.run([POLICYC, "audit", "verify", str(audit)], capture_output=True, text=True)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert stat.S_IMODE(audit.stat().st_mode) == 0o600, "the log of the calls' arguments is the owner's only"
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     decisions = [r for r in records if r["type"] == "decision"]
     assert [(d["verdict"], d["rules"]) for d in decisions] == [

@@ -11,7 +11,8 @@ import pytest
 from policyc.compiler.pipeline import STAGES, compile_source, plan
 from policyc.compiler.planner import PlanningError
 from policyc.compiler.stages import Checked, Parsed, Planned, Resolved, Stratified
-from policyc.runtime.policy import PolicyError, plan_of
+from policyc.runtime.errors import PolicyError
+from policyc.runtime.planned import plan_of
 
 POLICY = "Deny(a) :- Send(a), not Ok(a).\n.input Send, Ok\n"
 TYPES = {"parse": Parsed, "resolve": Resolved, "check": Checked, "stratify": Stratified, "plan": Planned}

@@ -314,7 +314,7 @@ def test_policy_test_file(tmp_path: Path) -> None:
 def test_bundle_plan(tmp_path: Path, cli) -> None:
     import policyc
     from policyc.runtime.bundle import canonical, sha256
-    from policyc.runtime.policy import PolicyError
+    from policyc.runtime.errors import PolicyError
 
     bundle = tmp_path / "agent.bundle.json"
     run = cli("compile", str(EXAMPLES / "quickstart" / "agent.dl"), "-o", str(bundle))

@@ -14,7 +14,8 @@ from policyc.risk.detectors import LexicalProvenance
 from policyc.risk.enforce import interventions
 from policyc.risk.errors import RiskError
 from policyc.risk.thresholds import from_json
-from policyc.runtime.policy import PolicyError, Result
+from policyc.runtime.errors import PolicyError
+from policyc.runtime.policy import Result
 
 POLICY = """
 .import risk
@@ -273,7 +274,7 @@ def test_dependencies_limit_the_context() -> None:
 def test_thresholds_travel_in_the_bundle(tmp_path) -> None:
     from policyc.compiler.pipeline import compile_source
     from policyc.runtime.bundle import build_bundle, generate_keys
-    from policyc.runtime.policy import plan_of
+    from policyc.runtime.planned import plan_of
 
     compilation = compile_source(POLICY, str(tmp_path / "p.dl"))
     key, public = generate_keys(str(tmp_path / "k"))

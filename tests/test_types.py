@@ -46,7 +46,7 @@ def test_the_paths_are_the_checkout_s(tmp_path: Path) -> None:
         f"{installed}/policyc/runtime/facts.py:9: note: see {installed}/policyc/__init__.py\n"
     )
     assert repository_paths(output, installed) == (
-        "compiler/checks/types.py:3: error: no\nruntime/facts.py:9: note: see api/__init__.py\n"
+        "compiler/checks/types.py:3: error: no\nruntime/facts.py:9: note: see facade/__init__.py\n"
     )
 
 

@@ -56,7 +56,7 @@ def test_a_deny_of_an_address_is_found_with_a_session_a_monitor_allows(cli, tmp_
     assert "Deny(a) :- ..." in found["help"]
     assert found["fix"]["edits"][0]["text"] == "a" and found["fix"]["safe"] is False
     witness = found["witness"]
-    assert witness["verdict"] == "allowed"
+    assert witness["verdict"] == "allow"
     decision = _replay(ADDRESS, witness)
     assert decision.allowed and not decision.errored
     # the rule fired there: it denied the address, which the call sends to
@@ -77,7 +77,7 @@ def test_the_text_output_shows_the_witness(cli, tmp_path: Path) -> None:
     policy.write_text(ADDRESS, "utf-8")
     run = cli("check", "--deep", str(policy))
     assert "= witness: replayed through a monitor:" in run.stdout
-    assert "decide  `" in run.stdout and "`: allowed" in run.stdout
+    assert "decide  `" in run.stdout and "`: allow\n" in run.stdout
 
 
 def _found(source: str) -> list[tuple[int, str]]:
@@ -123,6 +123,6 @@ def test_an_allow_of_a_value_under_default_deny_has_a_session_that_denies_the_ca
     source = '.import events\n.default deny\nAllow(t) :- ToolCall(a, t), t = "read".\n'
     compiled = compile_source(source, "policy.dl")
     (found,) = [d for d in deep_findings(compiled, timeout=20) if d.code == "PC312"]
-    assert found.witness is not None and found.witness.verdict == "denied"
+    assert found.witness is not None and found.witness.verdict == "deny"
     assert found.witness.derived == ('Allow("read")',)
     assert not _replay(source, found.witness.to_json()).allowed

@@ -66,7 +66,7 @@ def load(policy: Any = None, functors: Any = None, **options: Any) -> Policy:
     module holding them. Options: ``verify_key`` (a bundle must carry a valid signature by
     this Ed25519 public key; refused with source text) and ``limits``.
     """
-    from .runtime.policy import load as run
+    from .runtime.opener import load as run
 
     return run(policy, functors, **options)
 
@@ -74,7 +74,7 @@ def load(policy: Any = None, functors: Any = None, **options: Any) -> Policy:
 def load_source(text: str, functors: Any = None, **options: Any) -> Policy:
     """A :class:`~policyc.runtime.policy.Policy` from source text, never looked up as a file
     (options: ``limits``, and ``name``, the file name its diagnostics give)."""
-    from .runtime.policy import load_source as run
+    from .runtime.opener import load_source as run
 
     return run(text, functors, **options)
 
