@@ -19,7 +19,6 @@ from typing import Any
 
 import anyio
 import mcp.types as mt
-import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -161,6 +160,7 @@ def test_a_hostile_argument_is_refused_within_the_deadline_while_another_connect
     for _ in range(40):  # both branches at every level: 2^40 steps for a validator that tries them
         deep = {"a": deep}
     took: dict[str, float] = {}
+    finished: list[str] = []
 
     async def call(url: str, tool: str, arguments: dict[str, Any], name: str) -> mt.CallToolResult:
         async with streamable_http_client(url) as (read, write):
@@ -170,6 +170,7 @@ def test_a_hostile_argument_is_refused_within_the_deadline_while_another_connect
                 with anyio.fail_after(30):
                     result = await client.call_tool(tool, arguments)
                 took[name] = time.monotonic() - started
+                finished.append(name)
                 return result
 
     async def scenario(url: str) -> dict[str, mt.CallToolResult]:
@@ -191,13 +192,14 @@ def test_a_hostile_argument_is_refused_within_the_deadline_while_another_connect
         results = anyio.run(scenario, running.url)
     assert results["tree"].is_error, text(results["tree"])
     assert "policyc:timeout" in text(results["tree"]) and "inputSchema" in text(results["tree"])
-    assert took["tree"] < 1.5 + 2.0  # refused at the deadline, not when the validation would end
     assert results["name"].is_error and "does not match" in text(results["name"])
     assert results["keys"].is_error and "'aaaaaaaaaaaaaaaaaaaaaaaaaaa!'" in text(results["keys"])
-    assert took["name"] < 1.5 and took["keys"] < 1.5
-    assert not results["out"].is_error and text(results["out"]) == "out"  # the client checks it
+    # the server's result breaks its own outputSchema: found, with RE2, and not forwarded
+    assert results["out"].is_error and "does not match '^(a+)+$'" in text(results["out"])
     assert not results["echo"].is_error and text(results["echo"]) == '{"n": 1}'
-    assert took["echo"] < 1.0, took  # answered while the hostile calls were being refused
+    # the call made while the hostile ones were checked was answered before the one given up
+    # at the deadline: no check held the gateway's event loop
+    assert finished.index("echo") < finished.index("tree")
 
 
 def test_a_pattern_re2_cannot_run_refuses_its_tool_at_start_naming_it(tmp_path: Path) -> None:
