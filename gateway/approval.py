@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from policyc.runtime.approvals import DEFAULT_TTL, call_digest
+
 from .decide import Gate, Verdict, refusal
 
 APPROVAL_SCHEMA = {
@@ -43,16 +45,21 @@ APPROVAL_SCHEMA = {
 }
 
 
+MAX_PENDING = 1024  # escalated calls waiting for their retry, in all (the oldest go first)
+
+
 @dataclass(frozen=True)
 class Pending:
     """An escalated call put to the user on a 2026-07-28 connection, until the client retries
-    it: the connection, the call, its verdict and when it was asked (monotonic)."""
+    it: the connection, the call (its arguments and their canonical digest), its verdict and
+    when it was asked (monotonic)."""
 
     key: str
     tool: str
     arguments: dict[str, Any]
     verdict: Verdict
     asked: float
+    digest: str = ""
 
 
 def modern(ctx: Any) -> bool:
@@ -93,14 +100,26 @@ def asker(ctx: Any) -> Any:
 
 
 def input_required(
-    pending: dict[str, Pending], key: str, tool: str, arguments: dict[str, Any], verdict: Verdict
+    pending: dict[str, Pending],
+    key: str,
+    tool: str,
+    arguments: dict[str, Any],
+    verdict: Verdict,
+    ttl: float = DEFAULT_TTL,
 ) -> Any:
     """The answer to an escalated call on a 2026-07-28 connection: the elicitation the client
-    must put to the user, and the state (kept in ``pending``) its retry brings back."""
+    must put to the user, and the state (kept in ``pending``) its retry brings back. A call not
+    retried within ``ttl`` seconds is forgotten, and so is the oldest when :data:`MAX_PENDING`
+    wait (its retry is then refused as unknown)."""
     import mcp.types as mt
 
+    now = time.monotonic()
+    for state in [s for s, waiting in pending.items() if now - waiting.asked > ttl]:
+        del pending[state]
+    while len(pending) >= MAX_PENDING:
+        del pending[next(iter(pending))]  # the oldest: a dict keeps the order they were asked in
     state = secrets.token_urlsafe(24)
-    pending[state] = Pending(key, tool, arguments, verdict, time.monotonic())
+    pending[state] = Pending(key, tool, dict(arguments), verdict, now, call_digest(tool, arguments))
     form = mt.ElicitRequestFormParams(
         message=approval_message(verdict.decision.escalation), requested_schema=APPROVAL_SCHEMA
     )
@@ -117,16 +136,19 @@ async def resumed(
     arguments: dict[str, Any],
     params: Any,
     limit: float | None,
-) -> Verdict:
-    """The verdict on the retry of a call put to the user: the same call of the same connection,
-    approved within ``limit`` seconds, is settled with that answer; anything else is denied."""
+) -> tuple[Verdict, dict[str, Any]]:
+    """The verdict on the retry of a call put to the user, and the arguments to send: the same
+    call of the same connection (its canonical JSON, so ``1``, ``1.0`` and ``true`` differ),
+    approved within ``limit`` seconds, is settled with that answer, and the arguments the user
+    was shown are the ones sent; anything else is denied."""
     found = pending.pop(params.request_state, None)
     if found is None or found.key != key:
+        why = "the call's approval state is unknown, used, expired or of another connection"
+        return Verdict(False, refusal(tool, why)), arguments
+    if found.tool != tool or found.digest != call_digest(tool, arguments):
         return Verdict(
-            False, refusal(tool, "the call's approval state is unknown, used or of another connection")
-        )
-    if found.tool != tool or found.arguments != arguments:
-        return Verdict(False, refusal(tool, "the retried call is not the call the user was asked about"))
+            False, refusal(tool, "the retried call is not the call the user was asked about")
+        ), arguments
     answer = approved((params.input_responses or {}).get("approval"))
     if limit is not None and time.monotonic() - found.asked > limit:
         answer = False
@@ -135,7 +157,7 @@ async def resumed(
         return answer
 
     assert found.verdict.call is not None
-    return await gate.settle(found.verdict.call, tool, found.verdict.decision, ask)
+    return await gate.settle(found.verdict.call, tool, found.verdict.decision, ask), found.arguments
 
 
 def approval_message(request: Any) -> str:

@@ -1,9 +1,18 @@
-"""Checking a call's arguments against the tool's ``inputSchema`` before anything else.
+"""Checking a call's arguments against the tool's ``inputSchema`` before anything else, bounded.
 
 A call whose arguments the tool's own schema refuses never reaches the policy or the server:
 the client gets an error result naming the field, so the agent can correct the call. A schema
 that is not a valid JSON Schema refuses every call of its tool (the gateway cannot say what the
 tool accepts).
+
+The schema comes from an upstream server and the arguments from the agent, so neither may make
+the check take long. Patterns (``pattern``, ``patternProperties``) run on RE2, whose time is
+linear in the text; a schema with a pattern RE2 cannot run (a backreference, a lookaround) is
+refused whole when the gateway starts (:func:`unrunnable`), its tool not listed. And the check
+stops at a deadline (``decide_timeout``): every keyword looks at the clock before it runs, so
+a schema whose alternatives multiply (``anyOf`` nested under ``$ref``) is given up at the
+deadline, in the thread that ran it, which then ends (:class:`Expired`, a ``policyc:timeout``
+of that call).
 
 >>> schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 >>> problem(schema, {"n": 3}) is None
@@ -12,19 +21,32 @@ True
 "argument `n`: 'three' is not of type 'integer'"
 >>> problem(schema, {})
 "argument `n`: missing ('n' is a required property)"
+>>> print(unrunnable({"properties": {"w": {"type": "string", "pattern": "(?=a)"}}}))
+`properties.w.pattern` `(?=a)`: RE2 cannot run it (invalid perl operator: (?=); a backreference or a lookaround has no linear-time match
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+_clock = threading.local()  # the deadline of the check running in this thread
 
-def problem(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> str | None:
+
+class Expired(Exception):
+    """The check of a call's arguments did not end by its deadline."""
+
+
+def problem(
+    schema: Mapping[str, Any] | None, arguments: Mapping[str, Any], deadline: float | None = None
+) -> str | None:
     """What is wrong with ``arguments`` under ``schema`` (the first problem, the field named),
-    or None when they fit (or there is no schema)."""
+    or None when they fit (or there is no schema). :class:`Expired` when the check passes
+    ``deadline`` (``time.monotonic()``)."""
     if not schema:
         return None
     from jsonschema.exceptions import best_match
@@ -36,10 +58,15 @@ def problem(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> s
     validator = _validator(key)
     if isinstance(validator, str):
         return validator
+    _clock.deadline = deadline
     try:
         error = best_match(validator.iter_errors(dict(arguments)))
-    except (RecursionError, ValueError, TypeError) as bad:
+    except Expired:
+        raise
+    except Exception as bad:  # RecursionError, an unresolvable $ref, ...: no call is sent unchecked
         return f"the arguments cannot be checked against the tool's inputSchema ({type(bad).__name__})"
+    finally:
+        _clock.deadline = None
     if error is None:
         return None
     path = ".".join(str(p) for p in error.absolute_path)
@@ -53,6 +80,121 @@ def problem(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> s
     return f"argument `{path}`: {error.message}"
 
 
+def unrunnable(schema: Any) -> str | None:
+    """Why the patterns of a schema cannot all run in linear time (the first one RE2 cannot
+    compile, by its place in the schema), or None. ``unevaluatedProperties`` beside
+    ``patternProperties`` is refused too: the validator matches those names with Python's
+    backtracking engine."""
+    text = json.dumps(schema, sort_keys=True, default=str)
+    if '"unevaluatedProperties"' in text and '"patternProperties"' in text:
+        return (
+            "`unevaluatedProperties` with `patternProperties`: the validator would match property "
+            "names with a backtracking engine"
+        )
+    for where, pattern in _patterns(schema, ""):
+        if not isinstance(pattern, str):
+            continue
+        problem = _re2_problem(pattern)
+        if problem is not None:
+            return (
+                f"`{where}` `{pattern}`: RE2 cannot run it ({problem}); a backreference or a "
+                "lookaround has no linear-time match"
+            )
+    return None
+
+
+def _patterns(schema: Any, at: str) -> Iterator[tuple[str, Any]]:
+    """Every pattern of a schema, with where it is (``properties.w.pattern``)."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            here = f"{at}.{key}" if at else str(key)
+            if key == "pattern":
+                yield here, value
+            elif key == "patternProperties" and isinstance(value, dict):
+                for name in value:
+                    yield f"{here}.{name}", name
+            if key not in ("const", "enum", "default", "examples"):  # values, not schemas
+                yield from _patterns(value, here)
+    elif isinstance(schema, list):
+        for n, value in enumerate(schema):
+            yield from _patterns(value, f"{at}.{n}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _re2(pattern: str) -> Any:
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
+def _re2_problem(pattern: str) -> str | None:
+    try:
+        _re2(pattern)
+    except Exception as error:  # re2.error: what RE2 says of it
+        said = error.args[0] if error.args else type(error).__name__
+        return said.decode("utf-8", "replace") if isinstance(said, bytes) else str(said)
+    return None
+
+
+def _on_time() -> None:
+    deadline = getattr(_clock, "deadline", None)
+    if deadline is not None and time.monotonic() > deadline:
+        raise Expired
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not _re2(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Any
+) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        compiled = _re2(pattern)
+        for name, value in instance.items():
+            if compiled.search(name):
+                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, extras: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """``additionalProperties``, its names matched against ``patternProperties`` with RE2."""
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = [_re2(p) for p in schema.get("patternProperties", {})]
+    extra = [
+        name for name in instance if name not in properties and not any(p.search(name) for p in patterns)
+    ]
+    if validator.is_type(extras, "object"):
+        for name in extra:
+            yield from validator.descend(instance[name], extras, path=name)
+    elif not extras and extra:
+        shown = ", ".join(repr(name) for name in sorted(extra))
+        verb = "was" if len(extra) == 1 else "were"
+        yield ValidationError(f"Additional properties are not allowed ({shown} {verb} unexpected)")
+
+
+def _bounded(check: Any) -> Any:
+    """A keyword's check that looks at the clock before it runs."""
+
+    def bounded(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        _on_time()
+        errors = check(validator, value, instance, schema)
+        if errors is not None:
+            yield from errors
+
+    return bounded
+
+
 @functools.lru_cache(maxsize=1024)
 def _validator(schema: str) -> Any:
     """The validator of a schema (given as canonical JSON), checked once; or why there is none."""
@@ -61,10 +203,22 @@ def _validator(schema: str) -> Any:
 
     parsed = json.loads(schema)
     try:
-        validator_class = jsonschema.validators.validator_for(parsed, default=jsonschema.Draft202012Validator)
-        validator_class.check_schema(parsed)
-        return validator_class(parsed)
+        base = jsonschema.validators.validator_for(parsed, default=jsonschema.Draft202012Validator)
+        base.check_schema(parsed)
     except SchemaError as bad:
         return f"the tool's inputSchema is not a valid JSON Schema ({bad.message}), so no call of it is sent"
-    except (RecursionError, ValueError, TypeError) as bad:
+    except Exception as bad:
+        return f"the tool's inputSchema cannot be used ({type(bad).__name__}), so no call of it is sent"
+    why = unrunnable(parsed)
+    if why is not None:
+        return f"the tool's inputSchema has a pattern the gateway cannot check in bounded time: {why}"
+    checks = dict(base.VALIDATORS)
+    checks["pattern"] = _pattern
+    checks["patternProperties"] = _pattern_properties
+    if "additionalProperties" in checks:
+        checks["additionalProperties"] = _additional_properties
+    bounded = jsonschema.validators.extend(base, {name: _bounded(check) for name, check in checks.items()})
+    try:
+        return bounded(parsed)
+    except Exception as bad:
         return f"the tool's inputSchema cannot be used ({type(bad).__name__}), so no call of it is sent"

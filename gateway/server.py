@@ -24,6 +24,7 @@ What passes through, and how (docs/mcp.md, "What passes through"):
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,9 +32,12 @@ from typing import Any, TextIO
 
 import anyio
 
+from policyc.runtime.approvals import DEFAULT_TTL
+
 from .approval import Pending, asker, can_elicit, input_required, modern, resumed
 from .config import GatewayConfig
 from .decide import Gate
+from .schema import unrunnable
 from .upstreams import Upstreams, UpstreamTool, error_result
 
 
@@ -66,6 +70,18 @@ class Gateway:
             for name in [n for n, why in self.hidden.items() if why.startswith("pin:")]:
                 del self.hidden[name]
             self.hidden.update({name: f"pin: {why}" for name, why in screened.items()})
+        for name in [n for n, why in self.hidden.items() if why.startswith("schema:")]:
+            del self.hidden[name]
+        for tool in tools:  # a schema the gateway cannot check in bounded time: refused whole
+            for which, schema in (
+                ("inputSchema", tool.tool.input_schema),
+                ("outputSchema", tool.tool.output_schema),
+            ):
+                unchecked = None if tool.qualified in self.hidden else unrunnable(schema)
+                if unchecked is not None:
+                    self.hidden[tool.qualified] = (
+                        f"schema: its {which} has a pattern the gateway cannot check in bounded time: {unchecked}"
+                    )
         for tool in tools:
             why = self.hidden.get(tool.qualified)
             if why is not None and tool.qualified not in self.reported:
@@ -85,6 +101,22 @@ class Gateway:
         tools = [t.tool.model_copy(update={"name": q}) for q, t in self.visible().items()]
         return mt.ListToolsResult(tools=tools)
 
+    async def _checked(self, schema: Any, arguments: dict[str, Any]) -> str | None:
+        """What the tool's ``inputSchema`` finds wrong with ``arguments``, checked in a worker
+        thread (so that no other call waits for it) that ends by the decision's deadline
+        (:mod:`.schema`): past it, the call is refused (``policyc:timeout``)."""
+        from .schema import Expired, problem
+
+        timeout = self.config.session.decide_timeout
+        deadline = time.monotonic() + timeout
+        try:
+            return await anyio.to_thread.run_sync(problem, schema, arguments, deadline)
+        except Expired:
+            return (
+                f"policyc:timeout: checking the arguments against the tool's inputSchema took longer "
+                f"than the decision's deadline ({timeout:g} s)"
+            )
+
     async def roots_changed(self, ctx: Any, params: Any) -> None:
         """The client's roots changed (or a client with roots connected): every server is told."""
         for server, session in [(n, self.upstreams.session(n)) for n in self.upstreams.running()]:
@@ -95,8 +127,6 @@ class Gateway:
                 self._note(server, "telling it the roots changed", error)
 
     async def call_tool(self, ctx: Any, params: Any) -> Any:
-        from .schema import problem
-
         name = params.name
         arguments = dict(params.arguments or {})
         gate = self._gate(ctx)
@@ -108,18 +138,21 @@ class Gateway:
             if down is not None:
                 return error_result(f"the server `{name.partition('.')[0]}` is not running: {down}")
             return error_result(f"no tool `{name}` behind the gateway (`tools/list` names the tools)")
-        wrong = problem(tool.tool.input_schema, arguments)
+        wrong = await self._checked(tool.tool.input_schema, arguments)
         if wrong is not None:
             return error_result(f"the call of `{name}` was not sent: {wrong}")
         if params.request_state is not None:  # the retry of a call put to the user (2026-07-28)
             limit = getattr(self.monitor, "approval_timeout", None)
-            verdict = await resumed(self.pending, self._key(ctx), gate, name, arguments, params, limit)
+            verdict, arguments = await resumed(
+                self.pending, self._key(ctx), gate, name, arguments, params, limit
+            )
         else:
             verdict = await gate.decide(name, arguments)
             if verdict.decision is not None and verdict.decision.escalated:
                 assert verdict.call is not None
                 if modern(ctx) and can_elicit(ctx):
-                    return input_required(self.pending, self._key(ctx), name, arguments, verdict)
+                    ttl = getattr(self.monitor, "approval_ttl", DEFAULT_TTL)
+                    return input_required(self.pending, self._key(ctx), name, arguments, verdict, ttl)
                 verdict = await gate.settle(verdict.call, name, verdict.decision, asker(ctx))
         if not verdict.forward:
             return error_result(verdict.text)

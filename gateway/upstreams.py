@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
@@ -288,7 +289,7 @@ class Upstreams:
                     streamable_http_client(server.url, http_client=client)
                 )
             session = await stack.enter_async_context(
-                ClientSession(read, write, **self._handlers(server.name))
+                _bounded_session(ClientSession, self, server.name)(read, write, **self._handlers(server.name))
             )
             yield session
 
@@ -375,3 +376,36 @@ def list_tools(
             return tools, upstreams.failures
 
     return anyio.run(listing)
+
+
+def _bounded_session(base: Any, upstreams: Upstreams, server: str) -> Any:
+    """The SDK's ``ClientSession`` whose check of a tool's result against its ``outputSchema``
+    is bounded as the check of a call's arguments is (:mod:`.schema`): in a worker thread, with
+    patterns on RE2, given up at the decision's deadline. (The SDK's own check runs Python's
+    backtracking engine on the event loop, where one hostile result would stall every client.)"""
+
+    class BoundedSession(base):  # type: ignore[misc, valid-type]
+        async def validate_tool_result(self, name: str, result: Any) -> None:
+            import anyio
+
+            from .schema import Expired, problem
+
+            listed = upstreams.tools.get(f"{server}.{name}")
+            schema = None if listed is None else listed.tool.output_schema
+            if schema is None:
+                return
+            content = result.structured_content
+            if content is None:
+                raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
+            timeout = upstreams.config.session.decide_timeout
+            try:
+                wrong = await anyio.to_thread.run_sync(problem, schema, content, time.monotonic() + timeout)
+            except Expired:
+                raise RuntimeError(
+                    f"the structured content returned by tool {name} could not be checked against its "
+                    f"outputSchema within {timeout:g} s"
+                ) from None
+            if wrong is not None:
+                raise RuntimeError(f"Invalid structured content returned by tool {name}: {wrong}")
+
+    return BoundedSession

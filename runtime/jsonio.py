@@ -48,6 +48,11 @@ class MalformedJSON(json.JSONDecodeError):
     """JSON policyc refuses: too deep, a number it cannot hold, or not JSON at all."""
 
 
+class NumberRefused(MalformedJSON):
+    """JSON with a number policyc cannot hold exactly: not finite (``NaN``, ``1e999``), or an
+    integer of more digits than it reads."""
+
+
 class _NotFinite(ValueError):
     def __init__(self, text: str) -> None:
         super().__init__(text)
@@ -180,9 +185,9 @@ def _too_deep(text: str, start: int, limit: int) -> MalformedJSON:
 def _not_finite(text: str, start: int, number: str) -> MalformedJSON:
     if number in ("NaN", "Infinity", "-Infinity"):
         at = _position(text, re.escape(number), start)
-        return MalformedJSON(f"{number} is not a JSON number (numbers must be finite)", text, at)
+        return NumberRefused(f"{number} is not a JSON number (numbers must be finite)", text, at)
     at = _position(text, r"(?<![\w.+-])" + re.escape(number) + r"(?![\w.+-])", start)
-    return MalformedJSON(f"the number {_short(number)} is too large for a float", text, at)
+    return NumberRefused(f"the number {_short(number)} is too large for a float", text, at)
 
 
 def _too_long(text: str, start: int, error: ValueError) -> MalformedJSON:
@@ -191,7 +196,7 @@ def _too_long(text: str, start: int, error: ValueError) -> MalformedJSON:
     number = _NUMBER_AT.match(text, at)
     if number is not None and len(number.group(1)) > limit:
         digits = len(number.group(1))
-        return MalformedJSON(f"an integer of {digits:,} digits (policyc reads at most {limit:,})", text, at)
+        return NumberRefused(f"an integer of {digits:,} digits (policyc reads at most {limit:,})", text, at)
     return MalformedJSON(f"not a number policyc reads ({error})", text, at)
 
 

@@ -25,12 +25,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from policyc.runtime.jsonio import NumberRefused
+
+from . import jsontext
 from .keys import Keys, Principal
 from .metrics import Metrics
 from .sessions import Key, Problem
@@ -160,7 +162,7 @@ class Service:
             async with live.lock:
 
                 def commit(kept: list[Any], audit: Records) -> None:
-                    rows = [(how, orjson.dumps(row).decode()) for row in kept]
+                    rows = [(how, jsontext.dumps(row).decode()) for row in kept]
                     try:
                         self.store.append(principal.name, session, rows, live.seq, audit)
                     except sqlite3.Error as error:
@@ -242,7 +244,7 @@ class Service:
         _approver(principal)
         waiting = []
         for decision_id, owner, session, body in self.store.pending():
-            decision = orjson.loads(body)
+            decision = jsontext.loads(body)
             waiting.append(
                 {
                     "approval_id": decision_id,
@@ -263,10 +265,10 @@ class Service:
         if type(ttl) not in (int, float) or not 0 < ttl <= 86_400:
             raise Problem(422, "malformed-request", "`ttl` must be a number of seconds, at most a day")
         found = self.store.decision_row(approval_id)
-        if found is None or orjson.loads(found[2]).get("verdict") != "escalate":
+        if found is None or jsontext.loads(found[2]).get("verdict") != "escalate":
             raise Problem(404, "not-found", f"no escalated call `{_short(approval_id)}`")
         owner, session, decision_text = found
-        decision = orjson.loads(decision_text)
+        decision = jsontext.loads(decision_text)
         key = (owner, session)
         live = self.live.get(key)
         if live is None:
@@ -281,7 +283,7 @@ class Service:
                 )
 
             def commit(kept: dict[str, Any], audit: Records) -> None:
-                row = (owner, session, live.seq + 1, orjson.dumps(kept).decode())
+                row = (owner, session, live.seq + 1, jsontext.dumps(kept).decode())
                 approved = outcome(owner, session, approval_id, decision, "approved", principal.name)
                 if not self.store.answered(approval_id, True, principal.name, row, [*audit, approved]):
                     raise Problem(409, "already-answered", f"`{_short(approval_id)}` was answered before")
@@ -306,7 +308,7 @@ class Service:
             raise Problem(
                 404, "not-found", f"no decision `{_short(decision_id)}` in session `{_short(session)}`"
             )
-        stored = orjson.loads(found)
+        stored = jsontext.loads(found)
         stored["explanation"] = await self.evaluator.call((principal.name, session), "explain", stored["seq"])
         return _json(stored)
 
@@ -327,8 +329,8 @@ class Service:
                 key[1],
                 decision["seq"],
                 decision["verdict"],
-                orjson.dumps(decision).decode(),
-                None if candidate is None else orjson.dumps(candidate).decode(),
+                jsontext.dumps(decision).decode(),
+                None if candidate is None else jsontext.dumps(candidate).decode(),
                 how,
                 audit,
             )
@@ -410,7 +412,7 @@ def _short(text: str) -> str:
 
 
 def _json(data: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+    return Response(jsontext.dumps(data), status_code=status, media_type="application/json")
 
 
 def _error(status: int, code: str, message: str) -> Response:
@@ -537,6 +539,10 @@ async def _body(request: Request, limit: int) -> Any:
             raise Problem(413, "too-large", f"a request body holds at most {limit:,} bytes")
         chunks.append(chunk)
     try:
-        return orjson.loads(b"".join(chunks))
-    except orjson.JSONDecodeError as error:
+        return jsontext.loads(b"".join(chunks))
+    except NumberRefused as error:  # JSON, with a number no event or fact can hold exactly
+        raise Problem(
+            422, "unrepresentable-number", f"the body holds a number policyc cannot hold: {error}"
+        ) from None
+    except (ValueError, UnicodeDecodeError) as error:
         raise Problem(400, "malformed-json", f"the body is not JSON: {error}") from None

@@ -18,12 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from policyc.runtime.session import Monitor, Session
 from policyc.runtime.verdict import Decision, EventRefused
 from policyc.stdlib.events import EventError, check_event
 
+from . import jsontext
 from .store import Records, Store
 
 Key = tuple[str, str]  # (principal, session id)
@@ -231,7 +230,7 @@ class Sessions:
             for at, how, body in self.store.events(*key):
                 if at > seq:
                     break
-                decision = replay(again, how, orjson.loads(body)) or decision
+                decision = replay(again, how, jsontext.loads(body)) or decision
         if decision is None:
             return None
         explained = decision.explain()
@@ -243,7 +242,7 @@ class Sessions:
         with self.quiet():
             session = monitor.session(key[1], key[0], roles)
             for at, how, body in self.store.events(*key):
-                replay(session, how, orjson.loads(body))
+                replay(session, how, jsontext.loads(body))
                 last = at
         return session, last
 

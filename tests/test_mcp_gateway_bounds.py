@@ -1,0 +1,220 @@
+"""What `policyc mcp` bounds and compares exactly, against the installed command and a real
+upstream MCP server written with the `mcp` SDK: a tool's `inputSchema` is checked with a
+linear-time regular expression engine within the decision's deadline, in a thread, while
+another connection is answered; a schema whose pattern RE2 cannot run is refused at start;
+the retry of an escalated call must be the call the user was asked about (canonical JSON),
+and the gateway forwards the approved arguments; the calls waiting for the user are bounded;
+numbers reach the policy and the tool as the client wrote them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as mt
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from .test_mcp_gateway import POLICYC, text
+from .test_mcp_gateway_protocol import free_port
+
+SERVER = """
+import json
+
+import anyio
+import mcp.types as mt
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+# a value of `tree` is a node: an object whose `a` is a node, and that has `x` or `y`; an
+# argument nested many levels deep makes a backtracking validator try both branches of each
+TREE = {
+    "$defs": {
+        "node": {
+            "anyOf": [
+                {"type": "object", "properties": {"a": {"$ref": "#/$defs/node"}}, "required": ["x"]},
+                {"type": "object", "properties": {"a": {"$ref": "#/$defs/node"}}, "required": ["y"]},
+            ]
+        }
+    },
+    "type": "object",
+    "properties": {"tree": {"$ref": "#/$defs/node"}},
+}
+TOOLS = [
+    mt.Tool(name="echo", input_schema={"type": "object"}),
+    mt.Tool(
+        name="name",
+        input_schema={"type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}}},
+    ),
+    mt.Tool(
+        name="keys",
+        input_schema={
+            "type": "object",
+            "patternProperties": {"^(a+)+$": {"type": "integer"}},
+            "additionalProperties": False,
+        },
+    ),
+    mt.Tool(name="tree", input_schema=TREE),
+    mt.Tool(
+        name="twice",
+        input_schema={"type": "object", "properties": {"w": {"type": "string", "pattern": "^(a)\\\\1$"}}},
+    ),
+    mt.Tool(
+        name="out",
+        input_schema={"type": "object"},
+        output_schema={"type": "object", "properties": {"v": {"type": "string", "pattern": "^(a+)+$"}}},
+    ),
+]
+
+
+async def list_tools(ctx, params):
+    return mt.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(ctx, params):
+    if params.name == "out":
+        value = {"v": "a" * 27 + "!"}
+        return mt.CallToolResult(content=[mt.TextContent(type="text", text="out")], structured_content=value)
+    # the arguments exactly as the server received them (1 and 1.0 and true told apart)
+    said = json.dumps(params.arguments, sort_keys=True)
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text=said)])
+
+
+server = Server("bounds", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def main():
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+anyio.run(main)
+"""
+
+POLICY = """.import events
+@id("pay-needs-approval") @message("paying needs the user's approval")
+Escalate(a) :- ToolCall(a, "up.echo"), tool_arg(a, "pay") = 1.
+"""
+
+HOSTILE = "a" * 27 + "!"  # `^(a+)+$` takes Python's `re` seconds on it, doubling per `a`
+
+
+def files(tmp_path: Path, decide_timeout: float = 10.0) -> tuple[Path, Path]:
+    script = tmp_path / "bounds_server.py"
+    script.write_text(SERVER)
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        f"[servers.up]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(script))}]\n"
+        f"\n[session]\ndecide_timeout = {decide_timeout}\n"
+    )
+    policy = tmp_path / "policy.dl"
+    policy.write_text(POLICY)
+    return policy, config
+
+
+class Listening:
+    """`policyc mcp` serving streamable HTTP on a free port, its stderr in a file."""
+
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.log = tmp_path / "stderr.txt"
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen(
+                [POLICYC, "mcp", *args, "--analysis-timeout", "0", "--listen", f"127.0.0.1:{self.port}"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        deadline = time.monotonic() + 60
+        while "listening on" not in self.log.read_text():
+            assert self.process.poll() is None and time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.process.kill()  # a gateway whose event loop is stuck answers no SIGTERM
+        self.process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def listening(tmp_path: Path, *args: str) -> Iterator[Listening]:
+    running = Listening(tmp_path, *args)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_a_hostile_argument_is_refused_within_the_deadline_while_another_connection_is_answered(
+    tmp_path: Path,
+) -> None:
+    policy, config = files(tmp_path, decide_timeout=1.5)
+    deep: dict[str, Any] = {}
+    for _ in range(40):  # both branches at every level: 2^40 steps for a validator that tries them
+        deep = {"a": deep}
+    took: dict[str, float] = {}
+    finished: list[str] = []
+
+    async def call(url: str, tool: str, arguments: dict[str, Any], name: str) -> mt.CallToolResult:
+        async with streamable_http_client(url) as (read, write):
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                started = time.monotonic()
+                with anyio.fail_after(30):
+                    result = await client.call_tool(tool, arguments)
+                took[name] = time.monotonic() - started
+                finished.append(name)
+                return result
+
+    async def scenario(url: str) -> dict[str, mt.CallToolResult]:
+        results: dict[str, mt.CallToolResult] = {}
+
+        async def one(tool: str, arguments: dict[str, Any], name: str, delay: float = 0.0) -> None:
+            await anyio.sleep(delay)
+            results[name] = await call(url, tool, arguments, name)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, "up.tree", {"tree": deep}, "tree")
+            group.start_soon(one, "up.name", {"name": HOSTILE}, "name")
+            group.start_soon(one, "up.keys", {HOSTILE: 1}, "keys")
+            group.start_soon(one, "up.out", {}, "out")
+            group.start_soon(one, "up.echo", {"n": 1}, "echo", 0.3)  # while the others run
+        return results
+
+    with listening(tmp_path, str(policy), "--config", str(config)) as running:
+        results = anyio.run(scenario, running.url)
+    assert results["tree"].is_error, text(results["tree"])
+    assert "policyc:timeout" in text(results["tree"]) and "inputSchema" in text(results["tree"])
+    assert results["name"].is_error and "does not match" in text(results["name"])
+    assert results["keys"].is_error and "'aaaaaaaaaaaaaaaaaaaaaaaaaaa!'" in text(results["keys"])
+    # the server's result breaks its own outputSchema: found, with RE2, and not forwarded
+    assert results["out"].is_error and "does not match '^(a+)+$'" in text(results["out"])
+    assert not results["echo"].is_error and text(results["echo"]) == '{"n": 1}'
+    # the call made while the hostile ones were checked was answered before the one given up
+    # at the deadline: no check held the gateway's event loop
+    assert finished.index("echo") < finished.index("tree")
+
+
+def test_a_pattern_re2_cannot_run_refuses_its_tool_at_start_naming_it(tmp_path: Path) -> None:
+    policy, config = files(tmp_path)
+
+    async def scenario(url: str) -> tuple[list[str], mt.CallToolResult]:
+        async with streamable_http_client(url) as (read, write):
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                names = [t.name for t in (await client.list_tools()).tools]
+                return names, await client.call_tool("up.twice", {"w": "aa"})
+
+    with listening(tmp_path, str(policy), "--config", str(config)) as running:
+        names, called = anyio.run(scenario, running.url)
+        log = running.log.read_text()
+    assert "up.twice" not in names and "up.echo" in names
+    assert "`up.twice` is not listed" in log and "properties.w.pattern" in log and "backreference" in log
+    assert called.is_error and "backreference" in text(called)
