@@ -15,7 +15,8 @@ refuses, as malformed input with the position of the problem:
 * a string with a lone surrogate (``"\\ud800"``), which is no Unicode text: it could not be
   printed or written as UTF-8.
 
-Every refusal is a :class:`MalformedJSON`, a :class:`json.JSONDecodeError` (so ``msg``,
+Every refusal is a :class:`MalformedJSON` (a number it cannot hold, a :class:`NumberRefused`),
+a :class:`json.JSONDecodeError` (so ``msg``,
 ``lineno``, ``colno`` and ``pos`` say where), so a caller that reports ``JSONDecodeError``
 reports these too. :func:`read` reads a file through :func:`policyc.compiler.files.read_bytes`
 (a regular file, at most :data:`~policyc.compiler.files.DATA_LIMIT` bytes) and parses it.
@@ -25,7 +26,7 @@ reports these too. :func:`read` reads a file through :func:`policyc.compiler.fil
 >>> loads('[NaN]')
 Traceback (most recent call last):
 ...
-policyc.runtime.jsonio.MalformedJSON: NaN is not a JSON number (numbers must be finite): line 1 column 2 (char 1)
+policyc.runtime.jsonio.NumberRefused: NaN is not a JSON number (numbers must be finite): line 1 column 2 (char 1)
 """
 
 from __future__ import annotations
