@@ -322,8 +322,8 @@ class Plan:
     @property
     def has_verdict_rules(self) -> bool:
         """Whether a rule or fact of the plan derives a verdict: whether the program is a
-        policy (:func:`~.symbols.has_verdict_rules`), as its ``Symbols`` say."""
-        from .symbols import has_verdict_rules
+        policy (:func:`~.verdict_names.has_verdict_rules`), as its ``Symbols`` say."""
+        from .verdict_names import has_verdict_rules
 
         arity = {r.name: r.arity for r in self.relations}
         return has_verdict_rules((info.head, arity.get(info.head)) for info in self.rules)

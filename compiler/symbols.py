@@ -16,7 +16,6 @@ binary ``Escalate(a, why)``, as the risk library declares, is an ordinary relati
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import ast, codes
@@ -26,30 +25,12 @@ from .loader import LIBRARY_PREFIX, PRELUDE, Program
 from .source import Span
 from .syntax_errors import did_you_mean
 from .typedefs import TypeTable, collect, unknown_type
+from .verdict_names import ESCALATE, VERDICTS, has_verdict_rules, is_verdict
 
 TYPES = ("symbol", "number", "unsigned", "float")
 FUNCTOR_PARAMS = (*TYPES, "any")
 FUNCTOR_RESULTS = (*TYPES, "any", "bool")
-VERDICTS = ("Allow", "Deny")  # the verdicts every policy has: unary outputs
-ESCALATE = "Escalate"  # the third verdict, where a policy has it unary
 DEFAULTS = ("allow", "deny")
-
-
-def is_verdict(name: str, arity: int | None) -> bool:
-    """Whether a relation of this name and arity is a verdict (``Allow``, ``Deny``, or a
-    unary ``Escalate``)."""
-    return name in VERDICTS or (name == ESCALATE and arity == 1)
-
-
-def has_verdict_rules(heads: Iterable[tuple[str, int | None]]) -> bool:
-    """Whether a program whose rules and facts have these heads (name, arity) has verdict
-    rules: whether it is a policy, which reads numbers in agent text whole, rather than a
-    Soufflé program (docs/language.md, "Numbers in text").
-
-    >>> has_verdict_rules([("Reach", 2), ("Escalate", 2)]), has_verdict_rules([("Deny", 1)])
-    (False, True)
-    """
-    return any(is_verdict(name, arity) for name, arity in heads)
 
 
 @dataclass(frozen=True)
