@@ -45,6 +45,7 @@ different relations or constants, not one per pair.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from policyc.compiler import ast, codes
 from policyc.compiler.checks.rule_annotations import rule_mode
@@ -142,24 +143,98 @@ def analyse(
     finding and is counted in :attr:`DeepResult.unchecked`. With ``escalations_deny`` false
     the proofs of always-deny and always-allow count only `Deny` rules as denying (an escalated
     call may still run, once approved): what the MCP gateway asks to know which tools no call
-    of can ever run."""
-    deadline = Deadline(timeout)
-    program = compilation.program
-    every = [PlacedRule(rule, module) for module, rule in program.rules()]
-    user = [r for r in every if not program.is_library(r.module.path) and not r.rule.is_fact]
-    functors = compilation.symbols.functors
-    findings: list[Diagnostic] = []
-    unchecked: list[Unchecked] = []
-    modelled = Modelled(compilation)
+    of can ever run.
 
-    def note(names: tuple[str, ...], count: int, what: str) -> None:
+    The analyses run in this order, each a function of its own: :func:`_unsatisfiable`,
+    :func:`_unreachable`, :func:`_contained`, :func:`_tool_verdicts`, the slips (before the
+    bounded searches, which may take what is left of the time), :func:`_searched`, then the
+    containment findings and the verdicts about values.
+
+    >>> from policyc.compiler.pipeline import compile_source
+    >>> found = analyse(compile_source('.import events\\nDeny(a) :- ToolCall(a, "rm"), a != a.'))
+    >>> [d.name for d in found.findings]
+    ['unsatisfiable-rule']
+    """
+    run = _Run(compilation, bound, timeout, Deadline(timeout))
+    contradictions, unproved = _unsatisfiable(run)
+    dead = _unreachable(run, contradictions, unproved)
+    # a `Deny` rule in shadow mode decides nothing (the planner gives it a relation of its own):
+    # checked above as a rule that may never fire, never counted as a verdict below
+    run.every = [r for r in run.every if rule_mode(r.rule) != "shadow"]
+    run.user = [r for r in run.user if rule_mode(r.rule) != "shadow"]
+    # a subsumption rule derives no fact (it drops some): never a redundant or shadowing rule
+    live = [
+        r
+        for r in run.user
+        if id(r.rule) not in dead
+        and not compilation.symbols.is_inline(r.rule.head.name)
+        and not r.rule.is_subsumption
+    ]
+    searchable = _size(compilation) <= SEARCH_LIMIT and not _uses_structures(compilation, run.user)
+    searches = Searches(compilation, bound, timeout) if searchable else None
+    run.findings.extend(_unsearched_structures(run))
+    redundant, shadowed, unasked = _contained(run, live)
+    # verdicts about values that are never actions decide no call: not counted as deciding one
+    subjects = list(not_actions(compilation, [r.rule for r in run.user if id(r.rule) not in dead]))
+    verdicts, tools = _tool_verdicts(run, dead, contradictions, subjects, escalations_deny)
+    # without searches, a proof not decided in time leaves its tool unchecked
+    expired = {q.tool for q in tools if q.expired and not q.strength} if searches is None else set()
+    run.note(("always-deny", "always-allow"), len(verdicts.unasked) + len(expired), "tools")
+    if searches is not None:
+        subsumptions = [r for r in run.user if r.rule.is_subsumption and id(r.rule) not in dead]
+        blocked = _untranslatable(compilation, [*live, *subsumptions])
+        run.findings.extend(blocked)
+        if blocked:
+            searches = None  # no question could be asked of a translation without these rules
+    # what an agent can slip past, each finding replayed through a monitor of the policy: before
+    # the bounded searches, which may take what is left of the time
+    from .slips import slip_findings
+
+    slipped = slip_findings(compilation, run.deadline)
+    run.findings.extend(slipped.findings)
+    run.note(SLIP_FINDINGS, slipped.unchecked, "rules")
+    if searches is not None:
+        switched = [r for r in verdicts.side_rules() if not compilation.symbols.is_inline(r.head.name)]
+        searches.plan(live, redundant, shadowed, [q for q in tools if not q.strength], switched)
+        searches.fallback = verdicts.may_decide
+        searches.run(run.deadline)
+    run.findings.extend(_containment_findings(run, redundant, shadowed, unasked))
+    # each verdict about a value that is never an action, with a session that shows it
+    run.findings.extend(not_action(compilation, found, run.deadline, bound) for found in subjects)
+    asked = 0 if searches is None else _searched(run, searches)
+    return DeepResult(run.findings, asked, sum(u.count for u in run.unchecked), tuple(run.unchecked))
+
+
+class _Run:
+    """What the analyses of one policy share: the compilation, the bound and time allowed, the
+    rules (``every`` of the program, ``user``: the user's own, facts left out), the findings so
+    far and the checks the time ran out before."""
+
+    def __init__(self, compilation: Stratified, bound: int, timeout: float, deadline: Deadline) -> None:
+        program = compilation.program
+        self.compilation = compilation
+        self.bound = bound
+        self.timeout = timeout
+        self.deadline = deadline
+        self.every = [PlacedRule(rule, module) for module, rule in program.rules()]
+        self.user = [r for r in self.every if not program.is_library(r.module.path) and not r.rule.is_fact]
+        self.findings: list[Diagnostic] = []
+        self.unchecked: list[Unchecked] = []
+        self.modelled = Modelled(compilation)
+
+    def note(self, names: tuple[str, ...], count: int, what: str) -> None:
+        """Count ``count`` checks of ``what`` not decided in time (findings ``names``)."""
         if count:
-            unchecked.append(Unchecked(names, count, what))
+            self.unchecked.append(Unchecked(names, count, what))
 
-    # unsatisfiable bodies
+
+def _unsatisfiable(run: _Run) -> tuple[dict[int, Contradiction], set[int]]:
+    """The rules whose bodies can never hold (``unsatisfiable-rule`` for the user's), by the
+    rule's ``id``, and the rules not checked in time."""
+    compilation, deadline = run.compilation, run.deadline
     contradictions: dict[int, Contradiction] = {}
     unproved: set[int] = set()  # the rules whose bodies were not checked in time
-    for r in every:
+    for r in run.every:
         if deadline.passed():
             unproved.add(id(r.rule))
             continue
@@ -168,33 +243,42 @@ def analyse(
             contradictions[id(r.rule)] = found
         elif deadline.passed():
             unproved.add(id(r.rule))  # z3 may have stopped for want of time
-    for r in user:
+    for r in run.user:
         if id(r.rule) in contradictions:
             strength, reason, key, help = contradictions[id(r.rule)]
-            findings.append(
+            run.findings.append(
                 codes.UNSATISFIABLE_RULE(
                     r.rule.span,
                     f"this rule can never fire: {reason}",
                     help=help or "fix the conditions, or remove the rule",
                     strength=strength,
-                    uninterpreted=modelled.of((r.rule,)) if strength == "proved" else (),
+                    uninterpreted=run.modelled.of((r.rule,)) if strength == "proved" else (),
                     witness=unfired_call(compilation, r.rule) if key else None,
                 )
             )
-    note(("unsatisfiable-rule", "unreachable-rule"), sum(id(r.rule) in unproved for r in user), "rules")
+    run.note(
+        ("unsatisfiable-rule", "unreachable-rule"), sum(id(r.rule) in unproved for r in run.user), "rules"
+    )
+    return contradictions, unproved
 
-    # unreachable rules: the relations that can never hold, with the rules not checked as
-    # rules that may fire; and as rules that never do, for the rules whose answer depends on them
+
+def _unreachable(run: _Run, contradictions: dict[int, Contradiction], unproved: set[int]) -> set[int]:
+    """The rules that can never fire (``unreachable-rule`` for the user's that need a relation
+    that can never hold; with the unsatisfiable ones): the relations that can never hold, with
+    the rules not checked as rules that may fire; and as rules that never do, for the rules
+    whose answer depends on them."""
+    compilation = run.compilation
+    functors = compilation.symbols.functors
     never = never_holds(compilation, contradictions)
     perhaps = (
         never_holds(compilation, {**contradictions, **dict.fromkeys(unproved, ("", ""))})
         if unproved
         else never
     )
-    defined = {r.rule.head.name for r in every}
+    defined = {r.rule.head.name for r in run.every}
     dead: set[int] = set(contradictions)
     undecided = 0
-    for r in user:
+    for r in run.user:
         if id(r.rule) in dead or id(r.rule) in unproved:
             continue
         needs = [lit for lit in r.rule.body if isinstance(lit, ast.Atom) and lit.name not in functors]
@@ -204,99 +288,98 @@ def analyse(
             continue
         dead.add(id(r.rule))
         if lit.name in defined:
-            findings.append(
+            run.findings.append(
                 codes.UNREACHABLE_RULE(
                     lit.span,
                     f"this rule can never fire: it needs `{lit.name}`, which can never hold "
                     f"({never[lit.name]})",
                     help="fix the rules it depends on, or remove this rule",
                     strength="proved",
-                    uninterpreted=modelled.of(relations=(lit.name,)),
+                    uninterpreted=run.modelled.of(relations=(lit.name,)),
                 )
             )
-    note(("unreachable-rule",), undecided, "rules")
+    run.note(("unreachable-rule",), undecided, "rules")
+    return dead
 
-    # a `Deny` rule in shadow mode decides nothing (the planner gives it a relation of its own):
-    # checked above as a rule that may never fire, never counted as a verdict below
-    every = [r for r in every if rule_mode(r.rule) != "shadow"]
-    user = [r for r in user if rule_mode(r.rule) != "shadow"]
-    # a subsumption rule derives no fact (it drops some): never a redundant or shadowing rule
-    live = [
-        r
-        for r in user
-        if id(r.rule) not in dead
-        and not compilation.symbols.is_inline(r.rule.head.name)
-        and not r.rule.is_subsumption
-    ]
-    structured = [r for r in user if _structured(compilation, r.rule)]
-    searchable = _size(compilation) <= SEARCH_LIMIT and not _uses_structures(compilation, user)
-    searches = Searches(compilation, bound, timeout) if searchable else None
-    for r in structured:
-        findings.append(
-            codes.UNSEARCHED_RULE(
-                r.rule.head.span,
-                "the bounded searches of `--deep` do not model records or ADT values, so this rule "
-                "(and every rule of this policy) is not searched for a redundant, shadowed or "
-                "tool-deciding database",
-                help="the proofs still ran; the bounded findings need a policy without records and ADTs",
-            )
+
+def _unsearched_structures(run: _Run) -> list[Diagnostic]:
+    """``unsearched-rule`` for each rule of the user's that builds or reads records or ADT values."""
+    return [
+        codes.UNSEARCHED_RULE(
+            r.rule.head.span,
+            "the bounded searches of `--deep` do not model records or ADT values, so this rule "
+            "(and every rule of this policy) is not searched for a redundant, shadowed or "
+            "tool-deciding database",
+            help="the proofs still ran; the bounded findings need a policy without records and ADTs",
         )
+        for r in run.user
+        if _structured(run.compilation, r.rule)
+    ]
+
+
+Covers = dict[PlacedRule, PlacedRule]
+
+
+def _contained(run: _Run, live: list[PlacedRule]) -> tuple[Covers, Covers, Covers]:
+    """The rules proved redundant, the `Allow` rules proved shadowed and the `Escalate` rules
+    proved never to ask anyone, each with the rule that covers it."""
+    compilation, deadline = run.compilation, run.deadline
     redundant, unsure = _redundant_by_containment(compilation, live, deadline)
-    note(("redundant-rule",), unsure, "rules")
-    shadowed, unsure = _shadowed_by_containment(compilation, live, every, deadline)
-    note(("shadowed-allow",), unsure, "`Allow` rules")
-    unasked, unsure = _shadowed_by_containment(compilation, live, every, deadline, "Escalate")
-    note(("shadowed-escalate",), unsure, "`Escalate` rules")
-    # the tools the rules that can fire name (a dead rule is reported as such)
-    # verdicts about values that are never actions decide no call: not counted as deciding one
-    subjects = list(not_actions(compilation, [r.rule for r in user if id(r.rule) not in dead]))
+    run.note(("redundant-rule",), unsure, "rules")
+    shadowed, unsure = _shadowed_by_containment(compilation, live, run.every, deadline)
+    run.note(("shadowed-allow",), unsure, "`Allow` rules")
+    unasked, unsure = _shadowed_by_containment(compilation, live, run.every, deadline, "Escalate")
+    run.note(("shadowed-escalate",), unsure, "`Escalate` rules")
+    return redundant, shadowed, unasked
+
+
+def _tool_verdicts(
+    run: _Run,
+    dead: set[int],
+    contradictions: dict[int, Contradiction],
+    subjects: list[Any],
+    escalations_deny: bool,
+) -> tuple[Verdicts, list[Any]]:
+    """The proofs of tools always denied or always allowed (``always-deny``, ``always-allow``):
+    over the rules that can fire and decide calls, naming the tools of the rules the user
+    wrote (a rule that never fires through a key still names its tools: no call of one of them
+    is denied by it; a call has one tool, so a rule naming two denies neither)."""
+    compilation = run.compilation
     deciding = {id(found.rule) for found in subjects}
-    firing = [r.rule for r in every if id(r.rule) not in dead and id(r.rule) not in deciding]
-    # a rule that never fires through a key still names its tools: no call of one of them is
-    # denied by it, which the tools' findings say too (a call has one tool: a rule naming two
-    # denies neither)
-    named = [r.rule for r in user if id(r.rule) not in dead or contradictions.get(id(r.rule), _NONE).key]
+    firing = [r.rule for r in run.every if id(r.rule) not in dead and id(r.rule) not in deciding]
+    named = [r.rule for r in run.user if id(r.rule) not in dead or contradictions.get(id(r.rule), _NONE).key]
     verdicts = Verdicts(compilation, firing, named, escalations_deny=escalations_deny)
-    tools = verdicts.questions(deadline)
+    tools = verdicts.questions(run.deadline)
     for q in tools:
         if q.strength == "proved":
             deny = ("Deny", *_escalate(compilation)) if q.kind == "always-allow" else ()
-            findings.append(finding(q, compilation.symbols.default, None, modelled.of(tuple(q.core), deny)))
-    # without searches, a proof not decided in time leaves its tool unchecked
-    expired = {q.tool for q in tools if q.expired and not q.strength} if searches is None else set()
-    note(("always-deny", "always-allow"), len(verdicts.unasked) + len(expired), "tools")
-    if searches is not None:
-        subsumptions = [r for r in user if r.rule.is_subsumption and id(r.rule) not in dead]
-        blocked = _untranslatable(compilation, [*live, *subsumptions])
-        findings.extend(blocked)
-        if blocked:
-            searches = None  # no question could be asked of a translation without these rules
-    # what an agent can slip past, each finding replayed through a monitor of the policy: before
-    # the bounded searches, which may take what is left of the time
-    from .slips import slip_findings
+            run.findings.append(
+                finding(q, compilation.symbols.default, None, run.modelled.of(tuple(q.core), deny))
+            )
+    return verdicts, tools
 
-    slipped = slip_findings(compilation, deadline)
-    findings.extend(slipped.findings)
-    note(SLIP_FINDINGS, slipped.unchecked, "rules")
-    if searches is not None:
-        switched = [r for r in verdicts.side_rules() if not compilation.symbols.is_inline(r.head.name)]
-        searches.plan(live, redundant, shadowed, [q for q in tools if not q.strength], switched)
-        searches.fallback = verdicts.may_decide
-        searches.run(deadline)
+
+def _containment_findings(
+    run: _Run, redundant: Covers, shadowed: Covers, unasked: Covers
+) -> list[Diagnostic]:
+    """``redundant-rule``, ``shadowed-allow`` and ``shadowed-escalate``, each naming the rule
+    that covers the one reported."""
+    of = run.modelled.of
+    found = []
     for r, cover in redundant.items():
-        findings.append(
+        found.append(
             codes.REDUNDANT_RULE(
                 r.rule.span,
                 f"this rule is redundant: whenever it fires, the rule at line {cover.rule.span.line} derives the same fact",
                 related=(Related(cover.rule.span, "this rule covers it"),),
                 help="remove it, or make it say something the other rule does not",
                 strength="proved",
-                uninterpreted=modelled.of((r.rule, cover.rule)),
+                uninterpreted=of((r.rule, cover.rule)),
             )
         )
     for r, cover in shadowed.items():
         head = cover.rule.head.name
-        findings.append(
+        found.append(
             codes.SHADOWED_ALLOW(
                 r.rule.span,
                 f"this `Allow` never takes effect: whenever it fires, the `{head}` rule at line {cover.rule.span.line} "
@@ -313,11 +396,11 @@ def analyse(
                 if head == "Deny"
                 else "escalate wins over allow: narrow the `Escalate` rule or drop this one",
                 strength="proved",
-                uninterpreted=modelled.of((r.rule, cover.rule)),
+                uninterpreted=of((r.rule, cover.rule)),
             )
         )
     for r, cover in unasked.items():
-        findings.append(
+        found.append(
             codes.SHADOWED_ESCALATE(
                 r.rule.span,
                 f"this `Escalate` never asks anyone: whenever it fires, the `Deny` rule at line "
@@ -325,19 +408,19 @@ def analyse(
                 related=(Related(cover.rule.span, "this rule denies every action it escalates"),),
                 help="deny wins over escalate: narrow the `Deny` rule or drop this one",
                 strength="proved",
-                uninterpreted=modelled.of((r.rule, cover.rule)),
+                uninterpreted=of((r.rule, cover.rule)),
             )
         )
-    # each verdict about a value that is never an action, with a session that shows it
-    findings.extend(not_action(compilation, found, deadline, bound) for found in subjects)
-    asked = 0
-    if searches is not None:
-        findings.extend(searches.findings(modelled))
-        asked = len(searches.questions)
-        left = [q for q in searches.questions if q.found is None]
-        kinds = tuple(name for kind, name in _FINDING.items() if any(q.kind == kind for q in left))
-        note(kinds, len(left), "bounded questions")
-    return DeepResult(findings, asked, sum(u.count for u in unchecked), tuple(unchecked))
+    return found
+
+
+def _searched(run: _Run, searches: Searches) -> int:
+    """The bounded searches' findings, with the questions left unanswered; how many were asked."""
+    run.findings.extend(searches.findings(run.modelled))
+    left = [q for q in searches.questions if q.found is None]
+    kinds = tuple(name for kind, name in _FINDING.items() if any(q.kind == kind for q in left))
+    run.note(kinds, len(left), "bounded questions")
+    return len(searches.questions)
 
 
 _FINDING = {
