@@ -597,6 +597,7 @@ def finding(
         strength="bounded" if bound is not None else "proved",
         bound=bound,
         uninterpreted=uninterpreted,
+        tool=tool,
     )
 
 

@@ -35,6 +35,7 @@ class Code:
         bound: int | None = None,
         uninterpreted: tuple[str, ...] = (),
         witness: Scenario | None = None,
+        tool: str | None = None,
     ) -> Diagnostic:
         return Diagnostic(
             self.code,
@@ -49,6 +50,7 @@ class Code:
             bound,
             uninterpreted,
             witness,
+            tool,
         )
 
 

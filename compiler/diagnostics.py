@@ -124,6 +124,7 @@ class Diagnostic:
     bound: int | None = None
     uninterpreted: tuple[str, ...] = ()  # the functors the finding modelled as uninterpreted functions
     witness: Scenario | None = None  # a session that shows it, replayed through a monitor
+    tool: str | None = None  # the tool a finding is about (always-deny, always-allow), as a value
 
     @property
     def is_error(self) -> bool:

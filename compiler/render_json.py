@@ -2,7 +2,7 @@
 
     {"diagnostics": [{"code", "name", "severity", "message", "file", "line", "column",
                       "end_line", "end_column", "help", "related": [...], "fix",
-                      "strength", "bound", "uninterpreted", "witness"}],
+                      "strength", "bound", "uninterpreted", "witness", "tool"}],
      "errors": N, "warnings": N}
 
 Lines and columns are 1-based; ``end_column`` is just past the last character; columns
@@ -56,6 +56,7 @@ def diagnostic_json(d: Diagnostic) -> dict[str, Any]:
         "bound": d.bound,
         "uninterpreted": list(d.uninterpreted),
         "witness": d.witness.to_json() if d.witness is not None else None,
+        "tool": d.tool,
     }
 
 

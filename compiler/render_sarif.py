@@ -47,6 +47,8 @@ def to_sarif(diagnostics: list[Diagnostic], version: str) -> dict[str, Any]:
             }
             if d.witness is not None:
                 result["properties"]["witness"] = d.witness.to_json()
+            if d.tool is not None:
+                result["properties"]["tool"] = d.tool
         if d.related:
             result["relatedLocations"] = [
                 {"id": i + 1, "physicalLocation": _physical(r.span), "message": {"text": r.message}}

@@ -24,11 +24,9 @@ since each can run once the user approves it.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 ANALYSIS_TIMEOUT = 6.0  # seconds the deep analysis may take at start-up
-_TOOL = re.compile(r"every call of `(.+?)` is denied")
 
 
 def always_denied(path: str, timeout: float = ANALYSIS_TIMEOUT) -> tuple[dict[str, str], str | None]:
@@ -54,9 +52,6 @@ def always_denied_of(compilation: Any, timeout: float = ANALYSIS_TIMEOUT) -> dic
     found: dict[str, str] = {}
     # an escalated call runs once a person approves it: only `Deny` rules count as denying
     for finding in deep_findings(compilation, timeout=timeout, escalations_deny=False):
-        if finding.code != "PC305" or finding.strength != "proved":
-            continue
-        match = _TOOL.match(finding.message)
-        if match:
-            found.setdefault(match.group(1), f"{finding.message} [{finding.code} {finding.name}]")
+        if finding.code == "PC305" and finding.strength == "proved" and finding.tool is not None:
+            found.setdefault(finding.tool, f"{finding.message} [{finding.code} {finding.name}]")
     return found

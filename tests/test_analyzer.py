@@ -312,3 +312,24 @@ def test_conditions_of_allow_in_a_policy_that_allows_by_default(cli) -> None:
     assert "allows every action no `Deny` fact holds for" in result["note"]
     denied = cli("conditions", approval, "Deny(a)", "--format", "json").json()
     assert denied["disjuncts"] == [["ProtectedAPICall(a)", "not HasApproval(a)"]] and denied["note"] == ""
+
+
+def test_the_tool_of_an_always_deny_or_always_allow_finding_is_a_value(cli, tmp_path: Path) -> None:
+    policy = tmp_path / "p.dl"
+    policy.write_text(
+        '.import events\nDeny(a) :- ToolCall(a, "git.rm"), Label(a, "x").\n'
+        'Deny(a) :- ToolCall(a, "git.rm"), !Label(a, "x").\n'
+        'Deny(a) :- ToolCall(a, "send"), ToolCall(a, "zip").\n',
+        "utf-8",
+    )
+    found = json.loads(cli("check", "--deep", "--format", "json", str(policy)).stdout)["diagnostics"]
+    tools = sorted((d["name"], d["tool"]) for d in found if d["name"] in ("always-deny", "always-allow"))
+    assert tools == [("always-allow", "send"), ("always-allow", "zip"), ("always-deny", "git.rm")]
+    assert all(d["tool"] is None for d in found if d["name"] not in ("always-deny", "always-allow"))
+    sarif = json.loads(cli("check", "--deep", "--format", "sarif", str(policy)).stdout)
+    results = sarif["runs"][0]["results"]
+    assert sorted(r["properties"]["tool"] for r in results if "tool" in r.get("properties", {})) == [
+        "git.rm",
+        "send",
+        "zip",
+    ]
