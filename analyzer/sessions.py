@@ -165,7 +165,7 @@ def replayed(policy: Any, record: dict[str, Any], action: Any, uses_events: bool
     from policyc.runtime.session import Monitor
 
     session = Monitor(policy).session(
-        str(record["session"]), record.get("principal"), record.get("roles") or ()
+        str(record["session"]), principal=record.get("principal"), roles=record.get("roles") or ()
     )
     if record.get("facts"):
         session.add_facts(record["facts"])

@@ -60,7 +60,7 @@ def workload(count: int, local: bool) -> list[dict[str, Any]]:
 def run(events: list[dict[str, Any]], buckets: list[int]) -> dict[str, dict[int, float]]:
     policy = policyc.load(str(EXAMPLE / "copilot_forecast.dl"))
     monitor = policyc.Monitor(policy, forecast=Forecaster(str(EXAMPLE / "model.json"), threshold=0.4))
-    session = monitor.session("bench", "dev")
+    session = monitor.session("bench", principal="dev")
     abstraction = monitor.forecaster.abstraction
     times: dict[str, list[tuple[int, float]]] = {"monitor step": [], "forecast": [], "computed whole": []}
     clock = time.perf_counter

@@ -148,7 +148,7 @@ def in_process(sessions: int, steps: int) -> float:
     monitor = policyc.Monitor(policyc.load(POLICY))
     start = time.perf_counter()
     for n in range(sessions):
-        session = monitor.session(f"s{n}", "agent", ("agent",))
+        session = monitor.session(f"s{n}", principal="agent", roles=("agent",))
         for result, call in steps_of(f"s{n}", steps):
             session.record(result)
             session.authorize(call)

@@ -259,7 +259,8 @@ def _server(name: str, entry: Cursor, base: str | None) -> Upstream:
     cwd = entry.optional("cwd", lambda c: c.string(empty=False), None)
     if cwd is not None and base is not None:
         cwd = os.path.join(base, cwd)
-    tools = entry.optional("tools", _tools, {})
+    no_tools: dict[str, ToolOptions] = {}
+    tools = entry.optional("tools", _tools, no_tools)
     return Upstream(
         name=name,
         command=command,

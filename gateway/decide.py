@@ -71,11 +71,10 @@ class Gate:
         self.broken: str | None = None  # why every call of this connection is denied
         self.queued: list[dict[str, Any]] = []  # what the servers answered, not recorded yet
         self.session: Any = None
-        try:
-            if hasattr(monitor, "prepared"):  # in-process
-                self.session = monitor.session(session_id, principal=options.principal, roles=options.roles)
-            else:  # a policyc serve monitor: the principal is the key's
-                self.session = monitor.session(session_id, roles=list(options.roles) or None)
+        try:  # in process, or at a `policyc serve` service (which refuses a principal: its key's)
+            self.session = monitor.session(
+                session_id, principal=options.principal, roles=options.roles or None
+            )
         except Exception as error:
             self.broken = f"the policy session could not be started: {type(error).__name__}: {error}"
 

@@ -175,7 +175,9 @@ class Upstreams:
             try:
                 cursor = None
                 while True:
-                    params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
+                    params: mt.PaginatedRequestParams | None = (
+                        mt.PaginatedRequestParams(cursor=cursor) if cursor else None
+                    )
                     page = await session.list_tools(params=params)
                     for tool in page.tools:
                         listed = UpstreamTool(name, tool.name, tool)
@@ -212,8 +214,8 @@ class Upstreams:
                 tool,
                 dict(arguments or {}),
                 read_timeout_seconds=connection.server.timeout,
-                progress_callback=progress,
-                meta=dict(meta) if meta else None,
+                progress_callback=progress,  # type: ignore[arg-type]
+                meta=dict(meta) if meta else None,  # type: ignore[arg-type]
             )
         except Exception as error:
             reason = _describe(error)
@@ -384,7 +386,7 @@ def _bounded_session(base: Any, upstreams: Upstreams, server: str) -> Any:
     patterns on RE2, given up at the decision's deadline. (The SDK's own check runs Python's
     backtracking engine on the event loop, where one hostile result would stall every client.)"""
 
-    class BoundedSession(base):  # type: ignore[misc, valid-type]
+    class BoundedSession(base):
         async def validate_tool_result(self, name: str, result: Any) -> None:
             import anyio
 

@@ -665,10 +665,10 @@ def reached(lines: Iterable[bytes], expected: Head) -> str | None:
         digest = hashlib.sha256(line[:-1]).hexdigest()
         if number == 0:
             chain = digest
-            for entry in expected.entries:
-                if entry.chain != chain:
+            for held in expected.entries:
+                if held.chain != chain:
                     return (
-                        f"it does not hold the chain {entry.chain[:12]}… (another log, or one "
+                        f"it does not hold the chain {held.chain[:12]}… (another log, or one "
                         "rewritten from its start)"
                     )
         entry = wanted.get(number)

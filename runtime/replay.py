@@ -36,7 +36,7 @@ def steps(monitor: Monitor, record: dict[str, Any], session_id: str) -> Iterator
     """A recorded session replayed through a fresh monitor session, step by step: the session
     as it starts (no event), then after each event, with the decision of each tool call,
     made where it was made (and again after an approval of it)."""
-    session = monitor.session(session_id, record.get("principal"), record.get("roles") or ())
+    session = monitor.session(session_id, principal=record.get("principal"), roles=record.get("roles") or ())
     if record.get("facts"):
         session.add_facts(record["facts"])
     yield session, None, None

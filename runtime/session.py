@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+import warnings
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
 from operator import itemgetter
 from typing import Any
@@ -158,9 +159,30 @@ class Monitor:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def session(
-        self, session_id: str, principal: str | None = None, roles: tuple[str, ...] | list[str] = ()
+        self,
+        session_id: str,
+        *positional: Any,
+        principal: str | None = None,
+        roles: Iterable[str] | None = None,
     ) -> Session:
-        return Session(self, session_id, principal, tuple(roles))
+        """A new session ``session_id`` acting for ``principal`` with ``roles`` (its
+        ``Principal`` and ``HasRole`` facts; None: no roles), both by keyword, as every monitor
+        takes them (:class:`~.protocols.MonitorLike`). Giving them by position still works, with a
+        ``DeprecationWarning``, for one release."""
+        if positional:
+            if len(positional) > 2:
+                raise TypeError(
+                    f"session() takes a session id and keywords, not {len(positional) + 1} values"
+                )
+            warnings.warn(
+                "Monitor.session(id, principal, roles): give principal= and roles= by keyword",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            principal = positional[0]
+            if len(positional) == 2:
+                roles = positional[1]
+        return Session(self, session_id, principal, tuple(roles or ()))
 
 
 class Session:

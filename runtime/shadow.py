@@ -139,7 +139,9 @@ class Watched:
         self.failed: str | None = None  # why the shadow session could not be started
         if watch.shadow is not None:
             try:
-                self.shadow = watch.shadow.session(session.id, session.principal, session.roles)
+                self.shadow = watch.shadow.session(
+                    session.id, principal=session.principal, roles=session.roles
+                )
             except Exception as error:
                 self.failed = f"{type(error).__name__}: {error}"
                 watch.log(

@@ -274,11 +274,12 @@ def differences(db: str, log: bytes) -> Difference | None:
     for decision, principal, session, verdict, body in stored:
         ids.add(decision)
         where = f"decision `{decision}` (principal {_shown(principal)}, session {_shown(session)})"
-        record = logged.get(decision)
-        if record is None:
+        found = logged.get(decision)
+        if found is None:
             return Difference("decision-not-logged", f"{where} is in the `decisions` table, not in the log")
+        record = found
         try:
-            answer = json.loads(body)
+            answer: dict[str, Any] = json.loads(body)
         except ValueError:
             answer = {}
         rules = [r.get("rule") for r in answer.get("reasons", ()) if isinstance(r, dict)]
@@ -291,13 +292,13 @@ def differences(db: str, log: bytes) -> Difference | None:
             "action": answer.get("action"),
             "rules": rules,
         }
-        log = {**{k: record.get(k) for k in table}, "verdict of the answer": record.get("verdict")}
+        said = {**{k: record.get(k) for k in table}, "verdict of the answer": record.get("verdict")}
         for name, value in table.items():
-            if value != log[name]:
+            if value != said[name]:
                 return Difference(
                     "decision-differs",
                     f"{where}: the table says {name} {_shown(value)}, the log (line "
-                    f"{record.get('seq', -1) + 1}) {_shown(log[name])}",
+                    f"{record.get('seq', -1) + 1}) {_shown(said[name])}",
                 )
     for name, record in logged.items():
         if name not in ids:
@@ -309,10 +310,11 @@ def differences(db: str, log: bytes) -> Difference | None:
     seen = set()
     for decision, approved, approver in answered:
         seen.add(decision)
-        record = answers.get(decision)
+        given = answers.get(decision)
         where = f"the answer to `{decision}`"
-        if record is None:
+        if given is None:
             return Difference("answer-not-logged", f"{where} is in the `answers` table, not in the log")
+        record = given
         table = {"outcome": "approved" if approved else "refused", "approver": approver}
         for name, value in table.items():
             if record.get(name) != value:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,8 @@ from policyc.stdlib.events import EventError, check_event
 if TYPE_CHECKING:
     import httpx
 
+    from policyc.runtime.protocols import MonitorLike
+
 TIMEOUT = 10.0  # seconds a request to the service may take
 # the code an errored decision's feedback shows, by what went wrong
 CODES = {
@@ -51,6 +54,7 @@ CODES = {
     "refused": "service-refused",  # a 4xx the route should not give (a wrong key: 401)
     "garbled": "service-answer-malformed",  # an answer that does not parse or lacks a field
     "exists": "session-exists",  # the session id is taken and attach=False
+    "principal": "principal-refused",  # a principal asked for: a session acts for its key's
     "facts": "malformed-facts",  # add_facts: facts that are not rows per relation (here or at the service)
     "event": "malformed-event",  # the event is malformed (here or at the service)
 }
@@ -96,15 +100,40 @@ class RemoteMonitor:
         )
 
     def session(
-        self, session_id: str, roles: Iterable[str] | None = None, *, attach: bool = False
+        self,
+        session_id: str,
+        *positional: Any,
+        principal: str | None = None,
+        roles: Iterable[str] | None = None,
+        attach: bool = False,
     ) -> RemoteSession:
         """A new session ``session_id`` at the service (``POST /v1/sessions``), with ``roles``
-        (default: the monitor's ``session_roles``, else the key's). With ``attach=True``, a
-        session of this id the key's principal made before is continued instead (its earlier
-        events stay at the service; this object knows only those it records). A session the
-        service did not make (unreachable, a wrong key, an id taken without ``attach``) is
-        returned poisoned: every decision denies, saying why."""
+        (default: the monitor's ``session_roles``, else the key's), by keyword as every monitor
+        takes them (:class:`~policyc.runtime.protocols.MonitorLike`; roles by position still
+        work, with a ``DeprecationWarning``, for one release). The session acts for the key's
+        principal: a ``principal`` given is refused (the session is poisoned, saying so), as
+        no key may choose whom it acts for. With ``attach=True``, a session of this id the key's
+        principal made before is continued instead (its earlier events stay at the service;
+        this object knows only those it records). A session the service did not make
+        (unreachable, a wrong key, an id taken without ``attach``) is returned poisoned: every
+        decision denies, saying why."""
+        if positional:
+            if len(positional) > 1:
+                raise TypeError("session() takes a session id, and roles= and attach= by keyword")
+            warnings.warn(
+                "RemoteMonitor.session(id, roles): give roles= by keyword", DeprecationWarning, stacklevel=2
+            )
+            roles = positional[0]
         session = RemoteSession(self, session_id)
+        if principal is not None:
+            session.poison(
+                failure(
+                    "principal",
+                    f"a service's session acts for its key's principal; principal {principal!r} was "
+                    "asked for (leave it out, or use a key of that principal)",
+                )
+            )
+            return session
         chosen = self.session_roles if roles is None else list(roles)
         body: dict[str, Any] = {"session": session_id}
         if chosen is not None:
@@ -228,7 +257,7 @@ class RemoteSession:
         if isinstance(answer, Reason):
             self.poison(answer)
         elif refusals and answer.status_code == 422 and _code(answer) in REFUSALS:
-            return EventRefused(_message(answer), _code(answer))
+            return EventRefused(_message(answer), _code(answer) or "service-refused")
         elif answer.status_code == 422 and refused and _code(answer) == refused:
             self.poison(unexpected(answer, "facts"))
         elif answer.status_code != 200:
@@ -260,7 +289,9 @@ class RemoteSession:
                 return _denial(action, answer)
             if answer.status_code == 422 and _code(answer) in REFUSALS:
                 self._untake(checked)
-                return refused_call(action, EventRefused(_message(answer), _code(answer)))
+                return refused_call(
+                    action, EventRefused(_message(answer), _code(answer) or "service-refused")
+                )
             if answer.status_code != 200:
                 return _denial(action, unexpected(answer))
             decision = self._decision(answer, action)
@@ -455,3 +486,9 @@ def _quote(part: str) -> str:
     from urllib.parse import quote
 
     return quote(part, safe="")
+
+
+if TYPE_CHECKING:
+
+    def _remote(monitor: RemoteMonitor) -> MonitorLike:  # checked by mypy: the client satisfies it
+        return monitor

@@ -88,7 +88,7 @@ SESSION_PARAMETER = {"name": "session", "in": "path", "required": True, "schema"
 
 def document() -> dict[str, Any]:
     """The service's OpenAPI document."""
-    secured = [{"bearer": []}]
+    secured: list[dict[str, list[str]]] = [{"bearer": []}]
     return {
         "openapi": "3.1.0",
         "info": {"title": "policyc serve", "version": __version__},

@@ -94,7 +94,7 @@ class Sessions:
         return seqs
 
     def create(self, key: Key, roles: tuple[str, ...], digest: str) -> None:
-        self.held[key] = self.monitor(digest).session(key[1], key[0], roles)
+        self.held[key] = self.monitor(digest).session(key[1], principal=key[0], roles=roles)
 
     def drop(self, key: Key) -> None:
         self.held.pop(key, None)
@@ -226,7 +226,7 @@ class Sessions:
         monitor = self.monitor(stored.policy)
         decision: Decision | None = None
         with self.quiet():
-            again = monitor.session(key[1], key[0], stored.roles)
+            again = monitor.session(key[1], principal=key[0], roles=stored.roles)
             for at, how, body in self.store.events(*key):
                 if at > seq:
                     break
@@ -240,7 +240,7 @@ class Sessions:
         monitor = self.monitor(digest)
         last = 0
         with self.quiet():
-            session = monitor.session(key[1], key[0], roles)
+            session = monitor.session(key[1], principal=key[0], roles=roles)
             for at, how, body in self.store.events(*key):
                 replay(session, how, jsontext.loads(body))
                 last = at

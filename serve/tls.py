@@ -15,6 +15,7 @@ SSL object after the handshake verified it.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -46,19 +47,20 @@ def protocol() -> type:
     class WithClientCertificates(HttpToolsProtocol):
         tls: dict[str, Any] | None = None
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self.tls = tls_extension(transport)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
             if self.tls is not None:
-                self.scope["extensions"] = {"tls": self.tls}  # type: ignore[typeddict-unknown-key]
+                scope: dict[str, Any] = self.scope  # type: ignore[assignment]
+                scope["extensions"] = {"tls": self.tls}
 
     return WithClientCertificates
 
 
-def subject_of(scope: dict[str, Any]) -> str | None:
+def subject_of(scope: Mapping[str, Any]) -> str | None:
     """The subject of the request's verified client certificate, or None."""
     extension = scope.get("extensions", {}).get("tls")
     return extension.get("client_cert_name") if isinstance(extension, dict) else None

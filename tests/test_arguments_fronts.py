@@ -48,7 +48,9 @@ def test_policyc_serve_refuses_as_the_monitor_in_process(tmp_path: Path) -> None
     (tmp_path / "keys.toml").write_text(table, "utf-8")
     server = Server(tmp_path, "--wait", "0.3")
     try:
-        local = policyc.Monitor(policyc.load_source(POLICY)).session("s1", "agent", ("agent",))
+        local = policyc.Monitor(policyc.load_source(POLICY)).session(
+            "s1", principal="agent", roles=("agent",)
+        )
         calls = [
             {"id": "c1", "kind": "tool_call", "tool": "pay", "args": {"amount": "5000"}},
             {"id": "c2", "kind": "tool_call", "tool": "search", "args": {"q": "x"}},

@@ -346,7 +346,7 @@ def test_a_killed_server_loses_no_acknowledged_event(folder: Path, keys: dict[st
     assert set(acknowledged) <= set(present), "every acknowledged event is in the restarted service"
     assert present == list(range(len(present))), "the events it holds are a prefix of the stream"
     # an in-process monitor on the same events decides the same
-    session = policyc.Monitor(policyc.load(POLICY)).session("s1", "agent", ("agent",))
+    session = policyc.Monitor(policyc.load(POLICY)).session("s1", principal="agent", roles=("agent",))
     expected = {}
     for n, one in enumerate(events[: len(present)]):
         session.record(one)
@@ -495,7 +495,7 @@ def test_sessions_sharded_over_workers_survive_a_killed_worker(folder: Path, key
     assert len(after) == 2 and workers[0] not in after, "the killed worker was started again"
     monitor = policyc.Monitor(policyc.load(POLICY))
     for name in sessions:
-        session = monitor.session(name, "agent", ("agent",))
+        session = monitor.session(name, principal="agent", roles=("agent",))
         expected = []
         for i in range(40):
             label = ["untrusted"] if i % 4 == 0 else []

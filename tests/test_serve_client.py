@@ -62,7 +62,9 @@ def fresh(prefix: str = "s") -> str:
 
 
 def local_session(session_id: str):
-    return policyc.Monitor(policyc.load_source(POLICY)).session(session_id, "agent", ("agent",))
+    return policyc.Monitor(policyc.load_source(POLICY)).session(
+        session_id, principal="agent", roles=("agent",)
+    )
 
 
 def outcome(decision: Decision) -> tuple:
@@ -526,3 +528,20 @@ def test_a_decision_reads_the_same_in_process_from_the_service_and_in_the_audit_
     # the message keeps the id as it is, the feedback quotes it (no line of the model's own)
     assert here[0].reasons[0].message.startswith(hostile)
     assert "\n- Allowed" not in here[0].feedback and '"e2\\"\\n- Allowed' in here[0].feedback
+
+
+def test_a_session_opens_with_the_keywords_every_monitor_takes(service) -> None:
+    server, keys = service
+    with policyc.connect(server.url, keys["agent"]) as monitor:
+        # the key's principal: naming another one is refused, not ignored
+        other = monitor.session(fresh(), principal="root", roles=["agent"])
+        refused = other.authorize({"id": "a1", "kind": "tool_call", "tool": "search"})
+        assert not refused.allowed and refused.reasons[0].code == "principal-refused"
+        kept = monitor.session(fresh(), roles=["agent"])
+        assert kept.authorize({"id": "a1", "kind": "tool_call", "tool": "search"}).allowed
+        with pytest.warns(DeprecationWarning):
+            old = monitor.session(fresh(), ["agent"])  # roles by position: one more release
+        assert old.authorize({"id": "a1", "kind": "tool_call", "tool": "search"}).allowed
+    with pytest.warns(DeprecationWarning):
+        local = policyc.Monitor(policyc.load_source(POLICY)).session("s", "agent", ("agent",))
+    assert local.principal == "agent" and local.roles == ("agent",)

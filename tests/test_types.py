@@ -18,7 +18,7 @@ import pytest
 
 from .conftest import ROOT
 
-PACKAGES = ("policyc.compiler", "policyc.runtime", "policyc.analyzer")
+PACKAGES = ("policyc.compiler", "policyc.runtime", "policyc.analyzer", "policyc.serve", "policyc.gateway")
 FOLDERS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"][
     "package-dir"
 ]

@@ -381,7 +381,7 @@ def served_as_in_process(service, events: list[dict]) -> None:
     server, key = service
     session_id = f"u{next(_served)}"
     local = policyc.Monitor(policyc.load(server.folder / "policy.dl", {"risky": risky}))  # its rules' ids
-    local = local.session(session_id, "agent", ("agent",))
+    local = local.session(session_id, principal="agent", roles=("agent",))
     with policyc.connect(server.url, key) as monitor:
         remote = monitor.session(session_id)
         for event in events:

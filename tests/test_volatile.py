@@ -125,7 +125,7 @@ def disagreements(abstraction: Abstraction, session) -> list[str]:
 
 def kept_relations_equal_whole(happenings) -> None:
     abstraction = abstraction_of(POLICY, KEPT)
-    session = abstraction.monitor.session("s", "dev")
+    session = abstraction.monitor.session("s", principal="dev")
     assert disagreements(abstraction, session) == []
     for number, (what, value) in enumerate(happenings):
         if what == "facts":
@@ -213,7 +213,7 @@ def test_the_evidence_is_the_latest_facts_in_the_order_they_came(every_step) -> 
     come later."""
     folder = EXAMPLES / "forecast"
     abstraction = abstraction_of(str(folder / "copilot_forecast.dl"), ["Edit", "Unscanned"])
-    session = abstraction.monitor.session("s", "dev")
+    session = abstraction.monitor.session("s", principal="dev")
     abstraction.facts(session)
     for i in (5, 1, 4, 2, 3):  # ids out of their sorted order
         session.authorize({"id": f"c{i}", "kind": "tool_call", "tool": "create_file", "args": {}})

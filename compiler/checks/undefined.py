@@ -32,7 +32,7 @@ def check(context: Context) -> list[Diagnostic]:
     declare = _Declarations(context)
     for module, statement in context.program.statements():
         listed = isinstance(statement, ast.Output) and not context.program.is_library(module.path)
-        if listed or isinstance(statement, ast.Host):
+        if isinstance(statement, ast.Output | ast.Host) and (listed or isinstance(statement, ast.Host)):
             what = "output" if listed else "host-only"
             for ident in statement.names:  # (an output named like a functor is a name conflict)
                 if ident.name not in known and not (listed and ident.name in symbols.functors):
