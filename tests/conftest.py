@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from .support.commands import policyc_path
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
@@ -52,13 +54,8 @@ class Run:
 
 
 def policyc_command() -> list[str]:
-    """The console script a user runs (it must be installed, as a user would have it)."""
-    found = shutil.which(
-        "policyc", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    )
-    if found is None:
-        pytest.fail("the `policyc` command is not installed; run `pip install -e '.[test]'` first")
-    return [found]
+    """The console script a user runs, as the arguments that start it."""
+    return [policyc_path()]
 
 
 def run_policyc(

@@ -21,7 +21,7 @@ from policyc.compiler.source import SourceFile
 from policyc.gateway.declarations import declarations_text
 
 from .conftest import run_policyc
-from .test_serve import Server, new_key
+from .support.service import Server, new_key
 
 POLICY = """
 .import events

@@ -415,7 +415,7 @@ def test_a_session_at_a_policyc_serve_service(tmp_path: Path) -> None:
     """The guard records into and asks a remote session (`policyc.connect`) as a local one."""
     from policyc.serve import connect
 
-    from .test_serve import Server, new_key
+    from .support.service import Server, new_key
 
     (tmp_path / "policy.dl").write_text(POLICY, "utf-8")
     key, table = new_key("agent")

@@ -311,7 +311,7 @@ def test_a_continued_conversation_records_each_user_message_once() -> None:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, str]]:
     """A `policyc serve` of the policy on 127.0.0.1, and an agent's key."""
-    from .test_serve import Server, new_key
+    from .support.service import Server, new_key
 
     folder = tmp_path_factory.mktemp("serve")
     (folder / "policy.dl").write_text(POLICY, "utf-8")

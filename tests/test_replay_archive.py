@@ -23,7 +23,7 @@ from policyc.replay.archive import Shard, Unreadable, lines, shards
 from policyc.replay.tally import Tally
 from policyc.runtime.replay import replay_session
 
-from .test_serve import policyc_command
+from .support.commands import policyc_path
 
 POLICY = """
 .import events
@@ -83,7 +83,7 @@ def write_archive(folder: Path, sessions: int = 240, seed: int = 7) -> list[dict
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [policyc_command(), "replay", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+        [policyc_path(), "replay", *args], capture_output=True, text=True, cwd=cwd, timeout=300
     )
 
 

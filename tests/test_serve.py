@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +22,9 @@ import pytest
 
 import policyc
 
+from .support.commands import policyc_path
+from .support.service import Server, client, event, new_key
+
 POLICY = """
 .import events
 Influenced(e, d) :- DependsOn(e, d).
@@ -32,65 +33,6 @@ Influenced(e, d) :- DependsOn(e, x), Influenced(x, d).
 @message("{a} sends what an untrusted result influenced")
 Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def policyc_command() -> str:
-    found = shutil.which("policyc", path=str(Path(sys.executable).parent))
-    assert found is not None
-    return found
-
-
-def new_key(principal: str, *roles: str) -> tuple[str, str]:
-    args = [policyc_command(), "serve", "keygen", "--principal", principal]
-    for role in roles:
-        args += ["--role", role]
-    done = subprocess.run(args, capture_output=True, text=True, check=True)
-    lines = done.stdout.splitlines()
-    return lines[0].split()[-1], "\n".join(lines[2:]) + "\n"
-
-
-class Server:
-    """A `policyc serve` process on a free port of 127.0.0.1."""
-
-    def __init__(self, folder: Path, *extra: str, scheme: str = "http") -> None:
-        self.folder = folder
-        self.port = free_port()
-        self.url = f"{scheme}://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [
-                policyc_command(),
-                "serve",
-                str(folder / "policy.dl"),
-                "--keys",
-                str(folder / "keys.toml"),
-                "--db",
-                str(folder / "monitor.db"),
-                "--port",
-                str(self.port),
-                *extra,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        assert line.startswith(f"policyc serve: listening on {self.url}"), line
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
 
 
 @pytest.fixture
@@ -137,15 +79,6 @@ def _document() -> dict[str, Any]:
     from policyc.serve.openapi import document
 
     return document()
-
-
-def client(server: Server, key: str | None) -> httpx.Client:
-    headers = {} if key is None else {"authorization": f"Bearer {key}"}
-    return httpx.Client(base_url=server.url, headers=headers, timeout=10)
-
-
-def event(identifier: str, kind: str = "tool_result", **fields: Any) -> dict[str, Any]:
-    return {"id": identifier, "kind": kind, **fields}
 
 
 def test_every_request_but_health_needs_a_known_key(server: Server, keys: dict[str, str]) -> None:
@@ -367,7 +300,7 @@ def test_bad_keys_files_are_refused_before_it_listens(folder: Path) -> None:
     (folder / "keys.toml").write_text('[principals.a]\nroles = ["x"]\nkeys = ["not-a-hash"]\n', "utf-8")
     done = subprocess.run(
         [
-            policyc_command(),
+            policyc_path(),
             "serve",
             str(folder / "policy.dl"),
             "--keys",
@@ -586,7 +519,7 @@ def test_a_reload_gives_new_sessions_the_new_policy_and_keeps_the_old_ones(
         agent.post(f"/v1/sessions/{session}/events", json={"events": [clean]})
         return bool(agent.post(f"/v1/sessions/{session}/authorize", json={"event": mail}).json()["allowed"])
 
-    reload = [policyc_command(), "serve", "reload", "--db", str(folder / "monitor.db")]
+    reload = [policyc_path(), "serve", "reload", "--db", str(folder / "monitor.db")]
     try:
         with client(server, keys["agent"]) as agent:
             first = agent.post("/v1/sessions", json={"session": "old"}).json()["policy"]
@@ -637,7 +570,7 @@ def test_the_audit_log_in_the_database_exports_and_verifies(
     finally:
         server.stop()
     log = folder / "audit.jsonl"
-    command = policyc_command()
+    command = policyc_path()
     exported = subprocess.run(
         [command, "audit", "export", str(folder / "monitor.db"), "-o", str(log)],
         capture_output=True,

@@ -22,7 +22,8 @@ from policyc.runtime.audit import parse_head, verify
 from policyc.runtime.bundle import generate_keys
 from policyc.serve.audit import differences
 
-from .test_serve import Server, client, event, new_key, policyc_command
+from .support.commands import policyc_path
+from .support.service import Server, client, event, new_key
 
 POLICY = """
 .import events
@@ -46,7 +47,7 @@ def setup(folder: Path) -> dict[str, str]:
 
 
 def policyc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([policyc_command(), *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([policyc_path(), *args], capture_output=True, text=True, timeout=120)
 
 
 def export(folder: Path, name: str = "audit.jsonl") -> tuple[subprocess.CompletedProcess[str], Path]:

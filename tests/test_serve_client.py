@@ -21,7 +21,7 @@ import policyc
 from policyc.runtime.audit import AuditLog, read_records
 from policyc.runtime.verdict import Decision
 
-from .test_serve import Server, new_key
+from .support.service import Server, new_key
 
 POLICY = """
 .import events

@@ -12,7 +12,7 @@ from policyc.serve.openapi import document
 from policyc.serve.reference import BEGIN, END, markdown
 
 from .conftest import ROOT
-from .test_serve import policyc_command
+from .support.commands import policyc_path
 
 DOC = (ROOT / "docs" / "serve.md").read_text("utf-8")
 
@@ -49,12 +49,10 @@ def test_the_api_reference_is_made_from_the_openapi_document() -> None:
 
 
 def test_policyc_serve_openapi_prints_the_document_and_the_reference() -> None:
-    printed = subprocess.run(
-        [policyc_command(), "serve", "openapi"], capture_output=True, text=True, check=True
-    )
+    printed = subprocess.run([policyc_path(), "serve", "openapi"], capture_output=True, text=True, check=True)
     assert json.loads(printed.stdout) == json.loads(json.dumps(document()))
     reference = subprocess.run(
-        [policyc_command(), "serve", "openapi", "--markdown"], capture_output=True, text=True, check=True
+        [policyc_path(), "serve", "openapi", "--markdown"], capture_output=True, text=True, check=True
     )
     assert reference.stdout == markdown(document())
 

@@ -11,7 +11,7 @@ import pytest
 
 import policyc
 
-from .test_serve import Server, client, new_key
+from .support.service import Server, client, new_key
 
 POLICY = """.import events
 @id("pay-needs-approval") Escalate(a) :- ToolCall(a, "pay").

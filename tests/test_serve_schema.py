@@ -20,7 +20,8 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from policyc.serve.keys import new_key
 from policyc.serve.openapi import document
 
-from .test_serve import POLICY, Server
+from .support.service import Server
+from .test_serve import POLICY
 
 SCHEMA = schemathesis.openapi.from_dict(document())
 KEY, DIGEST = new_key()  # the running service's one principal's key, and its hash

@@ -17,7 +17,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from .test_serve import POLICY, Server, new_key, policyc_command
+from .support.commands import policyc_path
+from .support.service import Server, new_key
+from .test_serve import POLICY
 
 
 def _name(common: str) -> x509.Name:
@@ -138,7 +140,7 @@ def test_unusable_certificate_files_are_refused_before_it_starts(tmp_path: Path)
     ca = _issue(tmp_path, "ca", "CA", None, ca=True)
     _issue(tmp_path, "server", "127.0.0.1", ca)
     (tmp_path / "junk.pem").write_text("not a certificate", "utf-8")
-    base = [policyc_command(), "serve", str(tmp_path / "policy.dl"), "--keys", str(tmp_path / "keys.toml")]
+    base = [policyc_path(), "serve", str(tmp_path / "policy.dl"), "--keys", str(tmp_path / "keys.toml")]
     base += ["--db", str(tmp_path / "m.db"), "--port", "0"]
     cases = {
         "--tls-client-ca needs --tls-cert": ["--tls-client-ca", str(tmp_path / "ca.pem")],

@@ -362,7 +362,7 @@ def risky(text: str) -> bool:
 
 @pytest.fixture(scope="module")
 def calls_service(tmp_path_factory: pytest.TempPathFactory):
-    from .test_serve import Server, new_key
+    from .support.service import Server, new_key
 
     folder = tmp_path_factory.mktemp("unknown")
     (folder / "policy.dl").write_text(CALLS, "utf-8")
@@ -410,7 +410,7 @@ def test_the_service_decides_calls_with_errors_as_in_process(examples: int, call
 def test_the_readme_escalation_through_the_service(tmp_path) -> None:
     """The README's rule given `"amount": "5000"` refuses that call, naming the argument, and
     decides every later call as usual."""
-    from .test_serve import Server, new_key
+    from .support.service import Server, new_key
 
     (tmp_path / "policy.dl").write_text(ESCALATE, "utf-8")
     key, table = new_key("agent", "agent")

@@ -12,7 +12,7 @@ import anyio
 import mcp.types as mt
 
 from .npm_servers import npm_servers  # noqa: F401  (a fixture)
-from .test_mcp_gateway import gateway, text
+from .support.gateway import gateway, text
 
 POLICY = """.import events
 @id("no-secret-echo") @message("{a} would echo a secret")

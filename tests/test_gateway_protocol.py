@@ -17,7 +17,8 @@ import mcp.types as mt
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from .test_mcp_gateway import POLICYC, gateway, text
+from .support.commands import free_port
+from .support.gateway import POLICYC, gateway, text
 
 SERVER = """
 import anyio
@@ -221,12 +222,6 @@ def test_prompts_resources_progress_and_logging_pass_through_and_resources_are_e
     ]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_the_gateway_serves_streamable_http_with_listen(tmp_path: Path) -> None:
     policy, config = files(tmp_path)
     port = free_port()
@@ -270,7 +265,7 @@ def test_the_gateway_serves_streamable_http_with_listen(tmp_path: Path) -> None:
 
 
 def test_with_monitor_the_calls_are_decided_at_a_policyc_serve_service(tmp_path: Path) -> None:
-    from .test_serve import Server, new_key
+    from .support.service import Server, new_key
 
     policy, config = files(tmp_path)
     service_folder = tmp_path / "service"

@@ -22,8 +22,8 @@ import mcp.types as mt
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from .test_mcp_gateway import POLICYC, text
-from .test_mcp_gateway_protocol import free_port
+from .support.commands import free_port
+from .support.gateway import POLICYC, text
 
 SERVER = """
 import json

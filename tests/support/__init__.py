@@ -1,0 +1,2 @@
+"""What the tests share: the installed command, free ports, a real `policyc serve`
+and its keys, a real `policyc mcp` gateway with a client (each in a module of its own)."""

@@ -1,0 +1,72 @@
+"""A real `policyc serve`: the installed command on a free port of 127.0.0.1, its keys made
+by `policyc serve keygen`, and an HTTP client of it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .commands import free_port, policyc_path
+
+
+def new_key(principal: str, *roles: str) -> tuple[str, str]:
+    """A new key of ``principal`` with ``roles``: the key, and its entry for KEYS.toml."""
+    args = [policyc_path(), "serve", "keygen", "--principal", principal]
+    for role in roles:
+        args += ["--role", role]
+    done = subprocess.run(args, capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    return lines[0].split()[-1], "\n".join(lines[2:]) + "\n"
+
+
+class Server:
+    """A `policyc serve` process on a free port of 127.0.0.1."""
+
+    def __init__(self, folder: Path, *extra: str, scheme: str = "http") -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [
+                policyc_path(),
+                "serve",
+                str(folder / "policy.dl"),
+                "--keys",
+                str(folder / "keys.toml"),
+                "--db",
+                str(folder / "monitor.db"),
+                "--port",
+                str(self.port),
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line.startswith(f"policyc serve: listening on {self.url}"), line
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+def client(server: Server, key: str | None) -> httpx.Client:
+    """An HTTP client of the service, with ``key`` as its bearer key (none: anonymous)."""
+    headers = {} if key is None else {"authorization": f"Bearer {key}"}
+    return httpx.Client(base_url=server.url, headers=headers, timeout=10)
+
+
+def event(identifier: str, kind: str = "tool_result", **fields: Any) -> dict[str, Any]:
+    """An event record."""
+    return {"id": identifier, "kind": kind, **fields}
