@@ -29,7 +29,7 @@ from typing import Any
 
 from policyc.runtime.approvals import DEFAULT_TTL, call_digest
 
-from .decide import Gate, Verdict, refusal
+from .decide import Gate, Verdict, refusal_text
 
 APPROVAL_SCHEMA = {
     "type": "object",
@@ -144,10 +144,10 @@ async def resumed(
     found = pending.pop(params.request_state, None)
     if found is None or found.key != key:
         why = "the call's approval state is unknown, used, expired or of another connection"
-        return Verdict(False, refusal(tool, why)), arguments
+        return Verdict(False, refusal_text(tool, why)), arguments
     if found.tool != tool or found.digest != call_digest(tool, arguments):
         return Verdict(
-            False, refusal(tool, "the retried call is not the call the user was asked about")
+            False, refusal_text(tool, "the retried call is not the call the user was asked about")
         ), arguments
     answer = approved((params.input_responses or {}).get("approval"))
     if limit is not None and time.monotonic() - found.asked > limit:

@@ -28,6 +28,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyc.runtime.context import authorize_tool_call
+
 from .config import SessionOptions
 
 Ask = Callable[[Any], Awaitable[bool]]  # an EscalationRequest -> whether the person approves
@@ -96,19 +98,20 @@ class Gate:
         verdict that does not forward, its ``decision`` escalated (see :meth:`settle`)."""
         async with self.lock:
             if self.broken is not None:
-                return Verdict(False, refusal(tool, self.broken))
+                return Verdict(False, refusal_text(tool, self.broken))
             call = self._id("c")
-            event = {"id": call, "kind": "tool_call", "tool": tool, "args": dict(arguments)}
             queued, self.queued = self.queued, []
 
             def work() -> Any:  # the answers before it, then the call: one trip to the thread
                 for earlier in queued:
                     self.session.record(earlier)
-                return self.session.authorize(event)
+                # decided as every front decides a call (runtime/context.py), escalations left
+                # to settle()
+                return authorize_tool_call(self.session, tool, arguments, None, call, checked=False)[0]
 
             decision = await self._in_thread(work, tool)
             if isinstance(decision, str):
-                return Verdict(False, refusal(tool, decision), call)
+                return Verdict(False, refusal_text(tool, decision), call)
             return _verdict(tool, call, decision)
 
     async def settle(self, call: str, tool: str, decision: Any, ask: Ask | None) -> Verdict:
@@ -117,14 +120,14 @@ class Gate:
         no ``ask`` the call is denied, saying the client cannot be asked."""
         import anyio
 
-        from policyc.runtime.approvers import settle
+        from policyc.runtime.context import settled
 
         if ask is None:
             why = (
                 "the call needs a person's approval, and this client cannot ask one "
                 "(it did not declare the MCP elicitation capability)"
             )
-            return Verdict(False, refusal(tool, why, decision.feedback), call, decision)
+            return Verdict(False, refusal_text(tool, why, decision.feedback), call, decision)
         monitor = getattr(self.session, "monitor", None)
         approvers = getattr(monitor, "approver", None)
         token = anyio.lowlevel.current_token()
@@ -143,7 +146,7 @@ class Gate:
         limit = self.options.decide_timeout + (math.inf if waited is None else waited)
         async with self.lock:
             if self.broken is not None:
-                return Verdict(False, refusal(tool, self.broken), call)
+                return Verdict(False, refusal_text(tool, self.broken), call)
             if isinstance(approvers, Approvers):
                 approvers.askers[self.session.id] = asked
             queued, self.queued = self.queued, []
@@ -151,7 +154,7 @@ class Gate:
             def work() -> Any:  # what was answered meanwhile, then the approval and the decision after it
                 for earlier in queued:
                     self.session.record(earlier)
-                return settle(self.session, decision)
+                return settled(self.session, tool, decision)
 
             try:
                 settled = await self._in_thread(work, tool, limit)
@@ -159,7 +162,7 @@ class Gate:
                 if isinstance(approvers, Approvers):
                     approvers.askers.pop(self.session.id, None)
             if isinstance(settled, str):
-                return Verdict(False, refusal(tool, settled), call)
+                return Verdict(False, refusal_text(tool, settled), call)
             return _verdict(tool, call, settled)
 
     async def result(self, call: str, tool: str, result: Any, labels: tuple[str, ...]) -> None:
@@ -255,10 +258,10 @@ class Gate:
 def _verdict(tool: str, call: str, decision: Any) -> Verdict:
     if decision.allowed:
         return Verdict(True, "", call, decision)
-    return Verdict(False, refusal(tool, None, decision.feedback), call, decision)
+    return Verdict(False, refusal_text(tool, None, decision.feedback), call, decision)
 
 
-def refusal(tool: str, why: str | None, feedback: str = "") -> str:
+def refusal_text(tool: str, why: str | None, feedback: str = "") -> str:
     """The text of an error result for a call the gateway did not forward."""
     lines = [f"policyc denied the call of `{tool}`; it was not sent to the server."]
     if why:

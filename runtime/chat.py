@@ -12,7 +12,7 @@ from typing import Any
 from policyc.stdlib.events import EventError, check_event
 
 from . import jsonio
-from .context import error_text, new_id, record_result, result_text, use_session
+from .context import decide_tool_call, error_text, new_id, record_result, result_text, use_session
 from .session import Session
 from .values import quote_value
 
@@ -118,11 +118,8 @@ def _run_call(
         check_event(dict(event), session.events)  # what would poison the session is refused here
     except EventError as error:
         return f"Invalid arguments for {quote_value(name)}: {_short(str(error))}"
-    decision = session.authorize(event)
-    if decision.escalated:  # a person decides (the monitor's approver)
-        from .approvers import settle
-
-        decision = settle(session, decision)
+    # decided as every front decides a call (runtime/context.py); a person decides an escalation
+    decision, _ = decide_tool_call(session, name, args, [message_id], event_id)
     if not decision.allowed:
         return decision.feedback
     implementation = tools.get(name)

@@ -115,43 +115,166 @@ def new_id(prefix: str, session: Session | None = None) -> str:
 def authorize_call(
     tool: str, args: Mapping[str, Any], session: Session | None = None, allow_outside: bool = False
 ) -> tuple[Decision, str | None]:
-    """Record a call of ``tool`` in the ambient (or given) session and decide it; an escalated
-    call is put to the monitor's approver (:func:`~.approvers.settle`), so the decision is
-    final: allowed (approved) or denied."""
-    from .approvers import settle
-
+    """Record a call of ``tool`` in the ambient (or given) session, depending on what the
+    scopes say it depends on, and decide it (:func:`decide_tool_call`): the decision is final,
+    an escalated call put to the monitor's approver. Without a session, the call is denied
+    (``policyc:no-session``) unless ``allow_outside``."""
     session = session or current_session.get()
-    decision, identifier = _authorize(tool, args, session, allow_outside)
-    if session is not None and decision.escalated:
-        decision = settle(session, decision)
-    return decision, identifier
+    if session is None:
+        return _outside(allow_outside), None
+    return decide_tool_call(session, tool, args, dependencies(session), checked=False)
 
 
 async def authorize_call_async(
     tool: str, args: Mapping[str, Any], session: Session | None = None, allow_outside: bool = False
 ) -> tuple[Decision, str | None]:
     """:func:`authorize_call` for async code: the approver is awaited (or run in a thread)."""
+    session = session or current_session.get()
+    if session is None:
+        return _outside(allow_outside), None
+    return await decide_tool_call_async(session, tool, args, dependencies(session), checked=False)
+
+
+def _outside(allow_outside: bool) -> Decision:
+    return Decision(None, allow_outside, () if allow_outside else (NO_SESSION,))
+
+
+# ------------------------------------------------------------- deciding one tool call
+
+# The one path every front takes to decide a tool call (the guards, the HTTP instrumentation,
+# the chat helpers, the framework adapters, the MCP gateway): make its event, record and decide
+# it, fail closed, and settle an escalation with the monitor's approver.
+
+INVALID_CALL = "policyc:invalid-call"
+ADAPTER_FAILED = "policyc:adapter-failed"
+DETAIL_LIMIT = 200  # characters of a malformed call's problem the denial shows
+
+
+def tool_call_event(
+    session: Any,
+    tool: str,
+    args: Mapping[str, Any],
+    deps: Sequence[str] | None,
+    identifier: str | None = None,
+    checked: bool = True,
+) -> tuple[dict[str, Any] | None, Decision | None]:
+    """The call's event (its id ``identifier``, or a fresh one), or (for arguments no event can
+    hold, when ``checked``) the denial that refuses it without recording it
+    (``policyc:invalid-call``; unchecked, the session refuses it: ``policyc:refused-event``)."""
+    from policyc.stdlib.events import EventError, check_event
+
+    event: dict[str, Any] = {"id": identifier or new_id("call", session), "kind": "tool_call", "tool": tool}
+    try:
+        event["args"] = dict(args)
+    except Exception as error:
+        return None, invalid_call(tool, f"the arguments are not an object ({type(error).__name__})")
+    if deps is not None:
+        event["deps"] = [d for d in dict.fromkeys(deps) if d in session.events]
+    if not checked:
+        return event, None
+    try:
+        check_event(dict(event), session.events)
+    except EventError as error:
+        return None, invalid_call(tool, str(error))
+    except Exception as error:
+        return None, invalid_call(tool, f"{type(error).__name__}: {error}")
+    return event, None
+
+
+def invalid_call(tool: str, problem: str) -> Decision:
+    """The denial of a call no event can hold (``policyc:invalid-call``)."""
+    from .values import quote_value
+
+    short = problem if len(problem) <= DETAIL_LIMIT else problem[:DETAIL_LIMIT] + "…"
+    return refusal(
+        INVALID_CALL,
+        f"the call of {quote_value(tool)} cannot be decided ({short}), so it is refused",
+        "Call the tool with JSON arguments.",
+    )
+
+
+def failed_call(tool: str, error: BaseException) -> Decision:
+    """The denial of a call whose deciding raised (``policyc:adapter-failed``)."""
+    from .values import quote_value
+
+    return refusal(
+        ADAPTER_FAILED,
+        f"deciding the call of {quote_value(tool)} failed ({type(error).__name__}), so it is refused",
+    )
+
+
+def authorize_tool_call(
+    session: Any,
+    tool: str,
+    args: Mapping[str, Any],
+    deps: Sequence[str] | None = None,
+    identifier: str | None = None,
+    checked: bool = True,
+) -> tuple[Decision, str | None]:
+    """Record a call of ``tool`` with ``args`` (depending on ``deps``, or on the whole history
+    when ``None``) and decide it, an escalation left as it is (see :func:`settled`). The second
+    value is the call's event id (``None`` when the call could not be recorded, and is
+    refused). Any failure is a denial. ``checked``: a call no event can hold is refused here
+    (the framework adapters, the chat helpers); otherwise the session refuses it (the guards,
+    the HTTP instrumentation, the gateway), each front as its docs say."""
+    event, refused = tool_call_event(session, tool, args, deps, identifier, checked)
+    if event is None:
+        return refused or invalid_call(tool, "no event"), None
+    try:
+        return session.authorize(event), event["id"]
+    except Exception as error:  # fail closed: nothing undecided reaches the tool
+        return failed_call(tool, error), event["id"] if event["id"] in session.events else None
+
+
+def settled(session: Any, tool: str, decision: Decision) -> Decision:
+    """The final decision: an escalated one put to the monitor's approver, any other as it is."""
+    if not decision.escalated:
+        return decision
+    from .approvers import settle
+
+    try:
+        return settle(session, decision)
+    except Exception as error:
+        return failed_call(tool, error)
+
+
+async def settled_async(session: Any, tool: str, decision: Decision) -> Decision:
+    """:func:`settled` for async code: an async approver is awaited, a sync one runs in a
+    thread of its own."""
+    if not decision.escalated:
+        return decision
     from .approvers import settle_async
 
-    session = session or current_session.get()
-    decision, identifier = _authorize(tool, args, session, allow_outside)
-    if session is not None and decision.escalated:
-        decision = await settle_async(session, decision)
-    return decision, identifier
+    try:
+        return await settle_async(session, decision)
+    except Exception as error:
+        return failed_call(tool, error)
 
 
-def _authorize(
-    tool: str, args: Mapping[str, Any], session: Session | None, allow_outside: bool
+def decide_tool_call(
+    session: Any,
+    tool: str,
+    args: Mapping[str, Any],
+    deps: Sequence[str] | None = None,
+    identifier: str | None = None,
+    checked: bool = True,
 ) -> tuple[Decision, str | None]:
-    """Record a call of ``tool`` in ``session`` and decide it (escalated calls as they are)."""
-    if session is None:
-        return Decision(None, allow_outside, () if allow_outside else (NO_SESSION,)), None
-    identifier = new_id("call", session)
-    event: dict[str, Any] = {"id": identifier, "kind": "tool_call", "tool": tool, "args": dict(args)}
-    deps = dependencies(session)
-    if deps is not None:
-        event["deps"] = deps
-    return session.authorize(event), identifier
+    """:func:`authorize_tool_call`, then :func:`settled`: the decision is final."""
+    decision, call = authorize_tool_call(session, tool, args, deps, identifier, checked)
+    return settled(session, tool, decision), call
+
+
+async def decide_tool_call_async(
+    session: Any,
+    tool: str,
+    args: Mapping[str, Any],
+    deps: Sequence[str] | None = None,
+    identifier: str | None = None,
+    checked: bool = True,
+) -> tuple[Decision, str | None]:
+    """:func:`decide_tool_call` for async code."""
+    decision, call = authorize_tool_call(session, tool, args, deps, identifier, checked)
+    return await settled_async(session, tool, decision), call
 
 
 def result_text(value: Any) -> str:
