@@ -63,6 +63,10 @@ TOOLS = [
     ),
     mt.Tool(name="tree", input_schema=TREE),
     mt.Tool(
+        name="unique",
+        input_schema={"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True}}},
+    ),
+    mt.Tool(
         name="twice",
         input_schema={"type": "object", "properties": {"w": {"type": "string", "pattern": "^(a)\\\\1$"}}},
     ),
@@ -159,8 +163,11 @@ def test_a_hostile_argument_is_refused_within_the_deadline_while_another_connect
     deep: dict[str, Any] = {}
     for _ in range(40):  # both branches at every level: 2^40 steps for a validator that tries them
         deep = {"a": deep}
+    # objects no sort orders: a validator that compares each with every other takes minutes
+    distinct = [{"k": n} for n in range(20_000)]
     took: dict[str, float] = {}
     finished: list[str] = []
+    after: dict[str, mt.CallToolResult] = {}
 
     async def call(url: str, tool: str, arguments: dict[str, Any], name: str) -> mt.CallToolResult:
         async with streamable_http_client(url) as (read, write):
@@ -171,6 +178,8 @@ def test_a_hostile_argument_is_refused_within_the_deadline_while_another_connect
                     result = await client.call_tool(tool, arguments)
                 took[name] = time.monotonic() - started
                 finished.append(name)
+                with anyio.fail_after(30):  # the connection goes on after a refused call
+                    after[name] = await client.call_tool("up.echo", {"next": name})
                 return result
 
     async def scenario(url: str) -> dict[str, mt.CallToolResult]:
@@ -185,6 +194,8 @@ def test_a_hostile_argument_is_refused_within_the_deadline_while_another_connect
             group.start_soon(one, "up.name", {"name": HOSTILE}, "name")
             group.start_soon(one, "up.keys", {HOSTILE: 1}, "keys")
             group.start_soon(one, "up.out", {}, "out")
+            group.start_soon(one, "up.unique", {"xs": distinct}, "unique")
+            group.start_soon(one, "up.unique", {"xs": [{"k": 1}, {"k": True}, {"k": 1.0}]}, "same")
             group.start_soon(one, "up.echo", {"n": 1}, "echo", 0.3)  # while the others run
         return results
 
@@ -192,11 +203,17 @@ def test_a_hostile_argument_is_refused_within_the_deadline_while_another_connect
         results = anyio.run(scenario, running.url)
     assert results["tree"].is_error, text(results["tree"])
     assert "policyc:timeout" in text(results["tree"]) and "inputSchema" in text(results["tree"])
+    assert took["tree"] < 1.5 + 1.0  # given up at the deadline, not when the check would end
     assert results["name"].is_error and "does not match" in text(results["name"])
     assert results["keys"].is_error and "'aaaaaaaaaaaaaaaaaaaaaaaaaaa!'" in text(results["keys"])
     # the server's result breaks its own outputSchema: found, with RE2, and not forwarded
     assert results["out"].is_error and "does not match '^(a+)+$'" in text(results["out"])
     assert not results["echo"].is_error and text(results["echo"]) == '{"n": 1}'
+    # uniqueness is checked in linear time, with JSON's equality (1 and 1.0 equal, true apart)
+    assert not results["unique"].is_error and json.loads(text(results["unique"])) == {"xs": distinct}
+    assert results["same"].is_error and "non-unique" in text(results["same"])
+    for name, next_call in after.items():  # a refused call, the timeout included, refuses itself only
+        assert not next_call.is_error and text(next_call) == json.dumps({"next": name}), name
     # the call made while the hostile ones were checked was answered before the one given up
     # at the deadline: no check held the gateway's event loop
     assert finished.index("echo") < finished.index("tree")
