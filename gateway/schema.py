@@ -8,11 +8,15 @@ tool accepts).
 The schema comes from an upstream server and the arguments from the agent, so neither may make
 the check take long. Patterns (``pattern``, ``patternProperties``) run on RE2, whose time is
 linear in the text; a schema with a pattern RE2 cannot run (a backreference, a lookaround) is
-refused whole when the gateway starts (:func:`unrunnable`), its tool not listed. And the check
-stops at a deadline (``decide_timeout``): every keyword looks at the clock before it runs, so
-a schema whose alternatives multiply (``anyOf`` nested under ``$ref``) is given up at the
-deadline, in the thread that ran it, which then ends (:class:`Expired`, a ``policyc:timeout``
-of that call).
+refused whole when the gateway starts (:func:`unrunnable`), its tool not listed.
+``uniqueItems`` compares the items by a key of each (linear; the validator's own check compares
+every item with every other when they do not sort, minutes for 20,000 objects). And the check
+stops at a deadline (``decide_timeout``): every keyword looks at the clock before it runs (and
+within its loop over property names), so a schema whose alternatives multiply (``anyOf`` nested
+under ``$ref``) is given up at the deadline, in the thread that ran it, which then ends
+(:class:`Expired`, a ``policyc:timeout`` of that call); no keyword runs longer than linear time
+in what it reads, so none outlives the deadline by much. The schema's own check against its
+metaschema runs the same way.
 
 >>> schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 >>> problem(schema, {"n": 3}) is None
@@ -55,11 +59,11 @@ def problem(
         key = json.dumps(schema, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as bad:
         return f"the tool's inputSchema is not JSON ({type(bad).__name__}), so no call of it is sent"
-    validator = _validator(key)
-    if isinstance(validator, str):
-        return validator
     _clock.deadline = deadline
     try:
+        validator = _validator(key)
+        if isinstance(validator, str):
+            return validator
         error = best_match(validator.iter_errors(dict(arguments)))
     except Expired:
         raise
@@ -69,15 +73,21 @@ def problem(
         _clock.deadline = None
     if error is None:
         return None
-    path = ".".join(str(p) for p in error.absolute_path)
+    path = _cut(".".join(str(p) for p in error.absolute_path))
+    message = _cut(error.message)  # it quotes the value (and an enum's every member)
     if error.validator == "required" and isinstance(error.instance, dict):
         missing = [r for r in error.validator_value if r not in error.instance]
         if missing:
             name = f"{path}.{missing[0]}" if path else str(missing[0])
-            return f"argument `{name}`: missing ({error.message})"
+            return f"argument `{name}`: missing ({message})"
     if not path:
-        return f"arguments: {error.message}"
-    return f"argument `{path}`: {error.message}"
+        return f"arguments: {message}"
+    return f"argument `{path}`: {message}"
+
+
+def _cut(text: str, most: int = 500) -> str:
+    """``text``, cut to ``most`` characters."""
+    return text if len(text) <= most else f"{text[:most]}..."
 
 
 def unrunnable(schema: Any) -> str | None:
@@ -159,6 +169,7 @@ def _pattern_properties(
     for pattern, subschema in patterns.items():
         compiled = _re2(pattern)
         for name, value in instance.items():
+            _on_time()
             if compiled.search(name):
                 yield from validator.descend(value, subschema, path=name, schema_path=pattern)
 
@@ -171,9 +182,11 @@ def _additional_properties(validator: Any, extras: Any, instance: Any, schema: A
         return
     properties = schema.get("properties", {})
     patterns = [_re2(p) for p in schema.get("patternProperties", {})]
-    extra = [
-        name for name in instance if name not in properties and not any(p.search(name) for p in patterns)
-    ]
+    extra = []
+    for name in instance:
+        _on_time()
+        if name not in properties and not any(p.search(name) for p in patterns):
+            extra.append(name)
     if validator.is_type(extras, "object"):
         for name in extra:
             yield from validator.descend(instance[name], extras, path=name)
@@ -181,6 +194,45 @@ def _additional_properties(validator: Any, extras: Any, instance: Any, schema: A
         shown = ", ".join(repr(name) for name in sorted(extra))
         verb = "was" if len(extra) == 1 else "were"
         yield ValidationError(f"Additional properties are not allowed ({shown} {verb} unexpected)")
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """``uniqueItems`` in linear time: two items are the same when their keys are."""
+    from jsonschema.exceptions import ValidationError
+
+    if unique and validator.is_type(instance, "array"):
+        seen: set[Any] = set()
+        for item in instance:
+            key = _same(item)
+            if key in seen:
+                yield ValidationError(f"{_shown(instance)} has non-unique elements")
+                return
+            seen.add(key)
+
+
+def _same(value: Any) -> Any:
+    """A key of a JSON value, equal for the values JSON Schema calls equal: ``1`` and ``1.0``
+    the same, ``true`` apart from ``1``, objects whatever the order of their members.
+
+    >>> _same({"a": [1, True]}) == _same({"a": [1.0, True]}), _same(1) == _same(True)
+    (True, False)
+    """
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, Mapping):
+        return ("object", frozenset((name, _same(item)) for name, item in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("array", tuple(_same(item) for item in value))
+    return ("other", id(value))  # no JSON value: equal to itself only
+
+
+def _shown(instance: Any) -> str:
+    """An instance as an error shows it: its JSON, cut."""
+    return _cut(json.dumps(instance, ensure_ascii=False, default=str))
 
 
 def _bounded(check: Any) -> Any:
@@ -199,12 +251,17 @@ def _bounded(check: Any) -> Any:
 def _validator(schema: str) -> Any:
     """The validator of a schema (given as canonical JSON), checked once; or why there is none."""
     import jsonschema
-    from jsonschema.exceptions import SchemaError
+    from jsonschema.exceptions import SchemaError, best_match
 
     parsed = json.loads(schema)
     try:
         base = jsonschema.validators.validator_for(parsed, default=jsonschema.Draft202012Validator)
-        base.check_schema(parsed)
+        meta = _extended(jsonschema.validators.validator_for(base.META_SCHEMA, default=base))
+        found = best_match(meta(base.META_SCHEMA, format_checker=base.FORMAT_CHECKER).iter_errors(parsed))
+        if found is not None:
+            raise SchemaError.create_from(found)
+    except Expired:
+        raise
     except SchemaError as bad:
         return f"the tool's inputSchema is not a valid JSON Schema ({bad.message}), so no call of it is sent"
     except Exception as bad:
@@ -212,13 +269,25 @@ def _validator(schema: str) -> Any:
     why = unrunnable(parsed)
     if why is not None:
         return f"the tool's inputSchema has a pattern the gateway cannot check in bounded time: {why}"
-    checks = dict(base.VALIDATORS)
-    checks["pattern"] = _pattern
-    checks["patternProperties"] = _pattern_properties
-    if "additionalProperties" in checks:
-        checks["additionalProperties"] = _additional_properties
-    bounded = jsonschema.validators.extend(base, {name: _bounded(check) for name, check in checks.items()})
     try:
-        return bounded(parsed)
+        return _extended(base)(parsed)
     except Exception as bad:
         return f"the tool's inputSchema cannot be used ({type(bad).__name__}), so no call of it is sent"
+
+
+@functools.lru_cache(maxsize=16)
+def _extended(base: Any) -> Any:
+    """A validator class like ``base`` whose every keyword looks at the clock, with patterns
+    on RE2 and ``uniqueItems`` in linear time."""
+    import jsonschema
+
+    checks = dict(base.VALIDATORS)
+    if "pattern" in checks:
+        checks["pattern"] = _pattern
+    if "patternProperties" in checks:
+        checks["patternProperties"] = _pattern_properties
+    if "additionalProperties" in checks:
+        checks["additionalProperties"] = _additional_properties
+    if "uniqueItems" in checks:
+        checks["uniqueItems"] = _unique_items
+    return jsonschema.validators.extend(base, {name: _bounded(check) for name, check in checks.items()})
