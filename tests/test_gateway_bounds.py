@@ -235,3 +235,55 @@ def test_a_pattern_re2_cannot_run_refuses_its_tool_at_start_naming_it(tmp_path: 
     assert "up.twice" not in names and "up.echo" in names
     assert "`up.twice` is not listed" in log and "properties.w.pattern" in log and "backreference" in log
     assert called.is_error and "backreference" in text(called)
+
+
+def test_a_retry_is_the_call_the_user_approved_compared_as_canonical_json(tmp_path: Path) -> None:
+    """On a 2026-07-28 connection (the SDK's `Client` with the installed gateway), a retry that
+    brings back the approval state with `1.0` or `true` where the user saw `1` is refused, and
+    the retry of the call itself is sent with the arguments the user saw, once."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    policy, config = files(tmp_path)
+    args = ["mcp", str(policy), "--config", str(config), "--analysis-timeout", "0"]
+    approve = {"approval": mt.ElicitResult(action="accept", content={"approve": True})}
+
+    async def never_asked(context: Any, params: Any) -> mt.ElicitResult:
+        raise AssertionError("a 2026-07-28 client is asked within the call's result")
+
+    async def scenario() -> tuple[str | None, list[mt.CallToolResult], mt.CallToolResult, mt.CallToolResult]:
+        parameters = StdioServerParameters(command=POLICYC, args=args)
+        async with Client(parameters, elicitation_callback=never_asked) as client:
+            session = client.session
+
+            async def asked() -> str:
+                result = await session.call_tool("up.echo", {"pay": 1}, allow_input_required=True)
+                assert isinstance(result, mt.InputRequiredResult), result
+                assert "pay = 1" in str(result.input_requests["approval"].params.message)
+                assert result.request_state is not None
+                return result.request_state
+
+            async def retry(state: str, arguments: dict[str, Any]) -> mt.CallToolResult:
+                result = await session.call_tool(
+                    "up.echo",
+                    arguments,
+                    input_responses=approve,
+                    request_state=state,
+                    allow_input_required=True,
+                )
+                assert isinstance(result, mt.CallToolResult), result
+                return result
+
+            with anyio.fail_after(60):
+                changed = [await retry(await asked(), {"pay": other}) for other in (1.0, True)]
+                state = await asked()
+                sent = await retry(state, {"pay": 1})
+                again = await retry(state, {"pay": 1})
+            return session.protocol_version, changed, sent, again
+
+    version, changed, sent, again = anyio.run(scenario)
+    assert version == "2026-07-28"
+    for result in changed:
+        assert result.is_error and "not the call the user was asked about" in text(result), text(result)
+    assert not sent.is_error and text(sent) == '{"pay": 1}'
+    assert again.is_error and "unknown, used, expired" in text(again)
