@@ -105,6 +105,8 @@ anyio.run(main)
 POLICY = """.import events
 @id("pay-needs-approval") @message("paying needs the user's approval")
 Escalate(a) :- ToolCall(a, "up.echo"), tool_arg(a, "pay") = 1.
+@id("rounded") @message("the policy read another number than the client wrote")
+Deny(a) :- ToolCall(a, "up.echo"), n = tool_arg(a, "n"), n != to_number(tool_arg(a, "said")).
 """
 
 HOSTILE = "a" * 27 + "!"  # `^(a+)+$` takes Python's `re` seconds on it, doubling per `a`
@@ -287,3 +289,55 @@ def test_a_retry_is_the_call_the_user_approved_compared_as_canonical_json(tmp_pa
         assert result.is_error and "not the call the user was asked about" in text(result), text(result)
     assert not sent.is_error and text(sent) == '{"pay": 1}'
     assert again.is_error and "unknown, used, expired" in text(again)
+
+
+def test_numbers_reach_the_policy_and_the_tool_as_the_client_wrote_them(tmp_path: Path) -> None:
+    """JSON-RPC written by hand to the installed gateway over stdio (the SDK's client cannot
+    write `NaN`): an integer past 64 bits is decided on and sent exactly; a number no JSON value
+    holds is refused, the call not sent."""
+    policy, config = files(tmp_path)
+    huge = 2**64 + 1  # a float reads 18446744073709551616
+    calls = {
+        "huge": f'{{"n": {huge}, "said": "{huge}"}}',
+        "negative": f'{{"n": {-(2**70)}, "said": "{-(2**70)}"}}',
+        **{
+            literal: f'{{"n": {literal}, "said": "1"}}'
+            for literal in ("NaN", "Infinity", "-Infinity", "1e999")
+        },
+    }
+    with (tmp_path / "stderr.txt").open("w") as log:
+        gateway = subprocess.Popen(
+            [POLICYC, "mcp", str(policy), "--config", str(config), "--analysis-timeout", "0"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
+    assert gateway.stdin is not None and gateway.stdout is not None
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    lines = [json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})]
+    lines.append(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    for n, arguments in enumerate(calls.values(), start=1):
+        params = f'{{"name": "up.echo", "arguments": {arguments}}}'
+        lines.append(f'{{"jsonrpc": "2.0", "id": {n}, "method": "tools/call", "params": {params}}}')
+    try:
+        answers: dict[int, dict[str, Any]] = {}
+        for line in lines:
+            gateway.stdin.write(line + "\n")
+            gateway.stdin.flush()
+            if '"id"' in line:  # a request: wait for its answer (one call at a time)
+                answer = json.loads(gateway.stdout.readline())
+                answers[answer["id"]] = answer
+    finally:
+        gateway.kill()
+        gateway.wait(timeout=30)
+    results = {
+        name: mt.CallToolResult.model_validate(answers[n]["result"]) for n, name in enumerate(calls, 1)
+    }
+    for name, value in (("huge", huge), ("negative", -(2**70))):
+        assert not results[name].is_error, text(results[name])
+        assert text(results[name]) == json.dumps({"n": value, "said": str(value)}, sort_keys=True)
+    for literal in ("NaN", "Infinity", "-Infinity", "1e999"):
+        result = results[literal]
+        assert result.is_error and "not sent to the server" in text(result), text(result)
+        assert "refused before any rule ran" in text(result), text(result)
