@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import mcp.types as mt
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -239,6 +240,7 @@ def test_a_pattern_re2_cannot_run_refuses_its_tool_at_start_naming_it(tmp_path: 
     assert called.is_error and "backreference" in text(called)
 
 
+@pytest.mark.slow  # the main suite has its logic (test_gateway_approval_retry.py)
 def test_a_retry_is_the_call_the_user_approved_compared_as_canonical_json(tmp_path: Path) -> None:
     """On a 2026-07-28 connection (the SDK's `Client` with the installed gateway), a retry that
     brings back the approval state with `1.0` or `true` where the user saw `1` is refused, and
