@@ -251,15 +251,13 @@ def differences(db: str, log: bytes) -> Difference | None:
     records = list(_log_records(log))
     logged: dict[str, dict[str, Any]] = {}
     answers: dict[str, dict[str, Any]] = {}
-    for record in records:
-        kind = record.get("type")
+    for read in records:
+        kind = read.get("type")
         if kind == "decision":
-            named = record.get("decision")
-            logged.setdefault(
-                named if isinstance(named, str) else f"<no id, seq {record.get('seq')}>", record
-            )
-        elif kind == "outcome" and record.get("decision") is not None:
-            answers.setdefault(str(record["decision"]), record)
+            named = read.get("decision")
+            logged.setdefault(named if isinstance(named, str) else f"<no id, seq {read.get('seq')}>", read)
+        elif kind == "outcome" and read.get("decision") is not None:
+            answers.setdefault(str(read["decision"]), read)
     connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         stored = connection.execute(
@@ -274,10 +272,9 @@ def differences(db: str, log: bytes) -> Difference | None:
     for decision, principal, session, verdict, body in stored:
         ids.add(decision)
         where = f"decision `{decision}` (principal {_shown(principal)}, session {_shown(session)})"
-        found = logged.get(decision)
-        if found is None:
+        record = logged.get(decision)
+        if record is None:
             return Difference("decision-not-logged", f"{where} is in the `decisions` table, not in the log")
-        record = found
         try:
             answer: dict[str, Any] = json.loads(body)
         except ValueError:
@@ -293,13 +290,9 @@ def differences(db: str, log: bytes) -> Difference | None:
             "rules": rules,
         }
         said = {**{k: record.get(k) for k in table}, "verdict of the answer": record.get("verdict")}
-        for name, value in table.items():
-            if value != said[name]:
-                return Difference(
-                    "decision-differs",
-                    f"{where}: the table says {name} {_shown(value)}, the log (line "
-                    f"{record.get('seq', -1) + 1}) {_shown(said[name])}",
-                )
+        differs = _first_difference("decision-differs", where, table, said, record)
+        if differs is not None:
+            return differs
     for name, record in logged.items():
         if name not in ids:
             return Difference(
@@ -310,25 +303,34 @@ def differences(db: str, log: bytes) -> Difference | None:
     seen = set()
     for decision, approved, approver in answered:
         seen.add(decision)
-        given = answers.get(decision)
+        record = answers.get(decision)
         where = f"the answer to `{decision}`"
-        if given is None:
+        if record is None:
             return Difference("answer-not-logged", f"{where} is in the `answers` table, not in the log")
-        record = given
         table = {"outcome": "approved" if approved else "refused", "approver": approver}
-        for name, value in table.items():
-            if record.get(name) != value:
-                return Difference(
-                    "answer-differs",
-                    f"{where}: the table says {name} {_shown(value)}, the log (line "
-                    f"{record.get('seq', -1) + 1}) {_shown(record.get(name))}",
-                )
+        differs = _first_difference("answer-differs", where, table, {k: record.get(k) for k in table}, record)
+        if differs is not None:
+            return differs
     for name, record in answers.items():
         if name not in seen:
             return Difference(
                 "answer-not-stored",
                 f"the answer at line {record.get('seq', -1) + 1} of the log (to `{name}`) is not in "
                 "the `answers` table",
+            )
+    return None
+
+
+def _first_difference(
+    code: str, where: str, table: dict[str, Any], said: dict[str, Any], record: dict[str, Any]
+) -> Difference | None:
+    """The first value the table holds that the log's ``record`` says otherwise (``said``)."""
+    for name, value in table.items():
+        if value != said[name]:
+            return Difference(
+                code,
+                f"{where}: the table says {name} {_shown(value)}, the log (line "
+                f"{record.get('seq', -1) + 1}) {_shown(said[name])}",
             )
     return None
 
