@@ -21,7 +21,7 @@ from policyc.compiler.source import SourceFile
 from policyc.gateway.declarations import declarations_text
 
 from .conftest import run_policyc
-from .support.service import Server, new_key
+from .support.service import Server, prepare
 
 POLICY = """
 .import events
@@ -43,9 +43,7 @@ def outcome(decision) -> tuple:
 
 
 def test_policyc_serve_refuses_as_the_monitor_in_process(tmp_path: Path) -> None:
-    (tmp_path / "policy.dl").write_text(POLICY, "utf-8")
-    key, table = new_key("agent", "agent")
-    (tmp_path / "keys.toml").write_text(table, "utf-8")
+    key = prepare(tmp_path, POLICY, {"agent": ("agent",)})["agent"]
     server = Server(tmp_path, "--wait", "0.3")
     try:
         local = policyc.Monitor(policyc.load_source(POLICY)).session(

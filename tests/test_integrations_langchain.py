@@ -415,11 +415,9 @@ def test_a_session_at_a_policyc_serve_service(tmp_path: Path) -> None:
     """The guard records into and asks a remote session (`policyc.connect`) as a local one."""
     from policyc.serve import connect
 
-    from .support.service import Server, new_key
+    from .support.service import Server, prepare
 
-    (tmp_path / "policy.dl").write_text(POLICY, "utf-8")
-    key, table = new_key("agent")
-    (tmp_path / "keys.toml").write_text(table, "utf-8")
+    key = prepare(tmp_path, POLICY, {"agent": ()})["agent"]
     server = Server(tmp_path)
     try:
         with connect(server.url, key) as monitor:

@@ -311,12 +311,10 @@ def test_a_continued_conversation_records_each_user_message_once() -> None:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, str]]:
     """A `policyc serve` of the policy on 127.0.0.1, and an agent's key."""
-    from .support.service import Server, new_key
+    from .support.service import Server, prepare
 
     folder = tmp_path_factory.mktemp("serve")
-    (folder / "policy.dl").write_text(POLICY, "utf-8")
-    key, table = new_key("agent", "agent")
-    (folder / "keys.toml").write_text(table, "utf-8")
+    key = prepare(folder, POLICY, {"agent": ("agent",)})["agent"]
     running = Server(folder)
     yield running, key
     running.stop()

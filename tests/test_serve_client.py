@@ -21,7 +21,7 @@ import policyc
 from policyc.runtime.audit import AuditLog, read_records
 from policyc.runtime.verdict import Decision
 
-from .support.service import Server, new_key
+from .support.service import Server, prepare
 
 POLICY = """
 .import events
@@ -43,12 +43,7 @@ Escalate(a) :- ToolCall(a, "search"), Influenced(a, d), Label(d, "untrusted").
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, dict[str, str]]]:
     folder = tmp_path_factory.mktemp("serve")
-    (folder / "policy.dl").write_text(POLICY, "utf-8")
-    keys, tables = {}, []
-    for principal, roles in (("agent", ("agent",)), ("other", ()), ("oncall", ("approver",))):
-        keys[principal], table = new_key(principal, *roles)
-        tables.append(table)
-    (folder / "keys.toml").write_text("\n".join(tables), "utf-8")
+    keys = prepare(folder, POLICY, {"agent": ("agent",), "other": (), "oncall": ("approver",)})
     running = Server(folder, "--wait", "0.3")
     yield running, keys
     running.stop()
@@ -281,9 +276,7 @@ def test_an_existing_session_is_refused_unless_attached(service) -> None:
 
 
 def test_a_killed_server_gives_denials_that_say_so(tmp_path: Path) -> None:
-    (tmp_path / "policy.dl").write_text(POLICY, "utf-8")
-    key, table = new_key("agent", "agent")
-    (tmp_path / "keys.toml").write_text(table, "utf-8")
+    key = prepare(tmp_path, POLICY, {"agent": ("agent",)})["agent"]
     server = Server(tmp_path)
     try:
         with policyc.connect(server.url, key, timeout=2) as monitor:

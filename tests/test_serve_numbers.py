@@ -11,7 +11,7 @@ import pytest
 
 import policyc
 
-from .support.service import Server, client, new_key
+from .support.service import Server, client, prepare
 
 POLICY = """.import events
 @id("pay-needs-approval") Escalate(a) :- ToolCall(a, "pay").
@@ -23,9 +23,7 @@ HUGE = 2**64 + 1  # 18446744073709551617: orjson reads 1.8446744073709552e19
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     folder = tmp_path_factory.mktemp("numbers")
-    (folder / "policy.dl").write_text(POLICY, "utf-8")
-    key, table = new_key("agent", "agent")
-    (folder / "keys.toml").write_text(table, "utf-8")
+    key = prepare(folder, POLICY, {"agent": ("agent",)})["agent"]
     running = Server(folder)
     yield running, key
     running.stop()

@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.test_serve import Server, client, conforms, event, new_key
+from .support.service import Server, client, event, new_key, prepare
+from .test_serve import conforms
 
 POLICY = """
 .import approvals
@@ -38,12 +39,7 @@ AUTHORIZE = "/v1/sessions/{session}/authorize"
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, dict[str, str]]]:
     folder = tmp_path_factory.mktemp("trust")
-    (folder / "policy.dl").write_text(POLICY, "utf-8")
-    keys, tables = {}, []
-    for principal, roles in (("agent", ("agent",)), ("oncall", ("approver",))):
-        keys[principal], table = new_key(principal, *roles)
-        tables.append(table)
-    (folder / "keys.toml").write_text("\n".join(tables), "utf-8")
+    keys = prepare(folder, POLICY, {"agent": ("agent",), "oncall": ("approver",)})
     running = Server(folder)
     yield running, keys
     running.stop()

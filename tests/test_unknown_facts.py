@@ -362,13 +362,11 @@ def risky(text: str) -> bool:
 
 @pytest.fixture(scope="module")
 def calls_service(tmp_path_factory: pytest.TempPathFactory):
-    from .support.service import Server, new_key
+    from .support.service import Server, prepare
 
     folder = tmp_path_factory.mktemp("unknown")
-    (folder / "policy.dl").write_text(CALLS, "utf-8")
+    key = prepare(folder, CALLS, {"agent": ("agent",)})["agent"]
     (folder / "risky_functors.py").write_text(RISKY_MODULE, "utf-8")
-    key, table = new_key("agent", "agent")
-    (folder / "keys.toml").write_text(table, "utf-8")
     running = Server(folder, "--functors", str(folder / "risky_functors.py"))
     yield running, key
     running.stop()
@@ -410,11 +408,9 @@ def test_the_service_decides_calls_with_errors_as_in_process(examples: int, call
 def test_the_readme_escalation_through_the_service(tmp_path) -> None:
     """The README's rule given `"amount": "5000"` refuses that call, naming the argument, and
     decides every later call as usual."""
-    from .support.service import Server, new_key
+    from .support.service import Server, prepare
 
-    (tmp_path / "policy.dl").write_text(ESCALATE, "utf-8")
-    key, table = new_key("agent", "agent")
-    (tmp_path / "keys.toml").write_text(table, "utf-8")
+    key = prepare(tmp_path, ESCALATE, {"agent": ("agent",)})["agent"]
     server = Server(tmp_path)
     with policyc.connect(server.url, key) as monitor:
         session = monitor.session(f"u{next(_served)}")

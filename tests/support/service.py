@@ -70,3 +70,15 @@ def client(server: Server, key: str | None) -> httpx.Client:
 def event(identifier: str, kind: str = "tool_result", **fields: Any) -> dict[str, Any]:
     """An event record."""
     return {"id": identifier, "kind": kind, **fields}
+
+
+def prepare(folder: Path, policy: str, principals: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """Write ``policy.dl`` and ``keys.toml`` into ``folder`` for a :class:`Server`: a key for each
+    principal, with its roles; the keys, by principal."""
+    (folder / "policy.dl").write_text(policy, "utf-8")
+    keys, tables = {}, []
+    for principal, roles in principals.items():
+        keys[principal], table = new_key(principal, *roles)
+        tables.append(table)
+    (folder / "keys.toml").write_text("\n".join(tables), "utf-8")
+    return keys
