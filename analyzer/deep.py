@@ -44,6 +44,7 @@ different relations or constants, not one per pair.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,7 @@ from policyc.compiler.stages import Stratified
 from policyc.compiler.symbols import ESCALATE, is_verdict
 
 from .bounded import Modelled, PlacedRule, Searches
+from .calls import Replayer
 from .contain import Candidates, covers
 from .deadline import Deadline
 from .firing import unfired_call
@@ -190,7 +192,7 @@ def analyse(
     # the bounded searches, which may take what is left of the time
     from .slips import slip_findings
 
-    slipped = slip_findings(compilation, run.deadline)
+    slipped = slip_findings(compilation, run.deadline, run.replayer)
     run.findings.extend(slipped.findings)
     run.note(SLIP_FINDINGS, slipped.unchecked, "rules")
     if searches is not None:
@@ -227,6 +229,18 @@ class _Run:
         if count:
             self.unchecked.append(Unchecked(names, count, what))
 
+    def replayer(self) -> Replayer | None:
+        """The monitor of the policy that witnesses are replayed through, opened once for the
+        run, when first asked (None when the monitor cannot open the policy)."""
+        return self._opened
+
+    @functools.cached_property
+    def _opened(self) -> Replayer | None:
+        try:
+            return Replayer.of(self.compilation)
+        except Exception:  # no witness, so no finding that needs one
+            return None
+
 
 def _unsatisfiable(run: _Run) -> tuple[dict[int, Contradiction], set[int]]:
     """The rules whose bodies can never hold (``unsatisfiable-rule`` for the user's), by the
@@ -253,7 +267,7 @@ def _unsatisfiable(run: _Run) -> tuple[dict[int, Contradiction], set[int]]:
                     help=help or "fix the conditions, or remove the rule",
                     strength=strength,
                     uninterpreted=run.modelled.of((r.rule,)) if strength == "proved" else (),
-                    witness=unfired_call(compilation, r.rule) if key else None,
+                    witness=unfired_call(compilation, r.rule, run.replayer) if key else None,
                 )
             )
     run.note(

@@ -10,7 +10,7 @@ the call before any rule runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice, product
 from typing import Any
 
@@ -92,11 +92,14 @@ def required_values(compilation: Stratified, tool: str, *but: str) -> dict[str, 
     return values
 
 
-def unfired_call(compilation: Stratified, rule: ast.Rule) -> Scenario | None:
+def unfired_call(
+    compilation: Stratified, rule: ast.Rule, replayer: Callable[[], Replayer | None]
+) -> Scenario | None:
     """For a `Deny` or `Escalate` rule a key keeps from ever firing (one call, two tools), a
     call of a tool it names that a monitor of the policy allows, replayed: what the author
     meant it to stop. ``None`` when the rule names no tool, or every call of one is stopped
-    (by another rule, or refused for its arguments)."""
+    (by another rule, or refused for its arguments). ``replayer()``: the monitor of the policy
+    (None when it cannot open the policy)."""
     from policyc.compiler.symbols import is_verdict
 
     from .calls import witness
@@ -114,13 +117,12 @@ def unfired_call(compilation: Stratified, rule: ast.Rule) -> Scenario | None:
     ]
     if not tools:
         return None
-    try:
-        replayer = Replayer.of(compilation)
-    except Exception:  # a policy the monitor cannot open here has no witness
+    monitor = replayer()
+    if monitor is None:  # a policy the monitor cannot open here has no witness
         return None
     for tool in dict.fromkeys(tools):
         event = call(tool, required_values(compilation, tool))
-        decided = replayer.decide(event)
+        decided = monitor.decide(event)
         if decided.allowed:
             note = f"replayed, the monitor allows this `{tool}` call: the rule never stops one"
             return witness([event], decided, note)

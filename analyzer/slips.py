@@ -14,11 +14,13 @@ them: without a replayed call there is no finding.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from policyc.compiler.diagnostics import Diagnostic
 from policyc.compiler.stages import Stratified
 
+from .calls import Replayer
 from .deadline import Deadline
 
 VERDICTS = ("Allow", "Deny", "Escalate")
@@ -32,12 +34,14 @@ class Slips:
     unchecked: int = 0
 
 
-def slip_findings(compilation: Stratified, deadline: Deadline) -> Slips:
+def slip_findings(
+    compilation: Stratified, deadline: Deadline, replayer: Callable[[], Replayer | None]
+) -> Slips:
     """The findings of the three checks, for the user's files; a rule the time runs out
-    before is counted, not checked."""
+    before is counted, not checked. ``replayer()`` gives the monitor of the policy the calls
+    are replayed through (None when it cannot open the policy: no witness, so no finding)."""
     from .absent import missing_arguments
     from .argument_uses import denying_rules
-    from .calls import Replayer
     from .lenient import lenient_conversions
     from .text_compare import untyped_comparisons
 
@@ -45,11 +49,10 @@ def slip_findings(compilation: Stratified, deadline: Deadline) -> Slips:
         return Slips([])
     if deadline.passed():
         return Slips([], len(denying_rules(compilation, VERDICTS)))
-    try:
-        replayer = Replayer.of(compilation)
-    except Exception:  # a policy the monitor cannot open here has no witness, so no finding
+    monitor = replayer()
+    if monitor is None:
         return Slips([])
-    found = missing_arguments(compilation, replayer, deadline)
-    found += untyped_comparisons(compilation, replayer, deadline)
-    found += lenient_conversions(compilation, replayer, deadline)
+    found = missing_arguments(compilation, monitor, deadline)
+    found += untyped_comparisons(compilation, monitor, deadline)
+    found += lenient_conversions(compilation, monitor, deadline)
     return Slips(found, len(denying_rules(compilation, VERDICTS)) if deadline.passed() else 0)

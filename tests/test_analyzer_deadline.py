@@ -245,7 +245,9 @@ def test_rules_to_compare_are_found_through_an_index(monkeypatch) -> None:
     monkeypatch.setattr(deep_module, "covers", counted)
     # the findings of what an agent slips past replay calls through a monitor of the whole
     # policy, one session each (tests/test_slips.py); this test counts comparisons of rules
-    monkeypatch.setattr(slips_module, "slip_findings", lambda compilation, deadline: slips_module.Slips([]))
+    monkeypatch.setattr(
+        slips_module, "slip_findings", lambda compilation, deadline, replayer: slips_module.Slips([])
+    )
     rules = 2000
     compilation = compile_source(generate(rules) + shadowing(300), "indexed.dl")
     result = analyse(compilation, 2, 600.0)
