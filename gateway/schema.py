@@ -95,39 +95,40 @@ def unrunnable(schema: Any) -> str | None:
     compile, by its place in the schema), or None. ``unevaluatedProperties`` beside
     ``patternProperties`` is refused too: the validator matches those names with Python's
     backtracking engine."""
-    text = json.dumps(schema, sort_keys=True, default=str)
-    if '"unevaluatedProperties"' in text and '"patternProperties"' in text:
+    keywords = list(_keywords(schema, ""))
+    used = {key for _, key, _ in keywords}
+    if {"unevaluatedProperties", "patternProperties"} <= used:
         return (
             "`unevaluatedProperties` with `patternProperties`: the validator would match property "
             "names with a backtracking engine"
         )
-    for where, pattern in _patterns(schema, ""):
-        if not isinstance(pattern, str):
-            continue
-        problem = _re2_problem(pattern)
-        if problem is not None:
-            return (
-                f"`{where}` `{pattern}`: RE2 cannot run it ({problem}); a backreference or a "
-                "lookaround has no linear-time match"
-            )
+    for where, key, value in keywords:
+        patterns = [(where, value)] if key == "pattern" else []
+        if key == "patternProperties" and isinstance(value, dict):
+            patterns = [(f"{where}.{name}", name) for name in value]
+        for at, pattern in patterns:
+            problem = _re2_problem(pattern) if isinstance(pattern, str) else None
+            if problem is not None:
+                return (
+                    f"`{at}` `{pattern}`: RE2 cannot run it ({problem}); a backreference or a "
+                    "lookaround has no linear-time match"
+                )
     return None
 
 
-def _patterns(schema: Any, at: str) -> Iterator[tuple[str, Any]]:
-    """Every pattern of a schema, with where it is (``properties.w.pattern``)."""
+def _keywords(schema: Any, at: str) -> Iterator[tuple[str, str, Any]]:
+    """Every keyword of a schema and its subschemas, with where it is (``properties.w.pattern``)
+    and its value (the values of ``const``, ``enum``, ``default`` and ``examples`` are data,
+    not schemas: not looked into)."""
     if isinstance(schema, dict):
         for key, value in schema.items():
             here = f"{at}.{key}" if at else str(key)
-            if key == "pattern":
-                yield here, value
-            elif key == "patternProperties" and isinstance(value, dict):
-                for name in value:
-                    yield f"{here}.{name}", name
-            if key not in ("const", "enum", "default", "examples"):  # values, not schemas
-                yield from _patterns(value, here)
+            yield here, str(key), value
+            if key not in ("const", "enum", "default", "examples"):
+                yield from _keywords(value, here)
     elif isinstance(schema, list):
         for n, value in enumerate(schema):
-            yield from _patterns(value, f"{at}.{n}")
+            yield from _keywords(value, f"{at}.{n}")
 
 
 @functools.lru_cache(maxsize=4096)
