@@ -169,7 +169,8 @@ def tool_call_event(
     except Exception as error:
         return None, invalid_call(tool, f"the arguments are not an object ({type(error).__name__})")
     if deps is not None:
-        event["deps"] = [d for d in dict.fromkeys(deps) if d in session.events]
+        # checked: the deps the session holds; unchecked: as given, for the session to judge
+        event["deps"] = [d for d in dict.fromkeys(deps) if d in session.events] if checked else list(deps)
     if not checked:
         return event, None
     try:
