@@ -6,8 +6,9 @@ that is not a valid JSON Schema refuses every call of its tool (the gateway cann
 tool accepts).
 
 The schema comes from an upstream server and the arguments from the agent, so neither may make
-the check take long. Patterns (``pattern``, ``patternProperties``) run on RE2, whose time is
-linear in the text; a schema with a pattern RE2 cannot run (a backreference, a lookaround) is
+the check take long. Patterns (``pattern``, ``patternProperties``: ECMAScript, as policies'
+``match`` patterns are) run on RE2 through :func:`policyc.compiler.regex.compile_pattern`, whose
+time is linear in the text; a schema with a pattern RE2 cannot run (a backreference, a lookaround) is
 refused whole when the gateway starts (:func:`unrunnable`), its tool not listed.
 ``uniqueItems`` compares the items by a key of each (linear; the validator's own check compares
 every item with every other when they do not sort, minutes for 20,000 objects). And the check
@@ -26,7 +27,7 @@ True
 >>> problem(schema, {})
 "argument `n`: missing ('n' is a required property)"
 >>> print(unrunnable({"properties": {"w": {"type": "string", "pattern": "(?=a)"}}}))
-`properties.w.pattern` `(?=a)`: RE2 cannot run it (invalid perl operator: (?=); a backreference or a lookaround has no linear-time match
+`properties.w.pattern` `(?=a)`: `(?=` is a lookahead, which RE2 does not have (it matches in linear time, without backtracking)
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+from policyc.compiler.regex import compile_pattern, pattern_problem
 
 _clock = threading.local()  # the deadline of the check running in this thread
 
@@ -107,12 +110,9 @@ def unrunnable(schema: Any) -> str | None:
         if key == "patternProperties" and isinstance(value, dict):
             patterns = [(f"{where}.{name}", name) for name in value]
         for at, pattern in patterns:
-            problem = _re2_problem(pattern) if isinstance(pattern, str) else None
+            problem = pattern_problem(pattern) if isinstance(pattern, str) else None
             if problem is not None:
-                return (
-                    f"`{at}` `{pattern}`: RE2 cannot run it ({problem}); a backreference or a "
-                    "lookaround has no linear-time match"
-                )
+                return f"`{at}` `{pattern}`: {problem}"
     return None
 
 
@@ -131,24 +131,6 @@ def _keywords(schema: Any, at: str) -> Iterator[tuple[str, str, Any]]:
             yield from _keywords(value, f"{at}.{n}")
 
 
-@functools.lru_cache(maxsize=4096)
-def _re2(pattern: str) -> Any:
-    import re2
-
-    options = re2.Options()
-    options.log_errors = False
-    return re2.compile(pattern, options)
-
-
-def _re2_problem(pattern: str) -> str | None:
-    try:
-        _re2(pattern)
-    except Exception as error:  # re2.error: what RE2 says of it
-        said = error.args[0] if error.args else type(error).__name__
-        return said.decode("utf-8", "replace") if isinstance(said, bytes) else str(said)
-    return None
-
-
 def _on_time() -> None:
     deadline = getattr(_clock, "deadline", None)
     if deadline is not None and time.monotonic() > deadline:
@@ -158,7 +140,7 @@ def _on_time() -> None:
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
     from jsonschema.exceptions import ValidationError
 
-    if validator.is_type(instance, "string") and not _re2(pattern).search(instance):
+    if validator.is_type(instance, "string") and not compile_pattern(pattern).search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
@@ -168,7 +150,7 @@ def _pattern_properties(
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in patterns.items():
-        compiled = _re2(pattern)
+        compiled = compile_pattern(pattern)
         for name, value in instance.items():
             _on_time()
             if compiled.search(name):
@@ -182,7 +164,7 @@ def _additional_properties(validator: Any, extras: Any, instance: Any, schema: A
     if not validator.is_type(instance, "object"):
         return
     properties = schema.get("properties", {})
-    patterns = [_re2(p) for p in schema.get("patternProperties", {})]
+    patterns = [compile_pattern(p) for p in schema.get("patternProperties", {})]
     extra = []
     for name in instance:
         _on_time()
