@@ -59,7 +59,7 @@ class Pending:
     arguments: dict[str, Any]
     verdict: Verdict
     asked: float
-    digest: str = ""
+    digest: str  # call_digest(tool, arguments)
 
 
 def modern(ctx: Any) -> bool:

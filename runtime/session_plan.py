@@ -9,6 +9,7 @@ module :mod:`~policyc.runtime.session` explains what each costs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from policyc.compiler import plan as p
 
@@ -114,18 +115,16 @@ class SessionPlan:
         ]
 
 
+@dataclass(frozen=True)
 class _Shape:
     """Where each relation's rules are: its rules (``rules_of``), its stratum (``stratum_of``),
     and the relations with subsumption rules (``subsumed``: a tuple dropped once may be needed
     again when the tuple dominating it goes, so they are recomputed, never maintained or asked
     on demand)."""
 
-    def __init__(
-        self, rules_of: dict[int, list[p.RulePlan]], stratum_of: dict[int, p.Stratum], subsumed: set[int]
-    ) -> None:
-        self.rules_of = rules_of
-        self.stratum_of = stratum_of
-        self.subsumed = subsumed
+    rules_of: dict[int, list[p.RulePlan]]
+    stratum_of: dict[int, p.Stratum]
+    subsumed: set[int]
 
     @classmethod
     def of(cls, plan: p.Plan) -> _Shape:
