@@ -343,6 +343,7 @@ def thresholds_for_monitor(path: str, policy: Any) -> Any:
 
 def thresholds_in_bundle(path: str) -> Any:
     """The thresholds a bundle carries (`policyc risk-report` without `--thresholds`)."""
+    from ..risk.extension import RiskSection
     from ..runtime.bundle import Bundle
     from ..runtime.errors import PolicyError
     from ..runtime.opener import UNREADABLE, open_path
@@ -351,10 +352,10 @@ def thresholds_in_bundle(path: str) -> Any:
         opened = open_path(path)
         if not isinstance(opened, Bundle):
             fail("give --thresholds, or a bundle compiled with `policyc compile --thresholds`", EXIT_USAGE)
-        thresholds = opened.sections().get("risk")
+        section = opened.sections().get("risk")
     except PolicyError as error:
         fail(str(error), EXIT_USAGE if error.code == UNREADABLE else EXIT_ERRORS)
-    thresholds = getattr(thresholds, "thresholds", None)
+    thresholds = section.thresholds if isinstance(section, RiskSection) else None
     if thresholds is None:
         fail(f"`{path}` carries no thresholds; give --thresholds")
     return thresholds

@@ -306,7 +306,7 @@ def forecast_replay_command(
         learned = _forecast_model(model)
         try:
             monitor = Monitor(loaded, forecast=Forecaster(learned, threshold, "warn", horizon, unseen))
-            reports = replay(monitor.forecaster, list(traces))
+            reports = replay(monitor.attached["forecast"], list(traces))
         except (ForecastError, OSError) as error:
             _forecast_fail(error)
         found = summary(reports, threshold)

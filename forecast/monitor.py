@@ -321,7 +321,7 @@ def attach(forecast: Any, monitor: Any) -> BoundForecaster:
 
 def session_forecast(session: Any) -> Forecast:
     """The forecast at the session's current step (``session.forecast()``)."""
-    forecaster = getattr(session.monitor, "forecaster", None)
+    forecaster = session.monitor.attached.get("forecast")
     if forecaster is None:
         raise ForecastError(
             "the monitor has no forecast model: create it with `Monitor(policy, forecast=...)`"

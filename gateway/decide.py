@@ -26,11 +26,14 @@ import json
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyc.runtime.context import authorize_tool_call
 
 from .config import SessionOptions
+
+if TYPE_CHECKING:
+    from policyc.runtime.protocols import MonitorLike, SessionLike
 
 Ask = Callable[[Any], Awaitable[bool]]  # an EscalationRequest -> whether the person approves
 
@@ -64,7 +67,7 @@ class Verdict:
 class Gate:
     """The session of one client connection (``monitor.session(session_id, ...)``)."""
 
-    def __init__(self, monitor: Any, session_id: str, options: SessionOptions) -> None:
+    def __init__(self, monitor: MonitorLike, session_id: str, options: SessionOptions) -> None:
         import anyio
 
         self.options = options
@@ -72,7 +75,7 @@ class Gate:
         self.count = 0
         self.broken: str | None = None  # why every call of this connection is denied
         self.queued: list[dict[str, Any]] = []  # what the servers answered, not recorded yet
-        self.session: Any = None
+        self.session: SessionLike = None  # type: ignore[assignment]  # None only while broken
         try:  # in process, or at a `policyc serve` service (which refuses a principal: its key's)
             self.session = monitor.session(
                 session_id, principal=options.principal, roles=options.roles or None
@@ -128,10 +131,10 @@ class Gate:
                 "(it did not declare the MCP elicitation capability)"
             )
             return Verdict(False, refusal_text(tool, why, decision.feedback), call, decision)
-        monitor = getattr(self.session, "monitor", None)
-        approvers = getattr(monitor, "approver", None)
+        monitor = self.session.monitor
+        approvers = monitor.approver
         token = anyio.lowlevel.current_token()
-        waited = getattr(monitor, "approval_timeout", None)
+        waited = monitor.approval_timeout
 
         async def bounded(request: Any) -> bool:
             # given up a second after settle() stops waiting (it denies, approval-timeout), so

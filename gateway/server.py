@@ -28,17 +28,18 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
-
-from policyc.runtime.approvals import DEFAULT_TTL
 
 from .approval import Pending, asker, can_elicit, input_required, modern, resumed
 from .config import GatewayConfig
 from .decide import Gate
 from .schema import unrunnable
 from .upstreams import Upstreams, UpstreamTool, error_result
+
+if TYPE_CHECKING:
+    from policyc.runtime.protocols import MonitorLike
 
 
 @dataclass
@@ -48,7 +49,7 @@ class Gateway:
     each time the tools are listed anew, for the tools to hide among those listed."""
 
     config: GatewayConfig
-    monitor: Any
+    monitor: MonitorLike
     upstreams: Upstreams
     hidden: dict[str, str] = field(default_factory=dict)
     screen: Callable[[list[UpstreamTool], Mapping[str, Any]], Mapping[str, str]] | None = None
@@ -142,7 +143,7 @@ class Gateway:
         if wrong is not None:
             return error_result(f"the call of `{name}` was not sent: {wrong}")
         if params.request_state is not None:  # the retry of a call put to the user (2026-07-28)
-            limit = getattr(self.monitor, "approval_timeout", None)
+            limit = self.monitor.approval_timeout
             verdict, arguments = await resumed(
                 self.pending, self._key(ctx), gate, name, arguments, params, limit
             )
@@ -151,7 +152,7 @@ class Gateway:
             if verdict.decision is not None and verdict.decision.escalated:
                 assert verdict.call is not None
                 if modern(ctx) and can_elicit(ctx):
-                    ttl = getattr(self.monitor, "approval_ttl", DEFAULT_TTL)
+                    ttl = self.monitor.approval_ttl
                     return input_required(self.pending, self._key(ctx), name, arguments, verdict, ttl)
                 verdict = await gate.settle(verdict.call, name, verdict.decision, asker(ctx))
         if not verdict.forward:
@@ -473,7 +474,7 @@ async def _stop_on_signal(scope: Any, ending: _Ending) -> None:
 
 async def serve(
     config: GatewayConfig,
-    monitor: Any,
+    monitor: MonitorLike,
     hidden: Mapping[str, str],
     listen: tuple[str, int] | None = None,
     screen: Callable[[list[UpstreamTool], Mapping[str, Any]], Mapping[str, str]] | None = None,
@@ -492,7 +493,7 @@ async def serve(
 
 async def _serve(
     config: GatewayConfig,
-    monitor: Any,
+    monitor: MonitorLike,
     hidden: Mapping[str, str],
     listen: tuple[str, int] | None,
     screen: Callable[[list[UpstreamTool], Mapping[str, Any]], Mapping[str, str]] | None,

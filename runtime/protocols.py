@@ -40,13 +40,17 @@ class SessionLike(Protocol):
 
 class MonitorLike(Protocol):
     """A monitor a front opens sessions of; who approves its escalated calls (``approver``, or
-    elsewhere: ``approves_elsewhere``), within ``approval_timeout`` seconds."""
+    elsewhere: ``approves_elsewhere``), within ``approval_timeout`` seconds, an approval valid
+    for ``approval_ttl`` seconds."""
 
     @property
     def approver(self) -> Callable[[Any], Any] | None: ...
 
     @property
     def approval_timeout(self) -> float | None: ...
+
+    @property
+    def approval_ttl(self) -> float: ...
 
     @property
     def approves_elsewhere(self) -> bool: ...

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from policyc.runtime.approvals import DEFAULT_TTL
 from policyc.runtime.verdict import (
     ERROR_RULE,
     ERROR_SUGGESTION,
@@ -77,6 +78,7 @@ class RemoteMonitor:
 
     approver = None
     approval_timeout = None
+    approval_ttl = DEFAULT_TTL  # how long a front keeps a call it put to its user (the gateway)
     # escalated calls are approved at the service (its approvals endpoints), never here: a
     # decision that escalates stays escalated (refused as needing approval)
     approves_elsewhere = True
