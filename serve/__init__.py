@@ -7,7 +7,7 @@ from policyc.compiler.exports import exports
 __all__, __getattr__ = exports(
     __name__,
     {
-        "Service": ".app",
+        "Service": ".service",
         "application": ".app",
         "Keys": ".keys",
         "KeysError": ".keys",

@@ -15,8 +15,9 @@ from typing import Any
 
 from policyc.runtime.opener import frozen
 
-from .app import MAX_BODY, WAIT, Service, application
+from .app import application
 from .keys import read_keys
+from .service import MAX_BODY, WAIT, Service
 from .store import Store
 
 

@@ -2,12 +2,16 @@
 database, in the server process or in a worker process (:mod:`.workers`) that holds a shard.
 
 What a request asks of them is checked before anything changes: a batch with a malformed event
-changes nothing (:class:`Problem` 422 naming it), nor one with an event only the host records (an
+changes nothing (:class:`~.errors.Invalid` naming it), nor one with an event only the host records (an
 approval, the result of an approval tool: ``host-only-event``), nor facts only the host states
 (a relation marked ``.host``: ``host-only-relation``); an approval is given at the approvals
 endpoints alone (:mod:`policyc.runtime.trust`, docs/security.md). A session whose memory may differ from the
 database (a commit that failed after the change) is rebuilt from the database
 (:meth:`Sessions.rebuild`), so memory never holds what was not recorded.
+
+What can be asked of them is :data:`OPERATIONS`, by name (an :data:`Operation`): the names cross
+to a worker process, the table says what each does. They refuse in the service's own terms
+(:mod:`.errors`); the application gives those their HTTP status.
 """
 
 from __future__ import annotations
@@ -15,27 +19,23 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
 from policyc.runtime.session import Monitor, Session
 from policyc.runtime.verdict import Decision, EventRefused
 from policyc.stdlib.events import EventError, check_event
 
 from . import jsontext
+from .errors import Failed, Invalid, NotFound
 from .store import Records, Store
 
 Key = tuple[str, str]  # (principal, session id)
 
-
-class Problem(Exception):
-    """An error answer: HTTP status, stable code, message."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+# what a request may ask of a session (:data:`OPERATIONS`)
+Operation = Literal[
+    "create", "record", "add_facts", "authorize", "decide", "approve", "behind", "rebuild", "explain"
+]
 
 
 class Sessions:
@@ -60,11 +60,11 @@ class Sessions:
         """What a replay runs inside: nothing it does is logged again."""
         return self.audit.quiet() if self.audit is not None else contextlib.nullcontext()
 
-    def ask(self, operation: str, key: Key, *args: Any) -> tuple[Any, list[dict[str, Any]]]:
+    def ask(self, operation: Operation, key: Key, *args: Any) -> tuple[Any, list[dict[str, Any]]]:
         """Do ``operation`` on a session; its answer and the audit records it made, for the
         commit that writes them (an operation that fails leaves none but a monitor's header)."""
         try:
-            value = getattr(self, operation)(key, *args)
+            value = OPERATIONS[operation](self, key, *args)
         except BaseException:
             if self.audit is not None:
                 self.audit.drop()
@@ -79,7 +79,7 @@ class Sessions:
 
             stored = self.store.policy(digest)
             if stored is None:
-                raise Problem(500, "policy-missing", f"the database holds no policy {digest}")
+                raise Failed("policy-missing", f"the database holds no policy {digest}")
             policy = policy_of(stored[1], stored[0], self.functors)
             found = self.monitors[digest] = Monitor(policy, audit=self.audit)
         return found
@@ -105,14 +105,14 @@ class Sessions:
         if found is None:
             stored = self.store.session(*key)
             if stored is None:
-                raise Problem(404, "not-found", "no such session")
+                raise NotFound("not-found", "no such session")
             found, _ = self._replayed(key, stored.roles, stored.policy)
             self.held[key] = found
         return found
 
     def record(self, key: Key, batch: list[Any]) -> list[dict[str, Any]]:
         """Record a batch (all of it, or nothing when an event is malformed or the session
-        refuses one: 422 naming it); the events as checked."""
+        refuses one: :class:`~.errors.Invalid` naming it); the events as checked."""
         session = self.session(key)
         checked = check_batch(batch, session.events, session)
         for n, event in enumerate(checked):
@@ -121,12 +121,12 @@ class Sessions:
             except EventRefused as refused:
                 if n:  # what the batch recorded before is taken back with it
                     self.rebuild(key)
-                raise Problem(422, refused.code, f"event {n + 1} of the batch: {refused}") from None
+                raise Invalid(refused.code, f"event {n + 1} of the batch: {refused}") from None
         return checked
 
     def add_facts(self, key: Key, facts: Any) -> list[dict[str, Any]]:
         """Give the session domain facts (rows per input relation), checked first: malformed
-        facts change nothing (422 naming the relation); the row the database keeps of them."""
+        facts change nothing (:class:`~.errors.Invalid` naming the relation); the row the database keeps of them."""
         from policyc.runtime.facts import FactsError, validate
         from policyc.runtime.trust import approval_tool, facts_problem
 
@@ -134,12 +134,10 @@ class Sessions:
         try:
             validate(session.plan, facts, "facts")
         except FactsError as error:
-            raise Problem(422, "malformed-facts", str(error)) from None
+            raise Invalid("malformed-facts", str(error)) from None
         refused = facts_problem(session.plan, facts, approval_tool(session))
         if refused is not None:
-            raise Problem(
-                422, "host-only-relation", f"facts: relation `{refused[0]}`: {refused[1]}: {HOST_ONLY}"
-            )
+            raise Invalid("host-only-relation", f"facts: relation `{refused[0]}`: {refused[1]}: {HOST_ONLY}")
         session.add_facts(facts)
         return [{"facts": facts}]
 
@@ -157,7 +155,7 @@ class Sessions:
         decision's JSON (``seq``: the decision's sequence number: it may use an approval)."""
         session = self.session(key)
         if not isinstance(action, str) or action not in session.events:
-            raise Problem(422, "malformed-request", "`action` must be the id of an event of the session")
+            raise Invalid("malformed-request", "`action` must be the id of an event of the session")
         return {"action": action}, decision_json(session.decide(action), seq)
 
     def approve(self, key: Key, request: dict[str, Any], ttl: float, approver: str) -> dict[str, Any]:
@@ -184,12 +182,6 @@ class Sessions:
             "event": session.events[approval.id],
             "expires_at": time.time() + ttl,
         }
-
-    def check(self, key: Key, event: Any) -> dict[str, Any]:
-        """The event as checked against the session, recording nothing."""
-        session = self.session(key)
-        (checked,) = check_batch([event], session.events, session)
-        return checked
 
     def behind(self, key: Key, operation: str, given: Any, seq: int, message: str) -> dict[str, Any]:
         """The denial of a request made after events the session does not hold (yet): for
@@ -222,7 +214,7 @@ class Sessions:
         session replayed up to it."""
         stored = self.store.session(*key)
         if stored is None:
-            raise Problem(404, "not-found", "no such session")
+            raise NotFound("not-found", "no such session")
         monitor = self.monitor(stored.policy)
         decision: Decision | None = None
         with self.quiet():
@@ -245,6 +237,20 @@ class Sessions:
                 replay(session, how, jsontext.loads(body))
                 last = at
         return session, last
+
+
+# each operation, by the name a request (and a worker's pipe) gives it
+OPERATIONS: Mapping[Operation, Callable[..., Any]] = {
+    "create": Sessions.create,
+    "record": Sessions.record,
+    "add_facts": Sessions.add_facts,
+    "authorize": Sessions.authorize,
+    "decide": Sessions.decide,
+    "approve": Sessions.approve,
+    "behind": Sessions.behind,
+    "rebuild": Sessions.rebuild,
+    "explain": Sessions.explain,
+}
 
 
 def replay(session: Session, how: str, row: dict[str, Any]) -> Decision | None:
@@ -290,7 +296,7 @@ def check_batch(
     batch: list[Any], known: dict[str, Any], session: Session | None = None
 ) -> list[dict[str, Any]]:
     """The events of a batch, each checked against the session and the batch before it; the
-    first malformed one refuses the whole batch (422 naming it), and so does the first one that
+    first malformed one refuses the whole batch (:class:`~.errors.Invalid` naming it), and so does the first one that
     only the host records, with ``session`` (:func:`policyc.runtime.trust.event_problem`)."""
     from policyc.runtime.trust import approval_tool, event_problem
 
@@ -301,10 +307,10 @@ def check_batch(
         try:
             event = check_event(dict(event) if isinstance(event, dict) else event, seen)
         except EventError as error:
-            raise Problem(422, "malformed-event", f"event {n + 1} of the batch: {error}") from None
+            raise Invalid("malformed-event", f"event {n + 1} of the batch: {error}") from None
         refused = None if is_approval_tool is None else event_problem(event, is_approval_tool)
         if refused is not None:
-            raise Problem(422, "host-only-event", f"event {n + 1} of the batch: {refused}: {HOST_ONLY}")
+            raise Invalid("host-only-event", f"event {n + 1} of the batch: {refused}: {HOST_ONLY}")
         seen[event["id"]] = event
         checked.append(event)
     return checked
@@ -325,7 +331,7 @@ class Local:
     def start(self) -> dict[Key, int]:
         return self.sessions.restore()
 
-    async def call(self, key: Key, operation: str, *args: Any, then: Any = None) -> Any:
+    async def call(self, key: Key, operation: Operation, *args: Any, then: Any = None) -> Any:
         value, records = self.sessions.ask(operation, key, *args)
         return committed(value, records, then, self.sessions.store, lambda: self.sessions.rebuild(key))
 

@@ -7,7 +7,8 @@ to its worker over a pipe and waits for the answer. A worker that dies (killed, 
 started again and rebuilds its shard from the database while the requests for it wait; the
 request that was being answered is asked once more (nothing of it was committed: the server
 commits only what a worker has answered), and when the new worker fails on it too the request
-is refused (503 ``worker-failed``), never answered by a guess.
+is refused (:class:`~.errors.Unavailable` ``worker-failed``), never answered by a guess. A
+refusal crosses the pipe as its kind, code and message (:func:`~.errors.named`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .sessions import Key, Problem, committed
+from .errors import ServiceError, Unavailable, named
+from .sessions import Key, Operation, committed
 from .store import Store
 
 RESTARTS = 1  # times a request is asked again of a restarted worker
@@ -48,12 +50,12 @@ def _serve_shard(functors: str | None, db: str, sync: str, index: int, count: in
             return
         try:
             answer: Any = ("ok", sessions.ask(operation, *args))
-        except Problem as problem:
-            answer = ("problem", (problem.status, problem.code, problem.message))
+        except ServiceError as refused:
+            answer = ("refused", (type(refused).__name__, refused.code, refused.message))
         except Exception as error:  # the request fails; the worker goes on
             answer = (
-                "problem",
-                (500, "internal-error", f"the worker failed: {type(error).__name__}: {error}"),
+                "refused",
+                ("Failed", "internal-error", f"the worker failed: {type(error).__name__}: {error}"),
             )
         pipe.send(answer)
 
@@ -88,7 +90,7 @@ class Worker:
             raise RuntimeError(f"worker {self.index} did not start")
         return dict(seqs)
 
-    def call(self, operation: str, key: Key, *args: Any, then: Any = None) -> Any:
+    def call(self, operation: Operation, key: Key, *args: Any, then: Any = None) -> Any:
         """Ask the worker about a session (restarting it, and asking again, when it died); then,
         while no other request reaches the worker, ``then(answer)`` (the commit): if that
         fails, the worker rebuilds the session from the database before the error goes on."""
@@ -105,12 +107,12 @@ class Worker:
             except (EOFError, OSError):
                 self._restart()
                 if attempt == RESTARTS:
-                    raise Problem(
-                        503, "worker-failed", f"worker {self.index} failed on this request"
+                    raise Unavailable(
+                        "worker-failed", f"worker {self.index} failed on this request"
                     ) from None
                 continue
-            if kind == "problem":
-                raise Problem(*value)
+            if kind == "refused":
+                raise named(*value)
             return value
         raise AssertionError("unreachable")
 
@@ -147,7 +149,7 @@ class Pool:
     def of(self, key: Key) -> Worker:
         return self.workers[shard(key, len(self.workers))]
 
-    async def call(self, key: Key, operation: str, *args: Any, then: Any = None) -> Any:
+    async def call(self, key: Key, operation: Operation, *args: Any, then: Any = None) -> Any:
         return await asyncio.to_thread(self.of(key).call, operation, key, *args, then=then)
 
     def stop(self) -> None:

@@ -8,6 +8,8 @@ import json
 import re
 import subprocess
 
+from policyc.serve.app import STATUS
+from policyc.serve.errors import KINDS
 from policyc.serve.openapi import document
 from policyc.serve.reference import BEGIN, END, markdown
 
@@ -59,8 +61,15 @@ def test_policyc_serve_openapi_prints_the_document_and_the_reference() -> None:
 
 def test_every_error_code_of_the_service_is_documented() -> None:
     source = "\n".join(p.read_text("utf-8") for p in (ROOT / "serve").glob("*.py"))
-    codes = set(re.findall(r'Problem\(\s*\d{3},\s*"([a-z-]+)"', source))
+    kinds = "|".join(KINDS)  # every refusal is raised as one of the service's kinds of error
+    codes = set(re.findall(rf'\b(?:{kinds})\(\s*"([a-z-]+)"', source))
     codes |= set(re.findall(r'_error\(\s*\d{3},\s*"([a-z-]+)"', source))
     assert len(codes) >= 15, codes
     missing = sorted(code for code in codes if f"`{code}`" not in DOC)
     assert missing == [], f"docs/serve.md does not name these error codes: {missing}"
+
+
+def test_every_kind_of_refusal_has_its_own_http_status() -> None:
+    assert set(STATUS) == set(KINDS.values())
+    assert len(set(STATUS.values())) == len(STATUS), "two kinds of refusal share a status"
+    assert all(400 <= status < 600 for status in STATUS.values())
