@@ -107,110 +107,32 @@ def start_command(
     analysis_timeout: float,
 ) -> None:
     with internal_errors():
-        import dataclasses
-
         require_extra("mcp", "`policyc mcp`")
-        import anyio
+        from ..gateway.config import ConfigError
+        from ..gateway.launch import Settings, StartError, build, run
 
-        from ..gateway.config import ConfigError, quick_config, read_config
-
-        if (config_path is None) == (name is None):
-            fail("give --config gateway.toml, or --name NAME -- COMMAND ARGS... (one of them)", EXIT_USAGE)
-        if config_path is not None and command:
-            fail(
-                f"unexpected arguments `{' '.join(command)}` (a command goes with --name, not --config)",
-                EXIT_USAGE,
-            )
-        if labels and name is None:
-            fail("--label goes with --name (a configuration file gives labels per server)", EXIT_USAGE)
-        if (monitor_url is None) != (key is None):
-            fail("--monitor and --key go together", EXIT_USAGE)
-        if monitor_url is not None and audit is not None:
-            fail(
-                "--audit is the in-process monitor's; a `policyc serve` monitor keeps its own audit log",
-                EXIT_USAGE,
-            )
-        try:
-            if config_path is not None:
-                config = read_config(config_path)
-            else:
-                assert name is not None
-                config = quick_config(name, command, labels)
-        except ConfigError as error:
-            fail(str(error), EXIT_USAGE)
-        if lock is not None:
-            config = dataclasses.replace(config, lock=lock)
-        address = _address(listen) if listen is not None else None
-        monitor, hidden, closing = _monitor(
-            policy, functors, verify_key, audit, monitor_url, key, approval_timeout, analysis_timeout
+        settings = Settings(
+            policy,
+            config=config_path,
+            name=name,
+            command=command,
+            labels=labels,
+            listen=listen,
+            lock=lock,
+            functors=functors,
+            verify_key=verify_key,
+            audit=audit,
+            monitor=monitor_url,
+            key=key,
+            approval_timeout=approval_timeout,
+            analysis_timeout=analysis_timeout,
         )
-        screen = _screen(config)
-        from ..gateway.server import serve
-
         try:
-            anyio.run(serve, config, monitor, hidden, address, screen, None, closing)
+            with policy_failures():
+                gateway = build(settings)
+        except (StartError, ConfigError) as error:
+            fail(str(error), EXIT_USAGE)
+        try:
+            run(gateway)
         except KeyboardInterrupt:  # Ctrl-C at a terminal: the gateway has unwound, and ends quietly
             pass
-
-
-def _address(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        fail(f"--listen `{listen}`: expected HOST:PORT (such as 127.0.0.1:8765)", EXIT_USAGE)
-    return host.strip("[]"), int(port)
-
-
-def _monitor(
-    policy: str,
-    functors: str | None,
-    verify_key: str | None,
-    audit: str | None,
-    monitor_url: str | None,
-    key: str | None,
-    approval_timeout: float,
-    analysis_timeout: float,
-) -> tuple[object, dict[str, str], object]:
-    """The monitor deciding the calls, the tools the policy proves always denied, and what
-    closes the audit log (None without one)."""
-    import sys
-
-    from ..gateway.analysis import always_denied
-    from ..gateway.decide import Approvers
-    from .common import load_policy
-
-    loaded = load_policy(policy, functors, verify_key)
-    hidden: dict[str, str] = {}
-    if analysis_timeout > 0:
-        hidden, why = always_denied(policy, analysis_timeout)
-        if why is not None:
-            print(f"policyc mcp: every tool is listed: {why}", file=sys.stderr)
-    if monitor_url is not None:
-        from ..serve.client import connect
-
-        assert key is not None
-        return connect(monitor_url, key), hidden, None
-    from ..runtime.audit import AuditError, AuditLog
-    from ..runtime.session import Monitor
-
-    try:
-        with policy_failures():
-            log = None if audit is None else AuditLog(audit)
-            monitor = Monitor(loaded, approver=Approvers(), approval_timeout=approval_timeout, audit=log)
-            return monitor, hidden, None if log is None else log.close
-    except (AuditError, OSError) as error:
-        fail(f"cannot open the audit log `{audit}`: {getattr(error, 'strerror', None) or error}", EXIT_USAGE)
-    raise AssertionError("unreachable")
-
-
-def _screen(config: object) -> object:
-    """The screen of tool pins when the configuration names a lock file (docs/mcp.md, "Tool
-    pinning"); a lock that cannot be used ends the command."""
-    path = getattr(config, "lock", None)
-    if path is None:
-        return None
-    from ..gateway.screen import pin_screen
-
-    screen = pin_screen(path)
-    if isinstance(screen, str):
-        fail(screen, EXIT_USAGE)
-    return screen

@@ -34,5 +34,8 @@ __all__, __getattr__ = exports(
         "changes": ".pins",
         "listing": ".pins",
         "Starter": ".starter",
+        "Settings": ".launch",
+        "StartError": ".launch",
+        "Prepared": ".launch",
     },
 )
