@@ -14,7 +14,7 @@ False
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyc.runtime import context
 from policyc.runtime.context import (
@@ -27,6 +27,9 @@ from policyc.runtime.context import (
 from policyc.runtime.context import authorize_tool_call as authorize_call
 from policyc.runtime.context import decide_tool_call as decide_call
 from policyc.runtime.context import decide_tool_call_async as decide_call_async
+
+if TYPE_CHECKING:
+    from policyc.runtime.protocols import SessionLike
 
 __all__ = [
     "ADAPTER_FAILED",
@@ -42,7 +45,7 @@ __all__ = [
 
 
 def record_message(
-    session: Any,
+    session: SessionLike,
     kind: str,
     text: str,
     deps: Sequence[str] | None = None,
@@ -62,7 +65,12 @@ def record_message(
 
 
 def record_result(
-    session: Any, call: str | None, tool: str, result: Any, labels: Sequence[str] = (), failed: bool = False
+    session: SessionLike,
+    call: str | None,
+    tool: str,
+    result: Any,
+    labels: Sequence[str] = (),
+    failed: bool = False,
 ) -> str | None:
     """Record ``result`` (its text: a string as it is, anything else as JSON) as the result of
     the recorded call ``call`` of ``tool`` (labelled ``error`` besides ``labels`` when the tool

@@ -15,10 +15,13 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .session import Session
 from .verdict import Decision, Reason
+
+if TYPE_CHECKING:
+    from .protocols import SessionLike
 
 current_session: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
     "policyc_session", default=None
@@ -104,7 +107,7 @@ def dependencies(session: Session) -> list[str] | None:
     return list(dict.fromkeys([*reversed(parents), *session.order[start:]]))
 
 
-def new_id(prefix: str, session: Session | None = None) -> str:
+def new_id(prefix: str, session: SessionLike | None = None) -> str:
     """A fresh event id (one ``session`` has not recorded, when given)."""
     while True:
         identifier = f"{prefix}{next(_ids)}"
@@ -151,7 +154,7 @@ DETAIL_LIMIT = 200  # characters of a malformed call's problem the denial shows
 
 
 def tool_call_event(
-    session: Any,
+    session: SessionLike,
     tool: str,
     args: Mapping[str, Any],
     deps: Sequence[str] | None,
@@ -205,7 +208,7 @@ def failed_call(tool: str, error: BaseException) -> Decision:
 
 
 def authorize_tool_call(
-    session: Any,
+    session: SessionLike,
     tool: str,
     args: Mapping[str, Any],
     deps: Sequence[str] | None = None,
@@ -227,7 +230,7 @@ def authorize_tool_call(
         return failed_call(tool, error), event["id"] if event["id"] in session.events else None
 
 
-def settled(session: Any, tool: str, decision: Decision) -> Decision:
+def settled(session: SessionLike, tool: str, decision: Decision) -> Decision:
     """The final decision: an escalated one put to the monitor's approver, any other as it is."""
     if not decision.escalated:
         return decision
@@ -239,7 +242,7 @@ def settled(session: Any, tool: str, decision: Decision) -> Decision:
         return failed_call(tool, error)
 
 
-async def settled_async(session: Any, tool: str, decision: Decision) -> Decision:
+async def settled_async(session: SessionLike, tool: str, decision: Decision) -> Decision:
     """:func:`settled` for async code: an async approver is awaited, a sync one runs in a
     thread of its own."""
     if not decision.escalated:
@@ -253,7 +256,7 @@ async def settled_async(session: Any, tool: str, decision: Decision) -> Decision
 
 
 def decide_tool_call(
-    session: Any,
+    session: SessionLike,
     tool: str,
     args: Mapping[str, Any],
     deps: Sequence[str] | None = None,
@@ -266,7 +269,7 @@ def decide_tool_call(
 
 
 async def decide_tool_call_async(
-    session: Any,
+    session: SessionLike,
     tool: str,
     args: Mapping[str, Any],
     deps: Sequence[str] | None = None,
