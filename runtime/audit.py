@@ -94,6 +94,49 @@ def canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+# where orjson writes a float otherwise than the standard library: between 1e-9 and 1e-5 it writes
+# `0.000015` for `1.5e-05` and `1.6e-7` for `1.6e-07` (a text holding such a run is written by the
+# standard library too: slower, never different)
+_SMALL = b"0.0000"
+_NEGATIVE_EXPONENT = re.compile(rb"e-[0-9]")
+_fast: list[Any] = []  # orjson's dumps, once looked for (empty: not looked for yet; [None]: none)
+
+
+def canonical_record(value: Any) -> bytes:
+    """:func:`canonical` of a value :func:`jsonable` made (string keys, no NaN), written by
+    orjson where it writes exactly those bytes, and by the standard library where it may not
+    (an integer past 64 bits, a lone surrogate, a float below 1e-4, or no orjson).
+
+    >>> record = {"b": [1, 2.5, "é\\n"], "a": None, "c": 2**70, "d": 1e16, "e": [1.5e-05, 1e-07]}
+    >>> canonical_record(record) == canonical(record)
+    True
+    """
+    if not _fast:
+        try:
+            import orjson
+        except ImportError:
+            _fast.append(None)
+        else:
+            _fast.append(orjson)
+    orjson = _fast[0]
+    if orjson is not None:
+        try:
+            written: bytes = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except (TypeError, ValueError):  # orjson.JSONEncodeError is both
+            pass
+        else:
+            if not _doubtful(written):
+                return written
+    return canonical(value)
+
+
+def _doubtful(written: bytes) -> bool:
+    """Whether orjson may have written a float of ``written`` otherwise than the standard library."""
+    if _SMALL in written:
+        return True
+    return any(written[m.start() - 1 : m.start()].isdigit() for m in _NEGATIVE_EXPONENT.finditer(written))
+
+
 def record_hash(record: Mapping[str, Any]) -> str:
     """The SHA-256 (hex) of a record's canonical bytes: the next record's ``prev``."""
     return hashlib.sha256(canonical(record)).hexdigest()
@@ -335,7 +378,7 @@ class AuditLog:
         if seal:
             full = sealed(full, self._key)
         try:
-            line = canonical(jsonable(full))
+            line = canonical_record(jsonable(full))
             self._file.write(line + b"\n")
             self._file.flush()
         except Exception as error:

@@ -37,7 +37,7 @@ from policyc.runtime.audit import (
     AuditLog,
     Head,
     HeadEntry,
-    canonical,
+    canonical_record,
     jsonable,
     sealed,
 )
@@ -194,7 +194,7 @@ def _insert(
     full = {**record, "seq": seq, "prev": prev, "time": round(time.time(), 6)}
     if seal:
         full = sealed({**full, "records": seq}, key)
-    line = canonical(jsonable(full))
+    line = canonical_record(jsonable(full))
     since = 0 if seal else since + 1
     final = bool(seal and record.get("final"))
     connection.execute("INSERT INTO audit VALUES (?, ?, ?, ?)", (seq, line, since, int(final)))
