@@ -16,14 +16,16 @@ document (:mod:`.openapi`) is served at ``/openapi.json``.
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from policyc.runtime.jsonio import NumberRefused
 
@@ -65,7 +67,11 @@ def _json(data: Any, status: int = 200) -> Response:
 
 
 def _error(status: int, code: str, message: str) -> Response:
-    return _json({"error": {"code": code, "message": message}}, status)
+    return Response(_error_body(code, message), status_code=status, media_type="application/json")
+
+
+def _error_body(code: str, message: str) -> bytes:
+    return jsontext.dumps({"error": {"code": code, "message": message}})
 
 
 def _refused(error: ServiceError) -> Response:
@@ -75,8 +81,27 @@ def _refused(error: ServiceError) -> Response:
 # ------------------------------------------------------------------------- the application
 
 
-def application(service: Service) -> Starlette:
-    """The ASGI application of a service."""
+def application(service: Service) -> ASGIApp:
+    """The ASGI application of a service: the routes that decide and record (``events``,
+    ``authorize``, ``decide``) answered by plain ASGI handlers (:func:`_hot`), every other one by
+    Starlette."""
+    routed = _routed(service)
+    hot = {"events": service.events, "authorize": service.authorize, "decide": service.decide}
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            found = _HOT.fullmatch(scope["path"])
+            if found is not None:
+                await _hot(service, hot[found[2]], found[1], found[2] != "events", scope, receive, send)
+                return
+        await routed(scope, receive, send)
+
+    return app
+
+
+def _routed(service: Service) -> Starlette:
+    """The Starlette application of every route (the hot ones too: :func:`application` answers
+    those before it)."""
 
     def authenticated(
         handler: Callable[..., Awaitable[Any]],
@@ -91,10 +116,12 @@ def application(service: Service) -> Starlette:
 
         async def endpoint(request: Request) -> Response:
             try:
-                principal = _principal(request, service.keys)
+                principal = _principal(request.headers.get("authorization", ""), request.scope, service.keys)
                 arguments = dict(request.path_params)
                 if with_body:
-                    arguments["body"] = await _body(request, service.max_body)
+                    arguments["body"] = await _body(
+                        request.stream(), request.headers.get("content-length"), service.max_body
+                    )
                 started = time.perf_counter()
                 answer = _json(await handler(principal, **arguments), status)
             except ServiceError as error:
@@ -110,7 +137,7 @@ def application(service: Service) -> Starlette:
 
     async def metrics(request: Request) -> Response:
         try:
-            _principal(request, service.keys)
+            _principal(request.headers.get("authorization", ""), request.scope, service.keys)
         except ServiceError as error:
             return _refused(error)
         return Response(service.metrics.text(), media_type="text/plain; version=0.0.4")
@@ -119,7 +146,7 @@ def application(service: Service) -> Starlette:
         from .openapi import document
 
         try:
-            _principal(request, service.keys)
+            _principal(request.headers.get("authorization", ""), request.scope, service.keys)
         except ServiceError as error:
             return _refused(error)
         return _json(document())
@@ -162,11 +189,66 @@ def application(service: Service) -> Starlette:
     )
 
 
-def _principal(request: Request, keys: Keys) -> Principal:
-    """Who calls: the principal of the bearer key, or of the verified client certificate
-    (:mod:`.tls`); both, when both are given, must name the same one."""
-    header = request.headers.get("authorization", "")
-    subject = subject_of(request.scope)
+# the routes that decide and record, answered without the framework: POST /v1/sessions/S/OPERATION
+_HOT = re.compile(r"/v1/sessions/([^/]+)/(events|authorize|decide)")
+
+
+class _Gone(Exception):
+    """The client went before its request's body arrived."""
+
+
+async def _hot(
+    service: Service,
+    handler: Callable[[Principal, str, Any], Awaitable[Any]],
+    session: str,
+    timed: bool,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+) -> None:
+    """A hot route's request, answered as the Starlette endpoint answers it (the same
+    refusals, statuses and bodies), without building a request and a response object."""
+    headers = dict(scope["headers"])
+    extra: list[tuple[bytes, bytes]] = []
+    try:
+        principal = _principal(headers.get(b"authorization", b"").decode("latin-1"), scope, service.keys)
+        declared = headers.get(b"content-length")
+        body = await _body(
+            _stream(receive), None if declared is None else declared.decode("latin-1"), service.max_body
+        )
+        started = time.perf_counter()
+        status, payload = 200, jsontext.dumps(await handler(principal, session, body))
+        if timed:  # committing included, for clients that measure latency
+            extra.append(
+                (b"server-timing", f"decide;dur={(time.perf_counter() - started) * 1000:.3f}".encode())
+            )
+    except _Gone:
+        return
+    except ServiceError as error:
+        status, payload = STATUS[type(error)], _error_body(error.code, error.message)
+    except Exception as error:
+        status, payload = 500, _error_body("internal-error", f"the service failed: {type(error).__name__}")
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def _stream(receive: Receive) -> AsyncIterator[bytes]:
+    """The chunks of a request's body."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Gone
+        yield message.get("body", b"")
+        if not message.get("more_body", False):
+            return
+
+
+def _principal(header: str, scope: Mapping[str, Any], keys: Keys) -> Principal:
+    """Who calls: the principal of the bearer key (``header``: the ``Authorization`` header), or
+    of the verified client certificate of the connection (:mod:`.tls`); both, when both are
+    given, must name the same one."""
+    subject = subject_of(scope)
     certified = keys.certified(subject) if subject is not None else None
     if not header and certified is not None:
         return certified
@@ -185,13 +267,14 @@ def _principal(request: Request, keys: Keys) -> Principal:
     return principal
 
 
-async def _body(request: Request, limit: int) -> Any:
-    declared = request.headers.get("content-length")
+async def _body(stream: AsyncIterator[bytes], declared: str | None, limit: int) -> Any:
+    """The JSON value of a request's body (``declared``: its ``Content-Length``), refused past
+    ``limit`` bytes before it is read whole."""
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise TooLarge("too-large", f"a request body holds at most {limit:,} bytes")
     chunks = []
     size = 0
-    async for chunk in request.stream():
+    async for chunk in stream:
         size += len(chunk)
         if size > limit:
             raise TooLarge("too-large", f"a request body holds at most {limit:,} bytes")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -27,7 +28,7 @@ from policyc.runtime.verdict import Decision, EventRefused
 from policyc.stdlib.events import EventError, check_event
 
 from . import jsontext
-from .errors import Failed, Invalid, NotFound
+from .errors import Failed, Invalid, NotFound, Unavailable
 from .store import Records, Store
 
 Key = tuple[str, str]  # (principal, session id)
@@ -323,17 +324,38 @@ def decision_json(decision: Decision, seq: int) -> dict[str, Any]:
 
 
 class Local:
-    """The sessions in the server process itself (no ``--workers``): asked directly."""
+    """The sessions in the server process itself (no ``--workers``): asked directly, their
+    writes committed in groups (:mod:`.commits`)."""
 
     def __init__(self, sessions: Sessions) -> None:
+        from .commits import GroupCommit
+
         self.sessions = sessions
+        self.commits = GroupCommit(sessions.store)
 
     def start(self) -> dict[Key, int]:
         return self.sessions.restore()
 
     async def call(self, key: Key, operation: Operation, *args: Any, then: Any = None) -> Any:
+        """Do ``operation``, then have ``then(value, records)`` (the request's write) committed
+        with the writes of other requests; when it or the commit fails the session is rebuilt
+        from the database before the error goes on (a failed commit: ``Unavailable``)."""
         value, records = self.sessions.ask(operation, key, *args)
-        return committed(value, records, then, self.sessions.store, lambda: self.sessions.rebuild(key))
+        if then is None and not records:
+            return value  # nothing to write
+        store = self.sessions.store
+        try:
+            if then is None:
+                await self.commits.write(lambda: store.record_audit(records))
+            else:
+                await self.commits.write(lambda: then(value, records))
+        except BaseException as error:
+            if then is not None:
+                self.sessions.rebuild(key)
+            if isinstance(error, sqlite3.Error):
+                raise Unavailable("not-recorded", f"the change could not be committed: {error}") from None
+            raise
+        return value
 
     def stop(self) -> None:
         if self.sessions.audit is not None:

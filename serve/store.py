@@ -11,6 +11,10 @@ waits for the disk (``synchronous=FULL``), so an answer outlives a power cut too
 commits (never corrupt the database). A decision and the candidate it decided are one
 transaction.
 
+Writes may be grouped (:meth:`Store.group`): the writes of many requests in one transaction, each
+in a savepoint of its own so that one that fails is taken back alone, committed once. Whoever
+made a write of a group learns its outcome only after that commit (see :mod:`.commits`).
+
 The database holds what the sessions were given, argument values of the ``credential`` role
 included, in clear (the audit log in it holds their hashes): its file and SQLite's ``-wal`` and
 ``-shm`` files beside it are made readable and writable by their owner only (0600), whatever
@@ -37,7 +41,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,8 +104,9 @@ class Store:
         self.path = path
         self.chain = chain or Chain()  # how the audit log is written (signed, its head published)
         self.closed = False
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.sealed: HeadEntry | None = None  # a checkpoint of the open transaction, to publish
+        self.grouped = False  # inside group(): a write's transaction is the group's savepoint
         if os.path.lexists(path) and not os.path.isfile(path):
             raise StoreError(f"{path}: not a regular file, so not a database")
         self.widened = private(path)
@@ -140,6 +145,46 @@ class Store:
         sealed, self.sealed = self.sealed, None
         if sealed is not None and self.chain.publish is not None:
             self.chain.publish(Head((sealed,)).line())
+
+    def group(self, writes: Sequence[Callable[[], Any]]) -> list[tuple[bool, Any]]:
+        """Run ``writes`` (each calling this store's write methods) in one transaction, each in a
+        savepoint of its own, and commit once: each write's outcome, ``(True, value)`` or
+        ``(False, error)``. A write that raises is taken back alone; when the commit fails, every
+        write's outcome is that error (none of them is in the database)."""
+        outcomes: list[tuple[bool, Any]] = []
+        with self.lock:
+            self.sealed = None
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+                self.grouped = True
+                for write in writes:
+                    outcomes.append(self._savepoint(write))
+                self.grouped = False
+                self.db.execute("COMMIT")
+            except BaseException as error:
+                self.grouped = False
+                self.sealed = None
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                if not isinstance(error, sqlite3.Error):
+                    raise
+                return [(False, error)] * len(writes)
+            self._committed()
+        return outcomes
+
+    def _savepoint(self, write: Callable[[], Any]) -> tuple[bool, Any]:
+        """One write of a group, taken back alone if it raises."""
+        sealed = self.sealed
+        self.db.execute("SAVEPOINT write")
+        try:
+            value = write()
+        except Exception as error:
+            self.db.execute("ROLLBACK TO write")
+            self.db.execute("RELEASE write")
+            self.sealed = sealed
+            return False, error
+        self.db.execute("RELEASE write")
+        return True, value
 
     def audit_head(self) -> Head:
         """The head of the audit log as committed."""
@@ -342,10 +387,14 @@ class _Transaction:
         self.store = store
 
     def __enter__(self) -> None:
+        if self.store.grouped:  # the group's savepoint is the transaction
+            return
         self.store.sealed = None
         self.store.db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: object, *_: object) -> None:
+        if self.store.grouped:
+            return
         if kind is not None:
             self.store.sealed = None
             self.store.db.execute("ROLLBACK")

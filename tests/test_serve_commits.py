@@ -1,0 +1,97 @@
+"""Group commit (serve/commits.py, Store.group): the writes of many requests in one transaction,
+each taken back alone when it fails, and nobody answered before the commit that holds their
+write."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from policyc.runtime.audit import FORMAT, verify_bytes
+from policyc.serve.audit import export
+from policyc.serve.commits import GroupCommit
+from policyc.serve.store import Store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    made = Store(str(tmp_path / "monitor.db"))
+    made.record_audit([{"type": "header", "format": FORMAT, "policy": "sha256:p", "mode": "enforce"}])
+    for session in ("s1", "s2", "s3"):
+        assert made.create_session("agent", session, (), "sha256:p")
+    return made
+
+
+def _events(path: str, session: str) -> list[tuple[int, str]]:
+    """What another connection reads: only what was committed."""
+    with sqlite3.connect(path) as other:
+        return other.execute(
+            "SELECT seq, body FROM events WHERE session = ? ORDER BY seq", (session,)
+        ).fetchall()
+
+
+def test_a_failing_write_of_a_group_is_taken_back_alone(store: Store) -> None:
+    record = {"type": "event", "session": "s", "event": {"id": "e"}}
+    outcomes = store.group(
+        [
+            lambda: store.append("agent", "s1", [("record", '{"id":"a"}')], 0, [record]),
+            lambda: store.append("agent", "s2", [("record", '{"id":"b"}')], 0, [record]),
+            # the same sequence number again: the primary key refuses it
+            lambda: store.append("agent", "s1", [("record", '{"id":"c"}')], 0, [record, record]),
+            lambda: store.append("agent", "s3", [("record", '{"id":"d"}')], 0, [record]),
+        ]
+    )
+    assert [ok for ok, _ in outcomes] == [True, True, False, True]
+    assert isinstance(outcomes[2][1], sqlite3.IntegrityError)
+    assert _events(store.path, "s1") == [(1, '{"id":"a"}')]
+    assert _events(store.path, "s3") == [(1, '{"id":"d"}')]
+    # the audit records of the failed write went with it: the chain is whole
+    store.record_audit([{"type": "checkpoint", "final": True}])
+    verified = verify_bytes(export(store.path))
+    assert verified.problem is None and verified.records == 5  # the header, three events, the end
+
+
+def test_a_failed_commit_fails_every_write_of_the_group(store: Store) -> None:
+    def breaks_the_transaction() -> None:
+        store.db.execute("COMMIT")  # ends the group's transaction: its own COMMIT then fails
+
+    outcomes = store.group(
+        [lambda: store.append("agent", "s1", [("record", '{"id":"a"}')], 0), breaks_the_transaction]
+    )
+    assert all(not ok for ok, _ in outcomes)
+    assert not store.db.in_transaction
+    # the store writes on afterwards
+    assert store.group([lambda: store.append("agent", "s2", [("record", "{}")], 0)]) == [(True, 1)]
+
+
+def test_writes_of_one_turn_share_one_commit_and_are_answered_after_it(store: Store) -> None:
+    commits = GroupCommit(store)
+    seen: dict[str, list[tuple[int, str]]] = {}
+
+    async def request(session: str) -> None:
+        await commits.write(lambda: store.append("agent", session, [("record", f'"{session}"')], 0))
+        seen[session] = _events(store.path, session)  # answered: the write is in the database
+
+    async def main() -> None:
+        await asyncio.gather(*(request(s) for s in ("s1", "s2", "s3")))
+
+    asyncio.run(main())
+    assert commits.commits == 1 and commits.writes == 3
+    assert seen == {s: [(1, f'"{s}"')] for s in ("s1", "s2", "s3")}
+
+
+def test_a_cancelled_request_still_waits_for_its_commit(store: Store) -> None:
+    commits = GroupCommit(store)
+
+    async def main() -> list[tuple[int, str]]:
+        task = asyncio.create_task(commits.write(lambda: store.append("agent", "s1", [("record", "1")], 0)))
+        await asyncio.sleep(0)  # the write is waiting for the flush
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return _events(store.path, "s1")  # the cancellation came after the commit, not before
+
+    assert asyncio.run(main()) == [(1, "1")]
