@@ -33,6 +33,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -105,11 +106,21 @@ class PostgresServer:
             connection.execute(f'CREATE DATABASE "{name}"')  # a name the tests choose
         return self.dsn(name)
 
+    def create_schema(self, name: str, database: str = "postgres") -> str:
+        """A new, empty schema in ``database``; the URL of ``database`` with that schema first
+        on its search path (where a store creates its tables)."""
+        import psycopg
+
+        with psycopg.connect(self.dsn(database), autocommit=True) as connection:
+            connection.execute(f'CREATE SCHEMA "{name}"')  # a name the tests choose
+        return f"{self.dsn(database)}?options=-csearch_path%3D{name}"
+
     def start(self) -> None:
-        """Start ``postgres`` on the cluster (again, after :meth:`stop` or :meth:`kill` with
-        ``remove=False``) on a free port, and wait until it accepts connections."""
+        """Start ``postgres`` on the cluster on a free port, and wait until it accepts
+        connections; started again (after :meth:`stop` with ``remove=False``, or :meth:`kill`),
+        on the port it had, if that is still free."""
         for attempt in range(3):
-            self.port = free_port()
+            self.port = self.port if attempt == 0 and self.port and _free(self.port) else free_port()
             self._write_passfile()
             log = open(self.folder / "postgres.log", "ab")  # the server's output; our copy closed below
             args = [
@@ -299,6 +310,17 @@ def _initdb(server: PostgresServer) -> None:
         secret.unlink()
     if done.returncode != 0:
         raise PostgresError(f"initdb failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+
+
+def _free(port: int) -> bool:
+    """Whether no one listens on ``port`` of 127.0.0.1."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _children(parent: int) -> list[int]:
