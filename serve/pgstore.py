@@ -20,9 +20,11 @@ writes nothing (:class:`~.failures.LeaseLost`) when the epoch moved: an instance
 session commits nothing of it. Expiry only says when others may take over: an owner that
 nobody took over still holds the newest epoch, and commits.
 
-Statements are prepared (``prepare=True``); a read whose connection broke (a restart of the
-server) is tried again once on a new one, a write is not: its :class:`~.failures.StoreFailure`
-may mean it was committed or not, which the database then says. The connection's password is
+Statements are prepared (``prepare=True``). A connection the server closed (a restart) is made
+anew: a read whose connection broke is tried again once on a new one, and so is a transaction
+whose ``BEGIN`` found the connection closed (nothing of it was sent); a transaction that broke
+later is not: its :class:`~.failures.StoreFailure` may mean it was committed or not, which the
+database then says. The connection's password is
 never on a command line: it comes from the URL the program was given, or, better, from libpq's
 ``PGPASSWORD`` or ``PGPASSFILE``.
 
@@ -136,18 +138,43 @@ class PostgresStore:
         """``BEGIN`` … ``COMMIT`` (``ROLLBACK`` when the block raises); a database error is a
         :class:`StoreFailure`; after a commit, the audit log's head is published if a
         checkpoint was written."""
-        connection = self._live()
+        connection, transaction = self._begun()
         self.sealed = None
         try:
-            with connection.transaction():
-                yield connection
+            yield connection
+        except BaseException as error:
+            self.sealed = None
+            try:
+                transaction.__exit__(type(error), error, error.__traceback__)  # ROLLBACK
+            except psycopg.Error:
+                pass  # the connection is gone, and the transaction with it
+            if isinstance(error, psycopg.Error):
+                raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+            raise
+        try:
+            transaction.__exit__(None, None, None)  # COMMIT
         except psycopg.Error as error:
             self.sealed = None
             raise StoreFailure(f"{self.path}: {first_line(error)}") from None
-        except BaseException:
-            self.sealed = None
-            raise
         self._committed()
+
+    def _begun(self) -> tuple[psycopg.Connection[Any], psycopg.Transaction]:
+        """A connection and its transaction, begun: a ``BEGIN`` the server did not take because
+        it closed the connection since its last use (a restart) is sent again on a new one, as
+        nothing of the transaction was sent."""
+        for attempt in (1, 2):
+            connection = self._live()
+            transaction = connection.transaction()
+            try:
+                transaction.__enter__()
+            except psycopg.OperationalError as error:
+                if attempt == 2 or not connection.broken:
+                    raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+                continue
+            except psycopg.Error as error:
+                raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+            return connection, transaction
+        raise AssertionError("unreachable")
 
     def _fence(self, connection: psycopg.Connection[Any], principal: str, session: str) -> None:
         """Lock the session's lease for the transaction, if this instance still holds it at the

@@ -434,7 +434,7 @@ def test_instances_taking_over_at_once_share_the_expired_sessions_out(database: 
 
 
 @pytest.mark.slow  # a server of its own, stopped and started twice: the slow suite
-def test_a_restart_of_postgresql_fails_the_writes_under_way_and_the_store_goes_on() -> None:
+def test_a_restart_of_postgresql_fails_the_writes_while_it_is_down_and_the_store_goes_on() -> None:
     from .support.postgres import start
 
     server = start()
@@ -446,15 +446,15 @@ def test_a_restart_of_postgresql_fails_the_writes_under_way_and_the_store_goes_o
         store.create_session("agent", "s", (), "sha256:p")
         server.stop(remove=False)
         with pytest.raises(StoreFailure):
-            store.append("agent", "s", [("record", "{}")], 0)
+            store.append("agent", "s", [("record", '{"id":"e1"}')], 0)
         with pytest.raises(StoreFailure):
             store.session("agent", "s")
         server.start()
-        assert store.session("agent", "s") is not None  # read on a new connection
-        assert store.append("agent", "s", [("record", "{}")], 0) == 1
+        assert store.append("agent", "s", [("record", '{"id":"e1"}')], 0) == 1  # on a new connection
         server.kill()  # a crash: what was committed is still there once it is back
         server.start()
-        assert list(store.events("agent", "s")) == [(1, "record", "{}")]
+        assert store.append("agent", "s", [("record", '{"id":"e2"}')], 1) == 2  # no write is lost to it
+        assert [row[2] for row in store.events("agent", "s")] == ['{"id":"e1"}', '{"id":"e2"}']
     finally:
         if store is not None:
             store.close()
