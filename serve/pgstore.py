@@ -43,7 +43,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any, TypeVar
 
@@ -158,7 +158,7 @@ class PostgresStore:
             raise StoreFailure(f"{self.path}: {first_line(error)}") from None
         self._committed()
 
-    def _begun(self) -> tuple[psycopg.Connection[Any], psycopg.Transaction]:
+    def _begun(self) -> tuple[psycopg.Connection[Any], AbstractContextManager[psycopg.Transaction]]:
         """A connection and its transaction, begun: a ``BEGIN`` the server did not take because
         it closed the connection since its last use (a restart) is sent again on a new one, as
         nothing of the transaction was sent."""
