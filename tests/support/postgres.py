@@ -229,7 +229,7 @@ def start(settings: Mapping[str, str] | None = None) -> PostgresServer:
     try:
         if uid is not None:
             os.chown(folder, uid, gid if gid is not None else -1)
-            bin_dir = _reachable(bin_dir, folder, uid, gid)
+            bin_dir = reachable(bin_dir, folder, uid, gid)
         server = PostgresServer(folder, bin_dir, uid, gid, {**TEST_SETTINGS, **(settings or {})})
         _initdb(server)
         server.start()
@@ -266,7 +266,7 @@ def unprivileged_user() -> tuple[int, int]:
     return found.pw_uid, found.pw_gid
 
 
-def _reachable(bin_dir: Path, folder: Path, uid: int, gid: int | None) -> Path:
+def reachable(bin_dir: Path, folder: Path, uid: int, gid: int | None) -> Path:
     """``bin_dir``, if the user ``uid`` can run its programs there; else a copy of the
     installation in ``folder`` (its programs find their libraries relative to themselves)."""
     try:
