@@ -1,10 +1,11 @@
 """The optional parts of policyc and the extra that installs each.
 
 A runtime deployment installs the compiler, the analyzer and the monitor only; translation, plots,
-the language server, the HTTP service, replay on Ray, the MCP gateway and the framework guards
-come with extras (``pip install 'policyc[translate]'``, ``[plots]``, ``[lsp]``, ``[serve]``,
-``[ray]``, ``[mcp]``, ``[langchain]``, ``[openai-agents]``, ``[pydantic-ai]``, ``[agentdojo]``, or
-``[all]``). A command that needs a missing one says which in one line.
+the language server, the HTTP service and its PostgreSQL store, replay on Ray, the MCP gateway and
+the framework guards come with extras (``pip install 'policyc[translate]'``, ``[plots]``,
+``[lsp]``, ``[serve]``, ``[postgres]``, ``[ray]``, ``[mcp]``, ``[langchain]``,
+``[openai-agents]``, ``[pydantic-ai]``, ``[agentdojo]``, or ``[all]``). A command that needs a
+missing one says which in one line.
 
 >>> extra_of("matplotlib.pyplot")
 'plots'
@@ -28,6 +29,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "openai-agents": ("agents",),
     "pydantic-ai": ("pydantic_ai",),
     "agentdojo": ("agentdojo",),
+    "postgres": ("psycopg",),
 }
 
 

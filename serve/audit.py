@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from policyc.runtime.audit import (
     DEFAULT_CHECKPOINT_EVERY,
@@ -41,6 +41,8 @@ from policyc.runtime.audit import (
     jsonable,
     sealed,
 )
+
+from .failures import StoreFailure
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ class DatabaseAudit(AuditLog):
             return
         try:
             self.owner.record_audit([{"type": "checkpoint", "final": True}])
-        except sqlite3.Error as error:
+        except (sqlite3.Error, StoreFailure) as error:
             raise AuditError(f"cannot close the audit log in `{self.db_path}`: {error}") from None
 
 
@@ -138,20 +140,54 @@ def tagged(
     return out
 
 
+class Rows(Protocol):
+    """One chain's rows in a database, read and written inside the caller's open transaction
+    (:class:`SQLiteRows`; the PostgreSQL store keeps a chain per writer)."""
+
+    def last(self) -> tuple[int, bytes, int, bool] | None:
+        """The chain's last row: seq, line, records since its last checkpoint, whether it
+        closes its segment (None: the chain is empty)."""
+        ...
+
+    def first(self) -> bytes:
+        """The line of the chain's first record (seq 0)."""
+        ...
+
+    def insert(self, seq: int, line: bytes, since: int, final: bool) -> None: ...
+
+
+@dataclass(frozen=True)
+class SQLiteRows:
+    """The one chain of a SQLite database's ``audit`` table."""
+
+    connection: sqlite3.Connection
+
+    def last(self) -> tuple[int, bytes, int, bool] | None:
+        found = self.connection.execute(
+            "SELECT seq, line, since, final FROM audit ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        return None if found is None else (int(found[0]), bytes(found[1]), int(found[2]), bool(found[3]))
+
+    def first(self) -> bytes:
+        return bytes(self.connection.execute("SELECT line FROM audit WHERE seq = 0").fetchone()[0])
+
+    def insert(self, seq: int, line: bytes, since: int, final: bool) -> None:
+        self.connection.execute("INSERT INTO audit VALUES (?, ?, ?, ?)", (seq, line, since, int(final)))
+
+
 def write(
-    connection: sqlite3.Connection, records: Sequence[Mapping[str, Any]], chain: Chain | None = None
+    table: sqlite3.Connection | Rows, records: Sequence[Mapping[str, Any]], chain: Chain | None = None
 ) -> HeadEntry | None:
-    """Append records to the audit table, inside the caller's open transaction: each chained to
-    the one before, a checkpoint after every ``chain.every`` records, a closing checkpoint
-    before a header that follows an open segment (a closing checkpoint with nothing to close is
-    left out). The head at the last checkpoint written (None: none was), to publish once the
-    transaction is committed."""
+    """Append records to a chain (a SQLite connection: its ``audit`` table), inside the caller's
+    open transaction: each chained to the one before, a checkpoint after every ``chain.every``
+    records, a closing checkpoint before a header that follows an open segment (a closing
+    checkpoint with nothing to close is left out). The head at the last checkpoint written
+    (None: none was), to publish once the transaction is committed."""
     if not records:
         return None
     chain = chain or Chain()
-    last = connection.execute(
-        "SELECT seq, line, since, final FROM audit ORDER BY seq DESC LIMIT 1"
-    ).fetchone()
+    rows = SQLiteRows(table) if isinstance(table, sqlite3.Connection) else table
+    last = rows.last()
     state = (
         (0, "0" * 64, 0, True)
         if last is None
@@ -161,7 +197,7 @@ def write(
 
     def insert(record: dict[str, Any], seal: bool) -> tuple[int, str, int, bool]:
         nonlocal checkpoint
-        after = _insert(connection, record, state, seal, chain.key)
+        after = _insert(rows, record, state, seal, chain.key)
         if seal:
             checkpoint = (state[0], after[1], after[3])
         return after
@@ -177,12 +213,11 @@ def write(
             state = insert({"type": "checkpoint", "final": False}, True)
     if checkpoint is None:
         return None
-    first = connection.execute("SELECT line FROM audit WHERE seq = 0").fetchone()
-    return HeadEntry(hashlib.sha256(bytes(first[0])).hexdigest(), *checkpoint)
+    return HeadEntry(hashlib.sha256(rows.first()).hexdigest(), *checkpoint)
 
 
 def _insert(
-    connection: sqlite3.Connection,
+    rows: Rows,
     record: dict[str, Any],
     state: tuple[int, str, int, bool],
     seal: bool,
@@ -197,7 +232,7 @@ def _insert(
     line = canonical_record(jsonable(full))
     since = 0 if seal else since + 1
     final = bool(seal and record.get("final"))
-    connection.execute("INSERT INTO audit VALUES (?, ?, ?, ?)", (seq, line, since, int(final)))
+    rows.insert(seq, line, since, final)
     return seq + 1, hashlib.sha256(line).hexdigest(), since, final
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from .support.commands import policyc_path
+from .support.postgres import postgres_dsn, postgres_server  # noqa: F401 (fixtures the tests ask for)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

