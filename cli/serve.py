@@ -69,6 +69,14 @@ def serve_group() -> None:
     help="Evaluator processes the sessions are sharded over (0: decide in the server process).",
 )
 @click.option(
+    "--processes",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Full service processes on the one port, each owning a share of the sessions in a "
+    "database of its own (DB, then DB's siblings NAME.p1.EXT, ...); keep the number across restarts.",
+)
+@click.option(
     "--verify-key",
     metavar="PUB",
     help="Serve only a bundle signed with this Ed25519 public key (`policyc keygen`).",
@@ -100,6 +108,7 @@ def start_command(
     wait: float,
     sync: str,
     workers: int,
+    processes: int,
     verify_key: str | None,
     audit_key: str | None,
     audit_head: str | None,
@@ -133,12 +142,22 @@ def start_command(
             wait=wait,
             sync=sync,
             workers=workers,
+            processes=processes,
             verify_key=verify_key,
             audit_key=audit_key,
             audit_head=audit_head,
         )
+        if processes > 1 and workers:
+            fail(
+                "--processes and --workers do not go together (each process decides its own sessions)",
+                EXIT_USAGE,
+            )
         try:
             with policy_failures():
+                if processes > 1:
+                    from ..serve.fleet import run_fleet
+
+                    return run_fleet(settings)
                 service = build(settings)
         except (KeysError, StoreError, AuditError) as error:
             fail(str(error), EXIT_USAGE)

@@ -43,6 +43,7 @@ from .errors import (
     Unavailable,
 )
 from .keys import Keys, Principal
+from .routing import Router, forwarded, trust_forwarded
 from .service import MAX_BODY, WAIT, Service, short
 from .tls import subject_of
 
@@ -81,14 +82,15 @@ def _refused(error: ServiceError) -> Response:
 # ------------------------------------------------------------------------- the application
 
 
-def application(service: Service) -> ASGIApp:
+def application(service: Service, router: Router | None = None) -> ASGIApp:
     """The ASGI application of a service: the routes that decide and record (``events``,
     ``authorize``, ``decide``) answered by plain ASGI handlers (:func:`_hot`), every other one by
-    Starlette."""
+    Starlette. With ``router`` (one of ``--processes N``), a client's request about a session
+    another process owns goes to that process (:mod:`.routing`)."""
     routed = _routed(service)
     hot = {"events": service.events, "authorize": service.authorize, "decide": service.decide}
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    async def local(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
             found = _HOT.fullmatch(scope["path"])
             if found is not None:
@@ -96,7 +98,26 @@ def application(service: Service) -> ASGIApp:
                 return
         await routed(scope, receive, send)
 
+    if router is None:
+        return local
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await routed(scope, receive, send)
+        if forwarded(scope, router.own):  # from a process of the service: answered here, as the owner
+            return await local(trust_forwarded(scope), receive, send)
+        await router.route(scope, receive, send, local)
+
     return app
+
+
+def principal_of(service: Service) -> Callable[[str, Scope], Principal]:
+    """The check of a request's key (and certificate) against the service's keys, for a router."""
+
+    def check(header: str, scope: Scope) -> Principal:
+        return _principal(header, scope, service.keys)
+
+    return check
 
 
 def _routed(service: Service) -> Starlette:

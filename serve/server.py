@@ -5,11 +5,13 @@ keep theirs; ``policyc serve reload`` sends it and prints what the service did."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,7 @@ from policyc.runtime.opener import frozen
 from .app import application
 from .keys import read_keys
 from .service import MAX_BODY, WAIT, Service
-from .store import Store
+from .store import Store, StoreError
 
 
 @dataclass(frozen=True)
@@ -38,19 +40,26 @@ class Settings:
     wait: float = WAIT
     sync: str = "normal"
     workers: int = 0
+    processes: int = 1  # full service processes on one port, each owning a share of the sessions
     verify_key: str | None = None
     audit_key: str | None = None  # signs the audit log's checkpoints (a `policyc keygen` .key)
     audit_head: str | None = None  # where the audit log's head is published: a file, or "-" (stdout)
 
 
-def build(settings: Settings) -> Service:
+def build(settings: Settings, index: int = 0) -> Service:
     """The service, its sessions rebuilt from the database (in this process, or in
-    ``settings.workers`` worker processes that load the policies from the database).
-    ``PolicyError`` for a policy that cannot be read, has errors or does not verify;
-    ``KeysError`` for a bad keys file (read first: the database is not touched then)."""
+    ``settings.workers`` worker processes that load the policies from the database); with
+    ``settings.processes`` above 1, the service of process ``index``, on its own database
+    (:func:`~.fleet.database_of`). ``PolicyError`` for a policy that cannot be read, has errors
+    or does not verify; ``KeysError`` for a bad keys file (read first: the database is not
+    touched then); ``StoreError`` for a database written by another number of processes."""
+    from .fleet import database_of
+
     keys = read_keys(settings.keys)
     digest, bundle = frozen(settings.policy, settings.verify_key)
-    store = Store(settings.db, settings.sync, chain(settings))
+    db = database_of(settings.db, index, settings.processes)
+    settings = dataclasses.replace(settings, db=db)
+    store = Store(db, settings.sync, chain(settings))
     for path, mode in store.widened:
         print(
             f"policyc serve: {path} was readable or writable by others ({mode:04o}): it is now its "
@@ -60,9 +69,18 @@ def build(settings: Settings) -> Service:
         )
     if settings.audit_head not in (None, "-"):
         anchored(store, settings.audit_head)
+    written = store.meta("processes")
+    if written is not None and int(written) != settings.processes:
+        store.close()
+        raise StoreError(
+            f"{db}: the sessions of this database were shared out over {written} processes: start "
+            f"with --processes {written} (the owner of a session is chosen by their number)"
+        )
+    store.set_meta("processes", str(settings.processes))
     store.keep_policy(digest, settings.policy, bundle)
     store.set_meta("current", digest)
-    store.set_meta("pid", str(os.getpid()))
+    # the process `policyc serve reload` signals: the one that started the processes, if several
+    store.set_meta("pid", str(os.getpid() if settings.processes == 1 else os.getppid()))
     evaluator: Any
     from .audit import DatabaseAudit
 
@@ -81,8 +99,6 @@ def build(settings: Settings) -> Service:
     service = Service(evaluator, digest, keys, store, max_body=settings.max_body, wait=settings.wait)
     service.restore()
     if settings.audit_head not in (None, "-"):  # at once: a file that cannot be written stops it
-        from .store import StoreError
-
         try:
             publish(settings.audit_head, store.audit_head().line())
         except OSError as error:
@@ -190,8 +206,17 @@ def reload(settings: Settings, service: Service) -> dict[str, Any]:
     return outcome
 
 
-def run(settings: Settings, service: Service) -> None:
-    """Serve until interrupted (SIGINT, SIGTERM); SIGHUP reloads the policy."""
+def run(
+    settings: Settings,
+    service: Service,
+    *,
+    sockets: list[Any] | None = None,
+    router: Any = None,
+    started: Callable[[], None] | None = None,
+) -> None:
+    """Serve until interrupted (SIGINT, SIGTERM); SIGHUP reloads the policy. One process of
+    ``--processes N`` serves the ``sockets`` it is given (the shared port and its own Unix
+    socket) with its ``router``, and calls ``started`` instead of saying where it listens."""
     import asyncio
 
     import uvicorn
@@ -214,6 +239,9 @@ def run(settings: Settings, service: Service) -> None:
             await super().startup(sockets)
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGHUP, reload, settings, service)
+            if started is not None:
+                started()
+                return
             for server in self.servers:
                 for sock in server.sockets:
                     host, port = sock.getsockname()[:2]
@@ -225,7 +253,7 @@ def run(settings: Settings, service: Service) -> None:
                     )
 
     config = uvicorn.Config(
-        application(service),
+        application(service, router),
         host=settings.host,
         port=settings.port,
         log_level="warning",
@@ -236,7 +264,7 @@ def run(settings: Settings, service: Service) -> None:
         lifespan="off",
     )
     try:
-        Server(config).run()
+        Server(config).run(sockets=sockets)
     finally:
         finish()
 

@@ -1,0 +1,250 @@
+"""Requests to the process that owns their session (``policyc serve --processes N``).
+
+N service processes share one listening port: the kernel hands each new connection to one of
+them, whatever sessions its requests name. A session is owned by one process, chosen by a hash
+of its principal and id (:func:`owner_of`), and lives in that process's database. A request
+naming a session another process owns is forwarded to the owner over the owner's Unix socket
+(one hop inside the host) and its answer relayed as it is; a request about every session (the
+escalated calls waiting, the audit log's head) is asked of every process and the answers merged;
+an answer to an escalated call goes to the process that holds it.
+
+The Unix sockets live in a folder only the service's user may enter, and only a request that
+arrives on the process's own socket (ASGI ``scope["server"]`` is that socket's path and no port
+there; a TCP connection's is an address and a port) is answered as the owner without routing, or
+trusted with the client certificate's subject the forwarding process verified
+(``x-policyc-client-cert``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from . import jsontext
+
+# the routes that name a session: /v1/sessions/S and what is under it
+_SESSION = re.compile(r"/v1/sessions/([^/]+)(?:/.*)?")
+CERT_HEADER = b"x-policyc-client-cert"  # the subject of a verified client certificate, forwarded
+_HOP_HEADERS = {b"host", b"connection", b"keep-alive", b"transfer-encoding", b"content-length", CERT_HEADER}
+
+
+def owner_of(principal: str, session: str, count: int) -> int:
+    """The process (0 .. count - 1) that owns the session ``session`` of ``principal``.
+
+    >>> owner_of("agent", "s1", 1), owner_of("agent", "s1", 4) == owner_of("agent", "s1", 4)
+    (0, True)
+    """
+    digest = hashlib.sha256(f"{principal}\0{session}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def forwarded(scope: Scope, own: str) -> bool:
+    """Whether the request came from a process of the service, over this process's Unix socket
+    ``own``."""
+    server = scope.get("server")
+    return isinstance(server, tuple | list) and len(server) == 2 and server[0] == own and server[1] is None
+
+
+class Router:
+    """How process ``index`` of ``count`` reaches the others: their Unix sockets (``peers``,
+    one per process, its own included) and who is asking (``principal_of(header, scope)``, the
+    application's check of the key, raising on a bad one)."""
+
+    def __init__(
+        self,
+        index: int,
+        peers: Sequence[str],
+        principal_of: Callable[[str, Scope], Any],
+        max_body: int,
+    ) -> None:
+        import httpx
+
+        self.index = index
+        self.own = peers[index]
+        self.count = len(peers)
+        self.peers = list(peers)
+        self.principal_of = principal_of
+        self.max_body = max_body
+        self.clients = [
+            httpx.AsyncClient(
+                transport=httpx.AsyncHTTPTransport(uds=path), base_url="http://policyc", timeout=None
+            )
+            for path in peers
+        ]
+
+    async def route(
+        self, scope: Scope, receive: Receive, send: Send, local: Callable[..., Awaitable[None]]
+    ) -> None:
+        """Answer a request from a client: here, when this process owns what it names (or it
+        names nothing a process owns), else at the owner, or at every process."""
+        path, method = scope["path"], scope["method"]
+        found = _SESSION.fullmatch(path)
+        if found is not None:
+            owner = self._owner(scope, found[1])
+            if owner is None or owner == self.index:
+                return await local(scope, receive, send)
+            return await self._forward(owner, scope, await _read(receive, self.max_body), send)
+        if path == "/v1/sessions" and method == "POST":
+            body = await _read(receive, self.max_body)
+            owner = self._owner(scope, _session_in(body))
+            if owner is None or owner == self.index:
+                return await local(scope, _replayed(body), send)
+            return await self._forward(owner, scope, body, send)
+        if path == "/v1/approvals" and method == "GET":
+            return await self._merged(scope, send, "pending")
+        if path == "/v1/audit/head" and method == "GET":
+            return await self._merged(scope, send, "heads")
+        if path.startswith("/v1/approvals/") and method == "POST":
+            return await self._first_found(scope, await _read(receive, self.max_body), send)
+        return await local(scope, receive, send)
+
+    def _owner(self, scope: Scope, session: str | None) -> int | None:
+        """The owner of ``session`` for the request's principal (None: the request is refused
+        here, as it would be anywhere: no valid key, or no session named)."""
+        if session is None:
+            return None
+        try:
+            principal = self.principal_of(_header(scope, b"authorization"), scope)
+        except Exception:
+            return None
+        return owner_of(principal.name, session, self.count)
+
+    async def _ask(
+        self, peer: int, scope: Scope, body: bytes
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_HEADERS]
+        subject = _subject(scope)
+        if subject is not None:
+            headers.append((CERT_HEADER, subject.encode("utf-8")))
+        query = scope.get("query_string", b"")
+        url = scope["path"] + ("?" + query.decode("latin-1") if query else "")
+        answer = await self.clients[peer].request(scope["method"], url, headers=headers, content=body)
+        kept = [(k, v) for k, v in answer.headers.raw if k.lower() not in _HOP_HEADERS]
+        return answer.status_code, kept, answer.content
+
+    async def _forward(self, peer: int, scope: Scope, body: bytes, send: Send) -> None:
+        try:
+            status, headers, content = await self._ask(peer, scope, body)
+        except Exception as error:  # the owner could not be reached: refused, nothing was changed there
+            status, headers, content = _unavailable(
+                f"process {peer}, which holds the session, did not answer ({type(error).__name__})"
+            )
+        await _send(send, status, headers, content)
+
+    async def _merged(self, scope: Scope, send: Send, field: str) -> None:
+        """Every process's answer, its list ``field`` joined (the first refusal as it is)."""
+        merged: list[Any] = []
+        first: dict[str, Any] | None = None
+        for peer in range(self.count):
+            try:
+                status, headers, content = await self._ask(peer, scope, b"")
+            except Exception as error:
+                status, headers, content = _unavailable(
+                    f"process {peer} did not answer ({type(error).__name__})"
+                )
+            if status != 200:
+                return await _send(send, status, headers, content)
+            answer = json.loads(content)
+            first = first or answer
+            merged.extend(answer.get(field) or [])
+        assert first is not None
+        await _send(
+            send, 200, [(b"content-type", b"application/json")], jsontext.dumps({**first, field: merged})
+        )
+
+    async def _first_found(self, scope: Scope, body: bytes, send: Send) -> None:
+        """The answer of the process that holds what the request names (each asked in turn,
+        this one first; the last one's 404 when none does)."""
+        order = [self.index, *(p for p in range(self.count) if p != self.index)]
+        for n, peer in enumerate(order):
+            try:
+                status, headers, content = await self._ask(peer, scope, body)
+            except Exception as error:
+                status, headers, content = _unavailable(
+                    f"process {peer} did not answer ({type(error).__name__})"
+                )
+            if status != 404 or n == len(order) - 1:
+                return await _send(send, status, headers, content)
+
+    async def close(self) -> None:
+        for client in self.clients:
+            await client.aclose()
+
+
+def trust_forwarded(scope: Scope) -> Scope:
+    """A forwarded request's scope with the client certificate the forwarding process verified
+    (given only a request that came over the process's own socket: :func:`forwarded`)."""
+    subject = _header(scope, CERT_HEADER)
+    if not subject:
+        return scope
+    extensions = dict(scope.get("extensions") or {})
+    extensions["tls"] = {**(extensions.get("tls") or {}), "client_cert_name": subject}
+    return {**scope, "extensions": extensions}
+
+
+def _subject(scope: Scope) -> str | None:
+    tls = (scope.get("extensions") or {}).get("tls")
+    return tls.get("client_cert_name") if isinstance(tls, dict) else None
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return str(value.decode("latin-1"))
+    return ""
+
+
+def _session_in(body: bytes) -> str | None:
+    try:
+        value = jsontext.loads(body)
+    except Exception:
+        return None
+    session = value.get("session") if isinstance(value, dict) else None
+    return session if isinstance(session, str) else None
+
+
+async def _read(receive: Receive, limit: int) -> bytes:
+    """The request's body (at most ``limit`` bytes and one more, for the owner to refuse)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size <= limit + 1:
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)[: limit + 1]
+
+
+def _replayed(body: bytes) -> Receive:
+    """A ``receive`` that gives ``body`` again, as one message."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+def _unavailable(message: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    body = jsontext.dumps({"error": {"code": "owner-unavailable", "message": message}})
+    return 503, [(b"content-type", b"application/json")], body
+
+
+async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], content: bytes) -> None:
+    start = [*headers, (b"content-length", str(len(content)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": content})
