@@ -43,7 +43,7 @@ from .errors import (
     Unavailable,
 )
 from .keys import Keys, Principal
-from .routing import Router, forwarded, trust_forwarded
+from .routing import Router
 from .service import MAX_BODY, WAIT, Service, short
 from .tls import subject_of
 
@@ -100,12 +100,11 @@ def application(service: Service, router: Router | None = None) -> ASGIApp:
 
     if router is None:
         return local
+    router.local = local
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await routed(scope, receive, send)
-        if forwarded(scope, router.own):  # from a process of the service: answered here, as the owner
-            return await local(trust_forwarded(scope), receive, send)
         await router.route(scope, receive, send, local)
 
     return app

@@ -202,17 +202,14 @@ def _serve_one(settings: Any, index: int, listener: socket.socket, peers: list[s
         from .server import build, run
 
         service = build(settings, index)
-        own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         if os.path.exists(peers[index]):
             os.unlink(peers[index])
-        own.bind(peers[index])
-        own.listen(1024)
         router = Router(index, peers, principal_of(service), settings.max_body)
 
         def started() -> None:
             os.write(ready, f"ready {len(service.live)}\n".encode())
 
-        run(settings, service, sockets=[listener, own], router=router, started=started)
+        run(settings, service, sockets=[listener], router=router, started=started)
     except BaseException as error:  # said to the supervisor, which says it and stops
         message = str(error) or type(error).__name__
         try:

@@ -4,15 +4,13 @@ N service processes share one listening port: the kernel hands each new connecti
 them, whatever sessions its requests name. A session is owned by one process, chosen by a hash
 of its principal and id (:func:`owner_of`), and lives in that process's database. A request
 naming a session another process owns is forwarded to the owner over the owner's Unix socket
-(one hop inside the host) and its answer relayed as it is; a request about every session (the
-escalated calls waiting, the audit log's head) is asked of every process and the answers merged;
-an answer to an escalated call goes to the process that holds it.
+(one hop inside the host, ASGI without HTTP: :mod:`.peers`) and its answer relayed as it is; a
+request about every session (the escalated calls waiting, the audit log's head) is asked of every
+process and the answers merged; an answer to an escalated call goes to the process that holds it.
 
-The Unix sockets live in a folder only the service's user may enter, and only a request that
-arrives on the process's own socket (ASGI ``scope["server"]`` is that socket's path and no port
-there; a TCP connection's is an address and a port) is answered as the owner without routing, or
-trusted with the client certificate's subject the forwarding process verified
-(``x-policyc-client-cert``).
+The owner answers a forwarded request with its own application, without routing it again, and
+with the client certificate's subject the forwarding process verified; the Unix sockets live in a
+folder only the service's user may enter, and nothing from the network reaches them.
 """
 
 from __future__ import annotations
@@ -23,14 +21,14 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import jsontext
+from .peers import Answer, Peer, serve
 
 # the routes that name a session: /v1/sessions/S and what is under it
 _SESSION = re.compile(r"/v1/sessions/([^/]+)(?:/.*)?")
-CERT_HEADER = b"x-policyc-client-cert"  # the subject of a verified client certificate, forwarded
-_HOP_HEADERS = {b"host", b"connection", b"keep-alive", b"transfer-encoding", b"content-length", CERT_HEADER}
+_HOP_HEADERS = {b"host", b"connection", b"keep-alive", b"transfer-encoding", b"content-length"}
 
 
 def owner_of(principal: str, session: str, count: int) -> int:
@@ -41,13 +39,6 @@ def owner_of(principal: str, session: str, count: int) -> int:
     """
     digest = hashlib.sha256(f"{principal}\0{session}".encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "big") % count
-
-
-def forwarded(scope: Scope, own: str) -> bool:
-    """Whether the request came from a process of the service, over this process's Unix socket
-    ``own``."""
-    server = scope.get("server")
-    return isinstance(server, tuple | list) and len(server) == 2 and server[0] == own and server[1] is None
 
 
 class Router:
@@ -62,20 +53,19 @@ class Router:
         principal_of: Callable[[str, Scope], Any],
         max_body: int,
     ) -> None:
-        import httpx
-
         self.index = index
         self.own = peers[index]
         self.count = len(peers)
-        self.peers = list(peers)
+        self.peers = [Peer(path) for path in peers]
         self.principal_of = principal_of
         self.max_body = max_body
-        self.clients = [
-            httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(uds=path), base_url="http://policyc", timeout=None
-            )
-            for path in peers
-        ]
+        self.local: ASGIApp | None = None  # the application without routing (set by it)
+        self.server: Any = None
+
+    async def start(self) -> None:
+        """Answer the other processes' requests at this process's socket."""
+        assert self.local is not None
+        self.server = await serve(self.own, self.local)
 
     async def route(
         self, scope: Scope, receive: Receive, send: Send, local: Callable[..., Awaitable[None]]
@@ -114,18 +104,19 @@ class Router:
             return None
         return owner_of(principal.name, session, self.count)
 
-    async def _ask(
-        self, peer: int, scope: Scope, body: bytes
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_HEADERS]
-        subject = _subject(scope)
-        if subject is not None:
-            headers.append((CERT_HEADER, subject.encode("utf-8")))
-        query = scope.get("query_string", b"")
-        url = scope["path"] + ("?" + query.decode("latin-1") if query else "")
-        answer = await self.clients[peer].request(scope["method"], url, headers=headers, content=body)
-        kept = [(k, v) for k, v in answer.headers.raw if k.lower() not in _HOP_HEADERS]
-        return answer.status_code, kept, answer.content
+    async def _ask(self, peer: int, scope: Scope, body: bytes) -> Answer:
+        head = {
+            "method": scope["method"],
+            "path": scope["path"],
+            "query": scope.get("query_string", b"").decode("latin-1"),
+            "headers": [
+                (k.decode("latin-1"), v.decode("latin-1"))
+                for k, v in scope["headers"]
+                if k.lower() not in _HOP_HEADERS
+            ],
+            "cert": _subject(scope),
+        }
+        return await self.peers[peer].ask(head, body)
 
     async def _forward(self, peer: int, scope: Scope, body: bytes, send: Send) -> None:
         try:
@@ -172,19 +163,10 @@ class Router:
                 return await _send(send, status, headers, content)
 
     async def close(self) -> None:
-        for client in self.clients:
-            await client.aclose()
-
-
-def trust_forwarded(scope: Scope) -> Scope:
-    """A forwarded request's scope with the client certificate the forwarding process verified
-    (given only a request that came over the process's own socket: :func:`forwarded`)."""
-    subject = _header(scope, CERT_HEADER)
-    if not subject:
-        return scope
-    extensions = dict(scope.get("extensions") or {})
-    extensions["tls"] = {**(extensions.get("tls") or {}), "client_cert_name": subject}
-    return {**scope, "extensions": extensions}
+        for peer in self.peers:
+            await peer.close()
+        if self.server is not None:
+            self.server.close()
 
 
 def _subject(scope: Scope) -> str | None:

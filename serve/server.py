@@ -239,6 +239,8 @@ def run(
             await super().startup(sockets)
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGHUP, reload, settings, service)
+            if router is not None:
+                await router.start()
             if started is not None:
                 started()
                 return
