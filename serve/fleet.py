@@ -74,8 +74,9 @@ def run_fleet(settings: Any) -> None:
         supervisor.stop_all()
         listener.close()
         for path in peers:
-            if os.path.exists(path):
-                os.unlink(path)
+            for made in (path, f"{path}.fd"):
+                if os.path.exists(made):
+                    os.unlink(made)
         os.rmdir(folder)
 
 
@@ -198,18 +199,32 @@ def _serve_one(settings: Any, index: int, listener: socket.socket, peers: list[s
     code = 0
     try:
         from .app import principal_of
-        from .routing import Router
+        from .handoff import Handoff, first_session
+        from .routing import Router, owner_of
         from .server import build, run
 
         service = build(settings, index)
         if os.path.exists(peers[index]):
             os.unlink(peers[index])
-        router = Router(index, peers, principal_of(service), settings.max_body)
+        check = principal_of(service)
+        router = Router(index, peers, check, settings.max_body)
+
+        def owner(head: bytes, body: bytes) -> int | None:
+            named = first_session(head, body)
+            if named is None or not named[1]:
+                return None
+            try:
+                principal = check(named[0], {})
+            except Exception:
+                return None
+            return owner_of(principal.name, named[1], len(peers))
+
+        handoff = Handoff(index, listener, [f"{path}.fd" for path in peers], owner, lambda c: None)
 
         def started() -> None:
             os.write(ready, f"ready {len(service.live)}\n".encode())
 
-        run(settings, service, sockets=[listener], router=router, started=started)
+        run(settings, service, sockets=[], router=router, started=started, handoff=handoff)
     except BaseException as error:  # said to the supervisor, which says it and stops
         message = str(error) or type(error).__name__
         try:

@@ -213,10 +213,12 @@ def run(
     sockets: list[Any] | None = None,
     router: Any = None,
     started: Callable[[], None] | None = None,
+    handoff: Any = None,
 ) -> None:
     """Serve until interrupted (SIGINT, SIGTERM); SIGHUP reloads the policy. One process of
-    ``--processes N`` serves the ``sockets`` it is given (the shared port and its own Unix
-    socket) with its ``router``, and calls ``started`` instead of saying where it listens."""
+    ``--processes N`` serves with its ``router``, accepts the shared port's connections through
+    its ``handoff`` (:mod:`.handoff`: each goes to the process that owns its first request's
+    session), and calls ``started`` instead of saying where it listens."""
     import asyncio
 
     import uvicorn
@@ -231,9 +233,26 @@ def run(
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets: Any = None) -> None:
+            if handoff is not None:
+                handoff.stop()
             # before uvicorn raises the signal that stopped it again (which ends the process)
             await super().shutdown(sockets)
             finish()
+
+        def serve_connection(self, connection: Any) -> None:
+            """Serve an accepted connection as uvicorn serves those of its own listeners."""
+            config = self.config
+
+            def protocol() -> asyncio.Protocol:
+                return config.http_protocol_class(  # type: ignore[call-arg]
+                    config=config, server_state=self.server_state, app_state=self.lifespan.state
+                )
+
+            loop = asyncio.get_running_loop()
+            self.accepting.add(
+                loop.create_task(loop.connect_accepted_socket(protocol, sock=connection, ssl=config.ssl))
+            )
+            self.accepting = {task for task in self.accepting if not task.done()}
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
@@ -241,6 +260,10 @@ def run(
             loop.add_signal_handler(signal.SIGHUP, reload, settings, service)
             if router is not None:
                 await router.start()
+            if handoff is not None:
+                self.accepting: set[Any] = set()
+                handoff.serve = self.serve_connection
+                handoff.start()
             if started is not None:
                 started()
                 return
