@@ -26,7 +26,11 @@ def serve_group() -> None:
 @click.argument("policy", metavar="POLICY_OR_BUNDLE")
 @click.option("--keys", "keys", required=True, metavar="KEYS.toml", help="Principals, roles and key hashes.")
 @click.option(
-    "--db", default="policyc-serve.db", show_default=True, help="The SQLite database: the only state."
+    "--db",
+    default="policyc-serve.db",
+    show_default=True,
+    help="The database, the only state: a SQLite file, or a postgresql:// URL several instances may "
+    "share (its password from PGPASSWORD or PGPASSFILE, never on the command line).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8181, show_default=True, type=click.IntRange(0, 65535))
@@ -77,6 +81,20 @@ def serve_group() -> None:
     "database of its own (DB, then DB's siblings NAME.p1.EXT, ...); keep the number across restarts.",
 )
 @click.option(
+    "--instance",
+    metavar="NAME",
+    help="With a PostgreSQL database: this instance's name (its leases and its audit chain; default: "
+    "host and process id). One running instance per name.",
+)
+@click.option(
+    "--lease-ttl",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0.5, 3600),
+    help="With a PostgreSQL database: seconds a session's lease runs without renewal; another instance "
+    "takes a session over once its owner stopped renewing it.",
+)
+@click.option(
     "--verify-key",
     metavar="PUB",
     help="Serve only a bundle signed with this Ed25519 public key (`policyc keygen`).",
@@ -109,6 +127,8 @@ def start_command(
     sync: str,
     workers: int,
     processes: int,
+    instance: str | None,
+    lease_ttl: float,
     verify_key: str | None,
     audit_key: str | None,
     audit_head: str | None,
@@ -143,6 +163,8 @@ def start_command(
             sync=sync,
             workers=workers,
             processes=processes,
+            instance=instance,
+            lease_ttl=lease_ttl,
             verify_key=verify_key,
             audit_key=audit_key,
             audit_head=audit_head,

@@ -24,3 +24,11 @@ class LeaseLost(StoreFailure):
 def first_line(error: BaseException) -> str:
     """The first line of a database error's message (the rest is detail for its log)."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def not_done() -> tuple[type[BaseException], ...]:
+    """The errors a store raises when the database did not do a write (SQLite's and the
+    PostgreSQL store's), to catch as one."""
+    import sqlite3
+
+    return (sqlite3.Error, StoreFailure)

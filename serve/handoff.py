@@ -136,7 +136,12 @@ class Handoff:
 async def _readable(connection: socket.socket, timeout: float) -> None:
     loop = asyncio.get_running_loop()
     ready: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(connection.fileno(), lambda: ready.done() or ready.set_result(None))
+
+    def readable() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(connection.fileno(), readable)
     try:
         await asyncio.wait_for(ready, max(timeout, 0.0))
     except TimeoutError:
@@ -162,14 +167,14 @@ def first_session(head: bytes, body: bytes) -> tuple[str, str | None] | None:
     path = parts[1].split(b"?", 1)[0].decode("latin-1")
     headers: dict[bytes, bytes] = {}
     for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        headers[name.strip().lower()] = value.strip()
+        name, _, given = line.partition(b":")
+        headers[name.strip().lower()] = given.strip()
     authorization = headers.get(b"authorization", b"").decode("latin-1")
     if path.startswith("/v1/sessions/"):
         from urllib.parse import unquote
 
-        session = unquote(path[len("/v1/sessions/") :].split("/", 1)[0], errors="surrogateescape")
-        return authorization, session or None
+        named = unquote(path[len("/v1/sessions/") :].split("/", 1)[0], errors="surrogateescape")
+        return (authorization, named) if named else None
     if path == "/v1/sessions" and parts[0] == b"POST":
         length = headers.get(b"content-length", b"")
         if not length.isdigit() or len(body) < int(length):

@@ -492,6 +492,18 @@ class PostgresStore:
             out.setdefault(str(writer), []).append(bytes(line) + b"\n")
         return {writer: b"".join(lines) for writer, lines in out.items()}
 
+    def group(self, writes: Sequence[Callable[[], Any]]) -> list[tuple[bool, Any]]:
+        """Run ``writes`` (each calling this store's write methods), each in its own transaction:
+        each one's outcome, ``(True, value)`` or ``(False, error)`` (group commit's interface;
+        on PostgreSQL the writes are not grouped yet)."""
+        outcomes: list[tuple[bool, Any]] = []
+        for work in writes:
+            try:
+                outcomes.append((True, work()))
+            except Exception as error:
+                outcomes.append((False, error))
+        return outcomes
+
     # ------------------------------------------------------------------ leases (:mod:`.pgleases`)
 
     def acquire(self, principal: str, session: str, ttl: float) -> Lease | None:

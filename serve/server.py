@@ -19,6 +19,7 @@ from policyc.runtime.opener import frozen
 
 from .app import application
 from .keys import read_keys
+from .ownership import LEASE_TTL
 from .service import MAX_BODY, WAIT, Service
 from .store import Store, StoreError
 
@@ -41,6 +42,8 @@ class Settings:
     sync: str = "normal"
     workers: int = 0
     processes: int = 1  # full service processes on one port, each owning a share of the sessions
+    instance: str | None = None  # this instance's name in a PostgreSQL database (None: host and pid)
+    lease_ttl: float = LEASE_TTL  # seconds a session's lease runs without renewal (PostgreSQL)
     verify_key: str | None = None
     audit_key: str | None = None  # signs the audit log's checkpoints (a `policyc keygen` .key)
     audit_head: str | None = None  # where the audit log's head is published: a file, or "-" (stdout)
@@ -54,12 +57,19 @@ def build(settings: Settings, index: int = 0) -> Service:
     or does not verify; ``KeysError`` for a bad keys file (read first: the database is not
     touched then); ``StoreError`` for a database written by another number of processes."""
     from .fleet import database_of
+    from .stores import SCHEMES, open_store
 
     keys = read_keys(settings.keys)
     digest, bundle = frozen(settings.policy, settings.verify_key)
+    shared = settings.db.startswith(SCHEMES)  # PostgreSQL: instances may share it
+    if shared and (settings.processes > 1 or settings.workers):
+        raise StoreError(
+            "--processes and --workers keep SQLite files; with a PostgreSQL database, start several "
+            "instances (--instance NAME) instead"
+        )
     db = database_of(settings.db, index, settings.processes)
     settings = dataclasses.replace(settings, db=db)
-    store = Store(db, settings.sync, chain(settings))
+    store: Any = open_store(db, settings.sync, chain(settings), instance=settings.instance)
     for path, mode in store.widened:
         print(
             f"policyc serve: {path} was readable or writable by others ({mode:04o}): it is now its "
@@ -69,25 +79,31 @@ def build(settings: Settings, index: int = 0) -> Service:
         )
     if settings.audit_head not in (None, "-"):
         anchored(store, settings.audit_head)
-    written = store.meta("processes")
+    written = None if shared else store.meta("processes")
     if written is not None and int(written) != settings.processes:
         store.close()
         raise StoreError(
             f"{db}: the sessions of this database were shared out over {written} processes: start "
             f"with --processes {written} (the owner of a session is chosen by their number)"
         )
-    store.set_meta("processes", str(settings.processes))
     store.keep_policy(digest, settings.policy, bundle)
     store.set_meta("current", digest)
-    # the process `policyc serve reload` signals: the one that started the processes, if several
-    store.set_meta("pid", str(os.getpid() if settings.processes == 1 else os.getppid()))
+    if shared:
+        store.set_meta(f"pid:{store.instance}", str(os.getpid()))
+    else:
+        store.set_meta("processes", str(settings.processes))
+        # the process `policyc serve reload` signals: the one that started the processes, if several
+        store.set_meta("pid", str(os.getpid() if settings.processes == 1 else os.getppid()))
+    from .ownership import Leased, Ownership, Sole
+
+    ownership: Ownership = Leased(store, settings.lease_ttl) if shared else Sole()
     evaluator: Any
     from .audit import DatabaseAudit
 
     if settings.workers:
         from .workers import Pool
 
-        audit = DatabaseAudit(settings.db, owner=store)
+        audit = DatabaseAudit(store.path, owner=store)
         evaluator = Pool(settings.workers, settings.functors, settings.db, store, audit, settings.sync)
     else:
         from policyc.runtime.functors import load_module
@@ -95,8 +111,11 @@ def build(settings: Settings, index: int = 0) -> Service:
         from .sessions import Local, Sessions
 
         functors = load_module(settings.functors) if settings.functors else None
-        evaluator = Local(Sessions(store, functors, audit=DatabaseAudit(settings.db, owner=store)))
-    service = Service(evaluator, digest, keys, store, max_body=settings.max_body, wait=settings.wait)
+        audit = DatabaseAudit(store.path, owner=store)
+        evaluator = Local(Sessions(store, functors, ownership.owns, audit))
+    service = Service(
+        evaluator, digest, keys, store, max_body=settings.max_body, wait=settings.wait, ownership=ownership
+    )
     service.restore()
     if settings.audit_head not in (None, "-"):  # at once: a file that cannot be written stops it
         try:
@@ -224,14 +243,22 @@ def run(
     import uvicorn
 
     def finish() -> None:
-        """Stop the workers, close the audit log's segment and the database (once)."""
+        """Stop the workers, close the audit log's segment, give up the leases and close the
+        database (once)."""
         if not service.store.closed:
             service.evaluator.stop()
+            try:
+                service.ownership.stop()
+            except Exception as error:  # they run out by themselves
+                print(f"policyc serve: the leases were not given up: {error}", file=sys.stderr, flush=True)
             service.store.set_meta("pid", "")
             service.store.close()
             sys.stdout.flush()
 
     class Server(uvicorn.Server):
+        accepting: set[Any] = set()  # noqa: RUF012  (replaced per instance when it accepts itself)
+        renewing: Any = None
+
         async def shutdown(self, sockets: Any = None) -> None:
             if handoff is not None:
                 handoff.stop()
@@ -260,8 +287,9 @@ def run(
             loop.add_signal_handler(signal.SIGHUP, reload, settings, service)
             if router is not None:
                 await router.start()
+            self.renewing = loop.create_task(_renewing(service, settings.lease_ttl))
             if handoff is not None:
-                self.accepting: set[Any] = set()
+                self.accepting = set()
                 handoff.serve = self.serve_connection
                 handoff.start()
             if started is not None:
@@ -292,6 +320,22 @@ def run(
         Server(config).run(sockets=sockets)
     finally:
         finish()
+
+
+async def _renewing(service: Service, ttl: float) -> None:
+    """Renew the leases of the sessions this instance owns every third of their time."""
+    import asyncio
+
+    from .ownership import Sole
+
+    if isinstance(service.ownership, Sole):
+        return
+    while True:
+        await asyncio.sleep(ttl / 3)
+        try:
+            service.renew()
+        except Exception as error:  # the database is away: tried again; writes are fenced meanwhile
+            print(f"policyc serve: the leases could not be renewed: {error}", file=sys.stderr, flush=True)
 
 
 def _client_certificates(ca: str | None) -> dict[str, Any]:

@@ -13,7 +13,6 @@ evaluator whose commit failed rebuilds the session from the database.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,11 +20,14 @@ from typing import Any, Literal, Protocol
 
 from . import jsontext
 from .errors import Conflict, Forbidden, Invalid, NotFound, TooLarge, Unavailable
+from .failures import not_done
 from .keys import Keys, Principal
 from .metrics import Metrics
+from .ownership import Ownership, Sole
 from .sessions import Key, Operation
 from .store import Records, Store
 
+NOT_DONE = not_done()  # a store's errors for a write the database did not do
 MAX_BODY = 1 << 20  # bytes a request body may have, by default
 MAX_BATCH = 10_000  # events in one batch
 WAIT = 5.0  # seconds an authorization waits for the graph to reach `after_seq`
@@ -48,6 +50,12 @@ class Evaluator(Protocol):
 
     def start(self) -> dict[Key, int]: ...
 
+    def adopt(self, key: Key) -> int:
+        """Rebuild a session from the database; its last sequence number."""
+        ...
+
+    def forget(self, key: Key) -> None: ...
+
     async def call(self, key: Key, operation: Operation, *args: Any, then: Any = None) -> Any: ...
 
     def stop(self) -> None: ...
@@ -65,8 +73,10 @@ class Service:
         *,
         max_body: int = MAX_BODY,
         wait: float = WAIT,
+        ownership: Ownership | None = None,
     ) -> None:
         self.evaluator = evaluator
+        self.ownership: Ownership = ownership or Sole()
         self.policy_digest = policy_digest
         self.keys = keys
         self.store = store
@@ -76,18 +86,43 @@ class Service:
         self.metrics = Metrics()
 
     def restore(self) -> int:
-        """Rebuild every session of the database; how many there are."""
+        """Rebuild every session of the database this service owns; how many there are."""
+        self.ownership.start()
         self.live = {key: Live(seq) for key, seq in self.evaluator.start().items()}
         for stored in self.store.sessions():  # sessions without events yet
-            self.live.setdefault((stored.principal, stored.session), Live())
+            key = (stored.principal, stored.session)
+            if self.ownership.owns(key):
+                self.live.setdefault(key, Live())
         self.metrics.holding(len(self.live))
         return len(self.live)
 
     def find(self, principal: Principal, session: str) -> Live:
         live = self.live.get((principal.name, session))
         if live is None:
-            raise NotFound("not-found", f"no session `{short(session)}`")
+            live = self._adopted((principal.name, session))
         return live
+
+    def _adopted(self, key: Key) -> Live:
+        """A session of the database this service does not hold yet, owned and rebuilt here
+        when no other instance holds it (its owner stopped: its lease ran out);
+        ``session-elsewhere`` naming the instance that does."""
+        if isinstance(self.ownership, Sole) or self.store.session(*key) is None:
+            raise NotFound("not-found", f"no session `{short(key[1])}`")
+        holder = self.ownership.claim(key)
+        if holder is not None:
+            raise Unavailable(
+                "session-elsewhere", f"session `{short(key[1])}` is decided by the instance `{short(holder)}`"
+            )
+        live = self.live[key] = Live(self.evaluator.adopt(key))
+        self.metrics.holding(len(self.live))
+        return live
+
+    def renew(self) -> None:
+        """Keep the sessions this service owns; forget those another instance took over."""
+        for key in self.ownership.renew():
+            self.live.pop(key, None)
+            self.evaluator.forget(key)
+        self.metrics.holding(len(self.live))
 
     # ------------------------------------------------------------------------ requests
 
@@ -100,7 +135,7 @@ class Service:
         if missing:
             raise Forbidden("role-not-held", f"the key's principal does not hold the role `{missing[0]}`")
         key = (principal.name, session)
-        if key in self.live:
+        if key in self.live or self.ownership.claim(key) is not None:
             raise Conflict("session-exists", f"session `{short(session)}` exists")
         live = self.live[key] = Live()
         digest = self.policy_digest  # a session runs the policy current when it is created, always
@@ -154,7 +189,7 @@ class Service:
                     rows = [(how, jsontext.dumps(row).decode()) for row in kept]
                     try:
                         self.store.append(principal.name, session, rows, live.seq, audit)
-                    except sqlite3.Error as error:
+                    except NOT_DONE as error:
                         raise Unavailable(
                             "not-recorded", f"the {what} could not be recorded: {error}"
                         ) from None
@@ -318,7 +353,7 @@ class Service:
                 how,
                 audit,
             )
-        except sqlite3.Error as error:
+        except NOT_DONE as error:
             raise Unavailable(
                 "not-recorded", f"the decision could not be recorded, so it is not given: {error}"
             ) from None
@@ -334,7 +369,7 @@ class Service:
             record = refusal(principal.name, session, what, refused.code, refused.message)
             try:
                 self.store.record_audit([record])
-            except sqlite3.Error as error:
+            except NOT_DONE as error:
                 raise Unavailable("not-recorded", f"the refusal could not be logged: {error}") from None
             raise
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -29,13 +28,23 @@ from policyc.stdlib.events import EventError, check_event
 
 from . import jsontext
 from .errors import Failed, Invalid, NotFound, Unavailable
+from .failures import not_done
 from .store import Records, Store
 
 Key = tuple[str, str]  # (principal, session id)
 
 # what a request may ask of a session (:data:`OPERATIONS`)
 Operation = Literal[
-    "create", "record", "add_facts", "authorize", "decide", "approve", "behind", "rebuild", "explain"
+    "create",
+    "record",
+    "add_facts",
+    "authorize",
+    "decide",
+    "approve",
+    "behind",
+    "rebuild",
+    "forget",
+    "explain",
 ]
 
 
@@ -250,6 +259,7 @@ OPERATIONS: Mapping[Operation, Callable[..., Any]] = {
     "approve": Sessions.approve,
     "behind": Sessions.behind,
     "rebuild": Sessions.rebuild,
+    "forget": Sessions.drop,
     "explain": Sessions.explain,
 }
 
@@ -336,6 +346,12 @@ class Local:
     def start(self) -> dict[Key, int]:
         return self.sessions.restore()
 
+    def adopt(self, key: Key) -> int:
+        return self.sessions.rebuild(key)
+
+    def forget(self, key: Key) -> None:
+        self.sessions.drop(key)
+
     async def call(self, key: Key, operation: Operation, *args: Any, then: Any = None) -> Any:
         """Do ``operation``, then have ``then(value, records)`` (the request's write) committed
         with the writes of other requests; when it or the commit fails the session is rebuilt
@@ -352,7 +368,7 @@ class Local:
         except BaseException as error:
             if then is not None:
                 self.sessions.rebuild(key)
-            if isinstance(error, sqlite3.Error):
+            if isinstance(error, not_done()):
                 raise Unavailable("not-recorded", f"the change could not be committed: {error}") from None
             raise
         return value

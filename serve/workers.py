@@ -146,6 +146,13 @@ class Pool:
             seqs.update(worker.start())
         return seqs
 
+    def adopt(self, key: Key) -> int:
+        seq: int = self.of(key).call("rebuild", key)
+        return seq
+
+    def forget(self, key: Key) -> None:
+        self.of(key).call("forget", key)
+
     def of(self, key: Key) -> Worker:
         return self.workers[shard(key, len(self.workers))]
 

@@ -1,0 +1,124 @@
+"""Several `policyc serve` instances on one real PostgreSQL database: each session owned by one
+instance through a lease, refused elsewhere naming its owner, taken over by another instance once
+its owner stopped (killed, or frozen past its lease: its late writes are refused). The installed
+command against a server the test extra installs: the slow suite."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import policyc
+
+from .support.postgres import PostgresServer
+from .support.service import Server, client, event, prepare
+
+pytestmark = pytest.mark.slow
+
+POLICY = """
+.import events
+Influenced(e, d) :- DependsOn(e, d).
+Influenced(e, d) :- DependsOn(e, x), Influenced(x, d).
+@id("untrusted-send")
+@message("{a} sends what an untrusted result influenced")
+Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
+"""
+_names = itertools.count()
+
+
+def _steps(n: int) -> list[tuple[dict, dict]]:
+    out = []
+    for i in range(n):
+        label = ["untrusted"] if i % 4 == 0 else []
+        result = event(f"r{i}", tool="fetch", labels=label, deps=[f"a{i - 1}"] if i else [])
+        call = event(f"a{i}", "tool_call", tool="send_email" if i % 2 else "read", deps=[f"r{i}"])
+        out.append((result, call))
+    return out
+
+
+def _expected(n: int) -> list[bool]:
+    session = policyc.Monitor(policyc.load(POLICY)).session("s", principal="agent", roles=("agent",))
+    allowed = []
+    for result, call in _steps(n):
+        session.record(result)
+        allowed.append(session.authorize(call).allowed)
+    return allowed
+
+
+@pytest.fixture
+def database(postgres_server: PostgresServer) -> str:
+    return postgres_server.create_database(f"instances{next(_names)}")
+
+
+def _instance(folder: Path, url: str, name: str) -> Server:
+    return Server(folder, "--db", url, "--instance", name, "--lease-ttl", "1")
+
+
+def _step(server: Server, key: str, session: str, result: dict, call: dict) -> tuple[int, bool | None, str]:
+    with client(server, key) as agent:
+        recorded = agent.post(f"/v1/sessions/{session}/events", json={"events": [result]})
+        if recorded.status_code != 200:
+            return recorded.status_code, None, recorded.text
+        decided = agent.post(f"/v1/sessions/{session}/authorize", json={"event": call})
+        return decided.status_code, decided.json().get("allowed"), decided.text
+
+
+def test_a_session_is_refused_elsewhere_and_taken_over_when_its_owner_dies(
+    tmp_path: Path, database: str
+) -> None:
+    keys = prepare(tmp_path, POLICY, {"agent": ("agent",)})
+    steps = _steps(8)
+    a, b = _instance(tmp_path, database, "a"), _instance(tmp_path, database, "b")
+    allowed: list[bool | None] = []
+    try:
+        with client(a, keys["agent"]) as agent:
+            assert agent.post("/v1/sessions", json={"session": "s1"}).status_code == 201
+        with client(b, keys["agent"]) as agent:
+            again = agent.post("/v1/sessions", json={"session": "s1"})
+            assert again.status_code == 409 and again.json()["error"]["code"] == "session-exists"
+        for result, call in steps[:4]:
+            status, verdict, text = _step(a, keys["agent"], "s1", result, call)
+            assert status == 200, text
+            allowed.append(verdict)
+        status, _, text = _step(b, keys["agent"], "s1", *steps[4])
+        assert status == 503 and "session-elsewhere" in text and "`a`" in text
+        a.kill()
+        time.sleep(1.5)  # past the lease: b takes the session over on its next request
+        for result, call in steps[4:]:
+            status, verdict, text = _step(b, keys["agent"], "s1", result, call)
+            assert status == 200, text
+            allowed.append(verdict)
+    finally:
+        a.stop()
+        b.stop()
+    assert allowed == _expected(8)
+
+
+def test_an_owner_frozen_past_its_lease_writes_nothing_after_the_take_over(
+    tmp_path: Path, database: str
+) -> None:
+    keys = prepare(tmp_path, POLICY, {"agent": ("agent",)})
+    steps = _steps(6)
+    a, b = _instance(tmp_path, database, "a"), _instance(tmp_path, database, "b")
+    try:
+        with client(a, keys["agent"]) as agent:
+            agent.post("/v1/sessions", json={"session": "s1"})
+        assert _step(a, keys["agent"], "s1", *steps[0])[0] == 200
+        a.process.send_signal(signal.SIGSTOP)
+        time.sleep(1.5)
+        assert _step(b, keys["agent"], "s1", *steps[1])[0] == 200, "b took the session over"
+        a.process.send_signal(signal.SIGCONT)
+        late = _step(a, keys["agent"], "s1", *steps[2])
+        assert late[0] == 503, late  # refused: its lease's epoch is no longer current
+        for result, call in steps[2:]:
+            assert _step(b, keys["agent"], "s1", result, call)[0] == 200
+        with client(b, keys["agent"]) as agent:
+            head = agent.get("/v1/audit/head").json()
+    finally:
+        a.stop()
+        b.stop()
+    assert len(head["heads"]) == 2, "one audit chain per instance"
