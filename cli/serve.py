@@ -87,6 +87,12 @@ def serve_group() -> None:
     "host and process id). One running instance per name.",
 )
 @click.option(
+    "--advertise",
+    metavar="URL",
+    help="With a PostgreSQL database: where the other instances reach this one (default: its "
+    "scheme, --host and --port; give it when binding 0.0.0.0).",
+)
+@click.option(
     "--lease-ttl",
     default=10.0,
     show_default=True,
@@ -128,6 +134,7 @@ def start_command(
     workers: int,
     processes: int,
     instance: str | None,
+    advertise: str | None,
     lease_ttl: float,
     verify_key: str | None,
     audit_key: str | None,
@@ -164,6 +171,7 @@ def start_command(
             workers=workers,
             processes=processes,
             instance=instance,
+            advertise=advertise,
             lease_ttl=lease_ttl,
             verify_key=verify_key,
             audit_key=audit_key,

@@ -43,7 +43,7 @@ from .errors import (
     Unavailable,
 )
 from .keys import Keys, Principal
-from .routing import Router
+from .routing import InstanceRouter, Router
 from .service import MAX_BODY, WAIT, Service, short
 from .tls import subject_of
 
@@ -82,7 +82,7 @@ def _refused(error: ServiceError) -> Response:
 # ------------------------------------------------------------------------- the application
 
 
-def application(service: Service, router: Router | None = None) -> ASGIApp:
+def application(service: Service, router: Router | InstanceRouter | None = None) -> ASGIApp:
     """The ASGI application of a service: the routes that decide and record (``events``,
     ``authorize``, ``decide``) answered by plain ASGI handlers (:func:`_hot`), every other one by
     Starlette. With ``router`` (one of ``--processes N``), a client's request about a session

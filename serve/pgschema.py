@@ -18,7 +18,7 @@ from .store import StoreError
 
 FORMAT = "postgresql-1"
 
-TABLES = ("meta", "sessions", "events", "decisions", "policies", "answers", "audit", "leases")
+TABLES = ("meta", "sessions", "events", "decisions", "policies", "answers", "audit", "leases", "instances")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL);
@@ -54,6 +54,9 @@ CREATE TABLE IF NOT EXISTS leases (
 );
 CREATE INDEX IF NOT EXISTS leases_expires ON leases (expires);
 CREATE INDEX IF NOT EXISTS leases_owner ON leases (owner);
+CREATE TABLE IF NOT EXISTS instances (
+    name TEXT COLLATE "C" PRIMARY KEY, address TEXT NOT NULL, seen TIMESTAMPTZ NOT NULL
+);
 """
 
 SCHEMA_LOCK = 0x706F6C696379  # the advisory lock the instances take to create the tables

@@ -504,6 +504,25 @@ class PostgresStore:
                 outcomes.append((False, error))
         return outcomes
 
+    # ------------------------------------------------------------------ instances
+
+    def announce(self, address: str) -> None:
+        """Say where this instance answers (the URL the others forward its sessions' requests to)."""
+        with self.lock, self._transaction() as connection:
+            connection.execute(
+                "INSERT INTO instances VALUES (%s, %s, clock_timestamp()) ON CONFLICT (name) DO UPDATE "
+                "SET address = EXCLUDED.address, seen = EXCLUDED.seen",
+                (self.instance, address),
+            )
+
+    def address_of(self, instance: str) -> str | None:
+        """Where the instance ``instance`` said it answers (None: it never said)."""
+        with self.lock:
+            found = self._read(
+                lambda c: c.execute("SELECT address FROM instances WHERE name = %s", (instance,)).fetchone()
+            )
+        return None if found is None else str(found[0])
+
     # ------------------------------------------------------------------ leases (:mod:`.pgleases`)
 
     def acquire(self, principal: str, session: str, ttl: float) -> Lease | None:

@@ -230,3 +230,88 @@ async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], con
     start = [*headers, (b"content-length", str(len(content)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": start})
     await send({"type": "http.response.body", "body": content})
+
+
+HOP_HEADER = b"x-policyc-forwarded"  # names the instance a request was forwarded by: not forwarded again
+
+
+class InstanceRouter:
+    """Requests to the instance that owns their session, when several instances share a
+    PostgreSQL database (``--db postgresql://``): a request about a session whose lease another
+    live instance holds is forwarded to the address that instance announced, with the client's
+    own headers (the owner checks the key again), once; the owner's answer is relayed. Everything
+    else is answered here (the store is shared: the escalations waiting and the audit log's head
+    are every instance's)."""
+
+    def __init__(self, service: Any, principal_of: Callable[[str, Scope], Any], max_body: int) -> None:
+        self.service = service
+        self.store = service.store
+        self.principal_of = principal_of
+        self.max_body = max_body
+        self.clients: dict[str, Any] = {}
+        self.local: ASGIApp | None = None
+
+    async def start(self) -> None:
+        pass
+
+    async def route(
+        self, scope: Scope, receive: Receive, send: Send, local: Callable[..., Awaitable[None]]
+    ) -> None:
+        if _header(scope, HOP_HEADER):
+            return await local(scope, receive, send)
+        path, method = scope["path"], scope["method"]
+        address: str | None = None
+        found = _SESSION.fullmatch(path)
+        if found is not None:
+            address = self._elsewhere(self._key(scope, found[1]))
+        elif path.startswith("/v1/approvals/") and method == "POST":
+            row = self.store.decision_row(path[len("/v1/approvals/") :])
+            address = None if row is None else self._elsewhere((row[0], row[1]))
+        if address is None:
+            return await local(scope, receive, send)
+        body = await _read(receive, self.max_body)
+        try:
+            status, headers, content = await self._ask(address, scope, body)
+        except Exception as error:
+            status, headers, content = _unavailable(
+                f"the instance at {address}, which holds the session, did not answer ({type(error).__name__})"
+            )
+        await _send(send, status, headers, content)
+
+    def _key(self, scope: Scope, session: str) -> tuple[str, str] | None:
+        try:
+            principal = self.principal_of(_header(scope, b"authorization"), scope)
+        except Exception:
+            return None
+        return principal.name, session
+
+    def _elsewhere(self, key: tuple[str, str] | None) -> str | None:
+        """Where the session ``key`` is decided, when another live instance holds it (None: here)."""
+        if key is None or key in self.service.live:
+            return None
+        try:
+            lease = self.store.lease(*key)
+            if lease is None or lease.owner == self.store.instance or lease.remaining <= 0:
+                return None
+            found: str | None = self.store.address_of(lease.owner)
+            return found
+        except Exception:  # the database cannot say: answered here, which refuses what it cannot do
+            return None
+
+    async def _ask(self, address: str, scope: Scope, body: bytes) -> Answer:
+        import httpx
+
+        client = self.clients.get(address)
+        if client is None:
+            client = self.clients[address] = httpx.AsyncClient(base_url=address, timeout=60)
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_HEADERS]
+        headers.append((HOP_HEADER, self.store.instance.encode("utf-8")))
+        query = scope.get("query_string", b"").decode("latin-1")
+        url = scope["path"] + (f"?{query}" if query else "")
+        answer = await client.request(scope["method"], url, headers=headers, content=body)
+        kept = [(k, v) for k, v in answer.headers.raw if k.lower() not in _HOP_HEADERS]
+        return answer.status_code, kept, answer.content
+
+    async def close(self) -> None:
+        for client in self.clients.values():
+            await client.aclose()

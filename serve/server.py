@@ -43,6 +43,7 @@ class Settings:
     workers: int = 0
     processes: int = 1  # full service processes on one port, each owning a share of the sessions
     instance: str | None = None  # this instance's name in a PostgreSQL database (None: host and pid)
+    advertise: str | None = None  # where the other instances reach this one (None: its scheme, host, port)
     lease_ttl: float = LEASE_TTL  # seconds a session's lease runs without renewal (PostgreSQL)
     verify_key: str | None = None
     audit_key: str | None = None  # signs the audit log's checkpoints (a `policyc keygen` .key)
@@ -90,6 +91,7 @@ def build(settings: Settings, index: int = 0) -> Service:
     store.set_meta("current", digest)
     if shared:
         store.set_meta(f"pid:{store.instance}", str(os.getpid()))
+        store.announce(settings.advertise or address_of(settings))
     else:
         store.set_meta("processes", str(settings.processes))
         # the process `policyc serve reload` signals: the one that started the processes, if several
@@ -125,6 +127,14 @@ def build(settings: Settings, index: int = 0) -> Service:
                 f"--audit-head {settings.audit_head}: cannot write it: {error.strerror or error}"
             ) from None
     return service
+
+
+def address_of(settings: Settings) -> str:
+    """Where this service answers, as the settings say (``--advertise`` gives it when the host it
+    binds is not the one others reach it at, such as 0.0.0.0)."""
+    scheme = "https" if settings.tls_cert else "http"
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"{scheme}://{host}:{settings.port}"
 
 
 def chain(settings: Settings) -> Any:
@@ -305,6 +315,13 @@ def run(
                         flush=True,
                     )
 
+    from .ownership import Leased
+
+    if router is None and isinstance(service.ownership, Leased):  # instances sharing PostgreSQL
+        from .app import principal_of
+        from .routing import InstanceRouter
+
+        router = InstanceRouter(service, principal_of(service), settings.max_body)
     config = uvicorn.Config(
         application(service, router),
         host=settings.host,
