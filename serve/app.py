@@ -44,7 +44,7 @@ from .errors import (
 )
 from .keys import Keys, Principal
 from .routing import InstanceRouter, Router
-from .service import MAX_BODY, WAIT, Service, short
+from .service import MAX_BODY, NOT_DONE, WAIT, Service, short
 from .tls import subject_of
 
 __all__ = ["MAX_BODY", "STATUS", "WAIT", "application"]
@@ -73,6 +73,14 @@ def _error(status: int, code: str, message: str) -> Response:
 
 def _error_body(code: str, message: str) -> bytes:
     return jsontext.dumps({"error": {"code": code, "message": message}})
+
+
+def _database_away(error: BaseException) -> Unavailable:
+    """What a request that met a store's failure outside a write's own handling is told: the
+    database did not answer (down, restarting, the connection broke); it may be sent again."""
+    return Unavailable(
+        "database-unavailable", f"the database did not answer, so the request was not done: {error}"
+    )
 
 
 def _refused(error: ServiceError) -> Response:
@@ -146,6 +154,8 @@ def _routed(service: Service) -> Starlette:
                 answer = _json(await handler(principal, **arguments), status)
             except ServiceError as error:
                 return _refused(error)
+            except NOT_DONE as error:
+                return _refused(_database_away(error))
             if timed:  # committing included, for clients that measure latency
                 answer.headers["Server-Timing"] = f"decide;dur={(time.perf_counter() - started) * 1000:.3f}"
             return answer
@@ -246,6 +256,9 @@ async def _hot(
         return
     except ServiceError as error:
         status, payload = STATUS[type(error)], _error_body(error.code, error.message)
+    except NOT_DONE as error:
+        away = _database_away(error)
+        status, payload = STATUS[type(away)], _error_body(away.code, away.message)
     except Exception as error:
         status, payload = 500, _error_body("internal-error", f"the service failed: {type(error).__name__}")
     start = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *extra]

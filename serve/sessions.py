@@ -211,12 +211,17 @@ class Sessions:
 
     def rebuild(self, key: Key) -> int:
         """The session again from the database (what memory holds may not have been recorded);
-        its last sequence number."""
-        stored = self.store.session(*key)
-        if stored is None:
+        its last sequence number. When the database cannot be read, the session is forgotten
+        (the next request about it rebuilds it), so memory never keeps what was not recorded."""
+        try:
+            stored = self.store.session(*key)
+            if stored is None:
+                self.held.pop(key, None)
+                return 0
+            self.held[key], seq = self._replayed(key, stored.roles, stored.policy)
+        except BaseException:
             self.held.pop(key, None)
-            return 0
-        self.held[key], seq = self._replayed(key, stored.roles, stored.policy)
+            raise
         return seq
 
     def explain(self, key: Key, seq: int) -> Any:
@@ -367,7 +372,8 @@ class Local:
                 await self.commits.write(lambda: then(value, records))
         except BaseException as error:
             if then is not None:
-                self.sessions.rebuild(key)
+                with contextlib.suppress(Exception):  # forgotten when it cannot be rebuilt now
+                    self.sessions.rebuild(key)
             if isinstance(error, not_done()):
                 raise Unavailable("not-recorded", f"the change could not be committed: {error}") from None
             raise
@@ -388,6 +394,7 @@ def committed(value: Any, records: Records, then: Any, store: Store, rebuild: Ca
     try:
         then(value, records)
     except BaseException:
-        rebuild()
+        with contextlib.suppress(Exception):  # the evaluator forgets a session it cannot rebuild now
+            rebuild()
         raise
     return value
