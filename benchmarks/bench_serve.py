@@ -81,6 +81,10 @@ Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
 CONTEXT = multiprocessing.get_context("spawn")
 
 
+class Failed(Exception):
+    """A service or a client that did not do its part: the run stops with this message."""
+
+
 @dataclass(frozen=True)
 class Service:
     """A `policyc serve` to measure: its name in the tables, its command, the flags it adds."""
@@ -180,7 +184,7 @@ def start(service: Service, folder: Path, tag: str) -> Running:
             break
         time.sleep(0.05)
     stop(Running(process, "", 0, log))
-    raise RuntimeError(f"{service.name} did not start:\n{log.read_text('utf-8', 'replace')[-2000:]}")
+    raise Failed(f"{service.name} did not start:\n{log.read_text('utf-8', 'replace')[-2000:]}")
 
 
 def stop(running: Running) -> None:
@@ -193,9 +197,10 @@ def stop(running: Running) -> None:
             running.process.wait(timeout=30)
 
 
-def _joined(processes: list[Any]) -> None:
+def _joined(processes: list[Any], wait: float) -> None:
+    """Every client process ended: given ``wait`` seconds to end by itself, then killed."""
     for process in processes:
-        process.join(timeout=30)
+        process.join(timeout=wait)
         if process.is_alive():
             process.kill()
             process.join()
@@ -213,13 +218,14 @@ def synchronous(running: Running, key: str, clients: int, settings: Settings, ta
         )
         for n in range(clients)
     ]
+    results: list[Any] = []
     try:
         for process in processes:
             process.start()
         for _ in processes:
             failed = ready.get(timeout=120)
             if failed:
-                raise RuntimeError(f"a client failed before the step:\n{failed}")
+                raise Failed(f"a client failed before the step:\n{failed}")
         cpu = cpu_seconds(running.process.pid)
         begin = time.monotonic() + 0.05
         window[0] = begin
@@ -227,10 +233,10 @@ def synchronous(running: Running, key: str, clients: int, settings: Settings, ta
         results = [out.get(timeout=settings.seconds + 120) for _ in processes]
         spent = cpu_seconds(running.process.pid) - cpu
     finally:
-        _joined(processes)
+        _joined(processes, 30 if len(results) == clients else 0)
     for result in results:
         if isinstance(result, str):
-            raise RuntimeError(f"a client failed:\n{result}")
+            raise Failed(f"a client failed:\n{result}")
     decisions = sum(r["decisions"] for r in results)
     elapsed = max(r["ended"] for r in results) - begin
     client = [x for r in results for x in r["client"]]
@@ -248,21 +254,23 @@ def synchronous(running: Running, key: str, clients: int, settings: Settings, ta
 
 
 def agent_like(running: Running, key: str, settings: Settings, tag: str) -> dict[str, float]:
-    """The asyncio load, in a client process of its own."""
+    """The asyncio load, in a client process of its own (the service's CPU includes opening its
+    sessions)."""
     out = CONTEXT.Queue()
     process = CONTEXT.Process(
         target=asyncio_client,
         args=(running.url, key, settings.async_sessions, settings.async_steps, settings.pause, tag, out),
     )
+    found: Any = None
     try:
         process.start()
         cpu = cpu_seconds(running.process.pid)
         found = out.get(timeout=600)
         spent = cpu_seconds(running.process.pid) - cpu
     finally:
-        _joined([process])
+        _joined([process], 30 if found is not None else 0)
     if isinstance(found, str):
-        raise RuntimeError(f"the asyncio client failed:\n{found}")
+        raise Failed(f"the asyncio client failed:\n{found}")
     return found | {"service_cpu": spent / found["decisions"]}
 
 
@@ -394,7 +402,8 @@ def arguments() -> argparse.Namespace:
         action="append",
         default=[],
         metavar="FLAGS",
-        help='flags added to the working tree\'s `policyc serve`, e.g. "--workers 2" (repeatable)',
+        help='flags added to the working tree\'s `policyc serve`, e.g. "--workers 2" (repeatable; '
+        "a single flag as --variant=--flag)",
     )
     parser.add_argument("--quick", action="store_true", help="3 rounds of 1.5 s steps (a few minutes)")
     parser.add_argument(
@@ -419,7 +428,7 @@ def arguments() -> argparse.Namespace:
 
 def services_of(args: argparse.Namespace) -> tuple[list[Service], str | None]:
     """The services to measure and the name of the baseline's (None without one)."""
-    tree = shutil.which("policyc", path=str(Path(sys.executable).parent))
+    tree = shutil.which("policyc", path=str(Path(sys.executable).parent)) or shutil.which("policyc")
     if tree is None:
         sys.exit("bench_serve: install policyc with its serve extra beside this Python")
     print(f"working tree: {git_baseline.tree_state()}, {tree}", flush=True)
@@ -436,7 +445,10 @@ def services_of(args: argparse.Namespace) -> tuple[list[Service], str | None]:
         commit = git_baseline.resolve(args.baseline or git_baseline.default_ref())
     except ValueError as error:
         sys.exit(f"bench_serve: {error}")
-    command = git_baseline.installed(commit, extras="serve")
+    try:
+        command = git_baseline.installed(commit, extras="serve")
+    except subprocess.SubprocessError as error:
+        sys.exit(f"bench_serve: installing {commit} failed: {error}")
     print(f"baseline: {git_baseline.describe(commit)}, {command}", flush=True)
     return [Service("baseline", str(command)), *services], "baseline"
 
@@ -460,7 +472,10 @@ def main() -> None:
         (folder / "keys.toml").write_text(
             f'[principals.agent]\nroles = ["agent"]\nkeys = ["{digest}"]\n', "utf-8"
         )
-        turns = rounds(services, folder, key, settings, seed)
+        try:
+            turns = rounds(services, folder, key, settings, seed)
+        except Failed as error:
+            sys.exit(f"bench_serve: {error}")
     local = in_process(16, max(10, settings.async_steps * 5))
     print()
     print(report([s.name for s in services], turns, reference))
