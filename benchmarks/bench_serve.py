@@ -110,15 +110,29 @@ class Running:
 
 @dataclass(frozen=True)
 class Settings:
-    rounds: int
-    seconds: float
-    clients: tuple[int, ...]
-    sessions: int
-    async_sessions: int
-    async_steps: int
-    pause: float
-    warm: int
-    budget: float
+    """What a run measures (the defaults; ``--quick`` and ``--smoke`` change some)."""
+
+    rounds: int = 5
+    seconds: float = 3.0
+    clients: tuple[int, ...] = (1, 4, 8)
+    sessions: int = 4
+    async_sessions: int = 32
+    async_steps: int = 40
+    pause: float = 0.003
+    warm: int = 100
+    budget: float = 1200.0
+
+
+QUICK: dict[str, Any] = {"rounds": 3, "seconds": 1.5, "async_steps": 20, "budget": 540.0}
+SMOKE: dict[str, Any] = {
+    "rounds": 1,
+    "seconds": 0.3,
+    "clients": (1, 2),
+    "sessions": 2,
+    "async_sessions": 2,
+    "async_steps": 3,
+    "warm": 5,
+}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -305,8 +319,8 @@ def one_round(order: list[Service], folder: Path, key: str, settings: Settings, 
                     figures = agent_like(running[service.name], key, settings, tag)
                 found[service.name].loads[load] = figures
     finally:
-        for service in running.values():
-            stop(service)
+        for started in running.values():
+            stop(started)
         for tag in tags.values():
             for leftover in folder.glob(f"{tag}.db*"):
                 leftover.unlink()
@@ -355,41 +369,28 @@ def rounds(services: list[Service], folder: Path, key: str, settings: Settings, 
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
-    quick = {"rounds": 3, "seconds": 1.5, "async_steps": 20, "budget": 540.0}
-    smoke = {
-        "rounds": 1,
-        "seconds": 0.3,
-        "clients": "1,2",
-        "sessions": 2,
-        "async_sessions": 2,
-        "async_steps": 3,
-        "warm": 5,
-    }
-    chosen = {
-        "rounds": 5,
-        "seconds": 3.0,
-        "clients": "1,4,8",
-        "sessions": 4,
-        "async_sessions": 32,
-        "async_steps": 40,
-        "pause": 0.003,
-        "warm": 100,
-        "budget": 1200.0,
-    }
-    chosen |= quick if args.quick else {}
-    chosen |= smoke if args.smoke else {}
-    chosen |= {k: v for k, v in vars(args).items() if k in chosen and v is not None}
-    return Settings(
-        rounds=int(chosen["rounds"]),
-        seconds=float(chosen["seconds"]),
-        clients=tuple(int(c) for c in str(chosen["clients"]).split(",")),
-        sessions=int(chosen["sessions"]),
-        async_sessions=int(chosen["async_sessions"]),
-        async_steps=int(chosen["async_steps"]),
-        pause=float(chosen["pause"]),
-        warm=int(chosen["warm"]),
-        budget=float(chosen["budget"]),
-    )
+    chosen = Settings()
+    chosen = dataclasses.replace(chosen, **QUICK) if args.quick else chosen
+    chosen = dataclasses.replace(chosen, **SMOKE) if args.smoke else chosen
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(Settings)}
+    return dataclasses.replace(chosen, **{k: v for k, v in given.items() if v is not None})
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    counts = tuple(int(c) for c in text.split(","))
+    if not counts or min(counts) < 1:
+        raise ValueError(text)
+    return counts
+
+
+def _at_least(low: float, kind: type = int) -> Any:
+    def read(text: str) -> Any:
+        value = kind(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} is below {low}")
+        return value
+
+    return read
 
 
 def arguments() -> argparse.Namespace:
@@ -409,15 +410,15 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--smoke", action="store_true", help="one tiny round of the working tree only: the script runs"
     )
-    parser.add_argument("--rounds", type=int)
-    parser.add_argument("--seconds", type=float, help="length of each synchronous step")
-    parser.add_argument("--clients", help="client process counts, in turn (default 1,4,8)")
-    parser.add_argument("--sessions", type=int, help="sessions of each synchronous client")
-    parser.add_argument("--async-sessions", type=int, help="sessions of the asyncio load (0: none)")
-    parser.add_argument("--async-steps", type=int)
-    parser.add_argument("--pause", type=float)
-    parser.add_argument("--warm", type=int, help="decisions before measuring, each turn")
-    parser.add_argument("--budget", type=float, help="seconds no round may end past")
+    parser.add_argument("--rounds", type=_at_least(1))
+    parser.add_argument("--seconds", type=_at_least(0.01, float), help="length of each synchronous step")
+    parser.add_argument("--clients", type=_counts, help="client process counts, in turn (default 1,4,8)")
+    parser.add_argument("--sessions", type=_at_least(1), help="sessions of each synchronous client")
+    parser.add_argument("--async-sessions", type=_at_least(0), help="sessions of the asyncio load (0: none)")
+    parser.add_argument("--async-steps", type=_at_least(1))
+    parser.add_argument("--pause", type=_at_least(0, float))
+    parser.add_argument("--warm", type=_at_least(0), help="decisions before measuring, each turn")
+    parser.add_argument("--budget", type=_at_least(0, float), help="seconds no round may end past")
     parser.add_argument("--seed", type=int, help="of the services' order (default: random, printed)")
     parser.add_argument("--json", type=Path, help="also write every round's figures to this file")
     args = parser.parse_args()
@@ -431,7 +432,7 @@ def services_of(args: argparse.Namespace) -> tuple[list[Service], str | None]:
     tree = shutil.which("policyc", path=str(Path(sys.executable).parent)) or shutil.which("policyc")
     if tree is None:
         sys.exit("bench_serve: install policyc with its serve extra beside this Python")
-    print(f"working tree: {git_baseline.tree_state()}, {tree}", flush=True)
+    print(f"working tree: {git_baseline.tree_state()}, {tree}")
     spec = importlib.util.find_spec("policyc.serve")
     if spec is None or not spec.origin or Path(spec.origin).parent != git_baseline.ROOT / "serve":
         print(
@@ -449,7 +450,7 @@ def services_of(args: argparse.Namespace) -> tuple[list[Service], str | None]:
         command = git_baseline.installed(commit, extras="serve")
     except subprocess.SubprocessError as error:
         sys.exit(f"bench_serve: installing {commit} failed: {error}")
-    print(f"baseline: {git_baseline.describe(commit)}, {command}", flush=True)
+    print(f"baseline: {git_baseline.describe(commit)}, {command}")
     return [Service("baseline", str(command)), *services], "baseline"
 
 
@@ -459,8 +460,8 @@ def main() -> None:
     settings = settings_of(args)
     seed = args.seed if args.seed is not None else random.randrange(10_000)
     print(
-        f"python benchmarks/bench_serve.py {shlex.join(sys.argv[1:])}  (seed {seed}, {os.cpu_count()} cores)",
-        flush=True,
+        f"python benchmarks/bench_serve.py {shlex.join(sys.argv[1:])}  (seed {seed}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f} before)"
     )
     services, reference = services_of(args)
     from policyc.serve.keys import new_key
@@ -480,6 +481,7 @@ def main() -> None:
     print()
     print(report([s.name for s in services], turns, reference))
     print(f"\nin process (policyc.Monitor, the same steps, one thread): {local:,.0f} decisions/s")
+    print("load average at the end (1, 5, 15 minutes): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -489,6 +491,7 @@ def main() -> None:
                     "services": [dataclasses.asdict(s) for s in services],
                     "turns": [dataclasses.asdict(t) for t in turns],
                     "in_process": local,
+                    "load_average": os.getloadavg(),
                 },
                 indent=1,
             ),

@@ -109,8 +109,10 @@ def _install(commit: str, extras: str, root: Path, folder: Path) -> None:
             ["git", "archive", "--format=tar", commit], cwd=root, capture_output=True, check=True, timeout=300
         ).stdout
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
-            # the safe extraction filter where this Python has it (3.11.4 on)
-            tar.extractall(source, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+            if hasattr(tarfile, "data_filter"):  # the safe extraction filter, from Python 3.11.4 on
+                tar.extractall(source, filter="data")
+            else:
+                tar.extractall(source)
         target = f"{source}[{extras}]" if extras else source
         install = [python, "-m", "pip", "install", "--quiet", "--no-input"]
         pinned = subprocess.run([*install, "-c", str(constraints), target], timeout=1800)
