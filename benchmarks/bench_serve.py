@@ -1,41 +1,74 @@
-"""How fast `policyc serve` decides over loopback, against the same sessions decided in process.
+"""How fast `policyc serve` decides over loopback: the working tree's service (and variants of it)
+against a baseline commit's, in the same run, taking turns.
 
-It starts the installed `policyc serve` on a free port of 127.0.0.1 with a policy over the event
-vocabulary (an action may not send what an untrusted result influenced), and measures:
+Every service measured is the installed `policyc serve` command, started on a free port of
+127.0.0.1 with a fresh database and a policy over the event vocabulary (an action may not send
+what an untrusted result influenced). Each step an agent takes is a tool result (an event batch
+of one) and then a decision on a call that depends on it (``authorize``).
 
-* **agent-like load**: 1, 8 and 32 concurrent sessions (asyncio tasks of one client process, one
-  keep-alive connection each), each recording a tool result and then asking for a decision on a
-  call that depends on it, a few milliseconds apart (``--pause``), for ``--steps`` steps: the p50
-  and p99 decision latency measured by the client (request sent to answer read) and inside the
-  service (its ``Server-Timing`` header: reading the request to writing the answer, the commit to
-  SQLite included);
-* **saturation**: the same steps with no pause, from ``--clients`` client processes with
-  ``--saturate`` sessions in all (a client process's own cost is then spread over processes):
-  decisions per second, against the same steps decided by an in-process monitor
-  (``policyc.Monitor``) in this process.
+The services:
 
-Each is measured for services with ``--workers`` 0 (sessions decided in the server process), 1
-and 2. Targets (FORGE reports a median of 0.19 ms at its monitor and 0.72 ms at its clients with
-32 agents): p50 in the service at most 0.19 ms and at the client at most 0.72 ms at 32 sessions;
-saturation at least half the in-process rate with one worker, and 1.6x that with two. Every
-request goes to 127.0.0.1; each server stops when its measurement ends.
+* **baseline**: ``--baseline REF`` (default: where the branch left ``main``, which is ``HEAD``
+  itself on ``main``) installed with the ``serve`` extra into a virtual environment of its own,
+  cached by commit, its dependencies pinned to this environment's versions (git_baseline.py);
+  ``--baseline none`` measures the working tree only;
+* **tree**: the ``policyc`` installed beside the Python that runs this script (an editable
+  install of the working tree, uncommitted changes included);
+* **variants**: ``--variant FLAGS`` (repeatable), the tree's service with those command-line
+  flags added, e.g. ``--variant "--workers 2"``.
 
-    python benchmarks/bench_serve.py [--steps 200] [--pause 0.003] [--saturate 16] [--clients 4] [--workers 0,1,2]
+Each round starts every service once, in turn (the order rotates every round, so that each runs
+first as often as the others), and measures:
+
+* **synchronous clients**: 1, 4 and 8 client processes (``--clients``), each with one keep-alive
+  HTTP/1.1 connection (``http.client``) and ``--sessions`` sessions of its own taking steps in
+  turn as fast as the answers come, for ``--seconds``: decisions per second, the client's p50 and
+  p99 latency of a decision (request sent to answer read) and the service's own
+  (``Server-Timing``: reading the request to writing the answer, the commit included), and CPU
+  per decision: the service's (its process and all its children, from /proc, before and after
+  the step) and the clients';
+* **asyncio, 32 sessions**: the agent-like load, 32 asyncio tasks of one client process (httpx,
+  one keep-alive connection each), a tool result and a decision ``--pause`` seconds apart for
+  ``--async-steps`` steps; one process's event loop serves all 32, so its latencies are mostly
+  the client's own;
+
+and once, the same steps decided by an in-process monitor (``policyc.Monitor``) for reference.
+It prints each service's figures (median over rounds, and their range), then each service's
+figures over the baseline's in the same round (median ratio, and their range over rounds).
+
+Bounded: ``--rounds`` rounds at most, and no round starts that would end past ``--budget``
+seconds (installing the baseline, once per commit, is not counted); every request goes to
+127.0.0.1 and every server stops at the end of its turn.
+
+    python benchmarks/bench_serve.py [--quick] [--baseline REF|none] [--variant FLAGS]...
+        [--rounds 5] [--seconds 3] [--clients 1,4,8] [--sessions 4] [--async-sessions 32]
+        [--async-steps 40] [--pause 0.003] [--budget 1200] [--seed N] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import dataclasses
+import importlib.util
+import json
+import multiprocessing
+import os
+import random
+import re
+import shlex
 import shutil
-import socket
-import statistics
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import git_baseline  # beside this script
+from serve_load import asyncio_client, percentile, step, sync_client, warm_up  # beside this script
+from serve_report import Turn, report  # beside this script
 
 POLICY = """
 .import events
@@ -45,208 +78,425 @@ Influenced(e, d) :- DependsOn(e, x), Influenced(x, d).
 Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
 """
 
-
-def steps_of(session: str, steps: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each step: a tool result (a third of them untrusted) and a call depending on it; a
-    result depends on the call before it within a task of ten steps (so the work a step takes
-    does not grow with the session, as in tau2-like tasks)."""
-    out = []
-    for i in range(steps):
-        deps = [f"a{i - 1}"] if i % 10 else []
-        result = {"id": f"r{i}", "kind": "tool_result", "tool": "fetch", "deps": deps}
-        if i % 3 == 0:
-            result["labels"] = ["untrusted"]
-        call = {
-            "id": f"a{i}",
-            "kind": "tool_call",
-            "tool": "send_email" if i % 2 else "read",
-            "deps": [f"r{i}"],
-        }
-        out.append((result, call))
-    return out
+CONTEXT = multiprocessing.get_context("spawn")
 
 
-def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
+class Failed(Exception):
+    """A service or a client that did not do its part: the run stops with this message."""
 
 
-async def one_session(
-    client: Any, name: str, steps: int, pause: float, samples: list[tuple[float, float]]
-) -> int:
-    answer = await client.post("/v1/sessions", json={"session": name})
-    assert answer.status_code == 201, answer.text
-    seq = 0
-    for result, call in steps_of(name, steps):
-        answer = await client.post(f"/v1/sessions/{name}/events", json={"events": [result]})
-        seq = answer.json()["seq"]
-        if pause:
-            await asyncio.sleep(pause)
-        sent = time.perf_counter()
-        answer = await client.post(f"/v1/sessions/{name}/authorize", json={"event": call, "after_seq": seq})
-        took = time.perf_counter() - sent
-        assert answer.status_code == 200, answer.text
-        inside = float(answer.headers["server-timing"].split("dur=")[1]) / 1000
-        samples.append((took, inside))
-    return steps
+@dataclass(frozen=True)
+class Service:
+    """A `policyc serve` to measure: its name in the tables, its command, the flags it adds."""
+
+    name: str
+    command: str
+    flags: tuple[str, ...] = ()
 
 
-async def load(url: str, key: str, sessions: int, steps: int, pause: float, tag: str) -> dict[str, float]:
-    import httpx
+@dataclass(frozen=True)
+class Running:
+    """A started service: its process and where it listens."""
 
-    samples: list[tuple[float, float]] = []
-    limits = httpx.Limits(max_connections=sessions, max_keepalive_connections=sessions)
-    async with httpx.AsyncClient(
-        base_url=url, headers={"authorization": f"Bearer {key}"}, limits=limits, timeout=60
-    ) as client:
-        start = time.perf_counter()
-        done = await asyncio.gather(
-            *(one_session(client, f"{tag}-{n}", steps, pause, samples) for n in range(sessions))
+    process: subprocess.Popen[bytes]
+    host: str
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a run measures (the defaults; ``--quick`` and ``--smoke`` change some)."""
+
+    rounds: int = 5
+    seconds: float = 3.0
+    clients: tuple[int, ...] = (1, 4, 8)
+    sessions: int = 4
+    async_sessions: int = 32
+    async_steps: int = 40
+    pause: float = 0.003
+    warm: int = 100
+    budget: float = 1200.0
+
+
+QUICK: dict[str, Any] = {"rounds": 3, "seconds": 1.5, "async_steps": 20, "budget": 540.0}
+SMOKE: dict[str, Any] = {
+    "rounds": 1,
+    "seconds": 0.3,
+    "clients": (1, 2),
+    "sessions": 2,
+    "async_sessions": 2,
+    "async_steps": 3,
+    "warm": 5,
+}
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) of process ``pid`` and all its descendants, living or reaped,
+    from /proc; NaN where there is no /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    own: dict[int, float] = {}
+    try:
+        entries = os.listdir("/proc")
+    except FileNotFoundError:
+        return float("nan")
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+        except OSError:
+            continue  # it ended meanwhile
+        fields = stat.rsplit(")", 1)[1].split()
+        # after the name: state, ppid, ... utime, stime, cutime, cstime (stat fields 3, 4, 14-17)
+        parents[int(entry)] = int(fields[1])
+        own[int(entry)] = sum(int(v) for v in fields[11:15]) / ticks
+    if pid not in own:
+        return float("nan")
+    total, frontier = 0.0, [pid]
+    while frontier:
+        current = frontier.pop()
+        total += own[current]
+        frontier.extend(child for child, parent in parents.items() if parent == current)
+    return total
+
+
+def start(service: Service, folder: Path, tag: str) -> Running:
+    """``policyc serve`` on a free port of 127.0.0.1 with a fresh database, once it listens."""
+    log = folder / f"{tag}.log"
+    with open(log, "wb") as output:
+        process = subprocess.Popen(
+            [
+                service.command,
+                "serve",
+                "policy.dl",
+                "--keys",
+                "keys.toml",
+                "--db",
+                f"{tag}.db",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                *service.flags,
+            ],
+            cwd=folder,
+            stdout=output,
+            stderr=subprocess.STDOUT,
         )
-        elapsed = time.perf_counter() - start
-    client_side = [c for c, _ in samples]
-    server_side = [s for _, s in samples]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = re.search(r"listening on http://([\d.]+):(\d+)", log.read_text("utf-8", "replace"))
+        if found:
+            return Running(process, found[1], int(found[2]), log)
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    stop(Running(process, "", 0, log))
+    raise Failed(f"{service.name} did not start:\n{log.read_text('utf-8', 'replace')[-2000:]}")
+
+
+def stop(running: Running) -> None:
+    if running.process.poll() is None:
+        running.process.send_signal(signal.SIGTERM)
+        try:
+            running.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            running.process.kill()
+            running.process.wait(timeout=30)
+
+
+def _joined(processes: list[Any], wait: float) -> None:
+    """Every client process ended: given ``wait`` seconds to end by itself, then killed."""
+    for process in processes:
+        process.join(timeout=wait)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+def synchronous(running: Running, key: str, clients: int, settings: Settings, tag: str) -> dict[str, float]:
+    """``clients`` client processes at once for ``settings.seconds``; the service's CPU from /proc
+    before the first step and after the last answer."""
+    ready, out = CONTEXT.Queue(), CONTEXT.Queue()
+    window = CONTEXT.Array("d", 2, lock=False)
+    processes = [
+        CONTEXT.Process(
+            target=sync_client,
+            args=(running.host, running.port, key, f"{tag}-c{n}", settings.sessions, window, ready, out),
+        )
+        for n in range(clients)
+    ]
+    results: list[Any] = []
+    try:
+        for process in processes:
+            process.start()
+        for _ in processes:
+            failed = ready.get(timeout=120)
+            if failed:
+                raise Failed(f"a client failed before the step:\n{failed}")
+        cpu = cpu_seconds(running.process.pid)
+        begin = time.monotonic() + 0.05
+        window[0] = begin
+        window[1] = begin + settings.seconds
+        results = [out.get(timeout=settings.seconds + 120) for _ in processes]
+        spent = cpu_seconds(running.process.pid) - cpu
+    finally:
+        _joined(processes, 30 if len(results) == clients else 0)
+    for result in results:
+        if isinstance(result, str):
+            raise Failed(f"a client failed:\n{result}")
+    decisions = sum(r["decisions"] for r in results)
+    elapsed = max(r["ended"] for r in results) - begin
+    client = [x for r in results for x in r["client"]]
+    inside = [x for r in results for x in r["inside"]]
     return {
-        "decisions_per_s": sum(done) / elapsed,
-        "client_p50": statistics.median(client_side),
-        "client_p99": percentile(client_side, 0.99),
-        "server_p50": statistics.median(server_side),
-        "server_p99": percentile(server_side, 0.99),
+        "decisions": decisions,
+        "decisions_per_s": decisions / elapsed,
+        "client_p50": percentile(client, 0.5),
+        "client_p99": percentile(client, 0.99),
+        "service_p50": percentile(inside, 0.5),
+        "service_p99": percentile(inside, 0.99),
+        "service_cpu": spent / max(decisions, 1),
+        "client_cpu": sum(r["cpu"] for r in results) / max(decisions, 1),
     }
 
 
-def _client_process(url: str, key: str, sessions: int, steps: int, tag: str, out: Any) -> None:
-    out.put(asyncio.run(load(url, key, sessions, steps, 0.0, tag)))
-
-
-def saturate(url: str, key: str, clients: int, sessions: int, steps: int) -> dict[str, float]:
-    """Decisions per second over ``clients`` processes (their latencies pooled as medians)."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("spawn")
-    out = context.Queue()
-    share = max(1, sessions // clients)
-    start = time.perf_counter()
-    processes = [
-        context.Process(target=_client_process, args=(url, key, share, steps, f"sat{n}", out))
-        for n in range(clients)
-    ]
-    for process in processes:
+def agent_like(running: Running, key: str, settings: Settings, tag: str) -> dict[str, float]:
+    """The asyncio load, in a client process of its own (the service's CPU includes opening its
+    sessions)."""
+    out = CONTEXT.Queue()
+    process = CONTEXT.Process(
+        target=asyncio_client,
+        args=(running.url, key, settings.async_sessions, settings.async_steps, settings.pause, tag, out),
+    )
+    found: Any = None
+    try:
         process.start()
-    results = [out.get(timeout=600) for _ in processes]
-    elapsed = time.perf_counter() - start
-    for process in processes:
-        process.join(timeout=60)
-    merged = {k: statistics.median(r[k] for r in results) for k in results[0]}
-    merged["decisions_per_s"] = clients * share * steps / elapsed
-    return merged
+        cpu = cpu_seconds(running.process.pid)
+        found = out.get(timeout=600)
+        spent = cpu_seconds(running.process.pid) - cpu
+    finally:
+        _joined([process], 30 if found is not None else 0)
+    if isinstance(found, str):
+        raise Failed(f"the asyncio client failed:\n{found}")
+    return found | {"service_cpu": spent / found["decisions"]}
+
+
+def sync_label(clients: int) -> str:
+    return f"sync, {clients} client{'s' if clients > 1 else ''}"
+
+
+def async_label(settings: Settings) -> str:
+    return f"asyncio, {settings.async_sessions} sessions"
+
+
+def one_round(order: list[Service], folder: Path, key: str, settings: Settings, number: int) -> list[Turn]:
+    """Round ``number``: every service started with a fresh database and warmed up, then each load
+    put on each service in turn (the order rotating from load to load, so that pairs are
+    measured seconds apart), then every service stopped."""
+    tags = {s.name: f"{re.sub(r'[^a-z0-9]+', '-', s.name.lower()).strip('-')}-{number}" for s in order}
+    found = {s.name: Turn(s.name, number) for s in order}
+    running: dict[str, Running] = {}
+    loads = [sync_label(clients) for clients in settings.clients]
+    loads += [async_label(settings)] if settings.async_sessions else []
+    try:
+        for service in order:
+            running[service.name] = start(service, folder, tags[service.name])
+            warm_up(running[service.name].host, running[service.name].port, key, "warm", settings.warm)
+        for index, load in enumerate(loads):
+            shift = index % len(order)
+            for service in order[shift:] + order[:shift]:
+                tag = f"{tags[service.name]}-{index}"
+                if index < len(settings.clients):
+                    figures = synchronous(running[service.name], key, settings.clients[index], settings, tag)
+                else:
+                    figures = agent_like(running[service.name], key, settings, tag)
+                found[service.name].loads[load] = figures
+    finally:
+        for started in running.values():
+            stop(started)
+        for tag in tags.values():
+            for leftover in folder.glob(f"{tag}.db*"):
+                leftover.unlink()
+    return list(found.values())
 
 
 def in_process(sessions: int, steps: int) -> float:
+    """The same steps decided by an in-process monitor: decisions per second."""
     import policyc
 
     monitor = policyc.Monitor(policyc.load(POLICY))
-    start = time.perf_counter()
+    start_time = time.perf_counter()
     for n in range(sessions):
         session = monitor.session(f"s{n}", principal="agent", roles=("agent",))
-        for result, call in steps_of(f"s{n}", steps):
+        for i in range(steps):
+            result, call = step(i)
             session.record(result)
             session.authorize(call)
-    return sessions * steps / (time.perf_counter() - start)
+    return sessions * steps / (time.perf_counter() - start_time)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def measure(
-    command: str, folder: str, key: str, workers: int, args: argparse.Namespace
-) -> list[tuple[str, dict]]:
-    """The agent-like loads and the saturation against a fresh service with ``workers``."""
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            command,
-            "serve",
-            "policy.dl",
-            "--keys",
-            "keys.toml",
-            "--db",
-            f"bench-{workers}.db",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-        ],
-        cwd=folder,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None and "listening" in server.stdout.readline()
-        url = f"http://127.0.0.1:{port}"
-        rows = []
-        for sessions in (1, 8, 32):
-            found = asyncio.run(load(url, key, sessions, args.steps, args.pause, f"l{sessions}"))
-            rows.append((f"agent-like, {sessions} sessions", found))
-        rows.append(
-            (
-                f"saturation, {args.clients} clients",
-                saturate(url, key, args.clients, args.saturate, args.steps),
-            )
+def rounds(services: list[Service], folder: Path, key: str, settings: Settings, seed: int) -> list[Turn]:
+    """``settings.rounds`` rounds, the services' order rotating from round to round; no round
+    starts that would end past the budget (as long as the longest round so far)."""
+    order = list(services)
+    random.Random(seed).shuffle(order)
+    turns: list[Turn] = []
+    began = time.monotonic()
+    longest = 0.0
+    for number in range(settings.rounds):
+        if number and time.monotonic() - began + longest > settings.budget:
+            print(f"stopping after {number} rounds: another would pass the budget", file=sys.stderr)
+            break
+        round_began = time.monotonic()
+        shift = number % len(order)
+        done = one_round(order[shift:] + order[:shift], folder, key, settings, number)
+        turns += done
+        top = sync_label(max(settings.clients))
+        print(
+            f"round {number + 1}/{settings.rounds}, decisions/s at {top}: "
+            + ", ".join(f"{t.service} {t.loads[top]['decisions_per_s']:,.0f}" for t in done),
+            file=sys.stderr,
         )
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    return rows
+        longest = max(longest, time.monotonic() - round_began)
+    return turns
+
+
+def settings_of(args: argparse.Namespace) -> Settings:
+    chosen = Settings()
+    chosen = dataclasses.replace(chosen, **QUICK) if args.quick else chosen
+    chosen = dataclasses.replace(chosen, **SMOKE) if args.smoke else chosen
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(Settings)}
+    return dataclasses.replace(chosen, **{k: v for k, v in given.items() if v is not None})
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    counts = tuple(int(c) for c in text.split(","))
+    if not counts or min(counts) < 1:
+        raise ValueError(text)
+    return counts
+
+
+def _at_least(low: float, kind: type = int) -> Any:
+    def read(text: str) -> Any:
+        value = kind(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} is below {low}")
+        return value
+
+    return read
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--baseline", help="the commit to measure against, or `none` (default: where HEAD left main)"
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="FLAGS",
+        help='flags added to the working tree\'s `policyc serve`, e.g. "--workers 2" (repeatable; '
+        "a single flag as --variant=--flag)",
+    )
+    parser.add_argument("--quick", action="store_true", help="3 rounds of 1.5 s steps (a few minutes)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="one tiny round of the working tree only: the script runs"
+    )
+    parser.add_argument("--rounds", type=_at_least(1))
+    parser.add_argument("--seconds", type=_at_least(0.01, float), help="length of each synchronous step")
+    parser.add_argument("--clients", type=_counts, help="client process counts, in turn (default 1,4,8)")
+    parser.add_argument("--sessions", type=_at_least(1), help="sessions of each synchronous client")
+    parser.add_argument("--async-sessions", type=_at_least(0), help="sessions of the asyncio load (0: none)")
+    parser.add_argument("--async-steps", type=_at_least(1))
+    parser.add_argument("--pause", type=_at_least(0, float))
+    parser.add_argument("--warm", type=_at_least(0), help="decisions before measuring, each turn")
+    parser.add_argument("--budget", type=_at_least(0, float), help="seconds no round may end past")
+    parser.add_argument("--seed", type=int, help="of the services' order (default: random, printed)")
+    parser.add_argument("--json", type=Path, help="also write every round's figures to this file")
+    args = parser.parse_args()
+    if args.smoke and args.baseline is None:
+        args.baseline = "none"
+    return args
+
+
+def services_of(args: argparse.Namespace) -> tuple[list[Service], str | None]:
+    """The services to measure and the name of the baseline's (None without one)."""
+    tree = shutil.which("policyc", path=str(Path(sys.executable).parent)) or shutil.which("policyc")
+    if tree is None:
+        sys.exit("bench_serve: install policyc with its serve extra beside this Python")
+    print(f"working tree: {git_baseline.tree_state()}, {tree}")
+    spec = importlib.util.find_spec("policyc.serve")
+    if spec is None or not spec.origin or Path(spec.origin).parent != git_baseline.ROOT / "serve":
+        print(
+            f"note: the installed policyc.serve is {spec.origin if spec else None}, not this working tree's"
+        )
+    services = [Service("tree", tree)]
+    services += [Service(f"tree {flags}", tree, tuple(shlex.split(flags))) for flags in args.variant]
+    if args.baseline == "none":
+        return services, None
+    try:
+        commit = git_baseline.resolve(args.baseline or git_baseline.default_ref())
+    except ValueError as error:
+        sys.exit(f"bench_serve: {error}")
+    try:
+        command = git_baseline.installed(commit, extras="serve")
+    except subprocess.SubprocessError as error:
+        sys.exit(f"bench_serve: installing {commit} failed: {error}")
+    print(f"baseline: {git_baseline.describe(commit)}, {command}")
+    return [Service("baseline", str(command)), *services], "baseline"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--pause", type=float, default=0.003)
-    parser.add_argument("--saturate", type=int, default=16)
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--workers", default="0,1,2", help="the --workers of the services measured, in turn")
-    args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    args = arguments()
+    settings = settings_of(args)
+    seed = args.seed if args.seed is not None else random.randrange(10_000)
+    print(
+        f"python benchmarks/bench_serve.py {shlex.join(sys.argv[1:])}  (seed {seed}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f} before)"
+    )
+    services, reference = services_of(args)
     from policyc.serve.keys import new_key
 
-    command = shutil.which("policyc", path=str(Path(sys.executable).parent))
-    assert command is not None, "install policyc with its serve extra"
     key, digest = new_key()
-    results: dict[int, list[tuple[str, dict]]] = {}
-    with tempfile.TemporaryDirectory() as folder:
-        Path(folder, "policy.dl").write_text(POLICY, "utf-8")
-        Path(folder, "keys.toml").write_text(
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        (folder / "policy.dl").write_text(POLICY, "utf-8")
+        (folder / "keys.toml").write_text(
             f'[principals.agent]\nroles = ["agent"]\nkeys = ["{digest}"]\n', "utf-8"
         )
-        for workers in (int(w) for w in args.workers.split(",")):
-            results[workers] = measure(command, folder, key, workers, args)
-    local = in_process(args.saturate, args.steps)
-    print(
-        f"{'workers':>7} {'load':28} {'decisions/s':>12} {'client p50 ms':>14} {'client p99 ms':>14} "
-        f"{'service p50 ms':>15} {'service p99 ms':>15}"
-    )
-    for workers, rows in results.items():
-        for name, r in rows:
-            print(
-                f"{workers:>7} {name:28} {r['decisions_per_s']:12,.0f} {r['client_p50'] * 1e3:14.3f} "
-                f"{r['client_p99'] * 1e3:14.3f} {r['server_p50'] * 1e3:15.3f} {r['server_p99'] * 1e3:15.3f}"
-            )
-    print(f"{'':>7} {'in process (same steps)':28} {local:12,.0f}")
+        try:
+            turns = rounds(services, folder, key, settings, seed)
+        except Failed as error:
+            sys.exit(f"bench_serve: {error}")
+    local = in_process(16, max(10, settings.async_steps * 5))
     print()
-    for workers, rows in results.items():
-        at32, saturated = rows[2][1], rows[3][1]
-        print(
-            f"--workers {workers}: service p50 at 32 sessions {at32['server_p50'] * 1e3:.3f} ms (target at most 0.19, "
-            f"FORGE's); client p50 {at32['client_p50'] * 1e3:.3f} ms (target at most 0.72); saturation / in process "
-            f"{saturated['decisions_per_s'] / local:.2f} (target at least 0.5 with one worker)"
+    print(report([s.name for s in services], turns, reference))
+    print(f"\nin process (policyc.Monitor, the same steps, one thread): {local:,.0f} decisions/s")
+    print("load average at the end (1, 5, 15 minutes): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "settings": dataclasses.asdict(settings),
+                    "seed": seed,
+                    "services": [dataclasses.asdict(s) for s in services],
+                    "turns": [dataclasses.asdict(t) for t in turns],
+                    "in_process": local,
+                    "load_average": os.getloadavg(),
+                },
+                indent=1,
+            ),
+            "utf-8",
         )
-    if 1 in results and 2 in results:
-        one, two = results[1][3][1]["decisions_per_s"], results[2][3][1]["decisions_per_s"]
-        print(f"saturation with two workers / with one: {two / one:.2f} (target at least 1.6)")
 
 
 if __name__ == "__main__":
