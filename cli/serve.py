@@ -216,16 +216,18 @@ def _check_tls(cert: str, key: str | None, ca: str | None) -> None:
 @click.option(
     "--db", default="policyc-serve.db", show_default=True, help="The database of the running service."
 )
-def reload_command(db: str) -> None:
+@click.option("--instance", metavar="NAME", help="With a PostgreSQL database: the instance to reload.")
+def reload_command(db: str, instance: str | None) -> None:
     """Make the running service read its policy again: new sessions run it, existing ones keep theirs."""
     with internal_errors():
         from ..serve.server import ask_reload
         from ..serve.store import StoreError
+        from ..serve.stores import SCHEMES
 
-        if not os.path.isfile(db):
+        if not db.startswith(SCHEMES) and not os.path.isfile(db):
             fail(f"{db}: no database of policyc serve there", EXIT_USAGE)
         try:
-            outcome = ask_reload(db)
+            outcome = ask_reload(db, instance=instance)
         except (OSError, TimeoutError, StoreError) as error:
             fail(str(error), EXIT_USAGE)
         click.echo(outcome["message"])

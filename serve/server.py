@@ -230,7 +230,7 @@ def reload(settings: Settings, service: Service) -> dict[str, Any]:
             ),
         }
     outcome["at"] = time.time()
-    service.store.set_meta("reload", json.dumps(outcome))
+    service.store.set_meta(_reload_key(service.store), json.dumps(outcome))
     print(f"policyc serve: {outcome['message']}", flush=True)
     return outcome
 
@@ -367,19 +367,33 @@ def _client_certificates(ca: str | None) -> dict[str, Any]:
     return {"ssl_ca_certs": ca, "ssl_cert_reqs": ssl.CERT_REQUIRED, "http": protocol()}
 
 
-def ask_reload(db: str, timeout: float = 60.0) -> dict[str, Any]:
-    """Send SIGHUP to the service of database ``db`` and wait for what it did (``OSError``
-    when no service of that database runs; ``TimeoutError`` when it does not answer)."""
-    store = Store(db)  # StoreError for a file that is not a service's database
+def _reload_key(store: Any) -> str:
+    """Where a service says what its last reload did: per instance in a shared database."""
+    instance = getattr(store, "instance", None)
+    return "reload" if instance is None else f"reload:{instance}"
+
+
+def ask_reload(db: str, timeout: float = 60.0, instance: str | None = None) -> dict[str, Any]:
+    """Send SIGHUP to the service of database ``db`` (with a PostgreSQL database, to its
+    instance ``instance``, running on this machine) and wait for what it did (``OSError`` when
+    no such service runs; ``TimeoutError`` when it does not answer)."""
+    from .stores import SCHEMES, open_store
+
+    shared = db.startswith(SCHEMES)
+    if shared and instance is None:
+        raise StoreError("with a PostgreSQL database, say which instance to reload (--instance NAME)")
+    store: Any = open_store(db, instance=instance) if shared else Store(db)
     try:
-        pid = store.meta("pid")
+        pid = store.meta(f"pid:{instance}" if shared else "pid")
         if not pid or not _is_service(int(pid)):
-            raise ProcessLookupError(f"{db}: no policyc serve runs on this database")
-        before = store.meta("reload")
+            where = f"as the instance `{instance}` on this machine" if shared else "on this database"
+            raise ProcessLookupError(f"{store.path}: no policyc serve runs {where}")
+        key = _reload_key(store)
+        before = store.meta(key)
         os.kill(int(pid), signal.SIGHUP)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            now = store.meta("reload")
+            now = store.meta(key)
             if now is not None and now != before:
                 return dict(json.loads(now))
             time.sleep(0.05)

@@ -144,3 +144,32 @@ def json_id(body: str) -> str:
     import json
 
     return str(json.loads(body)["id"])
+
+
+def test_reload_reaches_the_instance_it_names(tmp_path: Path, database: str) -> None:
+    import subprocess
+
+    from .support.commands import policyc_path
+
+    keys = prepare(tmp_path, POLICY, {"agent": ("agent",)})
+    a = _instance(tmp_path, database, "a")
+    try:
+        (tmp_path / "policy.dl").write_text(POLICY + '\n@id("no-read")\nDeny(a) :- ToolCall(a, "read").\n')
+        unnamed = subprocess.run(
+            [policyc_path(), "serve", "reload", "--db", database], capture_output=True, text=True, timeout=60
+        )
+        assert unnamed.returncode == 2 and "--instance NAME" in unnamed.stderr
+        reloaded = subprocess.run(
+            [policyc_path(), "serve", "reload", "--db", database, "--instance", "a"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert reloaded.returncode == 0, reloaded.stderr
+        assert "reloaded" in reloaded.stdout
+        with client(a, keys["agent"]) as agent:
+            agent.post("/v1/sessions", json={"session": "s1"})
+            read = event("c1", "tool_call", tool="read", deps=[])
+            assert agent.post("/v1/sessions/s1/authorize", json={"event": read}).json()["allowed"] is False
+    finally:
+        a.stop()
