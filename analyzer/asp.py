@@ -75,13 +75,19 @@ def const(value: object) -> str:
         from policyc.runtime.values import Adt
 
         fields = [const(v) for v in (value[1:] if type(value) is Adt else value)]
-        head = f"c_{value[0]}" if type(value) is Adt else "rec"
+        head = constructor(value[0]) if type(value) is Adt else "rec"
         return f"{head}({','.join(fields)})" if fields else head
     if isinstance(value, bool) or isinstance(value, float):
         raise Untranslatable("floating-point values have no clingo counterpart")
     if isinstance(value, int):
         return str(value)
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def constructor(branch: str) -> str:
+    """The clingo function of an ADT branch: ``c_Leaf``; ``c_g'Leaf`` for the branch ``g.Leaf``
+    of an instance (a prime inside a name stands for a ``.``, as in :func:`predicate_name`)."""
+    return "c_" + branch.replace(".", "'")
 
 
 def table(functor: str) -> str:
@@ -153,7 +159,7 @@ class Translator:
             raise UntranslatableOperator(t)
         if isinstance(t, ast.Record | ast.Constructor | ast.Nil):
             fields = [self.term(a, env, pre) for a in t.args] if not isinstance(t, ast.Nil) else []
-            head = f"c_{t.name}" if isinstance(t, ast.Constructor) else "rec"
+            head = constructor(t.name) if isinstance(t, ast.Constructor) else "rec"
             return f"{head}({','.join(fields)})" if fields else head
         if isinstance(t, ast.Call):
             args = [self.term(a, env, pre) for a in t.args]
@@ -171,7 +177,7 @@ class Translator:
             return f"W{next(self.fresh)}"
         if isinstance(t, ast.Record | ast.Constructor) and t.args:
             fields = [self.hidden(a, env, pre) for a in t.args]
-            return f"{'rec' if isinstance(t, ast.Record) else 'c_' + t.name}({','.join(fields)})"
+            return f"{'rec' if isinstance(t, ast.Record) else constructor(t.name)}({','.join(fields)})"
         return self.term(t, env, pre)
 
     def atom(self, a: ast.Atom, env: dict[str, str], pre: list[str], hide_wildcards: bool = False) -> str:
@@ -575,7 +581,7 @@ def value(symbol: Any) -> Any:
         from policyc.runtime.values import Adt
 
         fields = tuple(value(a) for a in symbol.arguments)
-        return fields if symbol.name == "rec" else Adt((symbol.name[2:], *fields))
+        return fields if symbol.name == "rec" else Adt((relation_of(symbol.name[2:]), *fields))
     raise Untranslatable(f"unexpected clingo value {symbol}")
 
 

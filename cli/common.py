@@ -144,9 +144,9 @@ VERIFY = click.option(
 FACTS = click.option(
     "--facts",
     "facts_path",
-    required=True,
     metavar="FACTS",
-    help='A JSON file {"Rel": [[v1, v2], ...]} or a folder of Rel.facts files.',
+    help='A JSON file {"Rel": [[v1, v2], ...]} or a folder of Rel.facts files; without it, no facts '
+    "are given (the policy's own facts and rules only).",
 )
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True
@@ -267,10 +267,12 @@ def limits_of(max_facts: int | None, timeout: float | None) -> Any:
     return Limits(max_facts or defaults.max_facts, timeout if timeout is not None else defaults.max_seconds)
 
 
-def read_facts(path: str, policy: Any) -> Any:
-    """The facts of `--facts`, checked against the policy's input relations."""
+def read_facts(path: str | None, policy: Any) -> Any:
+    """The facts of `--facts`, checked against the policy's input relations (none without it)."""
     from ..runtime.facts import FactsError, read
 
+    if path is None:
+        return {}
     try:
         return read(path, policy.plan)
     except FactsError as error:

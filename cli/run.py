@@ -43,7 +43,7 @@ from .common import (
 @NO_MAGIC_OPTION
 def eval_command(
     policy: str,
-    facts_path: str,
+    facts_path: str | None,
     queries: tuple[str, ...],
     fmt: str,
     functors: str | None,
@@ -123,7 +123,7 @@ def eval_command(
 def explain_command(
     policy: str,
     fact: str,
-    facts_path: str,
+    facts_path: str | None,
     why_not: bool,
     fmt: str,
     functors: str | None,
@@ -204,10 +204,10 @@ def _render_unknown(name: str, fact: tuple) -> str:
     return f"{name}({', '.join('_' if v is ANY else render_value(v) for v in fact)})"
 
 
-def _evaluate(policy: Any, facts: Any, origin: str) -> Any:
+def _evaluate(policy: Any, facts: Any, origin: str | None) -> Any:
     """Evaluate, stopping with the facts' problem (located in their file) when they do not fit
     the policy: nothing was evaluated, so no relation is printed as if it were empty."""
-    result = policy.evaluate(facts, origin=origin)
+    result = policy.evaluate(facts, origin=origin or "facts")
     for error in result.errors:
         if error.kind == "facts":
             fail(error.message)

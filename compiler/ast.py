@@ -258,6 +258,9 @@ class Rule:
     annotations: tuple[Annotation, ...] = ()
     span: Span = _span()
     dominating: Atom | None = None
+    # the instance of a component this rule was copied for (`g.`, `outer.inner.`; "" when
+    # written at the top level): two instances' copies of one rule share its span
+    instance: str = field(default="", compare=False, repr=False, kw_only=True)
 
     @property
     def is_fact(self) -> bool:

@@ -34,7 +34,7 @@ from . import ast, depgraph
 from . import stratify as stratification
 from . import symbols as symbol_table
 from .checks import run_checks
-from .checks.types import infer
+from .checks.types import infer_program
 from .diagnostics import Diagnostic, sort_diagnostics
 from .loader import Program, load_file, load_source
 from .magic import Options
@@ -61,7 +61,7 @@ def resolve(parsed: Parsed) -> Resolved:
 def check(resolved: Resolved) -> Checked:
     """Types inferred, the dependency graph, and every semantic check's findings."""
     program, table = resolved.program, resolved.symbols
-    types, problems = infer(program, table)
+    types, problems, program = infer_program(program, table)
     program = _without_casts(program)
     graph = depgraph.build(program, table)
     found = _with(resolved.diagnostics, [*problems, *run_checks(program, table, graph)])

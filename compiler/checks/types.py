@@ -33,6 +33,7 @@ uses imply, which :func:`infer` returns (as the primitive types values are kept 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from itertools import count
 
 from .. import ast, codes, scopes
@@ -79,10 +80,20 @@ class _Sets:
 
 def infer(program: Program, symbols: Symbols) -> tuple[dict[str, tuple[str | None, ...]], list[Diagnostic]]:
     """Attribute types of every relation (``None`` where nothing constrains one) and the errors."""
+    types, diagnostics, _ = infer_program(program, symbols)
+    return types, diagnostics
+
+
+def infer_program(
+    program: Program, symbols: Symbols
+) -> tuple[dict[str, tuple[str | None, ...]], list[Diagnostic], Program]:
+    """What :func:`infer` finds, and the program with each integer constant whose place is a
+    float written as the float (``a(42)`` with ``a(x: float)`` holds 42.0, and ``x / 5`` of it
+    is 8.4, as in Soufflé, where a constant has the type of its place)."""
     solver = _Solver(program, symbols)
     for index, (module, rule) in enumerate(program.rules()):
         solver.rule(index, rule, report=not program.is_library(module.path))
-    return solver.relation_types(), solver.diagnostics
+    return solver.relation_types(), solver.diagnostics, solver.with_float_constants()
 
 
 class _Solver:
@@ -103,6 +114,7 @@ class _Solver:
         self.rule_index = 0
         self.any_values: dict[str, Span] = {}  # the current rule's variables of type `any`
         self.tools: dict[str, frozenset[str]] = {}  # the tools the rule fixes its calls to
+        self.integers: list[tuple[int, int, object]] = []  # (rule, id of an integer constant, slot)
 
     # ------------------------------------------------------------------ union-find
 
@@ -311,7 +323,9 @@ class _Solver:
         if isinstance(term, ast.String):
             return self.new_slot(self.SYMBOL, (term.span, "a string constant"))
         if isinstance(term, ast.Integer):
-            return self.new_slot(self.NUMERIC)
+            slot = self.new_slot(self.NUMERIC)
+            self.integers.append((self.rule_index, id(term), slot))
+            return slot
         if isinstance(term, ast.Float):
             return self.new_slot(self.FLOAT, (term.span, "a float constant"))
         if isinstance(term, ast.Wildcard):
@@ -599,6 +613,53 @@ class _Solver:
                 types.append(self.pick(allowed))
             result[name] = tuple(types)
         return result
+
+    def with_float_constants(self) -> Program:
+        """The program with the integer constants typed `float` written as floats."""
+        floats: dict[int, set[int]] = {}
+        for index, term, slot in self.integers:
+            if self.pick(self.types(slot)) == "float":
+                floats.setdefault(index, set()).add(term)
+        if not floats:
+            return self.program
+
+        def rewrite(index: int, rule: ast.Rule) -> ast.Rule:
+            wanted = floats.get(index)
+            if not wanted:
+                return rule
+
+            def as_float(t: ast.Term) -> ast.Term:
+                if isinstance(t, ast.Integer) and id(t) in wanted and abs(t.value) < 2**1000:
+                    return ast.Float(float(t.value), span=t.span)
+                return t
+
+            def deep(t: ast.Term) -> ast.Term:
+                return ast.map_deep(t, as_float)
+
+            def matched(t: ast.Term) -> ast.Term:
+                # a constant matched or compared as it is (`a(42)`, `x > 3`) compares equal
+                # either way: only a value that is stored or computed with changes
+                return t if isinstance(t, ast.Integer) else deep(t)
+
+            def literal(lit: ast.Literal) -> ast.Literal:
+                if isinstance(lit, ast.Comparison) and lit.op == "=":
+                    return ast.map_literal(lit, deep)
+                return ast.map_literal(lit, matched)
+
+            head = ast.map_literal(rule.head, deep)
+            assert isinstance(head, ast.Atom)
+            return ast.map_rule_literals(
+                replace(rule, head=head), lambda lit: lit if lit is head else literal(lit)
+            )
+
+        index = count()
+        modules = []
+        for module in self.program.modules:
+            statements = tuple(
+                rewrite(next(index), s) if isinstance(s, ast.Rule) else s for s in module.statements
+            )
+            modules.append(replace(module, statements=statements))
+        return replace(self.program, modules=tuple(modules))
 
     def pick(self, allowed: frozenset[str]) -> str | None:
         if allowed == self.ANY:
