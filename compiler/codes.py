@@ -135,6 +135,18 @@ CONTAINS_ORDER = Code(
 IGNORED_OPTION = Code(
     "PC207", "ignored-option", W, "an option Soufflé reads (such as an I/O option) means nothing to policyc"
 )
+UNMATCHED_PATTERN = Code(
+    "PC208",
+    "unmatched-pattern",
+    W,
+    "in a program without verdicts, a constant `match` pattern Soufflé rejects or RE2 cannot run: it matches nothing",
+)
+SOUFFLE_DIFFERENCE = Code(
+    "PC209",
+    "souffle-difference",
+    W,
+    "a construct Soufflé accepts gives another answer here, on purpose (the message says why)",
+)
 
 # deep findings (`policyc check --deep`), each with a strength
 UNSATISFIABLE_RULE = Code("PC301", "unsatisfiable-rule", W, "a rule's body can never hold")
@@ -205,6 +217,8 @@ CATALOG: tuple[Code, ...] = (
     REDECLARED_BUILTIN,
     CONTAINS_ORDER,
     IGNORED_OPTION,
+    UNMATCHED_PATTERN,
+    SOUFFLE_DIFFERENCE,
     UNSATISFIABLE_RULE,
     UNREACHABLE_RULE,
     REDUNDANT_RULE,

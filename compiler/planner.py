@@ -78,6 +78,9 @@ class _Context:
     singletons: bool = True
     after: list[p.Step] = field(default_factory=list)  # record patterns taken apart after a step
     guard: int | None = None  # the literal scanned first when it can be (a magic atom)
+    # scan the atoms in the order written (a rule of a `choice-domain` relation: which tuple a
+    # key keeps is the first one Soufflé's nested loops, in that order, derive)
+    written: bool = False
 
 
 class _Planner:
@@ -432,6 +435,8 @@ class _Planner:
     ) -> p.RulePlan:
         ctx = self.new_context(rule)
         ctx.guard = guard
+        head = self.symbols.relations.get(self.heads.get(index, rule.head.name))
+        ctx.written = head is not None and bool(head.choice)
         steps, _ = self.order(list(enumerate(rule.body)), ctx, delta_literal)
         head_args = tuple(self.expr(arg, ctx) for arg in rule.head.args)
         steps.extend(self.take_prelude(ctx))
@@ -503,7 +508,10 @@ class _Planner:
                 if self.defer(pending, ctx, delta_literal):
                     continue
                 raise PlanningError("a literal can never be evaluated (unsafe variables)")
-            chosen = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
+            if ctx.written:
+                chosen = min(atoms, key=lambda item: item[0])
+            else:
+                chosen = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
             pending.remove(chosen)
             source = "delta" if chosen[0] == delta_literal else "full"
             new = self.step(chosen[1], ctx, source)

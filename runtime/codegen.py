@@ -181,9 +181,20 @@ def _first(values: Iterable[Any]) -> Iterable[Any]:
     return islice(values, 1)
 
 
+def _ordered(values: Iterable[Any]) -> list[Any]:
+    """``values`` in ascending order, as a B-tree of Soufflé holds them (numbers by value,
+    texts by their text; where values do not compare, by their text); the loops of a rule
+    deriving a ``choice-domain`` relation run through its facts in this order."""
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=repr)
+
+
 RUNTIME: dict[str, Any] = {
     "FAIL": FAIL,
     "_first": _first,
+    "_ordered": _ordered,
     "_range": _range,
     "_div": _div,
     "_mod": _mod,
@@ -361,6 +372,7 @@ class RuleCompiler:
         # how the code reads stored relations: (relation, positions of an index, or None for
         # a scan or a test of the facts themselves)
         self.reads: set[tuple[int, tuple[int, ...] | None]] = set()
+        self.ordered = False  # run through facts in ascending order (see :func:`_ordered`)
 
     # ------------------------------------------------------------------ expressions
 
@@ -553,7 +565,7 @@ class RuleCompiler:
             elif exists:
                 self.loop(f"for {names} in _first({facts}):")
             else:
-                self.loop(f"for {names} in {facts}:")
+                self.loop(f"for {names} in {f'_ordered({facts})' if self.ordered else facts}:")
                 if known:
                     w.open(f"if {tests}:")
         else:
@@ -564,6 +576,8 @@ class RuleCompiler:
             lookup = f"{index}({self.key([v for _, v in known])}, ())"
             if exists:
                 lookup = f"_first({lookup})"
+            elif self.ordered:
+                lookup = f"_ordered({lookup})"
             self.loop(f"for {self.target(list(value_of.values()), len(rest) == 1)} in {lookup}:")
         value_of.update(known)
         agree = []  # the same variable twice in one atom: the second must agree (one test)
@@ -686,6 +700,7 @@ def compile_rule(
     w = Writer()
     w.always.update(("R", "D", "out", "F", "I", "E", "emit", "n"))
     compiler = RuleCompiler(plan, w, record=False)
+    compiler.ordered = bool(plan.relations[rule.head].choice)
     compiler.held.append("out")
     bound: set[int] = set()
     compiler.steps(rule.steps, bound)

@@ -17,11 +17,13 @@ in every program, ``leading_number`` and ``leading_float`` (:data:`LENIENT_CONVE
 :func:`builtins_for` chooses.
 
 Each is bounded: it takes time linear in the size of its arguments (its result). A regular
-expression (``match``) is Soufflé's dialect (ECMAScript, with RE2's extensions; see
-:mod:`policyc.compiler.regex`), compiled by RE2 and matched in time linear in the text (no
-backtracking: a pattern like ``(a+)+b`` takes as long as any other); a pattern RE2 cannot run
-(invalid, or using backreferences or lookaround, which need backtracking), or longer than
-10,000 characters, is an error of that call.
+expression (``match``) is compiled by RE2 and matched in time linear in the text (no
+backtracking: a pattern like ``(a+)+b`` takes as long as any other). In a policy it is read in
+the policy dialect (ECMAScript, with RE2's extensions; see :mod:`policyc.compiler.regex`) and a
+pattern it cannot run (invalid, using backreferences or lookaround, which need backtracking, or
+longer than 10,000 characters) is an error of that call; in a Soufflé program it is read as
+Soufflé's ``std::regex`` reads it, against the bytes of the text, and such a pattern matches
+nothing, as Soufflé answers.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from policyc.compiler.regex import compile_pattern
+from policyc.compiler.regex import compile_pattern, souffle_match
 
 from .json_numbers import primitive, strict_float, strict_number, strict_unsigned
 
@@ -51,6 +53,9 @@ def endswith(text: str, suffix: str) -> bool:
 
 
 def match(pattern: str, text: str) -> bool:
+    """A policy's ``match``: the pattern in the policy dialect (ECMAScript with RE2's
+    extensions), matched against the characters of the text; a pattern it cannot run is an
+    error of the call (the decision fails closed)."""
     return compile_pattern(pattern).fullmatch(text) is not None
 
 
@@ -219,7 +224,7 @@ BUILTINS: dict[str, Callable[..., Any]] = {
     "contains": contains,
     "startswith": startswith,
     "endswith": endswith,
-    "match": match,
+    "match": souffle_match,  # Soufflé's reading: a pattern it cannot use matches nothing
     "lower": lower,
     "upper": upper,
     "strlen": strlen,
@@ -251,9 +256,9 @@ STRICT_CONVERSIONS: dict[str, Callable[..., Any]] = {
 """The conversions as a policy reads them: the whole text as a JSON number, or an error
 (:mod:`.json_numbers`)."""
 
-POLICY_BUILTINS: dict[str, Callable[..., Any]] = {**BUILTINS, **STRICT_CONVERSIONS}
+POLICY_BUILTINS: dict[str, Callable[..., Any]] = {**BUILTINS, **STRICT_CONVERSIONS, "match": match}
 """The builtins of a program with verdict rules (a policy): :data:`BUILTINS` with the strict
-conversions."""
+conversions, and ``match`` in the policy dialect, whose invalid patterns are errors."""
 
 
 def builtins_for(policy: bool) -> dict[str, Callable[..., Any]]:
