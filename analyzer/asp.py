@@ -65,7 +65,7 @@ class UntranslatableOperator(Untranslatable):
 
 def var(name: str) -> str:
     # `a@1`: an aggregate's own variable renamed apart (policyc.compiler.scopes)
-    return "V_" + name.replace("'", "_q").replace("\u2019", "_q").replace("@", "_l")
+    return "V_" + name.replace("'", "_q").replace("\u2019", "_q").replace("@", "_l").replace("?", "_Q")
 
 
 def const(value: object) -> str:
@@ -84,9 +84,14 @@ def const(value: object) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+COUNTERS = frozenset({"autoinc", "recursive_iteration_cnt"})  # Soufflé's counters: no clingo model
+
+
 def constructor(branch: str) -> str:
     """The clingo function of an ADT branch: ``c_Leaf``; ``c_g'Leaf`` for the branch ``g.Leaf``
     of an instance (a prime inside a name stands for a ``.``, as in :func:`predicate_name`)."""
+    if "?" in branch:
+        raise Untranslatable(f"branch `{branch}`: clingo names cannot hold `?`")
     return "c_" + branch.replace(".", "'")
 
 
@@ -162,6 +167,8 @@ class Translator:
             head = constructor(t.name) if isinstance(t, ast.Constructor) else "rec"
             return f"{head}({','.join(fields)})" if fields else head
         if isinstance(t, ast.Call):
+            if t.name in COUNTERS:
+                raise Untranslatable(f"`{t.name}()` depends on the order of evaluation")
             args = [self.term(a, env, pre) for a in t.args]
             if t.name in self.tabled:
                 result = f"F{next(self.fresh)}"
@@ -511,7 +518,10 @@ def _variables(text: str) -> list[str]:
 
 def predicate_name(relation: str, prefix: str = "p_") -> str:
     """The clingo predicate of a relation: ``p_Deny``; ``p_g'reach`` for ``g.reach`` (names
-    end in primes if at all, so a prime inside one stands for a ``.`` and nothing else)."""
+    end in primes if at all, so a prime inside one stands for a ``.`` and nothing else). A name
+    with Soufflé's ``?`` has no clingo spelling: :class:`Untranslatable`."""
+    if "?" in relation:
+        raise Untranslatable(f"relation `{relation}`: clingo names cannot hold `?`")
     return prefix + relation.replace(".", "'")
 
 

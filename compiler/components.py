@@ -455,7 +455,7 @@ def _map_relations(statement: ast.Statement, fn: Callable[[str], str]) -> ast.St
         return replace(statement, name=_ident(statement.name, fn))
     if isinstance(statement, ast.Input | ast.Output | ast.Host):
         return replace(statement, names=tuple(_ident(n, fn) for n in statement.names))
-    if isinstance(statement, ast.Key):
+    if isinstance(statement, ast.Key | ast.LimitSize):
         return replace(statement, relation=_ident(statement.relation, fn))
     if isinstance(statement, ast.Misplaced):
         return replace(statement, statement=cast(ast.Directive, _map_relations(statement.statement, fn)))

@@ -672,6 +672,24 @@ def slots_read(expr: p.Expr) -> set[int]:
     return set()
 
 
+def _counts(plan: p.Plan, rule: p.RulePlan) -> bool:
+    """Whether a rule calls ``autoinc()``: its loops then run in Soufflé's order (the numbers
+    follow the order of evaluation)."""
+    counters = {i for i, spec in enumerate(plan.functors) if spec.name == "autoinc"}
+    if not counters:
+        return False
+    stack: list[Any] = [rule.head_args, rule.steps]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, p.CallExpr) and item.functor in counters:
+            return True
+        if isinstance(item, tuple | list):
+            stack.extend(item)
+        elif hasattr(item, "__dataclass_fields__"):
+            stack.extend(getattr(item, f) for f in item.__dataclass_fields__)
+    return False
+
+
 def _finish(
     w: Writer, compiler: RuleCompiler, header: str, name: str, prologue: list[str]
 ) -> tuple[str, Callable]:
@@ -700,7 +718,8 @@ def compile_rule(
     w = Writer()
     w.always.update(("R", "D", "out", "F", "I", "E", "emit", "n"))
     compiler = RuleCompiler(plan, w, record=False)
-    compiler.ordered = bool(plan.relations[rule.head].choice)
+    head = plan.relations[rule.head]
+    compiler.ordered = bool(head.choice) or head.limit is not None or _counts(plan, rule)
     compiler.held.append("out")
     bound: set[int] = set()
     compiler.steps(rule.steps, bound)

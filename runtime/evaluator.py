@@ -112,7 +112,9 @@ class Evaluation:
         self.facts = 0
         # what generated code reports to: arithmetic errors, and the limits, checked as it runs
         self.E = Meter(limits, self._count, self._arithmetic, bool(plan.functors))
-        self.F = [wrap(spec, fn, self.errors) for spec, fn in zip(plan.functors, functors, strict=True)]
+        # the round of the recursion being evaluated (0 outside one): `recursive_iteration_cnt()`
+        self.round = 0
+        self.F = [wrap(spec, fn, self.errors, self) for spec, fn in zip(plan.functors, functors, strict=True)]
         self.I: dict[int, Callable[..., Any]] = {
             r: self._inline(r) for r, spec in enumerate(plan.relations) if spec.inline
         }
@@ -359,6 +361,9 @@ class Evaluation:
     def _merge(self, relation: int, new: set) -> set:
         if self.plan.relations[relation].choice and new:
             new = self._chosen(relation, new)
+        limit = self.plan.relations[relation].limit
+        if limit is not None and new:
+            new = self._limited(relation, new, limit)
         added = self.relations[relation].add_all(new)
         self.facts += len(added)
         self.E.check()
@@ -366,8 +371,17 @@ class Evaluation:
 
     def _out(self, relation: int) -> set:
         """Where the rules of a relation put the facts they derive: for a relation with choice
-        domains, in the order they derive them (:class:`Derived`)."""
-        return Derived() if self.plan.relations[relation].choice else set()
+        domains or a size limit, in the order they derive them (:class:`Derived`)."""
+        spec = self.plan.relations[relation]
+        return Derived() if spec.choice or spec.limit is not None else set()
+
+    def _limited(self, relation: int, new: set, limit: int) -> set:
+        """The first facts of ``new`` (in the order derived) that the relation takes before it
+        holds ``limit`` facts: Soufflé's ``.limitsize``, which stops a relation growing."""
+        held = self.relations[relation].tuples
+        room = limit - len(held)
+        fresh = [t for t in new if t not in held]
+        return set(fresh[: max(room, 0)])
 
     def _chosen(self, relation: int, new: set) -> set:
         """The facts of ``new`` a relation with choice domains takes: one whose key (in any
@@ -457,6 +471,7 @@ class Evaluation:
             for r in members:
                 ranks.setdefault(r, {}).update(dict.fromkeys(relations[r].as_tuples(), 0))
         while any(delta[r].tuples for r in members):
+            self.round = round_number  # Soufflé counts the rounds of its loop from 0
             round_number += 1
             news = {r: self._out(r) for r in members}
             meter.pending = tuple(news.values())
@@ -472,6 +487,7 @@ class Evaluation:
             if ranks is not None:
                 for r in members:
                     ranks[r].update(dict.fromkeys(delta[r].as_tuples(), round_number))
+        self.round = 0
 
 
 class Derived(dict):

@@ -28,6 +28,7 @@ nothing, as Soufflé answers.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable
@@ -220,11 +221,45 @@ def url_scheme(url: str) -> str:
     return urlsplit(url).scheme.lower() if "://" in url else ""
 
 
+PER_EVALUATION = "__policyc_per_evaluation__"
+"""The attribute of a builtin whose value depends on the evaluation: a function from the
+evaluation (anything with ``round``, or None) to what the calls call (not cached)."""
+
+
+def _per_evaluation(make: Callable[[Any], Callable[..., Any]]) -> Callable[[Callable[..., Any]], Any]:
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(fn, PER_EVALUATION, make)
+        return fn
+
+    return mark
+
+
+def _counter(state: Any) -> Callable[[], int]:
+    numbers = itertools.count()
+    return lambda: next(numbers)
+
+
+@_per_evaluation(_counter)
+def autoinc() -> int:
+    """Soufflé's ``autoinc()``: 0, 1, 2, ... one number per call, in the order of evaluation
+    (a fresh count for each evaluation; order-dependent, so a policy refuses it)."""
+    raise RuntimeError("autoinc() counts per evaluation")  # replaced for each evaluation
+
+
+@_per_evaluation(lambda state: lambda: state.round if state is not None else 0)
+def recursive_iteration_cnt() -> int:
+    """Soufflé's ``recursive_iteration_cnt()``: the round of the recursion the rule is
+    evaluated in, from 0 (0 outside a recursion)."""
+    raise RuntimeError("recursive_iteration_cnt() is the evaluation's")  # replaced for each evaluation
+
+
 BUILTINS: dict[str, Callable[..., Any]] = {
     "contains": contains,
     "startswith": startswith,
     "endswith": endswith,
     "match": souffle_match,  # Soufflé's reading: a pattern it cannot use matches nothing
+    "autoinc": autoinc,
+    "recursive_iteration_cnt": recursive_iteration_cnt,
     "lower": lower,
     "upper": upper,
     "strlen": strlen,
