@@ -83,7 +83,10 @@ def eval_command(
         if fmt == "json":
             from ..runtime.values import to_json
 
-            data = {name: [[to_json(v) for v in row] for row in rows] for name, rows in relations.items()}
+            memo: dict[int, Any] = {}  # a record met again (a field of another) converted once
+            data = {
+                name: [[to_json(v, memo) for v in row] for row in rows] for name, rows in relations.items()
+            }
             out: dict[str, Any] = {"relations": data}
             undecided = {
                 name: [
@@ -100,10 +103,11 @@ def eval_command(
         else:
             from ..runtime.values import render_fact
 
+            shown: dict[int, str] = {}  # a record met again (a field of another) written once
             for name, rows in relations.items():
                 click.echo(f"{name}: {len(rows)} fact{'s' if len(rows) != 1 else ''}")
                 for row in rows:
-                    click.echo(f"  {render_fact(name, tuple(row))}")
+                    click.echo(f"  {render_fact(name, tuple(row), shown)}")
                 for fact, fault in unknown(name):
                     click.echo(f"  unknown: {_render_unknown(name, fact)}  ({fault.message})")
         for error in errors:

@@ -574,9 +574,9 @@ class _Printer:
         if isinstance(term, ast.Wildcard):
             return "_"
         if isinstance(term, ast.String | ast.Integer):
-            written = self.code_text(term.span.start, term.span.end)
-            if written in ("__FILE__", "__LINE__", "__INCL__") or _IPV4.fullmatch(written):
-                return written  # Soufflé's words for the place, an IPv4 address: as written
+            spelled = self.code_text(term.span.start, term.span.end)
+            if spelled in ("__FILE__", "__LINE__", "__INCL__") or _IPV4.fullmatch(spelled):
+                return spelled  # Soufflé's words for the place, an IPv4 address: as written
         if isinstance(term, ast.String):
             return self.string(term)
         if isinstance(term, ast.Integer | ast.Float):

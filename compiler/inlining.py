@@ -19,6 +19,7 @@ False
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from . import ast
@@ -75,12 +76,12 @@ def _given(atom: ast.Atom, bound: set[str]) -> bool:
     return True
 
 
-def _binds_head(rule: ast.Rule, binds) -> bool:  # type: ignore[no-untyped-def]
+def _binds_head(rule: ast.Rule, binds: Callable[[ast.Atom], bool]) -> bool:
     bound = bound_by(rule.body, binds)
     return all(v.name in bound for arg in rule.head.args for v in ast.term_vars(arg))
 
 
-def bound_by(literals: tuple[ast.Literal, ...], binds) -> set[str]:  # type: ignore[no-untyped-def]
+def bound_by(literals: tuple[ast.Literal, ...], binds: Callable[[ast.Atom], bool]) -> set[str]:
     """The variables positive atoms of stored relations bind, and assignments from them."""
     bound: set[str] = set()
     for literal in literals:

@@ -335,10 +335,11 @@ def compile_pattern(pattern: str, dialect: str = POLICY) -> Any:
     options = re2.Options()
     options.log_errors = False  # an invalid pattern is an error of its own, not a line on stderr
     options.max_mem = MAX_MEMORY
-    translated: str | bytes = translate(pattern, dialect)
+    text = translate(pattern, dialect)
+    translated: str | bytes = text
     if dialect == SOUFFLE:
         options.encoding = re2.Options.Encoding.LATIN1
-        translated = translated.encode("latin-1")
+        translated = text.encode("latin-1")
     try:
         return re2.compile(translated, options)
     except re2.error as error:

@@ -20,6 +20,7 @@ problem, ``unsafe-variable``), as in Soufflé.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from . import ast
@@ -50,7 +51,7 @@ def grounded(program: Program, symbols: Symbols) -> Program:
     return replace(program, modules=tuple(modules)) if changed else program
 
 
-def _grounded(rule: ast.Rule, binds) -> ast.Rule:  # type: ignore[no-untyped-def]
+def _grounded(rule: ast.Rule, binds: Callable[[ast.Atom], bool]) -> ast.Rule:
     for position, literal in enumerate(rule.body):
         for aggregate in _aggregates(literal):
             witnesses = _witnesses(rule, literal, aggregate, binds)
@@ -62,13 +63,15 @@ def _grounded(rule: ast.Rule, binds) -> ast.Rule:  # type: ignore[no-untyped-def
 def _aggregates(literal: ast.Literal) -> list[ast.Aggregate]:
     if not isinstance(literal, ast.Comparison):
         return []
-    found = []
+    found: list[ast.Aggregate] = []
     for side in (literal.left, literal.right):
         found.extend(t for t in ast.walk_term(side, into_aggregates=False) if isinstance(t, ast.Aggregate))
     return found
 
 
-def _witnesses(rule: ast.Rule, literal: ast.Literal, aggregate: ast.Aggregate, binds) -> list[str]:  # type: ignore[no-untyped-def]
+def _witnesses(
+    rule: ast.Rule, literal: ast.Literal, aggregate: ast.Aggregate, binds: Callable[[ast.Atom], bool]
+) -> list[str]:
     """The variables of a ``min``/``max`` body that the rule uses outside the aggregate and
     nothing outside it binds (its target's are its own)."""
     if aggregate.op not in EXTREMA or not isinstance(aggregate.target, ast.Var):

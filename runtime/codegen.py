@@ -34,7 +34,7 @@ from policyc.compiler import plan as p
 
 from .limits import MAX_RANGE, TICK, LimitExceeded
 from .relations import projection
-from .values import Adt, kind
+from .values import Adt, Record, kind
 
 
 class _Fail:
@@ -202,6 +202,7 @@ RUNTIME: dict[str, Any] = {
     **{name: globals()[name] for name in (*FALLIBLE.values(), *_CALLED.values())},
     "LimitExceeded": LimitExceeded,
     "_adt": Adt,
+    "_record": Record,
     "_kind": kind,
 }
 
@@ -413,7 +414,9 @@ class RuleCompiler:
             fields = [self.w.const(e.tag)] if e.tag is not None else []
             fields += [self.expr(a) for a in e.args]
             packed = self.tuple_code(fields) if fields else "()"
-            return f"_adt({packed})" if e.tag is not None else packed
+            if e.tag is not None:
+                return f"_adt({packed})"
+            return f"_record({packed})" if fields else packed  # a record keeps its hash; `nil` is ()
         if isinstance(e, p.Field):
             return f"{self.expr(e.value)}[{int(e.index)}]"
         if isinstance(e, p.Kind):
@@ -718,8 +721,8 @@ def compile_rule(
     w = Writer()
     w.always.update(("R", "D", "out", "F", "I", "E", "emit", "n"))
     compiler = RuleCompiler(plan, w, record=False)
-    head = plan.relations[rule.head]
-    compiler.ordered = bool(head.choice) or head.limit is not None or _counts(plan, rule)
+    spec = plan.relations[rule.head]
+    compiler.ordered = bool(spec.choice) or spec.limit is not None or _counts(plan, rule)
     compiler.held.append("out")
     bound: set[int] = set()
     compiler.steps(rule.steps, bound)

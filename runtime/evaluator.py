@@ -369,7 +369,7 @@ class Evaluation:
         self.E.check()
         return added
 
-    def _out(self, relation: int) -> set:
+    def _out(self, relation: int) -> Any:
         """Where the rules of a relation put the facts they derive: for a relation with choice
         domains or a size limit, in the order they derive them (:class:`Derived`)."""
         spec = self.plan.relations[relation]

@@ -692,11 +692,11 @@ class _Solver:
                 replace(rule, head=head), lambda lit: lit if lit is head else literal(lit)
             )
 
-        index = count()
+        numbers = count()
         modules = []
         for module in self.program.modules:
             statements = tuple(
-                rewrite(next(index), s) if isinstance(s, ast.Rule) else s for s in module.statements
+                rewrite(next(numbers), s) if isinstance(s, ast.Rule) else s for s in module.statements
             )
             modules.append(replace(module, statements=statements))
         return replace(self.program, modules=tuple(modules))
