@@ -392,6 +392,10 @@ class Translator:
                 f"`{rule.head.name}` has a `choice-domain`: clingo has no counterpart of the one "
                 "fact per key policyc keeps"
             )
+        if relation is not None and relation.limit is not None:
+            raise Untranslatable(
+                f"`{rule.head.name}` has a `.limitsize`: clingo has no counterpart of the first facts kept"
+            )
         if rule.is_subsumption:
             raise Untranslatable(
                 f"a subsumption rule of `{rule.head.name}`: clingo has no counterpart of the tuples "

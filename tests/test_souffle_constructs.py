@@ -115,3 +115,13 @@ def test_a_witness_in_a_policy_decides_as_souffle_grounds_it() -> None:
     assert problems(text) == []
     result = policyc.load(text).evaluate({"Bid": [["low", 3], ["high", 9]]})
     assert result.relations["Allow"] == {("high",)}
+
+
+def test_the_analyzer_does_not_model_a_size_limit() -> None:
+    """clingo would derive every fact a `.limitsize` cuts off: the translation says it cannot."""
+    from policyc.analyzer.asp import Untranslatable, to_clingo
+
+    text = ".decl c(n: number)\nc(0).\nc(n + 1) :- c(n), n < 100.\n.limitsize c(n=10)\n.output c"
+    with pytest.raises(Untranslatable, match="limitsize"):
+        to_clingo(compile_source(text, "p.dl"), {})
+    assert len(policyc.load(text).evaluate({}).relations["c"]) == 10
