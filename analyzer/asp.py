@@ -65,7 +65,7 @@ class UntranslatableOperator(Untranslatable):
 
 def var(name: str) -> str:
     # `a@1`: an aggregate's own variable renamed apart (policyc.compiler.scopes)
-    return "V_" + name.replace("'", "_q").replace("\u2019", "_q").replace("@", "_l")
+    return "V_" + name.replace("'", "_q").replace("\u2019", "_q").replace("@", "_l").replace("?", "_Q")
 
 
 def const(value: object) -> str:
@@ -75,13 +75,24 @@ def const(value: object) -> str:
         from policyc.runtime.values import Adt
 
         fields = [const(v) for v in (value[1:] if type(value) is Adt else value)]
-        head = f"c_{value[0]}" if type(value) is Adt else "rec"
+        head = constructor(value[0]) if type(value) is Adt else "rec"
         return f"{head}({','.join(fields)})" if fields else head
     if isinstance(value, bool) or isinstance(value, float):
         raise Untranslatable("floating-point values have no clingo counterpart")
     if isinstance(value, int):
         return str(value)
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+COUNTERS = frozenset({"autoinc", "recursive_iteration_cnt"})  # Soufflé's counters: no clingo model
+
+
+def constructor(branch: str) -> str:
+    """The clingo function of an ADT branch: ``c_Leaf``; ``c_g'Leaf`` for the branch ``g.Leaf``
+    of an instance (a prime inside a name stands for a ``.``, as in :func:`predicate_name`)."""
+    if "?" in branch:
+        raise Untranslatable(f"branch `{branch}`: clingo names cannot hold `?`")
+    return "c_" + branch.replace(".", "'")
 
 
 def table(functor: str) -> str:
@@ -153,9 +164,11 @@ class Translator:
             raise UntranslatableOperator(t)
         if isinstance(t, ast.Record | ast.Constructor | ast.Nil):
             fields = [self.term(a, env, pre) for a in t.args] if not isinstance(t, ast.Nil) else []
-            head = f"c_{t.name}" if isinstance(t, ast.Constructor) else "rec"
+            head = constructor(t.name) if isinstance(t, ast.Constructor) else "rec"
             return f"{head}({','.join(fields)})" if fields else head
         if isinstance(t, ast.Call):
+            if t.name in COUNTERS:
+                raise Untranslatable(f"`{t.name}()` depends on the order of evaluation")
             args = [self.term(a, env, pre) for a in t.args]
             if t.name in self.tabled:
                 result = f"F{next(self.fresh)}"
@@ -171,7 +184,7 @@ class Translator:
             return f"W{next(self.fresh)}"
         if isinstance(t, ast.Record | ast.Constructor) and t.args:
             fields = [self.hidden(a, env, pre) for a in t.args]
-            return f"{'rec' if isinstance(t, ast.Record) else 'c_' + t.name}({','.join(fields)})"
+            return f"{'rec' if isinstance(t, ast.Record) else constructor(t.name)}({','.join(fields)})"
         return self.term(t, env, pre)
 
     def atom(self, a: ast.Atom, env: dict[str, str], pre: list[str], hide_wildcards: bool = False) -> str:
@@ -379,6 +392,10 @@ class Translator:
                 f"`{rule.head.name}` has a `choice-domain`: clingo has no counterpart of the one "
                 "fact per key policyc keeps"
             )
+        if relation is not None and relation.limit is not None:
+            raise Untranslatable(
+                f"`{rule.head.name}` has a `.limitsize`: clingo has no counterpart of the first facts kept"
+            )
         if rule.is_subsumption:
             raise Untranslatable(
                 f"a subsumption rule of `{rule.head.name}`: clingo has no counterpart of the tuples "
@@ -505,7 +522,10 @@ def _variables(text: str) -> list[str]:
 
 def predicate_name(relation: str, prefix: str = "p_") -> str:
     """The clingo predicate of a relation: ``p_Deny``; ``p_g'reach`` for ``g.reach`` (names
-    end in primes if at all, so a prime inside one stands for a ``.`` and nothing else)."""
+    end in primes if at all, so a prime inside one stands for a ``.`` and nothing else). A name
+    with Soufflé's ``?`` has no clingo spelling: :class:`Untranslatable`."""
+    if "?" in relation:
+        raise Untranslatable(f"relation `{relation}`: clingo names cannot hold `?`")
     return prefix + relation.replace(".", "'")
 
 
@@ -575,7 +595,7 @@ def value(symbol: Any) -> Any:
         from policyc.runtime.values import Adt
 
         fields = tuple(value(a) for a in symbol.arguments)
-        return fields if symbol.name == "rec" else Adt((symbol.name[2:], *fields))
+        return fields if symbol.name == "rec" else Adt((relation_of(symbol.name[2:]), *fields))
     raise Untranslatable(f"unexpected clingo value {symbol}")
 
 

@@ -144,9 +144,9 @@ VERIFY = click.option(
 FACTS = click.option(
     "--facts",
     "facts_path",
-    required=True,
     metavar="FACTS",
-    help='A JSON file {"Rel": [[v1, v2], ...]} or a folder of Rel.facts files.',
+    help='A JSON file {"Rel": [[v1, v2], ...]} or a folder of Rel.facts files; without it, no facts '
+    "are given (the policy's own facts and rules only).",
 )
 FORMAT = click.option(
     "--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True
@@ -165,10 +165,94 @@ TIMEOUT = click.option(
 
 
 def echo_json(data: Any, **options: Any) -> None:
-    """Print ``data`` as indented JSON (``options`` go to :func:`json.dumps`)."""
+    """Print ``data`` as indented JSON (``options`` go to :func:`json.dumps`); data nested
+    too deep for it (a record of thousands of nested records) on one line, without recursion."""
     import json  # not at the top: `policyc --help` stays fast
 
-    click.echo(json.dumps(data, indent=2, **options))
+    text = _deep_json(data) if _deeper_than(data, 200) else json.dumps(data, indent=2, **options)
+    click.echo(text)
+
+
+def _deeper_than(data: Any, limit: int) -> bool:
+    """Whether lists and dicts nest in ``data`` more than ``limit`` levels (a list met again,
+    shared, is looked at once)."""
+    depth: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        item, ready = stack.pop()
+        if not isinstance(item, list | dict) or id(item) in depth:
+            continue
+        inner = list(item.values()) if isinstance(item, dict) else item
+        if not ready:
+            stack.append((item, True))
+            stack.extend((v, False) for v in inner if isinstance(v, list | dict) and id(v) not in depth)
+            continue
+        depth[id(item)] = 1 + max(
+            (depth.get(id(v), 0) for v in inner if isinstance(v, list | dict)), default=0
+        )
+        if depth[id(item)] > limit:
+            return True
+    return False
+
+
+def _deep_json(data: Any) -> str:
+    """``data`` (dicts, lists, and JSON's scalars) as one line of JSON, however deep it nests."""
+    import json
+
+    parts: list[str] = []
+    stack: list[Any] = [data]
+    close = object()  # a marker: the text under it on the stack is written as it is
+    done = object()  # a marker: the list or dict under it is written; keep its text
+    written: dict[int, tuple[str, Any]] = {}  # a list met again (shared) is written once
+    while stack:
+        item = stack.pop()
+        if item is close:
+            parts.append(stack.pop())
+        elif item is done:
+            value, start = stack.pop()
+            text = "".join(parts[start:])
+            del parts[start:]
+            parts.append(text)
+            written[id(value)] = (text, value)
+        elif isinstance(item, list | dict) and id(item) in written:
+            parts.append(written[id(item)][0])
+        elif isinstance(item, list | dict):
+            stack.extend(((item, len(parts)), done))
+            stack.append(_Opened(item))
+        elif isinstance(item, _Opened):
+            item = item.value
+            _open(item, stack, parts, close)
+        else:
+            parts.append(json.dumps(item))
+    return "".join(parts)
+
+
+class _Opened:
+    """A list or dict of :func:`_deep_json` whose text starts now."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _open(item: Any, stack: list[Any], parts: list[str], close: object) -> None:
+    import json
+
+    if isinstance(item, dict):
+        stack.extend(("}", close))
+        entries = list(item.items())
+        for i, (key, value) in enumerate(reversed(entries)):
+            stack.append(value)
+            stack.extend((json.dumps(str(key)) + ": ", close))
+            if i < len(entries) - 1:
+                stack.extend((", ", close))
+        parts.append("{")
+    else:
+        stack.extend(("]", close))
+        for i, value in enumerate(reversed(item)):
+            stack.append(value)
+            if i < len(item) - 1:
+                stack.extend((", ", close))
+        parts.append("[")
 
 
 def print_diagnostics(diagnostics: list, sources: Any = None) -> None:
@@ -267,10 +351,12 @@ def limits_of(max_facts: int | None, timeout: float | None) -> Any:
     return Limits(max_facts or defaults.max_facts, timeout if timeout is not None else defaults.max_seconds)
 
 
-def read_facts(path: str, policy: Any) -> Any:
-    """The facts of `--facts`, checked against the policy's input relations."""
+def read_facts(path: str | None, policy: Any) -> Any:
+    """The facts of `--facts`, checked against the policy's input relations (none without it)."""
     from ..runtime.facts import FactsError, read
 
+    if path is None:
+        return {}
     try:
         return read(path, policy.plan)
     except FactsError as error:

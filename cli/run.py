@@ -43,7 +43,7 @@ from .common import (
 @NO_MAGIC_OPTION
 def eval_command(
     policy: str,
-    facts_path: str,
+    facts_path: str | None,
     queries: tuple[str, ...],
     fmt: str,
     functors: str | None,
@@ -83,7 +83,10 @@ def eval_command(
         if fmt == "json":
             from ..runtime.values import to_json
 
-            data = {name: [[to_json(v) for v in row] for row in rows] for name, rows in relations.items()}
+            memo: dict[int, Any] = {}  # a record met again (a field of another) converted once
+            data = {
+                name: [[to_json(v, memo) for v in row] for row in rows] for name, rows in relations.items()
+            }
             out: dict[str, Any] = {"relations": data}
             undecided = {
                 name: [
@@ -100,10 +103,11 @@ def eval_command(
         else:
             from ..runtime.values import render_fact
 
+            shown: dict[int, str] = {}  # a record met again (a field of another) written once
             for name, rows in relations.items():
                 click.echo(f"{name}: {len(rows)} fact{'s' if len(rows) != 1 else ''}")
                 for row in rows:
-                    click.echo(f"  {render_fact(name, tuple(row))}")
+                    click.echo(f"  {render_fact(name, tuple(row), shown)}")
                 for fact, fault in unknown(name):
                     click.echo(f"  unknown: {_render_unknown(name, fact)}  ({fault.message})")
         for error in errors:
@@ -123,7 +127,7 @@ def eval_command(
 def explain_command(
     policy: str,
     fact: str,
-    facts_path: str,
+    facts_path: str | None,
     why_not: bool,
     fmt: str,
     functors: str | None,
@@ -204,10 +208,10 @@ def _render_unknown(name: str, fact: tuple) -> str:
     return f"{name}({', '.join('_' if v is ANY else render_value(v) for v in fact)})"
 
 
-def _evaluate(policy: Any, facts: Any, origin: str) -> Any:
+def _evaluate(policy: Any, facts: Any, origin: str | None) -> Any:
     """Evaluate, stopping with the facts' problem (located in their file) when they do not fit
     the policy: nothing was evaluated, so no relation is printed as if it were empty."""
-    result = policy.evaluate(facts, origin=origin)
+    result = policy.evaluate(facts, origin=origin or "facts")
     for error in result.errors:
         if error.kind == "facts":
             fail(error.message)

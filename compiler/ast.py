@@ -258,6 +258,9 @@ class Rule:
     annotations: tuple[Annotation, ...] = ()
     span: Span = _span()
     dominating: Atom | None = None
+    # the instance of a component this rule was copied for (`g.`, `outer.inner.`; "" when
+    # written at the top level): two instances' copies of one rule share its span
+    instance: str = field(default="", compare=False, repr=False, kw_only=True)
 
     @property
     def is_fact(self) -> bool:
@@ -541,6 +544,16 @@ class Host:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitSize:
+    """``.limitsize R(n=5)``: Soufflé's bound on a relation's size; ``R`` stops growing at 5
+    facts (the first derived, in the order of evaluation)."""
+
+    relation: Ident
+    size: int
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class Misplaced:
     """Annotations in front of a directive (kept so the checker can say so)."""
 
@@ -567,6 +580,7 @@ Directive = (
     | Override
     | Key
     | Host
+    | LimitSize
 )
 Statement = Rule | Compound | Directive | Misplaced | Component
 

@@ -261,13 +261,27 @@ class Builder:
             return ast.Float(-operand.value, span=span)
         return ast.Negate(operand, span=span)
 
-    def variable(self, children: list) -> ast.Var | ast.Wildcard | ast.Nil:
+    def variable(self, children: list) -> ast.Var | ast.Wildcard | ast.Nil | ast.String | ast.Integer:
         token = children[0]
         if token.value == "_":
             return ast.Wildcard(span=self._span(token))
         if token.value == "nil":
             return ast.Nil(span=self._span(token))
+        if token.value in _PLACE_WORDS:  # Soufflé's `__FILE__`, `__LINE__`, `__INCL__`
+            return self._place(token)
         return ast.Var(token.value, span=self._span(token))
+
+    def _place(self, token: Token) -> ast.String | ast.Integer:
+        """What Soufflé's scanner makes of ``__FILE__`` (the file's name, as given),
+        ``__LINE__`` (the line the word is on) and ``__INCL__`` (where the file was included:
+        ``file:line:column`` of each ``.include`` from the outermost, joined by ``;``; empty in
+        a file no other includes)."""
+        span = self._span(token)
+        if token.value == "__LINE__":
+            return ast.Integer(span.line, span=span)
+        if token.value == "__FILE__":
+            return ast.String(self.source.path, span=span)
+        return ast.String(self.source.included_from, span=span)
 
     def paren(self, children: list) -> ast.Term:
         inner = children[1]
@@ -343,6 +357,34 @@ class Builder:
 
     def integer(self, children: list) -> ast.Integer:
         return ast.Integer(self._int(children[0]), span=self._span(children[0]))
+
+    def ipv4(self, children: list) -> ast.Integer:
+        """``192.168.0.1``: the four bytes as one integer, as Soufflé's scanner computes it in a C
+        ``int`` (``(a << 24) + (b << 16) + (c << 8) + d``, so an address from ``128.0.0.0`` up is
+        negative: ``192.168.0.1`` is -1062731775); a part above 255 is an error."""
+        token = children[0]
+        parts = [int(part) for part in token.value.split(".")]
+        if any(part > 255 for part in parts):
+            self.diagnostics.append(
+                codes.SYNTAX_ERROR(
+                    self._span(token),
+                    f"`{token.value}` is not an IPv4 address: each of its four parts is at most 255",
+                    help="Soufflé reads four numbers joined by `.` as an IPv4 address",
+                )
+            )
+            return ast.Integer(0, span=self._span(token))
+        value = (parts[0] << 24) + (parts[1] << 16) + (parts[2] << 8) + parts[3]
+        return ast.Integer(value - (1 << 32) if value >= 1 << 31 else value, span=self._span(token))
+
+    def true_literal(self, children: list) -> ast.Comparison:
+        """``true``: a constraint that always holds (``0 = 0``; the formatter writes it back)."""
+        span = self._span(children[0])
+        return ast.Comparison("=", ast.Integer(0, span=span), ast.Integer(0, span=span), span=span)
+
+    def false_literal(self, children: list) -> ast.Comparison:
+        """``false``: a constraint that never holds (``0 != 0``)."""
+        span = self._span(children[0])
+        return ast.Comparison("!=", ast.Integer(0, span=span), ast.Integer(0, span=span), span=span)
 
     def float(self, children: list) -> ast.Float:
         return ast.Float(self._float(children[0]), span=self._span(children[0]))
@@ -521,6 +563,25 @@ class Builder:
             span=self._span(children[0], children[-1]),
         )
 
+    def legacy_type(self, children: list) -> ast.TypeDecl:
+        """``.number_type N`` and ``.symbol_type S``: Soufflé's older ``.type N <: number``."""
+        base = "number" if children[0].type == "NUMBER_TYPE" else "symbol"
+        span = self._span(children[0], children[-1])
+        # the base is not written: its name has no place in the text (it is never wrong)
+        return ast.TypeDecl(self._ident(children[1]), "subtype", (ast.Ident(base),), span=span)
+
+    def limitsize(self, children: list) -> ast.LimitSize:
+        keyword, relation, _, option, _, size, close = children
+        if option.value != "n":
+            self.diagnostics.append(
+                codes.INVALID_DIRECTIVE(
+                    self._span(option),
+                    f"`.limitsize` takes the option `n`, not `{option.value}`",
+                    help=f"write `.limitsize {relation.value}(n=100)`",
+                )
+            )
+        return ast.LimitSize(self._ident(relation), self._int(size), span=self._span(keyword, close))
+
     def type_(self, children: list) -> ast.TypeDecl:
         kind, parts = children[3]
         members = tuple(p for p in parts if isinstance(p, ast.Ident))
@@ -627,6 +688,9 @@ class Builder:
     def host(self, children: list) -> ast.Host:
         names = [c for c in children[1:] if isinstance(c, Token) and c.type in ("NAME", "PATH")]
         return ast.Host(tuple(self._ident(n) for n in names), span=self._span(children[0], children[-1]))
+
+
+_PLACE_WORDS = frozenset({"__FILE__", "__LINE__", "__INCL__"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -116,6 +116,12 @@ INVALID_SUBSUMPTION = Code(
     E,
     "a subsumption rule compares tuples of two relations, or of a relation it cannot drop tuples of",
 )
+ORDER_DEPENDENT = Code(
+    "PC120",
+    "order-dependent",
+    E,
+    "a policy uses a construct whose value depends on the order of evaluation (`autoinc()`, `.limitsize`)",
+)
 
 SINGLETON_VARIABLE = Code("PC201", "singleton-variable", W, "a named variable occurs only once in its rule")
 UNUSED_RELATION = Code(
@@ -134,6 +140,24 @@ CONTAINS_ORDER = Code(
 )
 IGNORED_OPTION = Code(
     "PC207", "ignored-option", W, "an option Soufflé reads (such as an I/O option) means nothing to policyc"
+)
+UNMATCHED_PATTERN = Code(
+    "PC208",
+    "unmatched-pattern",
+    W,
+    "in a program without verdicts, a constant `match` pattern Soufflé rejects or RE2 cannot run: it matches nothing",
+)
+SOUFFLE_DIFFERENCE = Code(
+    "PC209",
+    "souffle-difference",
+    W,
+    "a construct Soufflé accepts gives another answer here, on purpose (the message says why)",
+)
+EVALUATION_ORDER = Code(
+    "PC210",
+    "evaluation-order",
+    W,
+    "in a program without verdicts, a construct whose value depends on the order of evaluation",
 )
 
 # deep findings (`policyc check --deep`), each with a strength
@@ -198,6 +222,7 @@ CATALOG: tuple[Code, ...] = (
     INVALID_ARGUMENT_DECLARATION,
     INVALID_KEY,
     INVALID_SUBSUMPTION,
+    ORDER_DEPENDENT,
     SINGLETON_VARIABLE,
     UNUSED_RELATION,
     EMPTY_RELATION,
@@ -205,6 +230,9 @@ CATALOG: tuple[Code, ...] = (
     REDECLARED_BUILTIN,
     CONTAINS_ORDER,
     IGNORED_OPTION,
+    UNMATCHED_PATTERN,
+    SOUFFLE_DIFFERENCE,
+    EVALUATION_ORDER,
     UNSATISFIABLE_RULE,
     UNREACHABLE_RULE,
     REDUNDANT_RULE,

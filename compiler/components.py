@@ -200,20 +200,27 @@ class _Expander:
         bindings: dict[str, str],
         scope: _Scope,
         chain: tuple[ast.Component, ...],
-    ) -> list[ast.Statement]:
-        """A component's statements with its type parameters bound: its bases' first (less
-        the rules it overrides), then its own (less its `.override`s)."""
+    ) -> tuple[list[ast.Statement], dict[str, ast.Component]]:
+        """A component's statements with its type parameters bound and its instances expanded:
+        its bases' first (less the rules it overrides), then its own (less its `.override`s);
+        and the components it defines or inherits, which its instances (and those of a
+        component inheriting from it) may name, as in Soufflé (src/ast/analysis/ComponentLookup.cpp
+        searches a component's own components, then its bases', then the enclosing scope's)."""
         chain = (*chain, component)
         bases: list[list[ast.Statement]] = []
+        inherited: dict[str, ast.Component] = {}
         for ref in component.bases:
+            ref = _bound_ref(ref, bindings)
             found = self._lookup(ref, scope, chain, "inherits from")
             if found is None:
                 continue
             base, base_scope = found
-            args = [_bound(a.name, bindings) for a in ref.args]
-            bases.append(
-                self._contents(base, dict(zip(_names(base.params), args, strict=True)), base_scope, chain)
+            args = [a.name for a in ref.args]
+            body, components = self._contents(
+                base, dict(zip(_names(base.params), args, strict=True)), base_scope, chain
             )
+            bases.append(body)
+            inherited.update(components)
         declared = {s.name.name: s for body in bases for s in body if isinstance(s, ast.Decl)}
         overridden: set[str] = set()
         for statement in component.body:
@@ -231,15 +238,26 @@ class _Expander:
                         "whole policy's",
                     )
                 )
-        out: list[ast.Statement] = []
-        for body in bases:
-            out.extend(s for s in body if not (isinstance(s, ast.Rule) and s.head.name in overridden))
-        out.extend(
+        own = [
             _map_types(s, lambda name: _bound(name, bindings))
             for s in component.body
             if not isinstance(s, ast.Override | ast.Include | ast.Import)
-        )
-        return out
+        ]
+        visible = {**inherited, **_components(own, self.diagnostics)}
+        inner = _Scope(visible, scope)
+        out: list[ast.Statement] = []
+        for body in bases:
+            out.extend(s for s in body if not (isinstance(s, ast.Rule) and s.head.name in overridden))
+        seen: dict[str, ast.Init] = {}
+        for statement in own:
+            if isinstance(statement, ast.Component):
+                continue
+            if isinstance(statement, ast.Init):
+                if self._fresh(statement, seen):
+                    out.extend(self._instance(statement, inner, chain))
+            else:
+                out.append(statement)
+        return out, visible
 
     def _may_override(self, override: ast.Override, component: ast.Component, decl: ast.Decl | None) -> bool:
         name = override.name.name
@@ -276,18 +294,7 @@ class _Expander:
             return []
         component, defining = found
         bindings = dict(zip(_names(component.params), (a.name for a in init.component.args), strict=True))
-        body = self._contents(component, bindings, defining, chain)
-        inner = _Scope(_components(body, self.diagnostics), defining)
-        flat: list[ast.Statement] = []
-        seen: dict[str, ast.Init] = {}
-        for statement in body:
-            if isinstance(statement, ast.Component):
-                continue
-            if isinstance(statement, ast.Init):
-                if self._fresh(statement, seen):
-                    flat.extend(self._instance(statement, inner, (*chain, component)))
-            else:
-                flat.append(statement)
+        flat, _ = self._contents(component, bindings, defining, chain)
         self.produced += len(flat)
         if self.produced > MAX_STATEMENTS:
             if not self.too_large:
@@ -303,6 +310,10 @@ class _Expander:
         prefix = init.name.name + "."
         relations = {s.name.name for s in flat if isinstance(s, ast.Decl)}
         types = {s.name.name for s in flat if isinstance(s, ast.TypeDecl)}
+        # an ADT's branches are named after the instance too (`g.Leaf`), so that two instances
+        # of a component declaring an ADT have branches of their own, as in Soufflé
+        # (src/ast/transform/ComponentInstantiation.cpp renames the branches with the types)
+        branches = {b.name.name for s in flat if isinstance(s, ast.TypeDecl) for b in s.branches}
 
         def relation(name: str) -> str:
             return prefix + name if name in relations else name
@@ -310,7 +321,13 @@ class _Expander:
         def type_(name: str) -> str:
             return prefix + name if name in types else name
 
-        return [_with_id(_map_relations(_map_types(s, type_), relation), prefix) for s in flat]
+        def branch(name: str) -> str:
+            return prefix + name if name in branches else name
+
+        return [
+            _copied(_map_branches(_map_relations(_map_types(s, type_), relation), branch), prefix)
+            for s in flat
+        ]
 
 
 def _components(statements: list[ast.Statement], diagnostics: list[Diagnostic]) -> dict[str, ast.Component]:
@@ -341,6 +358,16 @@ def _bound(name: str, bindings: dict[str, str]) -> str:
     return bindings.get(name, name)
 
 
+def _bound_ref(ref: ast.CompType, bindings: dict[str, str]) -> ast.CompType:
+    """A reference to a component with the parameters it names bound: a component given as a
+    type argument (`.comp Case<C> { .init s = C }`, `.comp A<T> : T`) is the one it stands for."""
+    return _comp_type(ref, lambda name: _bound(name, bindings))
+
+
+def _comp_type(ref: ast.CompType, fn: Callable[[str], str]) -> ast.CompType:
+    return replace(ref, name=_ident(ref.name, fn), args=tuple(_ident(a, fn) for a in ref.args))
+
+
 # ------------------------------------------------------------------------ renaming
 
 
@@ -368,9 +395,8 @@ def _map_types(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statem
                 replace(b, fields=tuple(_attribute(f, fn) for f in b.fields)) for b in statement.branches
             ),
         )
-    if isinstance(statement, ast.Init):
-        ref = statement.component
-        return replace(statement, component=replace(ref, args=tuple(_ident(a, fn) for a in ref.args)))
+    if isinstance(statement, ast.Init):  # a parameter may stand for the component itself
+        return replace(statement, component=_comp_type(statement.component, fn))
     if isinstance(statement, ast.Component):
         shadowed = set(_names(statement.params))
 
@@ -379,7 +405,7 @@ def _map_types(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statem
 
         return replace(
             statement,
-            bases=tuple(replace(b, args=tuple(_ident(a, inner) for a in b.args)) for b in statement.bases),
+            bases=tuple(_comp_type(b, inner) for b in statement.bases),
             body=tuple(_map_types(s, inner) for s in statement.body),
         )
     if isinstance(statement, ast.Misplaced):
@@ -391,10 +417,13 @@ def _map_types(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statem
     return statement
 
 
-def _with_id(statement: ast.Statement, prefix: str) -> ast.Statement:
-    """A rule's ``@id("r")`` as the instance's, ``@id("g.r")``: each instance's rules have ids of
-    their own."""
-    if not isinstance(statement, ast.Rule) or statement.annotation("id") is None:
+def _copied(statement: ast.Statement, prefix: str) -> ast.Statement:
+    """A rule as the instance's copy: marked with the instance, and its ``@id("r")`` as the
+    instance's, ``@id("g.r")``, so that each instance's rules have ids of their own."""
+    if not isinstance(statement, ast.Rule):
+        return statement
+    statement = replace(statement, instance=prefix + statement.instance)
+    if statement.annotation("id") is None:
         return statement
     annotations = tuple(
         replace(a, args=(replace(a.args[0], value=prefix + a.args[0].value), *a.args[1:]))
@@ -405,6 +434,19 @@ def _with_id(statement: ast.Statement, prefix: str) -> ast.Statement:
     return replace(statement, annotations=annotations)
 
 
+def _map_branches(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statement:
+    """The statement with ``fn`` applied to each ADT branch it declares or constructs."""
+    if isinstance(statement, ast.TypeDecl) and statement.branches:
+        return replace(
+            statement, branches=tuple(replace(b, name=_ident(b.name, fn)) for b in statement.branches)
+        )
+    if isinstance(statement, ast.Rule):
+        return ast.map_rule(
+            statement, lambda t: replace(t, name=fn(t.name)) if isinstance(t, ast.Constructor) else t
+        )
+    return statement
+
+
 def _map_relations(statement: ast.Statement, fn: Callable[[str], str]) -> ast.Statement:
     """The statement with ``fn`` applied to each relation it names."""
     if isinstance(statement, ast.Rule):
@@ -413,7 +455,7 @@ def _map_relations(statement: ast.Statement, fn: Callable[[str], str]) -> ast.St
         return replace(statement, name=_ident(statement.name, fn))
     if isinstance(statement, ast.Input | ast.Output | ast.Host):
         return replace(statement, names=tuple(_ident(n, fn) for n in statement.names))
-    if isinstance(statement, ast.Key):
+    if isinstance(statement, ast.Key | ast.LimitSize):
         return replace(statement, relation=_ident(statement.relation, fn))
     if isinstance(statement, ast.Misplaced):
         return replace(statement, statement=cast(ast.Directive, _map_relations(statement.statement, fn)))

@@ -19,6 +19,8 @@ whichever alternative denied).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import ast
 
 MAX_RULES = 256  # the plain rules one written rule may stand for
@@ -115,3 +117,43 @@ def equivalence_rules(decl: ast.Decl) -> list[ast.Rule]:
         ast.Rule(atom("y", "x"), (atom("x", "y"),), span=span),
         ast.Rule(atom("x", "z"), (atom("x", "y"), atom("y", "z")), span=span),
     ]
+
+
+def named_results(rule: ast.Rule) -> ast.Rule:
+    """The rule with each ``_ = aggregate`` (or ``aggregate = _``) given a variable of its own,
+    ``_@1``: Soufflé's way of asking only that the aggregate has a value (``_ = max x : r(x)``
+    holds when ``r`` has a fact; ``_ = count : ...`` always). The name is one no source can
+    spell, and starts with ``_``, so it may occur once.
+
+    >>> from .source import SourceFile
+    >>> from .parser import parse
+    >>> module, _ = parse(SourceFile("p.dl", "A(1) :- _ = max x : r(x)."))
+    >>> module.statements[0].body[0].left
+    Var(name='_@1')
+    """
+    if not any(_anonymous_result(lit) for lit in rule.body):
+        return rule
+    body: list[ast.Literal] = []
+    for literal in rule.body:
+        if _anonymous_result(literal):
+            assert isinstance(literal, ast.Comparison)
+            name = f"_@{len(body) + 1}"
+            left, right = literal.left, literal.right
+            if isinstance(left, ast.Wildcard):
+                left = ast.Var(name, span=left.span)
+            else:
+                right = ast.Var(name, span=right.span)
+            literal = replace(literal, left=left, right=right)
+        body.append(literal)
+    return replace(rule, body=tuple(body))
+
+
+def _anonymous_result(literal: ast.Literal) -> bool:
+    return (
+        isinstance(literal, ast.Comparison)
+        and literal.op == "="
+        and (
+            (isinstance(literal.left, ast.Wildcard) and isinstance(literal.right, ast.Aggregate))
+            or (isinstance(literal.right, ast.Wildcard) and isinstance(literal.left, ast.Aggregate))
+        )
+    )

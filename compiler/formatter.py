@@ -46,6 +46,7 @@ _PRECEDENCE.update({"bshl": 7, "bshr": 7, "bshru": 7, "+": 8, "-": 8, "*": 9, "/
 _UNARY = 10
 _POWER = 11
 _PRIMARY = 12
+_IPV4 = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
 _RADIX = re.compile(r"([\s(\-]*)(0[xX][0-9a-fA-F]+|0[bB][01]+)[\s)]*")
 _FLOAT = re.compile(r"([\s(\-]*)([0-9]+\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)[\s)]*")
 _STRING = re.compile(r'[\s(]*("(?:[^"\\\n]|\\.)*")[\s)]*')
@@ -506,10 +507,15 @@ class _Printer:
         if isinstance(directive, ast.Pragma):
             value = f" {self.string(directive.value)}" if directive.value is not None else ""
             return f".pragma {self.string(directive.key)}{value}"
+        if isinstance(directive, ast.LimitSize):
+            return f".limitsize {directive.relation.name}(n={directive.size})"
         raise TypeError(f"no layout for {type(directive).__name__}")
 
     def type_decl(self, directive: ast.TypeDecl) -> Doc:
         name = directive.name.name
+        legacy = self.code_text(directive.span.start, directive.span.start + len(".number_type"))
+        if directive.kind == "subtype" and legacy in (".number_type", ".symbol_type"):
+            return f"{legacy} {name}"  # Soufflé's older spelling, as written
         if directive.kind == "subtype":
             return f".type {name} <: {directive.members[0].name}"
         if directive.kind == "union":
@@ -547,6 +553,9 @@ class _Printer:
         if isinstance(literal, ast.Negation):
             return ["not ", self.atom(literal.atom)]
         if isinstance(literal, ast.Comparison):
+            written = self.code_text(literal.span.start, literal.span.end)
+            if written in ("true", "false"):  # Soufflé's constraints, as written
+                return written
             return [self.term(literal.left), f" {literal.op} ", self.term(literal.right)]
         raise TypeError(f"no layout for {type(literal).__name__}")
 
@@ -564,6 +573,10 @@ class _Printer:
             return term.name
         if isinstance(term, ast.Wildcard):
             return "_"
+        if isinstance(term, ast.String | ast.Integer):
+            spelled = self.code_text(term.span.start, term.span.end)
+            if spelled in ("__FILE__", "__LINE__", "__INCL__") or _IPV4.fullmatch(spelled):
+                return spelled  # Soufflé's words for the place, an IPv4 address: as written
         if isinstance(term, ast.String):
             return self.string(term)
         if isinstance(term, ast.Integer | ast.Float):

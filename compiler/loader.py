@@ -13,6 +13,7 @@ expanded once all files are loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -269,6 +270,9 @@ class _Loader:
             self.loaded.add(key)
             self.diagnostics.append(source)
             return
+        here = f"{module.path}:{include.span.line}:{include.span.column}"
+        outer = module.source.included_from if module.source is not None else ""
+        source = dataclasses.replace(source, included_from=f"{outer};{here}" if outer else here)
         self._load(source, stack)
 
     def _import(self, name: str, directive: ast.Import | None) -> None:

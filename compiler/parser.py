@@ -74,10 +74,15 @@ def _desugared(
             body = _desugared(list(statement.body), diagnostics, surface)
             out.append(dataclasses.replace(statement, body=tuple(body)))
             continue
+        if isinstance(statement, ast.Rule) and not surface:
+            out.append(desugar.named_results(statement))
+            continue
         if not isinstance(statement, ast.Compound):
             out.append(statement)
             continue
         rules = desugar.expand(statement)
+        if not surface:
+            rules = [desugar.named_results(rule) for rule in rules]
         if len(rules) > desugar.MAX_RULES:
             diagnostics.append(
                 codes.SYNTAX_ERROR(

@@ -34,11 +34,13 @@ from . import ast, depgraph
 from . import stratify as stratification
 from . import symbols as symbol_table
 from .checks import run_checks
-from .checks.types import infer
+from .checks.types import infer_program
 from .diagnostics import Diagnostic, sort_diagnostics
+from .inlining import materialized
 from .loader import Program, load_file, load_source
 from .magic import Options
 from .stages import Checked, Parsed, Planned, Resolved, Stratified
+from .witnesses import grounded
 
 STAGES = ("parse", "resolve", "check", "stratify", "plan")
 
@@ -55,13 +57,15 @@ def parse(program: Program, diagnostics: Iterable[Diagnostic]) -> Parsed:
 def resolve(parsed: Parsed) -> Resolved:
     """The symbol table, and the clashes and bad directives found building it."""
     table, problems = symbol_table.resolve(parsed.program)
+    table = materialized(parsed.program, table)
     return Resolved(parsed.program, _with(parsed.diagnostics, problems), table)
 
 
 def check(resolved: Resolved) -> Checked:
     """Types inferred, the dependency graph, and every semantic check's findings."""
     program, table = resolved.program, resolved.symbols
-    types, problems = infer(program, table)
+    program = grounded(program, table)  # the witnesses of `min` and `max`, as Soufflé grounds them
+    types, problems, program = infer_program(program, table)
     program = _without_casts(program)
     graph = depgraph.build(program, table)
     found = _with(resolved.diagnostics, [*problems, *run_checks(program, table, graph)])

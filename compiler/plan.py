@@ -264,6 +264,9 @@ class RelationSpec:
     # relation holding their demanded values
     adornment: str = ""
     magic: int | None = None
+    # `.limitsize R(n=N)`: the relation takes the first N facts derived (in the order of
+    # evaluation) and no more
+    limit: int | None = None
 
     @property
     def arity(self) -> int:

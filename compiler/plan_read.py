@@ -152,6 +152,7 @@ class _Reader:
             host=r.optional("host", Cursor.boolean, False),
             adornment=adornment,
             magic=magic,
+            limit=r.optional("limit", lambda c: c.count(), None),
         )
 
     @staticmethod

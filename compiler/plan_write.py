@@ -58,6 +58,8 @@ def _relation_data(r: RelationSpec) -> dict[str, Any]:
         data["attributes"] = list(r.attributes)
     if r.host:
         data["host"] = True
+    if r.limit is not None:
+        data["limit"] = r.limit
     if r.magic is not None:  # demand-driven
         data["adornment"] = r.adornment
         data["magic"] = r.magic

@@ -78,6 +78,9 @@ class _Context:
     singletons: bool = True
     after: list[p.Step] = field(default_factory=list)  # record patterns taken apart after a step
     guard: int | None = None  # the literal scanned first when it can be (a magic atom)
+    # scan the atoms in the order written (a rule of a `choice-domain` relation: which tuple a
+    # key keeps is the first one Soufflé's nested loops, in that order, derive)
+    written: bool = False
 
 
 class _Planner:
@@ -192,6 +195,7 @@ class _Planner:
             and not relations[name].is_output
             and not self.symbols.is_inline(name)
             and not relations[name].choice  # which tuple a key keeps depends on what is derived
+            and relations[name].limit is None  # so do the tuples a size limit keeps
             and not is_verdict(name, relations[name].arity)
             and name not in SHADOW_RELATIONS
             and name not in self.shadowed
@@ -271,6 +275,7 @@ class _Planner:
             name not in self.shadowed and self.symbols.relations[name].is_output,
             name not in self.shadowed and self.symbols.is_inline(name),
             choice=() if name in self.shadowed else self.symbols.relations[name].choice,
+            limit=None if name in self.shadowed else self.symbols.relations[name].limit,
             keys=keys,
             attributes=self.symbols.relations[name].attributes if keys else (),
             host=name not in self.shadowed and self.symbols.relations[name].host,
@@ -432,6 +437,8 @@ class _Planner:
     ) -> p.RulePlan:
         ctx = self.new_context(rule)
         ctx.guard = guard
+        head = self.symbols.relations.get(self.heads.get(index, rule.head.name))
+        ctx.written = (head is not None and (bool(head.choice) or head.limit is not None)) or _counts(rule)
         steps, _ = self.order(list(enumerate(rule.body)), ctx, delta_literal)
         head_args = tuple(self.expr(arg, ctx) for arg in rule.head.args)
         steps.extend(self.take_prelude(ctx))
@@ -503,7 +510,10 @@ class _Planner:
                 if self.defer(pending, ctx, delta_literal):
                     continue
                 raise PlanningError("a literal can never be evaluated (unsafe variables)")
-            chosen = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
+            if ctx.written:
+                chosen = min(atoms, key=lambda item: item[0])
+            else:
+                chosen = max(atoms, key=lambda item: self.score(item, ctx, delta_literal))
             pending.remove(chosen)
             source = "delta" if chosen[0] == delta_literal else "full"
             new = self.step(chosen[1], ctx, source)
@@ -903,6 +913,16 @@ class _Planner:
         if isinstance(term, ast.Constructor):
             return p.Pack(term.name, tuple(self.expr(a, ctx) for a in term.args))
         raise PlanningError(f"cannot evaluate {term!r}")
+
+
+COUNTERS = frozenset({"autoinc", "recursive_iteration_cnt"})  # Soufflé's, by evaluation order
+
+
+def _counts(rule: ast.Rule) -> bool:
+    """Whether a rule calls ``autoinc()`` (then its loops run in Soufflé's order, so that the
+    numbers follow it)."""
+    terms = [*rule.head.args, *(t for lit in rule.body for t in ast.literal_terms(lit))]
+    return any(isinstance(t, ast.Call) and t.name == "autoinc" for term in terms for t in ast.walk_term(term))
 
 
 def _nested_wildcard(atom: ast.Atom) -> bool:

@@ -15,7 +15,7 @@ Span(file='p.dl', start=8, end=12, line=1, column=9, end_line=1, end_column=13)
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
@@ -52,6 +52,9 @@ class SourceFile:
 
     path: str
     text: str
+    # where the file was included (Soufflé's `__INCL__`): `file:line:column` of each `.include`
+    # on the way to it, from the outermost, joined by `;` ("" for a file no other includes)
+    included_from: str = field(default="", compare=False)
 
     @cached_property
     def line_starts(self) -> tuple[int, ...]:

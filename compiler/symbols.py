@@ -57,6 +57,8 @@ class Relation:
     keys: tuple[tuple[int, ...], ...] = ()
     # `.host`: only the host states its facts (the fronts refuse them from those they serve)
     host: bool = False
+    # `.limitsize R(n=N)`: the relation stops growing at N facts (None: no limit)
+    limit: int | None = None
 
     @property
     def qualifiers(self) -> tuple[str, ...]:
@@ -170,6 +172,7 @@ class _Resolver:
         self.typedefs = TypeTable()
         self.keys: list[ast.Key] = []
         self.hosts: set[str] = set()  # `.host` (an unknown name: checks/undefined.py)
+        self.limits: dict[str, int] = {}  # `.limitsize` (checks/evaluation_order.py reports it)
 
     def run(self) -> tuple[Symbols, list[Diagnostic]]:
         self.typedefs, problems = collect(statement for _, statement in self.program.statements())
@@ -251,6 +254,8 @@ class _Resolver:
             self.keys.append(statement)  # checked by checks/keys.py
         elif isinstance(statement, ast.Host):
             self.hosts.update(ident.name for ident in statement.names)
+        elif isinstance(statement, ast.LimitSize):
+            self.limits[statement.relation.name] = statement.size
         elif isinstance(statement, ast.Functor):
             self._functor(statement, library)
         elif isinstance(statement, ast.Default):
@@ -523,6 +528,7 @@ class _Resolver:
                 if decl is not None
                 else (),
                 host=name in self.hosts,
+                limit=self.limits.get(name),
             )
             if decl is not None and decl.inline:
                 self._check_inline(decl)

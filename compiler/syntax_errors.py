@@ -33,6 +33,9 @@ DIRECTIVES = (
     ".override",
     ".key",
     ".host",
+    ".number_type",
+    ".symbol_type",
+    ".limitsize",
 )
 
 TERMINALS: dict[str, str] = {

@@ -153,7 +153,19 @@ def _mark_groups(tokens: list[Token]) -> None:
             inside.append(True)
         elif kind in ("RPAR", "RBRACE") and inside:
             inside.pop()
+        elif (
+            kind == "NAME"
+            and token.value in _BOOLEANS
+            and in_body
+            and (previous in _LITERAL_AFTER or (previous == "COMMA" and (not inside or inside[-1])))
+            and (i + 1 >= n or tokens[i + 1].type in _LITERAL_END)
+        ):  # `true` and `false` as whole literals: Soufflé's constraints
+            token.type = kind = _BOOLEANS[token.value]
         previous = kind
+
+
+_BOOLEANS = {"true": "TRUE", "false": "FALSE"}
+_LITERAL_END = frozenset({"COMMA", "DOT", "SEMICOLON", "RPAR", "RBRACE"})
 
 
 _DIRECTIVE_TYPES = frozenset({d[1:].upper() for d in syntax_errors.DIRECTIVES} | {"UNKNOWN_DIRECTIVE", "AT"})

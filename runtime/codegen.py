@@ -34,7 +34,7 @@ from policyc.compiler import plan as p
 
 from .limits import MAX_RANGE, TICK, LimitExceeded
 from .relations import projection
-from .values import Adt, kind
+from .values import Adt, Record, kind
 
 
 class _Fail:
@@ -181,9 +181,20 @@ def _first(values: Iterable[Any]) -> Iterable[Any]:
     return islice(values, 1)
 
 
+def _ordered(values: Iterable[Any]) -> list[Any]:
+    """``values`` in ascending order, as a B-tree of Soufflé holds them (numbers by value,
+    texts by their text; where values do not compare, by their text); the loops of a rule
+    deriving a ``choice-domain`` relation run through its facts in this order."""
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=repr)
+
+
 RUNTIME: dict[str, Any] = {
     "FAIL": FAIL,
     "_first": _first,
+    "_ordered": _ordered,
     "_range": _range,
     "_div": _div,
     "_mod": _mod,
@@ -191,6 +202,7 @@ RUNTIME: dict[str, Any] = {
     **{name: globals()[name] for name in (*FALLIBLE.values(), *_CALLED.values())},
     "LimitExceeded": LimitExceeded,
     "_adt": Adt,
+    "_record": Record,
     "_kind": kind,
 }
 
@@ -361,6 +373,7 @@ class RuleCompiler:
         # how the code reads stored relations: (relation, positions of an index, or None for
         # a scan or a test of the facts themselves)
         self.reads: set[tuple[int, tuple[int, ...] | None]] = set()
+        self.ordered = False  # run through facts in ascending order (see :func:`_ordered`)
 
     # ------------------------------------------------------------------ expressions
 
@@ -401,7 +414,9 @@ class RuleCompiler:
             fields = [self.w.const(e.tag)] if e.tag is not None else []
             fields += [self.expr(a) for a in e.args]
             packed = self.tuple_code(fields) if fields else "()"
-            return f"_adt({packed})" if e.tag is not None else packed
+            if e.tag is not None:
+                return f"_adt({packed})"
+            return f"_record({packed})" if fields else packed  # a record keeps its hash; `nil` is ()
         if isinstance(e, p.Field):
             return f"{self.expr(e.value)}[{int(e.index)}]"
         if isinstance(e, p.Kind):
@@ -553,7 +568,7 @@ class RuleCompiler:
             elif exists:
                 self.loop(f"for {names} in _first({facts}):")
             else:
-                self.loop(f"for {names} in {facts}:")
+                self.loop(f"for {names} in {f'_ordered({facts})' if self.ordered else facts}:")
                 if known:
                     w.open(f"if {tests}:")
         else:
@@ -564,6 +579,8 @@ class RuleCompiler:
             lookup = f"{index}({self.key([v for _, v in known])}, ())"
             if exists:
                 lookup = f"_first({lookup})"
+            elif self.ordered:
+                lookup = f"_ordered({lookup})"
             self.loop(f"for {self.target(list(value_of.values()), len(rest) == 1)} in {lookup}:")
         value_of.update(known)
         agree = []  # the same variable twice in one atom: the second must agree (one test)
@@ -658,6 +675,24 @@ def slots_read(expr: p.Expr) -> set[int]:
     return set()
 
 
+def _counts(plan: p.Plan, rule: p.RulePlan) -> bool:
+    """Whether a rule calls ``autoinc()``: its loops then run in Soufflé's order (the numbers
+    follow the order of evaluation)."""
+    counters = {i for i, spec in enumerate(plan.functors) if spec.name == "autoinc"}
+    if not counters:
+        return False
+    stack: list[Any] = [rule.head_args, rule.steps]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, p.CallExpr) and item.functor in counters:
+            return True
+        if isinstance(item, tuple | list):
+            stack.extend(item)
+        elif hasattr(item, "__dataclass_fields__"):
+            stack.extend(getattr(item, f) for f in item.__dataclass_fields__)
+    return False
+
+
 def _finish(
     w: Writer, compiler: RuleCompiler, header: str, name: str, prologue: list[str]
 ) -> tuple[str, Callable]:
@@ -686,6 +721,8 @@ def compile_rule(
     w = Writer()
     w.always.update(("R", "D", "out", "F", "I", "E", "emit", "n"))
     compiler = RuleCompiler(plan, w, record=False)
+    spec = plan.relations[rule.head]
+    compiler.ordered = bool(spec.choice) or spec.limit is not None or _counts(plan, rule)
     compiler.held.append("out")
     bound: set[int] = set()
     compiler.steps(rule.steps, bound)

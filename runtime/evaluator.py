@@ -112,7 +112,9 @@ class Evaluation:
         self.facts = 0
         # what generated code reports to: arithmetic errors, and the limits, checked as it runs
         self.E = Meter(limits, self._count, self._arithmetic, bool(plan.functors))
-        self.F = [wrap(spec, fn, self.errors) for spec, fn in zip(plan.functors, functors, strict=True)]
+        # the round of the recursion being evaluated (0 outside one): `recursive_iteration_cnt()`
+        self.round = 0
+        self.F = [wrap(spec, fn, self.errors, self) for spec, fn in zip(plan.functors, functors, strict=True)]
         self.I: dict[int, Callable[..., Any]] = {
             r: self._inline(r) for r, spec in enumerate(plan.relations) if spec.inline
         }
@@ -359,16 +361,36 @@ class Evaluation:
     def _merge(self, relation: int, new: set) -> set:
         if self.plan.relations[relation].choice and new:
             new = self._chosen(relation, new)
+        limit = self.plan.relations[relation].limit
+        if limit is not None and new:
+            new = self._limited(relation, new, limit)
         added = self.relations[relation].add_all(new)
         self.facts += len(added)
         self.E.check()
         return added
 
+    def _out(self, relation: int) -> Any:
+        """Where the rules of a relation put the facts they derive: for a relation with choice
+        domains or a size limit, in the order they derive them (:class:`Derived`)."""
+        spec = self.plan.relations[relation]
+        return Derived() if spec.choice or spec.limit is not None else set()
+
+    def _limited(self, relation: int, new: set, limit: int) -> set:
+        """The first facts of ``new`` (in the order derived) that the relation takes before it
+        holds ``limit`` facts: Soufflé's ``.limitsize``, which stops a relation growing."""
+        held = self.relations[relation].tuples
+        room = limit - len(held)
+        fresh = [t for t in new if t not in held]
+        return set(fresh[: max(room, 0)])
+
     def _chosen(self, relation: int, new: set) -> set:
         """The facts of ``new`` a relation with choice domains takes: one whose key (in any
-        domain) a fact of the relation has, or an earlier fact of ``new`` in the order of
-        values (numbers by value, symbols by text; by their text where those do not compare),
-        is dropped. So the first round that derives a key decides its fact, deterministically."""
+        domain) a fact of the relation has, or an earlier fact of ``new`` is dropped. Earlier
+        is in the order the rules derived them (:class:`Derived`: rule by rule in program
+        order, each in the order of its nested loops, which run through facts in ascending
+        order), else in the order of values (numbers by value, symbols by text; by their text
+        where those do not compare). So the first round that derives a key decides its fact,
+        deterministically, and as Soufflé's single-threaded evaluation decides it."""
         domains = self.plan.relations[relation].choice
         held = self.relations[relation].tuples
         if self.relations[relation].arity == 1:
@@ -376,11 +398,14 @@ class Evaluation:
         size, keys = self.keys.get(relation, (-1, []))
         if size != len(held):
             keys = [{tuple(t[i] for i in d) for t in held} for d in domains]
-        fresh = new - held if isinstance(held, set) else {t for t in new if t not in held}
-        try:
-            ordered = sorted(fresh)
-        except TypeError:
-            ordered = sorted(fresh, key=repr)
+        if isinstance(new, Derived):
+            ordered = [t for t in new if t not in held]
+        else:
+            fresh = new - held if isinstance(held, set) else {t for t in new if t not in held}
+            try:
+                ordered = sorted(fresh)
+            except TypeError:
+                ordered = sorted(fresh, key=repr)
         kept = set()
         for fact in ordered:
             found = [tuple(fact[i] for i in d) for d in domains]
@@ -419,7 +444,7 @@ class Evaluation:
         )
         if not stratum.recursive:
             for rule, fn in base:
-                out: set[tuple] = set()
+                out = self._out(rule.head)
                 meter.pending = (out,)
                 self.call_rule(rule, fn, None, out)
                 self._merge(rule.head, out)
@@ -428,7 +453,7 @@ class Evaluation:
             return
         members = stratum.relations
         relations = self.relations
-        news: dict[int, set[tuple]] = {r: set() for r in members}
+        news: dict[int, set[tuple]] = {r: self._out(r) for r in members}
         meter.pending = tuple(news.values())
         for rule, fn in base:
             self.call_rule(rule, fn, None, news[rule.head])
@@ -446,8 +471,9 @@ class Evaluation:
             for r in members:
                 ranks.setdefault(r, {}).update(dict.fromkeys(relations[r].as_tuples(), 0))
         while any(delta[r].tuples for r in members):
+            self.round = round_number  # Soufflé counts the rounds of its loop from 0
             round_number += 1
-            news = {r: set() for r in members}
+            news = {r: self._out(r) for r in members}
             meter.pending = tuple(news.values())
             for rule, fn, source in reading:
                 if delta[source].tuples:
@@ -461,6 +487,15 @@ class Evaluation:
             if ranks is not None:
                 for r in members:
                     ranks[r].update(dict.fromkeys(delta[r].as_tuples(), round_number))
+        self.round = 0
+
+
+class Derived(dict):
+    """The facts rules derive, in the order derived (a set that remembers its order: the
+    generated code calls ``add``); what a relation with choice domains keeps depends on it."""
+
+    def add(self, fact: tuple) -> None:
+        self[fact] = None
 
 
 def _delta_relation(rule: p.RulePlan) -> int:

@@ -328,7 +328,7 @@ def parse_fact(text: str) -> tuple[str, tuple]:
     rules = [s for s in module.statements if isinstance(s, ast.Rule)]
     if diagnostics or len(rules) != 1 or rules[0].body:
         raise ValueError(f'`{text}` is not a fact like Deny("v6")')
-    from .values import Adt
+    from .values import Adt, record
 
     def value(arg: ast.Term) -> Any:
         if isinstance(arg, ast.String | ast.Integer | ast.Float):
@@ -336,7 +336,7 @@ def parse_fact(text: str) -> tuple[str, tuple]:
         if isinstance(arg, ast.Nil):
             return ()
         if isinstance(arg, ast.Record):
-            return tuple(value(a) for a in arg.args)
+            return record(tuple(value(a) for a in arg.args))
         if isinstance(arg, ast.Constructor):
             return Adt((arg.name, *(value(a) for a in arg.args)))
         raise ValueError(f"`{text}` has a non-constant argument")

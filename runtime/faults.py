@@ -23,7 +23,7 @@ from typing import Any
 
 from policyc.compiler import plan as p
 
-from .values import Adt
+from .values import Adt, is_record
 
 
 class _Unknown:
@@ -74,7 +74,7 @@ def describe_value(value: Any) -> str:
         return f"the value {value}"
     if isinstance(value, int | float):
         return f"the number {quote_value(value)}"
-    if type(value) is Adt or type(value) is tuple:
+    if type(value) is Adt or is_record(value):
         return f"the record {quote_value(show(value))}"
     return f"a {type(value).__name__}"
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from policyc.compiler.plan import FunctorSpec, Plan
-from policyc.stdlib.builtins import builtins_for
+from policyc.stdlib.builtins import PER_EVALUATION, builtins_for
 from policyc.stdlib.events import SESSION_FUNCTORS
 
 from .codegen import FAIL
@@ -129,12 +129,18 @@ monotonic = time.monotonic
 _PYTHON_TYPES = {"symbol": (str,), "number": (int,), "unsigned": (int,), "float": (float, int)}
 
 
-def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..., Any]:
+def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list, state: Any = None) -> Callable[..., Any]:
     """The function generated code calls: cached, type-checked, raising only
-    :class:`LimitExceeded` (when the call returned after the time limit)."""
+    :class:`LimitExceeded` (when the call returned after the time limit). A builtin whose
+    value depends on the evaluation (Soufflé's ``autoinc()``, ``recursive_iteration_cnt()``)
+    is made for ``state`` (the evaluation) and not cached: each call has its own value."""
 
     cache: dict[tuple, Any] = {}
     returns = spec.returns
+    per_evaluation = getattr(fn, PER_EVALUATION, None)
+    if per_evaluation is not None:
+        fn = per_evaluation(state)
+    cached = per_evaluation is None
 
     def fail(message: str) -> Any:
         errors.append(EvalError("functor", f"functor `{spec.name}` {message}"))
@@ -162,10 +168,11 @@ def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..
         return float(value) if returns == "float" and isinstance(value, int | float) else value
 
     def call(*args: Any) -> Any:
-        try:
-            return cache[args]
-        except KeyError:
-            pass
+        if cached:
+            try:
+                return cache[args]
+            except KeyError:
+                pass
         recorded = len(errors)
         meter = window()
         try:
@@ -174,7 +181,7 @@ def wrap(spec: FunctorSpec, fn: Callable[..., Any], errors: list) -> Callable[..
             value = fail(f"raised {type(error).__name__}: {error}")
         if meter is not None and meter.deadline is not None and monotonic() > meter.deadline:
             raise LimitExceeded(meter.late(spec.name))  # late: what it returned does not count
-        if len(errors) == recorded:  # a failure is not cached: asked again, it is reported again
+        if cached and len(errors) == recorded:  # a failure is not cached: asked again, it is reported again
             cache[args] = value
         return value
 

@@ -42,7 +42,7 @@ from .faults import ANY, Describer, Fault
 from .functors import wrap
 from .limits import TICK, Meter
 from .relations import Relation
-from .values import Adt, kind
+from .values import Adt, kind, record
 
 Level = Fault | None  # None: known; a Fault: unknown
 FREE: Any = type("_Free", (), {"__repr__": lambda self: "<free>"})()
@@ -711,7 +711,7 @@ class Solver:
             fields = [self.ev(rule, a, v) for a in e.args]
             if ANY in fields:
                 return ANY
-            return Adt((e.tag, *fields)) if e.tag is not None else tuple(fields)
+            return Adt((e.tag, *fields)) if e.tag is not None else record(tuple(fields))
         if isinstance(e, p.Field):
             x = self.ev(rule, e.value, v)
             return ANY if x is ANY else x[e.index]

@@ -17,22 +17,25 @@ in every program, ``leading_number`` and ``leading_float`` (:data:`LENIENT_CONVE
 :func:`builtins_for` chooses.
 
 Each is bounded: it takes time linear in the size of its arguments (its result). A regular
-expression (``match``) is Soufflé's dialect (ECMAScript, with RE2's extensions; see
-:mod:`policyc.compiler.regex`), compiled by RE2 and matched in time linear in the text (no
-backtracking: a pattern like ``(a+)+b`` takes as long as any other); a pattern RE2 cannot run
-(invalid, or using backreferences or lookaround, which need backtracking), or longer than
-10,000 characters, is an error of that call.
+expression (``match``) is compiled by RE2 and matched in time linear in the text (no
+backtracking: a pattern like ``(a+)+b`` takes as long as any other). In a policy it is read in
+the policy dialect (ECMAScript, with RE2's extensions; see :mod:`policyc.compiler.regex`) and a
+pattern it cannot run (invalid, using backreferences or lookaround, which need backtracking, or
+longer than 10,000 characters) is an error of that call; in a Soufflé program it is read as
+Soufflé's ``std::regex`` reads it, against the bytes of the text, and such a pattern matches
+nothing, as Soufflé answers.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from policyc.compiler.regex import compile_pattern
+from policyc.compiler.regex import compile_pattern, souffle_match
 
 from .json_numbers import primitive, strict_float, strict_number, strict_unsigned
 
@@ -51,6 +54,9 @@ def endswith(text: str, suffix: str) -> bool:
 
 
 def match(pattern: str, text: str) -> bool:
+    """A policy's ``match``: the pattern in the policy dialect (ECMAScript with RE2's
+    extensions), matched against the characters of the text; a pattern it cannot run is an
+    error of the call (the decision fails closed)."""
     return compile_pattern(pattern).fullmatch(text) is not None
 
 
@@ -215,11 +221,45 @@ def url_scheme(url: str) -> str:
     return urlsplit(url).scheme.lower() if "://" in url else ""
 
 
+PER_EVALUATION = "__policyc_per_evaluation__"
+"""The attribute of a builtin whose value depends on the evaluation: a function from the
+evaluation (anything with ``round``, or None) to what the calls call (not cached)."""
+
+
+def _per_evaluation(make: Callable[[Any], Callable[..., Any]]) -> Callable[[Callable[..., Any]], Any]:
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(fn, PER_EVALUATION, make)
+        return fn
+
+    return mark
+
+
+def _counter(state: Any) -> Callable[[], int]:
+    numbers = itertools.count()
+    return lambda: next(numbers)
+
+
+@_per_evaluation(_counter)
+def autoinc() -> int:
+    """Soufflé's ``autoinc()``: 0, 1, 2, ... one number per call, in the order of evaluation
+    (a fresh count for each evaluation; order-dependent, so a policy refuses it)."""
+    raise RuntimeError("autoinc() counts per evaluation")  # replaced for each evaluation
+
+
+@_per_evaluation(lambda state: lambda: state.round if state is not None else 0)
+def recursive_iteration_cnt() -> int:
+    """Soufflé's ``recursive_iteration_cnt()``: the round of the recursion the rule is
+    evaluated in, from 0 (0 outside a recursion)."""
+    raise RuntimeError("recursive_iteration_cnt() is the evaluation's")  # replaced for each evaluation
+
+
 BUILTINS: dict[str, Callable[..., Any]] = {
     "contains": contains,
     "startswith": startswith,
     "endswith": endswith,
-    "match": match,
+    "match": souffle_match,  # Soufflé's reading: a pattern it cannot use matches nothing
+    "autoinc": autoinc,
+    "recursive_iteration_cnt": recursive_iteration_cnt,
     "lower": lower,
     "upper": upper,
     "strlen": strlen,
@@ -251,9 +291,9 @@ STRICT_CONVERSIONS: dict[str, Callable[..., Any]] = {
 """The conversions as a policy reads them: the whole text as a JSON number, or an error
 (:mod:`.json_numbers`)."""
 
-POLICY_BUILTINS: dict[str, Callable[..., Any]] = {**BUILTINS, **STRICT_CONVERSIONS}
+POLICY_BUILTINS: dict[str, Callable[..., Any]] = {**BUILTINS, **STRICT_CONVERSIONS, "match": match}
 """The builtins of a program with verdict rules (a policy): :data:`BUILTINS` with the strict
-conversions."""
+conversions, and ``match`` in the policy dialect, whose invalid patterns are errors."""
 
 
 def builtins_for(policy: bool) -> dict[str, Callable[..., Any]]:

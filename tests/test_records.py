@@ -351,3 +351,72 @@ def test_deep_analysis_says_per_rule_that_it_does_not_search_records() -> None:
     assert sorted((d.name, d.span.line) for d in findings) == [("unsearched-rule", 4), ("unsearched-rule", 5)]
     plain = deep_findings(compile_source('.import events\nAllow(a) :- ToolCall(a, "x").\n', "e.dl"))
     assert "unsearched-rule" not in {d.name for d in plain}  # the library's record relation, unread
+
+
+# ---------------------------------------------------------- records keep their hash
+
+
+def test_a_record_hashes_its_fields_once() -> None:
+    """Storing a record built on another costs its own fields: a field's hash is computed once
+    and kept (the hash is still the plain tuple's, so a record equals its fields' tuple)."""
+    from policyc.runtime.values import Record
+
+    class Counted:
+        calls = 0
+
+        def __hash__(self) -> int:
+            Counted.calls += 1
+            return 7
+
+    inner = Record((Counted(),))
+    outer = Record((1, inner))
+    hash(outer), hash(outer), hash(Record((2, inner))), {outer, Record((3, outer))}
+    assert Counted.calls == 1
+    assert hash(Record((1, Record(("a",))))) == hash((1, ("a",))) and Record((1, 2)) == (1, 2)
+    adt = Adt(("A", inner))
+    assert hash(adt) == hash(("A", inner)) and Counted.calls == 1
+    import pickle
+
+    plain = Record((1, Record(("a",))))
+    hash(plain)  # kept, and not pickled: another process hashes texts otherwise
+    again = pickle.loads(pickle.dumps(plain))
+    assert again == plain and "_hash" not in again.__dict__ and type(again[1]) is Record
+    assert type(pickle.loads(pickle.dumps(Adt(("A", 1))))) is Adt
+
+
+LONG = """
+.type List = [head: number, tail: List]
+.decl build(n: number, l: List)
+build(0, nil).
+build(n + 1, [n, l]) :- build(n, l), n < {cells}.
+.output build
+"""
+
+
+def test_a_list_of_thousands_of_cells_is_stored_and_printed(tmp_path) -> None:
+    """Each cell holds the one before it; the evaluator's records keep their hash, and the
+    last cell, 3,000 records deep, is printed in text and JSON (no recursion)."""
+    from click.testing import CliRunner
+
+    from policyc.cli import main
+    from policyc.runtime.values import Record
+
+    text = LONG.format(cells=3000)
+    found = policyc.load(text).evaluate({}).relations["build"]
+    assert len(found) == 3001
+    last = next(cell for n, cell in found if n == 3000)
+    assert type(last) is Record and "_hash" in last.__dict__  # kept as it was stored
+    depth = 0
+    while last:
+        depth, last = depth + 1, last[1]
+    assert depth == 3000
+    (tmp_path / "p.dl").write_text(text, "utf-8")
+    done = CliRunner().invoke(main, ["eval", str(tmp_path / "p.dl"), "--query", "build"])
+    assert done.exit_code == 0, done.output
+    assert (
+        done.stdout.splitlines()[-1]
+        == "  build(3000, " + "".join(f"[{n}, " for n in range(2999, -1, -1)) + "nil" + "]" * 3000 + ")"
+    )
+    done = CliRunner().invoke(main, ["eval", str(tmp_path / "p.dl"), "--query", "build", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith('{"relations": {"build": [[0, null], [1, [0, null]], [2, [1, [0, null]]]')

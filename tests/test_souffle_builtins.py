@@ -353,3 +353,105 @@ def test_the_library_and_example_patterns_are_valid() -> None:
             pattern = literal.encode().decode("unicode_escape")
             assert pattern_problem(pattern) is None, (path, pattern)
     assert len(found) >= 4
+
+
+# ---------------------------------------------------- match in a program without verdicts
+#
+# Soufflé's `match` is `std::regex_match(text, std::regex(pattern))` (Engine.cpp, `MATCH`), in a
+# try block that warns and answers false when the pattern is not a regular expression. How GCC's
+# library reads a pattern is its scanner's (libstdc++, bits/regex_scanner.tcc,
+# `_M_eat_escape_ecma`: an escape it does not define is the character itself, `\c` takes the next
+# character as it is; `_M_scan_normal`: after `(?` only `:`, `=` and `!`; `{` must start an
+# interval; bits/regex_compiler.tcc: a class name `lookup_classname` does not know is an error),
+# and it matches `char`s: the bytes of the text.
+
+SOUFFLE_READINGS = [
+    ("\\pL", "pL", True),  # `\p` is `p`, not RE2's Unicode class
+    ("\\pL", "x", False),
+    ("\\A\\z", "Az", True),
+    ("\\cJ", "J", True),
+    ("\\cJ", "\n", False),
+    ("(?i)abc", "abc", False),  # rejected: no flags in ECMAScript
+    ("(?<=a)b", "b", False),  # rejected: no lookbehind in std::regex
+    ("[[:^alpha:]]", "1", False),  # rejected: not a class name of std::regex
+    ("[[:word:]]", "a", False),
+    ("a{,3}", "a{,3}", False),  # rejected: a `{` that starts no interval
+    ("\\x{41}", "A", False),  # rejected: `\x` takes two hexadecimal digits
+    ("\\x41", "A", True),
+    ("^.$", "\u00e9", False),  # `é` is two bytes
+    ("^..$", "\u00e9", True),
+    ("[\u00e9]", "\u00e9", False),  # a class of the two bytes, one byte matched
+    ("(a)\\1", "aa", False),  # RE2 cannot run it: no match (Soufflé would match)
+    ("(?=a)a", "a", False),
+    ("[[:digit:]]+-\\d", "12-3", True),
+    ("a(", "a(", False),
+]
+
+
+@pytest.mark.parametrize(("pattern", "text", "matches"), SOUFFLE_READINGS)
+def test_match_in_a_souffle_program_reads_the_pattern_as_souffle(
+    pattern: str, text: str, matches: bool
+) -> None:
+    escaped = pattern.replace("\\", "\\\\")
+    program = (
+        f'.decl T(t: symbol)\n.input T\n.decl M(t: symbol)\nM(t) :- T(t), match("{escaped}", t).\n.output M'
+    )
+    result = evaluate(program, {"T": [[text]]})
+    assert not result.errored, result.errors
+    assert result.relation("M") == ({(text,)} if matches else set())
+
+
+def test_a_pattern_computed_at_run_time_that_souffle_rejects_matches_nothing_in_a_souffle_program() -> None:
+    program = (
+        ".decl P(p: symbol, t: symbol)\n.input P\n.decl M(p: symbol, t: symbol)\n"
+        "M(p, t) :- P(p, t), match(p, t).\n.output M"
+    )
+    result = evaluate(program, {"P": [["(?i)a", "a"], ["a(", "a("], ["(a)\\1", "aa"], ["a+", "aa"]]})
+    assert not result.errored, result.errors
+    assert result.relation("M") == {("a+", "aa")}
+
+
+def test_in_a_policy_a_pattern_match_cannot_run_stays_an_error_of_its_call() -> None:
+    """Fail closed wins over Soufflé in a program with verdict rules: the call is an error."""
+    program = ".decl P(a: symbol, p: symbol)\n.input P\nDeny(a) :- P(a, p), match(p, a).\n"
+    result = evaluate(program, {"P": [["x", "a("]]})
+    assert result.errored and "a(" in result.errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("pattern", "kind"),
+    [
+        ("(?i)[a-z]+", "rejects"),
+        ("(a)\\1", "cannot run"),
+        ("[[:word:]]", "rejects"),
+        ("x" * 10_001, "cannot run"),
+    ],
+)
+def test_check_warns_at_a_pattern_that_matches_nothing_in_a_souffle_program(pattern: str, kind: str) -> None:
+    escaped = pattern.replace("\\", "\\\\")
+    text = (
+        f'.decl T(t: symbol)\n.input T\n.decl M(t: symbol)\nM(t) :- T(t), match("{escaped}", t).\n.output M'
+    )
+    (found,) = _diagnostics(text)
+    assert (found.code, found.name, found.is_error) == ("PC208", "unmatched-pattern", False)
+    assert (found.span.line, found.span.column) == (4, 21)  # the string constant
+    assert kind in found.message
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reading"),
+    [
+        ("(?i)secret", "rejects it"),
+        ("\\pL+", "`\\p` is the character `p`"),
+        ("\\Aa", "`\\A` is the character `A`"),
+        ("\\cJ", "`\\cJ` is the character `J`"),
+        ("[[:^digit:]]", "rejects it"),
+    ],
+)
+def test_check_warns_at_a_policys_pattern_souffle_reads_otherwise(pattern: str, reading: str) -> None:
+    escaped = pattern.replace("\\", "\\\\")
+    text = f'.input Send\nDeny(a) :- Send(a, x), match("{escaped}", x).\n'
+    (found,) = _diagnostics(text)
+    assert (found.code, found.name, found.is_error) == ("PC209", "souffle-difference", False)
+    assert reading in found.message
+    assert _diagnostics('.input Send\nDeny(a) :- Send(a, x), match("[a-z]+\\\\d", x).\n') == []

@@ -338,3 +338,18 @@ def test_an_aggregates_own_variable_has_its_own_type() -> None:
     text = ".decl Dep(a: symbol, b: symbol)\n.input Dep\nMany(a) :- Dep(a, _), d = count : { Dep(a, d) }, d > 1.\n.output Many"
     facts = {"Dep": [("x", "p"), ("x", "q"), ("y", "p")]}
     assert agree_with_clingo(text, facts)["Many"] == {("x",)}
+
+
+def test_an_integer_constant_in_a_float_place_is_a_float() -> None:
+    """Soufflé gives a constant the type of its place: `a(42)` with `a(x: float)` holds 42.0,
+    so `x / 5` of it divides floats (8.4), and so does `7 / 2` in a float head (3.5)."""
+    text = (
+        ".decl a(x: float)\na(42).\n.decl t(x: float)\nt(x / 5) :- a(x).\n.decl u(x: float)\nu(7 / 2).\n"
+        "u(y) :- a(z), z > 3, y = 1.\n.decl n(x: number)\nn(7 / 2).\n.output t, u, n"
+    )
+    result = policyc.load(text).evaluate({})
+    assert result.relations["t"] == {(8.4,)}
+    assert result.relations["u"] == {(3.5,), (1.0,)} and all(
+        type(v) is float for (v,) in result.relations["u"]
+    )
+    assert result.relations["n"] == {(3,)}

@@ -186,7 +186,9 @@ def _between(text: str, start: int, end: int, token: str) -> int:
 
 def _term(text: str, term: ast.Term) -> Iterator[Expect]:
     s = term.span
-    if isinstance(term, ast.Var):
+    if isinstance(term, ast.Var) and term.name.startswith("_@"):  # `_ = aggregate`, named by the parser
+        yield Expect(s.start, s.end, ("variable.language.anonymous.policyc",), "_")
+    elif isinstance(term, ast.Var):
         yield Expect(s.start, s.end, ("variable.other.policyc",), f"variable {term.name}")
     elif isinstance(term, ast.Wildcard):
         yield Expect(s.start, s.end, ("variable.language.anonymous.policyc",), "_")
@@ -273,6 +275,8 @@ def _literal(text: str, literal: ast.Literal) -> Iterator[Expect]:
                 literal.span.start, literal.span.start + width, ("keyword.operator.negation.policyc",), "not"
             )
         yield from _atom(text, literal.atom)
+    elif text[literal.span.start : literal.span.end] in ("true", "false"):  # Soufflé's constraints
+        yield Expect(literal.span.start, literal.span.end, ("constant.language.boolean.policyc",), "boolean")
     else:
         # the operator written (in `not (...)` the parser's is the opposite one)
         written = re.search(r"!=|<=|>=|=|<|>", text[literal.left.span.end : literal.right.span.start])
@@ -341,6 +345,8 @@ def _statement(text: str, statement: ast.Statement) -> Iterator[Expect]:
     elif isinstance(statement, ast.Input | ast.Output | ast.Host):
         for name in statement.names:
             yield _ident(name, ("entity.name.type.relation.policyc",), "listed relation")
+    elif isinstance(statement, ast.LimitSize):
+        yield _ident(statement.relation, ("entity.name.type.relation.policyc",), "size-limited relation")
     elif isinstance(statement, ast.Key):
         yield _ident(statement.relation, ("entity.name.type.relation.policyc",), "keyed relation")
         for name in statement.attributes:

@@ -26,6 +26,8 @@ def check(context: Context) -> list[Diagnostic]:
         names: dict[str, int] = {}
         key = (_shape(rule.head, names), tuple(_shape(lit, names) for lit in ordered))
         first = seen.get(key)
+        if first is not None and first.span == rule.span and first.instance != rule.instance:
+            continue  # two instances' copies of a rule of the enclosing program: one rule written
         if first is not None and first.span == rule.span:  # one statement, written twice over
             diagnostics.append(
                 codes.DUPLICATE_RULE(

@@ -263,8 +263,9 @@ class _RuleSafety:
             atom,
             bound,
             f"variable `{{}}` is passed to the inline relation `{atom.name}` but not bound",
-            "an inline relation is evaluated for given arguments and cannot bind them; bind `{}` with "
-            "a positive literal first",
+            "a rule of `" + atom.name + "` leaves its head to the caller, so it is evaluated for given "
+            "arguments and cannot bind them (inlined, as Soufflé does, the rule would leave `{0}` "
+            "unbound too); bind `{0}` with a positive literal first",
             wildcards=False,
         )
 

@@ -33,6 +33,7 @@ uses imply, which :func:`infer` returns (as the primitive types values are kept 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from itertools import count
 
 from .. import ast, codes, scopes
@@ -79,10 +80,20 @@ class _Sets:
 
 def infer(program: Program, symbols: Symbols) -> tuple[dict[str, tuple[str | None, ...]], list[Diagnostic]]:
     """Attribute types of every relation (``None`` where nothing constrains one) and the errors."""
+    types, diagnostics, _ = infer_program(program, symbols)
+    return types, diagnostics
+
+
+def infer_program(
+    program: Program, symbols: Symbols
+) -> tuple[dict[str, tuple[str | None, ...]], list[Diagnostic], Program]:
+    """What :func:`infer` finds, and the program with each integer constant whose place is a
+    float written as the float (``a(42)`` with ``a(x: float)`` holds 42.0, and ``x / 5`` of it
+    is 8.4, as in Soufflé, where a constant has the type of its place)."""
     solver = _Solver(program, symbols)
     for index, (module, rule) in enumerate(program.rules()):
         solver.rule(index, rule, report=not program.is_library(module.path))
-    return solver.relation_types(), solver.diagnostics
+    return solver.relation_types(), solver.diagnostics, solver.rewritten()
 
 
 class _Solver:
@@ -103,6 +114,8 @@ class _Solver:
         self.rule_index = 0
         self.any_values: dict[str, Span] = {}  # the current rule's variables of type `any`
         self.tools: dict[str, frozenset[str]] = {}  # the tools the rule fixes its calls to
+        self.integers: list[tuple[int, int, object]] = []  # (rule, id of an integer constant, slot)
+        self.joins: set[tuple[int, int]] = set()  # (rule, id of a `+` of texts)
 
     # ------------------------------------------------------------------ union-find
 
@@ -311,7 +324,9 @@ class _Solver:
         if isinstance(term, ast.String):
             return self.new_slot(self.SYMBOL, (term.span, "a string constant"))
         if isinstance(term, ast.Integer):
-            return self.new_slot(self.NUMERIC)
+            slot = self.new_slot(self.NUMERIC)
+            self.integers.append((self.rule_index, id(term), slot))
+            return slot
         if isinstance(term, ast.Float):
             return self.new_slot(self.FLOAT, (term.span, "a float constant"))
         if isinstance(term, ast.Wildcard):
@@ -344,6 +359,13 @@ class _Solver:
                 return self.new_slot(self.NUMERIC)  # reported; do not spread the error further
         if isinstance(term, ast.BinOp):
             left, right = self.term(term.left), self.term(term.right)
+            if (
+                term.op == "+"
+                and (self.textual(left) or self.textual(right))
+                and not (self.numbers(left) or self.numbers(right))
+            ):
+                self.joins.add((self.rule_index, id(term)))
+                return self.concatenation(term, left, right)
             if not (self.numeric(term.left, left) and self.numeric(term.right, right)):
                 return self.new_slot(self.NUMERIC)  # reported; do not spread the error further
             if not self.unify(left, right):
@@ -462,6 +484,31 @@ class _Solver:
                     arg, self.term(arg, wanted), wanted, f"field `{field_name}` of `${term.name}`", related
                 )
         return self.new_slot(self.sets.of(branch.adt), (term.span, f"`{{}}` is a `{branch.adt}`"))
+
+    def textual(self, key: object) -> bool:
+        """Whether a slot holds texts only (a string constant, a `symbol` attribute)."""
+        types = self.types(key)
+        return types != self.ANY and types <= self.SYMBOL
+
+    def numbers(self, key: object) -> bool:
+        """Whether a slot holds numbers only."""
+        types = self.types(key)
+        return types != self.ANY and types <= self.NUMERIC
+
+    def concatenation(self, term: ast.BinOp, left: object, right: object) -> object:
+        """``a + b`` of texts: Soufflé's concatenation (the same as ``cat(a, b)``). Both sides
+        are texts; a value of type ``any`` was refused before (it may be an agent's number)."""
+        for side, key in ((term.left, left), (term.right, right)):
+            clash = self.restrict(key, self.SYMBOL, (side.span, "joined as text with `+` here"))
+            if clash is not None:
+                self.error(
+                    side.span,
+                    f"`+` joins texts here, but `{self.text(side.span)}` is {self.describe(clash)}",
+                    [self.why(key)],
+                )
+                return self.new_slot(self.SYMBOL)
+        self.unify(left, right)
+        return left
 
     def numeric(self, term: ast.Term, key: object) -> bool:
         clash = self.restrict(key, self.NUMERIC, (term.span, "used in arithmetic here"))
@@ -600,6 +647,60 @@ class _Solver:
             result[name] = tuple(types)
         return result
 
+    def rewritten(self) -> Program:
+        """The program with the integer constants typed `float` written as floats, and each
+        `+` of texts as the `cat` it is (so the planner and the analyzer see a concatenation)."""
+        floats: dict[int, set[int]] = {}
+        for index, term, slot in self.integers:
+            if self.pick(self.types(slot)) == "float":
+                floats.setdefault(index, set()).add(term)
+        joins: dict[int, set[int]] = {}
+        for index, term in self.joins:
+            joins.setdefault(index, set()).add(term)
+        if not floats and not joins:
+            return self.program
+
+        def rewrite(index: int, rule: ast.Rule) -> ast.Rule:
+            wanted = floats.get(index, set())
+            joined = joins.get(index, set())
+            if not wanted and not joined:
+                return rule
+
+            def as_float(t: ast.Term) -> ast.Term:
+                if isinstance(t, ast.Integer) and id(t) in wanted and abs(t.value) < 2**1000:
+                    return ast.Float(float(t.value), span=t.span)
+                return t
+
+            def deep(t: ast.Term) -> ast.Term:
+                if joined:
+                    t = _joins_as_cat(t, joined)
+                return ast.map_deep(t, as_float)
+
+            def matched(t: ast.Term) -> ast.Term:
+                # a constant matched or compared as it is (`a(42)`, `x > 3`) compares equal
+                # either way: only a value that is stored or computed with changes
+                return t if isinstance(t, ast.Integer) else deep(t)
+
+            def literal(lit: ast.Literal) -> ast.Literal:
+                if isinstance(lit, ast.Comparison) and lit.op == "=":
+                    return ast.map_literal(lit, deep)
+                return ast.map_literal(lit, matched)
+
+            head = ast.map_literal(rule.head, deep)
+            assert isinstance(head, ast.Atom)
+            return ast.map_rule_literals(
+                replace(rule, head=head), lambda lit: lit if lit is head else literal(lit)
+            )
+
+        numbers = count()
+        modules = []
+        for module in self.program.modules:
+            statements = tuple(
+                rewrite(next(numbers), s) if isinstance(s, ast.Rule) else s for s in module.statements
+            )
+            modules.append(replace(module, statements=statements))
+        return replace(self.program, modules=tuple(modules))
+
     def pick(self, allowed: frozenset[str]) -> str | None:
         if allowed == self.ANY:
             return None
@@ -609,6 +710,19 @@ class _Solver:
         if allowed == self.NUMERIC or "number" in kinds:
             return "number"
         return None
+
+
+def _joins_as_cat(term: ast.Term, joins: set[int]) -> ast.Term:
+    """The term with each `+` whose id is in ``joins`` (found before the term is rebuilt)
+    written as ``cat``."""
+    if isinstance(term, ast.BinOp) and id(term) in joins:
+        left, right = _joins_as_cat(term.left, joins), _joins_as_cat(term.right, joins)
+        return ast.Call("cat", (left, right), span=term.span)
+    if isinstance(term, ast.Aggregate):
+        target = None if term.target is None else _joins_as_cat(term.target, joins)
+        body = tuple(ast.map_literal(lit, lambda t: _joins_as_cat(t, joins)) for lit in term.body)
+        return replace(term, target=target, body=body)
+    return ast.map_children(term, lambda t: _joins_as_cat(t, joins))
 
 
 # the operators Python also applies to texts (joining, repeating): an operand of type `any`

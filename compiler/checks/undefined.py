@@ -32,9 +32,12 @@ def check(context: Context) -> list[Diagnostic]:
     declare = _Declarations(context)
     for module, statement in context.program.statements():
         listed = isinstance(statement, ast.Output) and not context.program.is_library(module.path)
-        if isinstance(statement, ast.Output | ast.Host) and (listed or isinstance(statement, ast.Host)):
-            what = "output" if listed else "host-only"
-            for ident in statement.names:  # (an output named like a functor is a name conflict)
+        if isinstance(statement, ast.Output | ast.Host | ast.LimitSize) and (
+            listed or not isinstance(statement, ast.Output)
+        ):
+            what = "output" if listed else "host-only" if isinstance(statement, ast.Host) else "size-limited"
+            names = (statement.relation,) if isinstance(statement, ast.LimitSize) else statement.names
+            for ident in names:  # (an output named like a functor is a name conflict)
                 if ident.name not in known and not (listed and ident.name in symbols.functors):
                     close = did_you_mean(ident.name, known)
                     diagnostics.append(
