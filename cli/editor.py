@@ -17,6 +17,7 @@ from .common import (
     policy_files,
     print_diagnostics,
     require_extra,
+    rewrite,
 )
 
 
@@ -59,7 +60,7 @@ def _fmt(paths: tuple[str, ...], mode: str, stdin_name: str, fmt: str) -> None:
                 continue
         if mode == "write" and result.changed and path != "-":
             try:
-                _replace(path, result.formatted or "")
+                rewrite(path, result.formatted or "")
             except OSError as error:
                 problems.append(f"cannot write `{path}`: {error.strerror or error}")
                 continue
@@ -127,26 +128,6 @@ def _fmt_json(results: list, mode: str, diagnostics: list) -> None:
             entry["diff"] = result.diff()
         files.append(entry)
     echo_json({"files": files, **to_json(diagnostics)})
-
-
-def _replace(path: str, text: str) -> None:
-    """Rewrite a file through a temporary file beside it, keeping its permissions (through a
-    symbolic link, the file it points to: the link stays)."""
-    import shutil
-    import tempfile
-
-    path = os.path.realpath(path)
-    folder = os.path.dirname(path)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".policyc-fmt-", suffix=".dl")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(text.encode("utf-8"))
-        shutil.copymode(path, temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 @click.command("lsp")

@@ -147,9 +147,12 @@ def load_source(
     return _Loader(read).load_root(SourceFile(path, text))
 
 
-def load_data(data: bytes, path: str) -> tuple[Program, list[Diagnostic]]:
-    """Load a policy from raw bytes (standard input), reported under ``path``."""
-    return _Loader().load_root(decode(path, data))
+def load_data(
+    data: bytes, path: str, read: Callable[[str], bytes] | None = None
+) -> tuple[Program, list[Diagnostic]]:
+    """Load a policy from raw bytes (standard input), reported under ``path``; ``read`` reads
+    the files it includes, as for :func:`load_source`."""
+    return _Loader(read).load_root(decode(path, data))
 
 
 def library_modules() -> list[str]:

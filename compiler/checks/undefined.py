@@ -144,7 +144,7 @@ class _Imports:
     files declare or define: then it only gives meaning to names that had none.
 
     The import goes before the first statement of the file, and before the comments just
-    above it (a comment stays with the statement it is about)."""
+    above it."""
 
     def __init__(self, context: Context) -> None:
         self.context = context
@@ -159,7 +159,9 @@ class _Imports:
         if key not in self.fixes:
             safe = not (library_scope(found.module) & self.own())
             self.fixes[key] = Fix(
-                f"add `.import {found.module}`", (_import_edit(module, found.module),), safe=safe
+                f"add `.import {found.module}`",
+                (_before_first(module, f".import {found.module}\n"),),
+                safe=safe,
             )
         return _Import(name, found.module, self.fixes[key])
 
@@ -179,20 +181,6 @@ class _Imports:
                     names.add(statement.head.name)
             self._own = frozenset(names)
         return self._own
-
-
-def _import_edit(module: ast.Module, name: str) -> Edit:
-    """The insertion of ``.import name`` before the file's first statement and its comments."""
-    source = module.source
-    assert source is not None and module.statements
-    first = module.statements[0]
-    line = first.span.line
-    commented = {n for c in module.comments for n in range(c.span.line, c.span.end_line + 1)}
-    while line - 1 in commented:  # the comments right above it, no blank line between
-        line -= 1
-    directly = line == first.span.line and isinstance(first, ast.Import | ast.Include)
-    start = source.line_starts[line - 1]
-    return Edit(source.span(start, start), f".import {name}\n" + ("" if directly else "\n"))
 
 
 class _Declarations:
@@ -233,20 +221,37 @@ class _Declarations:
             f"{name}: {types[i] if i < len(types) and types[i] else 'symbol'}" for i, name in enumerate(names)
         )
         text = f".decl {atom.name}({attributes})\n.input {atom.name}\n"
-        at = _after_header(module)
-        if at.start > 0:
-            text = "\n" + text.rstrip("\n")
-        return Fix(f"declare `{atom.name}` as an input relation", (Edit(at, text),), safe=False)
+        end = _header_end(module)
+        if end is not None:
+            return Fix(
+                f"declare `{atom.name}` as an input relation",
+                (Edit(end, "\n" + text.rstrip("\n")),),
+                safe=False,
+            )
+        return Fix(f"declare `{atom.name}` as an input relation", (_before_first(module, text),), safe=False)
 
 
-def _after_header(module: ast.Module) -> Span:
-    """Where a declaration goes: the end of the directives that open the file, or its start."""
+def _header_end(module: ast.Module) -> Span | None:
+    """The end of the directives that open the file (None when it opens with a rule)."""
     end: Span | None = None
     for statement in module.statements:
         if isinstance(statement, ast.Rule):
             break
         end = statement.span
-    if end is not None:
-        return end.at_end()
-    assert module.source is not None
-    return module.source.span(0, 0)
+    return None if end is None else end.at_end()
+
+
+def _before_first(module: ast.Module, text: str) -> Edit:
+    """The insertion of ``text`` (lines) before the file's first statement and the comments
+    just above it (a comment stays with the statement it is about), a blank line after it
+    unless the first statement is an `.import` or `.include` it joins."""
+    source = module.source
+    assert source is not None and module.statements
+    first = module.statements[0]
+    line = first.span.line
+    commented = {n for c in module.comments for n in range(c.span.line, c.span.end_line + 1)}
+    while line - 1 in commented:  # the comments right above it, no blank line between
+        line -= 1
+    joins = line == first.span.line and isinstance(first, ast.Import | ast.Include)
+    start = source.line_starts[line - 1]
+    return Edit(source.span(start, start), text + ("" if joins else "\n"))
