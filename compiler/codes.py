@@ -135,6 +135,12 @@ CONTAINS_ORDER = Code(
 IGNORED_OPTION = Code(
     "PC207", "ignored-option", W, "an option Soufflé reads (such as an I/O option) means nothing to policyc"
 )
+MISSING_VERDICT_ANNOTATION = Code(
+    "PC208",
+    "missing-verdict-annotation",
+    W,
+    "a `Deny` or `Escalate` rule has no `@id` or no `@message`: its reasons say neither which rule nor why",
+)
 
 # deep findings (`policyc check --deep`), each with a strength
 UNSATISFIABLE_RULE = Code("PC301", "unsatisfiable-rule", W, "a rule's body can never hold")
@@ -205,6 +211,7 @@ CATALOG: tuple[Code, ...] = (
     REDECLARED_BUILTIN,
     CONTAINS_ORDER,
     IGNORED_OPTION,
+    MISSING_VERDICT_ANNOTATION,
     UNSATISFIABLE_RULE,
     UNREACHABLE_RULE,
     REDUNDANT_RULE,

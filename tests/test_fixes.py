@@ -8,6 +8,8 @@ from pathlib import Path
 
 from policyc.compiler.pipeline import compile_source
 
+from .conftest import ROOT
+
 VOCABULARY = """\
 // mail after untrusted content
 
@@ -186,3 +188,25 @@ def test_a_fix_of_a_file_that_may_not_be_edited_is_skipped_whole() -> None:
 
     done = fix_texts({"p.dl": "a.\n"}, check, read=lambda file: None)
     assert done.texts == {"p.dl": "a.\n"} and done.fixed == () and done.settled
+
+
+# ------------------------------------------------------------------- verdicts without names
+
+
+def test_a_deny_or_escalate_rule_without_id_or_message_gets_a_warning() -> None:
+    text = (ROOT / "tests" / "golden" / "missing-verdict-annotation.dl").read_text("utf-8")
+    found = [d for d in compile_source(text, "p.dl").diagnostics]
+    assert [(d.name, d.span.line, d.message) for d in found] == [
+        ("missing-verdict-annotation", 2, "`Deny` rule without `@id` and `@message`"),
+        ("missing-verdict-annotation", 4, "`Deny` rule `no-force-push` without `@message`"),
+        ("missing-verdict-annotation", 6, "`Escalate` rule without `@id`"),
+    ]
+    assert all(d.severity.value == "warning" and d.fix is None for d in found)
+    assert "`Deny@p.dl:2`" in (found[0].help or "")
+    # a rule written once stands for its instances and alternatives: one warning
+    text = '.import events\n.comp C { Deny(a) :- ToolCall(a, "x") ; ToolCall(a, "y"). }\n.init c = C\n'
+    assert [d.name for d in compile_source(text, "p.dl").diagnostics] == ["missing-verdict-annotation"]
+    # a program without verdicts (Soufflé's) and the library never warn
+    assert (
+        compile_source('.decl Escalate(a: symbol, b: symbol)\nEscalate(a, a) :- a = "x".\n').diagnostics == ()
+    )

@@ -58,6 +58,7 @@ def all_checks() -> tuple[Check, ...]:
         subsumption,
         undefined,
         unused,
+        verdict_annotations,
     )
 
     # type inference runs in the pipeline itself: later stages need the types it finds
@@ -68,6 +69,7 @@ def all_checks() -> tuple[Check, ...]:
         safety.check,
         builtin_calls.check,
         rule_annotations.check,
+        verdict_annotations.check,
         singletons.check,
         duplicates.check,
         unused.check,
