@@ -32,6 +32,7 @@ from policyc.compiler.stages import Stratified
 from policyc.compiler.symbols import ESCALATE, is_verdict
 
 from . import asp
+from .calls import rule_span
 from .deadline import Deadline, within
 from .search import Problem, uninterpreted_functors
 from .unsat import atom_shape, shape
@@ -351,7 +352,7 @@ class Searches:
             if q.kind == "redundant" and q.rule is not None:
                 found.append(
                     codes.REDUNDANT_RULE(
-                        q.rule.rule.span,
+                        rule_span(q.rule.rule),
                         f"this rule looks redundant: {within} does it derive a `{q.rule.rule.head.name}` fact "
                         "the other rules do not",
                         help="remove it, or make it say something the other rules do not",
@@ -363,7 +364,7 @@ class Searches:
             elif q.kind == "shadowed" and q.rule is not None:
                 found.append(
                     codes.SHADOWED_ALLOW(
-                        q.rule.rule.span,
+                        rule_span(q.rule.rule),
                         f"this `Allow` looks shadowed: {within} does it fire for an action that no `Deny` denies",
                         help="deny wins over allow: narrow the `Deny` rules or drop this one",
                         strength="bounded",

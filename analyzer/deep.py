@@ -56,7 +56,7 @@ from policyc.compiler.stages import Stratified
 from policyc.compiler.symbols import ESCALATE, is_verdict
 
 from .bounded import Modelled, PlacedRule, Searches
-from .calls import Replayer
+from .calls import Replayer, rule_span
 from .contain import Candidates, covers
 from .deadline import Deadline
 from .firing import unfired_call
@@ -262,7 +262,7 @@ def _unsatisfiable(run: _Run) -> tuple[dict[int, Contradiction], set[int]]:
             strength, reason, key, help = contradictions[id(r.rule)]
             run.findings.append(
                 codes.UNSATISFIABLE_RULE(
-                    r.rule.span,
+                    rule_span(r.rule),
                     f"this rule can never fire: {reason}",
                     help=help or "fix the conditions, or remove the rule",
                     strength=strength,
@@ -383,9 +383,9 @@ def _containment_findings(
     for r, cover in redundant.items():
         found.append(
             codes.REDUNDANT_RULE(
-                r.rule.span,
-                f"this rule is redundant: whenever it fires, the rule at line {cover.rule.span.line} derives the same fact",
-                related=(Related(cover.rule.span, "this rule covers it"),),
+                rule_span(r.rule),
+                f"this rule is redundant: whenever it fires, the rule at line {cover.rule.head.span.line} derives the same fact",
+                related=(Related(rule_span(cover.rule), "this rule covers it"),),
                 help="remove it, or make it say something the other rule does not",
                 strength="proved",
                 uninterpreted=of((r.rule, cover.rule)),
@@ -395,12 +395,12 @@ def _containment_findings(
         head = cover.rule.head.name
         found.append(
             codes.SHADOWED_ALLOW(
-                r.rule.span,
-                f"this `Allow` never takes effect: whenever it fires, the `{head}` rule at line {cover.rule.span.line} "
+                rule_span(r.rule),
+                f"this `Allow` never takes effect: whenever it fires, the `{head}` rule at line {cover.rule.head.span.line} "
                 "fires for the same action",
                 related=(
                     Related(
-                        cover.rule.span,
+                        rule_span(cover.rule),
                         "this rule denies every action it allows"
                         if head == "Deny"
                         else "this rule escalates every action it allows",
@@ -416,10 +416,10 @@ def _containment_findings(
     for r, cover in unasked.items():
         found.append(
             codes.SHADOWED_ESCALATE(
-                r.rule.span,
+                rule_span(r.rule),
                 f"this `Escalate` never asks anyone: whenever it fires, the `Deny` rule at line "
-                f"{cover.rule.span.line} fires for the same action",
-                related=(Related(cover.rule.span, "this rule denies every action it escalates"),),
+                f"{cover.rule.head.span.line} fires for the same action",
+                related=(Related(rule_span(cover.rule), "this rule denies every action it escalates"),),
                 help="deny wins over escalate: narrow the `Deny` rule or drop this one",
                 strength="proved",
                 uninterpreted=of((r.rule, cover.rule)),

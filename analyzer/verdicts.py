@@ -42,6 +42,7 @@ from policyc.compiler.diagnostics import Diagnostic, Related
 from policyc.compiler.stages import Stratified
 from policyc.compiler.symbols import ESCALATE, is_verdict
 
+from .calls import rule_span
 from .deadline import Deadline
 from .search import event_functors, from_events
 from .unsat import Encoder, comparison_shape
@@ -558,7 +559,7 @@ def finding(
             help = "deny wins over allow: narrow the `Deny` rules for it, or drop the `Allow` rule"
         else:
             help = f"to deny every call of `{tool}`, say so in one rule; else correct the conditions of these rules"
-        related = [Related(r.span, _role(r, tool)) for r in core if r is not site.rule]
+        related = [Related(rule_span(r), _role(r, tool)) for r in core if r is not site.rule]
         code = codes.ALWAYS_DENY
     else:
         naming = list(dict.fromkeys(m.rule for m in question.mentions if "Deny" in m.sides))
@@ -582,9 +583,9 @@ def finding(
             help = "the conditions of the `Deny` rules naming it can never hold together"
         else:
             help = f"to allow every call of `{tool}`, say so in one rule; else correct the conditions of these rules"
-        related = [Related(r.span, _role(r, tool)) for r in core if r is not site.rule]
+        related = [Related(rule_span(r), _role(r, tool)) for r in core if r is not site.rule]
         related += [
-            Related(r.span, f"names `{tool}`, and never denies a call of it")
+            Related(rule_span(r), f"names `{tool}`, and never denies a call of it")
             for r in naming
             if r is not site.rule
         ]
@@ -615,7 +616,7 @@ def _which(rules: list[ast.Rule], here: str, short: bool = False) -> str:
     """``the `Deny` rules at lines 7 and 8``, ``the rules at lines 3, 5 and 9`` (rules of
     several relations), ``the one at line 3`` (``short``)."""
     places = [
-        f"{r.span.line}" if r.span.file == here else f"{r.span.line} of {Path(r.span.file).name}"
+        f"{r.head.span.line}" if r.span.file == here else f"{r.head.span.line} of {Path(r.span.file).name}"
         for r in rules
     ]
     lines = places[0] if len(places) == 1 else ", ".join(places[:-1]) + " and " + places[-1]

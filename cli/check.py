@@ -69,6 +69,17 @@ SHOWABLE = ("ast", "strata", "plan")
     help="Time the --deep searches of a file may take together; a question left unanswered reports nothing.",
 )
 @NO_MAGIC_OPTION
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="Apply the safe fixes the diagnostics carry, again until none applies, and report what remains.",
+)
+@click.option(
+    "--unsafe-fixes", is_flag=True, help="With --fix or --diff, apply the fixes that are not safe too."
+)
+@click.option(
+    "--diff", is_flag=True, help="Write nothing; print the changes the fixes would make as a unified diff."
+)
 def check(
     paths: tuple[str, ...],
     fmt: str,
@@ -79,17 +90,33 @@ def check(
     bound: int,
     deep_timeout: float,
     no_magic: bool,
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
 ) -> None:
     """Report every syntax and semantic error of policy files.
 
     FILE may be a policy file, a folder (every `*.dl` file below it is checked) or `-` for
-    standard input.
+    standard input. With --fix, the fixes are written to the files (for `-`, the fixed text
+    goes to standard output and the report to standard error).
     """
     if show and fmt == "sarif":
         raise click.UsageError("--show cannot be combined with --format sarif")
+    if unsafe_fixes and not (fix or diff):
+        raise click.UsageError("--unsafe-fixes applies fixes with --fix or shows them with --diff")
+    if show and (fix or diff):
+        raise click.UsageError("--show cannot be combined with --fix or --diff: show the fixed files after")
+    if diff and fmt == "sarif":
+        raise click.UsageError("--diff cannot be combined with --format sarif")
     gc.disable()  # a short-lived process building many small objects; collection only costs time
     with internal_errors():
-        _check(paths, fmt, fail_on, show, stdin_filename, (bound, deep_timeout) if deep else None, no_magic)
+        searched = (bound, deep_timeout) if deep else None
+        if fix or diff:
+            from .fixes import fix_files
+
+            fix_files(paths, fmt, fail_on, stdin_filename, searched, unsafe_fixes, diff)
+        else:
+            _check(paths, fmt, fail_on, show, stdin_filename, searched, no_magic)
 
 
 def _check(
@@ -145,7 +172,7 @@ def _check(
     warnings = len(diagnostics) - errors
 
     if fmt == "text":
-        _print_text(diagnostics, compilations, show, no_magic)
+        print_text(diagnostics, compilations, show, no_magic)
     elif fmt == "json":
         from ..compiler.render_json import to_json
 
@@ -170,16 +197,27 @@ def _check(
         sys.exit(EXIT_ERRORS)
 
 
-def _print_text(diagnostics: list, compilations: dict, show: str | None, no_magic: bool = False) -> None:
+def print_text(
+    diagnostics: list,
+    compilations: dict,
+    show: str | None = None,
+    no_magic: bool = False,
+    err: bool = False,
+    before_summary: tuple[str, ...] = (),
+) -> None:
+    """Print the diagnostics of the compilations as text, each with its source line, then the
+    lines ``before_summary`` and the summary (on standard error with ``err``)."""
     from ..compiler import render_text
 
     if not diagnostics and not show:  # nothing to colour: no need for rich
+        for line in before_summary:
+            click.echo(line, err=err)
         if compilations:
-            click.echo(render_text.summary(diagnostics))
+            click.echo(render_text.summary(diagnostics), err=err)
         return
     from rich.console import Console
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True, stderr=err)
     if show:
         from ..compiler.show import show_text
 
@@ -193,5 +231,7 @@ def _print_text(diagnostics: list, compilations: dict, show: str | None, no_magi
             if module.source is not None:
                 sources.setdefault(module.path, module.source)
     render_text.render(diagnostics, sources.get, console)
+    for line in before_summary:
+        console.print(line, markup=False)
     if compilations:
         console.print(render_text.summary(diagnostics), style="bold" if diagnostics else None)

@@ -469,3 +469,23 @@ class StartGroup(click.Group):
         if args and args[0] != "start" and self.get_command(ctx, args[0]) is not None:
             return super().resolve_command(ctx, args)
         return "start", self.commands["start"], args
+
+
+def rewrite(path: str, text: str) -> None:
+    """Rewrite a file through a temporary file beside it, keeping its permissions (through a
+    symbolic link, the file it points to: the link stays)."""
+    import shutil
+    import tempfile
+
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".policyc-", suffix=".dl")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(text.encode("utf-8"))
+        shutil.copymode(path, temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise

@@ -17,29 +17,32 @@ from .common import (
     policy_files,
     print_diagnostics,
     require_extra,
+    rewrite,
 )
 
 
 @click.command("fmt")
-@click.argument("paths", nargs=-1, metavar="[FILE]...")
+@click.argument("paths", nargs=-1, metavar="FILE...")
 @click.option("--check", is_flag=True, help="Write nothing; list the files that are not formatted (exit 1).")
 @click.option("--diff", is_flag=True, help="Write nothing; print the changes as a unified diff (exit 1).")
-@click.option("--write", is_flag=True, help="Rewrite the files that are not formatted.")
+@click.option("--write", is_flag=True, help="Rewrite the files that are not formatted (the default).")
 @click.option("--stdin-filename", metavar="NAME", help="The file name to report for a policy read from `-`.")
 @FORMAT
 def fmt_command(
     paths: tuple[str, ...], check: bool, diff: bool, write: bool, stdin_filename: str | None, fmt: str
 ) -> None:
-    """Format policy files in the canonical layout (docs/formatting.md).
+    """Format policy files in the canonical layout (docs/formatting.md), rewriting them in place.
 
-    FILE may be a policy file, a folder (every `*.dl` file below it) or `-` for standard input
-    (the default). Without a mode, the formatted text is printed on standard output.
+    FILE may be a policy file, a folder (every `*.dl` file below it) or `-` for standard input,
+    whose formatted text goes to standard output.
     """
     if check + diff + write > 1:
         raise click.UsageError("choose one of --check, --diff and --write")
-    mode = "check" if check else "diff" if diff else "write" if write else "print"
+    if not paths:
+        raise click.UsageError("give the files or folders to format, or `-` for standard input")
+    mode = "check" if check else "diff" if diff else "write"
     with internal_errors():
-        _fmt(paths or ("-",), mode, stdin_filename or "<stdin>", fmt)
+        _fmt(paths, mode, stdin_filename or "<stdin>", fmt)
 
 
 def _fmt(paths: tuple[str, ...], mode: str, stdin_name: str, fmt: str) -> None:
@@ -59,7 +62,7 @@ def _fmt(paths: tuple[str, ...], mode: str, stdin_name: str, fmt: str) -> None:
                 continue
         if mode == "write" and result.changed and path != "-":
             try:
-                _replace(path, result.formatted or "")
+                rewrite(path, result.formatted or "")
             except OSError as error:
                 problems.append(f"cannot write `{path}`: {error.strerror or error}")
                 continue
@@ -72,7 +75,11 @@ def _fmt(paths: tuple[str, ...], mode: str, stdin_name: str, fmt: str) -> None:
         _fmt_json(results, mode, diagnostics)
     else:
         _fmt_text(results, mode, diagnostics)
-        _fmt_summary(mode, len(changed), len(results) - len(changed) - failed, failed)
+        # the text of standard input, printed, is all `fmt -` says (as `ruff format -`)
+        counted = [(p, r) for p, r in results if not (mode == "write" and p == "-")]
+        written = sum(1 for _, r in counted if r.changed)
+        broken = sum(1 for _, r in counted if r.formatted is None)
+        _fmt_summary(mode, written, len(counted) - written - broken, broken)
     for problem in problems:
         click.echo(f"policyc: error: {problem}", err=True)
     if problems:
@@ -87,7 +94,7 @@ def _fmt_text(results: list, mode: str, diagnostics: list) -> None:
     for path, result in results:
         if result.formatted is None:
             continue
-        if mode == "print" or (mode == "write" and path == "-"):
+        if mode == "write" and path == "-":
             click.echo(result.formatted, nl=False)
         elif mode == "check" and result.changed:
             click.echo(f"would reformat: {result.path}")
@@ -99,9 +106,7 @@ def _fmt_summary(mode: str, changed: int, unchanged: int, failed: int) -> None:
     def files(n: int) -> str:
         return f"{n} file{'s' if n != 1 else ''}"
 
-    if mode == "print":
-        parts = []
-    elif mode == "write":
+    if mode == "write":
         parts = [f"{files(changed)} reformatted", f"{files(unchanged)} left unchanged"]
     else:
         parts = [f"{files(changed)} would be reformatted", f"{files(unchanged)} already formatted"]
@@ -121,32 +126,12 @@ def _fmt_json(results: list, mode: str, diagnostics: list) -> None:
             "changed": result.changed,
             "error": result.formatted is None,
         }
-        if mode == "print" or (mode == "write" and path == "-"):
+        if mode == "write" and path == "-":
             entry["text"] = result.formatted
         elif mode == "diff":
             entry["diff"] = result.diff()
         files.append(entry)
     echo_json({"files": files, **to_json(diagnostics)})
-
-
-def _replace(path: str, text: str) -> None:
-    """Rewrite a file through a temporary file beside it, keeping its permissions (through a
-    symbolic link, the file it points to: the link stays)."""
-    import shutil
-    import tempfile
-
-    path = os.path.realpath(path)
-    folder = os.path.dirname(path)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".policyc-fmt-", suffix=".dl")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(text.encode("utf-8"))
-        shutil.copymode(path, temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 @click.command("lsp")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -30,6 +31,13 @@ from .common import EXIT_USAGE, FORMAT, FUNCTORS, POLICY, VERIFY, echo_json, fai
 )
 @click.option("--address", metavar="ADDRESS", help="The Ray cluster to run on (default: a local one).")
 @click.option("--report", "report_path", metavar="FILE", help="Write the report (JSON) to FILE.")
+@click.option(
+    "--differing",
+    "differing_path",
+    metavar="FILE",
+    help="With --compare, write every session whose decisions differ to FILE (JSON Lines): its file, "
+    "line and name, its first differing call and both decisions of it.",
+)
 @click.option(
     "--html",
     "html_path",
@@ -66,6 +74,7 @@ def replay_command(
     workers: int | None,
     address: str | None,
     report_path: str | None,
+    differing_path: str | None,
     html_path: str | None,
     shard_bytes: int,
     each: bool,
@@ -79,6 +88,10 @@ def replay_command(
     session per line, an object with an `events` list), deciding every tool call where it was
     made, and report the decisions per verdict, rule and tool; with --compare, every decision
     that differs. Exit status 1 when a line or file could not be read or a shard failed."""
+    if differing_path is not None and old_policy is None:
+        raise click.UsageError(
+            "--differing lists the sessions two policies decide differently: give --compare"
+        )
     with internal_errors():
         from .common import require_extra
 
@@ -90,9 +103,11 @@ def replay_command(
             if not os.path.exists(path):
                 fail(f"cannot read `{path}`: no such file or folder", EXIT_USAGE)
         job, digests = _job(policy, old_policy, functors, verify_key, thresholds_path, each)
+        if differing_path is not None:
+            job = replace(job, differing=True)
         from ..replay.archive import files, shards
         from ..replay.engines import replay_archive
-        from ..replay.report import listing, location, report_bytes, report_json, report_text
+        from ..replay.report import differing_lines, listing, location, report_bytes, report_json, report_text
 
         found, unopened = shards(traces, shard_bytes)
         chosen = workers or os.cpu_count() or 1
@@ -109,6 +124,9 @@ def replay_command(
         report = report_json(tally, (policy, digests[0]), compared, files(traces))
         if report_path is not None:
             _write(report_path, report_bytes(report))
+        if differing_path is not None:
+            count = len(tally.differing_sessions)
+            _write(differing_path, differing_lines(tally), f"{count:,} differing session{'s' * (count != 1)}")
         if html_path is not None:
             from ..replay.page import report_html
 
@@ -137,12 +155,14 @@ def replay_command(
             )
 
 
-def _write(path: str, data: bytes) -> None:
+def _write(path: str, data: bytes, what: str | None = None) -> None:
+    """Write a file and say so on standard error (standard output holds the report)."""
     try:
         with open(path, "wb") as out:
             out.write(data)
     except OSError as error:
         fail(f"cannot write `{path}`: {error.strerror or error}", EXIT_USAGE)
+    click.echo(f"wrote {path}" + (f": {what}" if what else ""), err=True)
 
 
 def _job(

@@ -278,6 +278,14 @@ class Rule:
     def annotation(self, name: str) -> Annotation | None:
         return next((a for a in self.annotations if a.name == name), None)
 
+    @property
+    def span_from_head(self) -> Span:
+        """The rule from its head to its end, without the annotations written before it."""
+        head, whole = self.head.span, self.span
+        return Span(
+            head.file, head.start, whole.end, head.line, head.column, whole.end_line, whole.end_column
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Compound:

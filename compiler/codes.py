@@ -159,6 +159,12 @@ EVALUATION_ORDER = Code(
     W,
     "in a program without verdicts, a construct whose value depends on the order of evaluation",
 )
+MISSING_VERDICT_ANNOTATION = Code(
+    "PC211",
+    "missing-verdict-annotation",
+    W,
+    "a `Deny` or `Escalate` rule has no `@id` or no `@message`: its reasons say neither which rule nor why",
+)
 
 # deep findings (`policyc check --deep`), each with a strength
 UNSATISFIABLE_RULE = Code("PC301", "unsatisfiable-rule", W, "a rule's body can never hold")
@@ -233,6 +239,7 @@ CATALOG: tuple[Code, ...] = (
     UNMATCHED_PATTERN,
     SOUFFLE_DIFFERENCE,
     EVALUATION_ORDER,
+    MISSING_VERDICT_ANNOTATION,
     UNSATISFIABLE_RULE,
     UNREACHABLE_RULE,
     REDUNDANT_RULE,

@@ -148,9 +148,12 @@ def load_source(
     return _Loader(read).load_root(SourceFile(path, text))
 
 
-def load_data(data: bytes, path: str) -> tuple[Program, list[Diagnostic]]:
-    """Load a policy from raw bytes (standard input), reported under ``path``."""
-    return _Loader().load_root(decode(path, data))
+def load_data(
+    data: bytes, path: str, read: Callable[[str], bytes] | None = None
+) -> tuple[Program, list[Diagnostic]]:
+    """Load a policy from raw bytes (standard input), reported under ``path``; ``read`` reads
+    the files it includes, as for :func:`load_source`."""
+    return _Loader(read).load_root(decode(path, data))
 
 
 def library_modules() -> list[str]:
@@ -161,6 +164,62 @@ def library_modules() -> list[str]:
         if entry.name.endswith(".dl") and entry.name[:-3] != PRELUDE:
             names.append(entry.name[:-3])
     return sorted(names)
+
+
+VOCABULARY = "events"  # the library module of the execution vocabulary
+
+
+@dataclass(frozen=True)
+class LibraryName:
+    """A name a library module declares: a relation (``relation``), a functor (``functor``)
+    or a foreign predicate (``predicate``), with its number of arguments."""
+
+    module: str
+    kind: str
+    arity: int
+
+
+@functools.cache
+def library_names() -> dict[str, LibraryName]:
+    """Every name the library modules declare themselves (not through their imports), the
+    event vocabulary's first: a name two modules declare is the first's.
+
+    >>> library_names()["ToolCall"], library_names()["Tainted"].module
+    (LibraryName(module='events', kind='relation', arity=2), 'provenance')
+    """
+    found: dict[str, LibraryName] = {}
+    for name in sorted(library_modules(), key=lambda m: (m != VOCABULARY, m)):
+        module = _library_module(name)
+        if module is None:
+            continue
+        for statement in module[0].statements:
+            if isinstance(statement, ast.Decl):
+                found.setdefault(
+                    statement.name.name, LibraryName(name, "relation", len(statement.attributes))
+                )
+            elif isinstance(statement, ast.Functor):
+                kind = "predicate" if statement.returns.name == "bool" else "functor"
+                found.setdefault(statement.name.name, LibraryName(name, kind, len(statement.params)))
+    return found
+
+
+@functools.cache
+def library_scope(name: str) -> frozenset[str]:
+    """The names ``.import name`` brings: those of the module and of every module it imports."""
+    names: set[str] = set()
+    stack, seen = [name], set()
+    while stack:
+        current = stack.pop()
+        found = _library_module(current)
+        if current in seen or found is None:
+            continue
+        seen.add(current)
+        for statement in found[0].statements:
+            if isinstance(statement, ast.Decl | ast.Functor):
+                names.add(statement.name.name)
+            elif isinstance(statement, ast.Import):
+                stack.append(statement.module.name)
+    return frozenset(names)
 
 
 def _is_prelude(path: str) -> bool:

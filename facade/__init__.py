@@ -3,7 +3,8 @@
 The public API. Heavy parts are imported on first use, so ``import policyc`` is cheap.
 
 >>> import policyc
->>> [d.name for d in policyc.check_source("Deny(a) :- Send(a), Taint(a).\\n.input Send")]
+>>> [d.name for d in policyc.check_source('@id("no-taint") @message("{a} is tainted")\\n'
+...                                        "Deny(a) :- Send(a), Taint(a).\\n.input Send")]
 ['undefined-relation']
 >>> policy = policyc.load(".input Send, Untrusted\\nDeny(a) :- Send(a), Untrusted(a).")
 >>> policy.decide({"Send": [["e1"]], "Untrusted": [["e1"]]}, "e1").allowed

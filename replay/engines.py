@@ -29,7 +29,8 @@ Progress = Callable[[int], None]  # told the sessions of each finished shard
 @dataclass(frozen=True)
 class Job:
     """What every worker needs: the policy's bundle, the older policy's (``--compare``), the
-    functors module, the monitors' options, and whether to keep every session's decisions."""
+    functors module, the monitors' options, whether to keep every session's decisions, and
+    whether to list every session whose decisions differ (``--differing``)."""
 
     bundle: bytes
     origin: str
@@ -38,6 +39,7 @@ class Job:
     functors: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     each: bool = False
+    differing: bool = False
 
 
 _made: list[tuple[Job, tuple[Any, Any]]] = []  # this process's monitors, with the job they are of
@@ -85,7 +87,8 @@ def replay_shard(job: Job, shard: Shard) -> Tally:
         except Exception as error:  # the monitor fails closed; anything else is a failure of the replay
             replayed = {"decisions": [], "problems": [f"the replay failed: {type(error).__name__}: {error}"]}
             before = None
-        tally.session(place, where, replayed, before, job.each)
+        events = record["events"] if before is not None else None  # for the drill-down of an example
+        tally.session(place, where, replayed, before, job.each, events, job.differing)
     return tally
 
 

@@ -11,10 +11,17 @@ alone: the same report gives the same bytes.
 
 Each bar of a plot carries an ``id`` (``rules-deny-0``: the plot, the series, the row of the
 table beside it), so the page can be checked against its tables.
+
+For a screen reader: each plot is one image named by what it shows (every bar's label and
+values, :func:`described`) under a caption, each table has a caption and column headers, and
+each summary card reads as its number and its label. With ``--compare``, each example of a
+difference links to its session's drill-down: the session's events, and both policies'
+decisions of each call, the differing ones marked (:func:`~.tally.detail`).
 """
 
 from __future__ import annotations
 
+import html
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -59,13 +66,47 @@ def report_html(report: dict[str, Any]) -> str:
     )
     environment.filters["location"] = location
     environment.filters["number"] = lambda n: f"{n:,}"
-    charts = {"rules": svg(rules_chart(report["rules"]))}
+    environment.filters["decision"] = decision_text
+    made = {"rules": rules_chart(report["rules"])}
     differences = report.get("differences")
     if differences is not None:
-        charts["tools"] = svg(differing_chart(differences["tools"]))
+        made["tools"] = differing_chart(differences["tools"])
     else:
-        charts["tools"] = svg(tools_chart(report["tools"]))
-    return environment.get_template("report.html.j2").render(report=report, charts=charts)
+        made["tools"] = tools_chart(report["tools"])
+    charts = {key: svg(chart) for key, chart in made.items()}
+    captions = {key: f"{chart.title} (the table below lists every row)" for key, chart in made.items()}
+    anchors = _anchors(differences) if differences is not None else {}
+    environment.filters["anchor"] = lambda example: anchors.get(
+        (example.get("detail"), str(example.get("event")))
+    )
+    return environment.get_template("report.html.j2").render(report=report, charts=charts, captions=captions)
+
+
+def decision_text(decision: dict[str, Any] | None) -> str:
+    """A policy's decision of a call as a drill-down shows it: ``deny by no-shell: c1 runs a
+    shell command`` (the rules and their messages), ``allow``, ``no decision``."""
+    if decision is None:
+        return "no decision"
+    verdict = str(decision["verdict"]) + (" (error)" if decision.get("errored") else "")
+    reasons = [
+        str(r["rule"]) + (f": {r['message']}" if r.get("message") else "")
+        for r in decision.get("reasons", ())
+    ]
+    return verdict + (" by " + "; ".join(reasons) if reasons else "")
+
+
+def _anchors(differences: dict[str, Any]) -> dict[tuple[str, Any], str]:
+    """Where each example's call is on the page: the row of its first event of that id in its
+    session's drill-down (its section when the drill-down left that event out)."""
+    found: dict[tuple[str, Any], str] = {}
+    for detail in differences.get("details", ()):
+        for n, event in enumerate(detail["events"], 1):
+            found.setdefault((detail["id"], event["id"]), f"{detail['id']}-e{n}")
+    for group in differences["groups"]:
+        for example in group["examples"]:
+            if example.get("detail"):
+                found.setdefault((example["detail"], str(example["event"])), example["detail"])
+    return {(d, str(e)): anchor for (d, e), anchor in found.items()}
 
 
 def rules_chart(rules: Sequence[dict[str, Any]]) -> Chart:
@@ -160,7 +201,21 @@ def svg(chart: Chart) -> str:
         buffer = io.StringIO()
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
-    return text[text.index("<svg") :]
+    text = text[text.index("<svg") :]
+    # one image to a screen reader, named by what it shows (its labels are the table's rows)
+    return text.replace(
+        "<svg ", f'<svg role="img" aria-label="{html.escape(described(chart), quote=True)}" ', 1
+    )
+
+
+def described(chart: Chart) -> str:
+    """What a chart shows, in words: its title and each bar's label and values."""
+    rows = []
+    for row, label in enumerate(chart.labels):
+        values = ", ".join(f"{series.values[row]:,} {series.name}" for series in chart.series)
+        rows.append(f"{label}: {values}")
+    unit = chart.unit + (f"; {chart.note}" if chart.note else "")
+    return f"Bar chart, {chart.title.lower()} ({unit}). " + "; ".join(rows) + "."
 
 
 def _short(label: str) -> str:

@@ -51,6 +51,10 @@ def report_json(
         "shards_failed": [entry for _, entry in tally.shards_failed],
     }
     if compare is not None:
+        shown = sorted(
+            {(p[0], p[1]) for group in tally.groups.values() for p, _ in group.examples} & set(tally.details)
+        )
+        ids = {at: f"s{n}" for n, at in enumerate(shown, 1)}
         out["differences"] = {
             "sessions": tally.differing,
             "decisions": tally.differences,
@@ -66,12 +70,16 @@ def report_json(
                     "new": new,
                     "decisions": group.decisions,
                     "sessions": group.sessions,
-                    "examples": [example for _, example in group.examples],
+                    "examples": [
+                        {**example, "detail": ids.get((place[0], place[1]))}
+                        for place, example in group.examples
+                    ],
                 }
                 for (rule, tool, old, new), group in sorted(
                     tally.groups.items(), key=lambda item: (-item[1].decisions, item[0])
                 )
             ],
+            "details": [{"id": ids[at], **tally.details[at]} for at in shown],
         }
     return out
 
@@ -79,6 +87,16 @@ def report_json(
 def listing(tally: Tally) -> list[dict[str, Any]]:
     """Every session's decisions and problems (a replay with ``each``), in archive order."""
     return [entry for _, entry in tally.listing]
+
+
+def differing_lines(tally: Tally) -> bytes:
+    """Every session whose decisions differ (a replay with ``differing``), in archive order, as
+    the JSON Lines ``--differing`` writes: its place and name, its first differing call and
+    both policies' decisions of it, and how many of its decisions differ."""
+    return b"".join(
+        (json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+        for _, entry in tally.differing_sessions
+    )
 
 
 def report_bytes(report: dict[str, Any]) -> bytes:

@@ -146,9 +146,32 @@ class Monitor:
                 self.attached[extension.name] = attachment
         self.hooks = tuple(self.attached.items())
         # a shadow policy, the monitor's mode and its audit log (runtime/shadow.py): None for none
+        self.closed = False
+        self.owned: tuple[Monitor, ...] = ()  # the monitors this one made, closed with it
         if shadow is not None and not isinstance(shadow, Monitor):
             shadow = Monitor(shadow)  # a shadow policy decides in a monitor of its own
+            self.owned = (shadow,)
         self.watch = watching(self, shadow, mode, audit)
+
+    def close(self) -> None:
+        """Close the monitor: the audit log it opened from a path gets its closing checkpoint
+        and is closed (a log given as an :class:`~.audit.AuditLog` is its caller's to close:
+        several monitors may share it). Its sessions' later decisions that would be logged are
+        denied (``audit-failed``), and it opens no new session. Closing again does nothing;
+        ``with Monitor(...) as monitor:`` closes it at the end of the block."""
+        if self.closed:
+            return
+        self.closed = True
+        for monitor in self.owned:
+            monitor.close()
+        if self.watch is not None:
+            self.watch.close()
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __getattr__(self, name: str) -> Any:
         """An extension's attachment by the monitor attribute it names (``monitor.risk``,
@@ -182,6 +205,8 @@ class Monitor:
             principal = positional[0]
             if len(positional) == 2:
                 roles = positional[1]
+        if self.closed:
+            raise RuntimeError(f"the monitor is closed: session {session_id!r} cannot be opened")
         return Session(self, session_id, principal, tuple(roles or ()))
 
 

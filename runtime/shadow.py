@@ -92,6 +92,7 @@ class Watch:
         self.mode = mode
         self.rules = SHADOW_DENY in monitor.policy.plan.relation_index()
         self.shadow = shadow
+        self.owns_log = isinstance(audit, str | os.PathLike)  # opened here: closed with the monitor
         if isinstance(audit, str | os.PathLike):
             audit = AuditLog(audit)
         if audit is not None and not isinstance(audit, AuditLog):
@@ -119,6 +120,11 @@ class Watch:
 
     def session(self, session: Session) -> Watched:
         return Watched(self, session)
+
+    def close(self) -> None:
+        """Close the audit log if the monitor opened it (from a path)."""
+        if self.audit is not None and self.owns_log:
+            self.audit.close()
 
     def log(self, level: int, message: str, *args: Any) -> None:
         """A record of the ``policyc.shadow`` logger, saying the monitor's mode."""

@@ -81,7 +81,8 @@ def run_file(test: TestFile, coverage: bool = False) -> FileResult:
     plan = policy.plan
     rules = _user_rules(plan, test.policy.parent)
     fired_ids: set[int] | None = set() if coverage else None
-    results = [_run_case(policy, case, fired_ids) for case in test.cases]
+    heads = _rule_heads(plan)
+    results = [_run_case(policy, case, fired_ids, heads) for case in test.cases]
     if fired_ids is None:
         return FileResult(test, test.path, None, tuple(results))
     fired = {
@@ -107,7 +108,39 @@ def _user_rules(plan: Any, root: Path) -> dict[tuple[str, int, int], tuple[int, 
     return found
 
 
-def _run_case(policy: Any, case: Case, fired: set[int] | None) -> CaseResult:
+def _rule_heads(plan: Any) -> dict[str, set[str]]:
+    """The rule ids of a plan, each with the relations its rules derive."""
+    heads: dict[str, set[str]] = {}
+    for info in plan.rules:
+        heads.setdefault(info.id, set()).add(info.head)
+    return heads
+
+
+# the relations whose rules give a decision's reasons (a rule in shadow mode derives another)
+REASON_HEADS = frozenset({"Deny", "Escalate"})
+RUNTIME_PREFIX = "policyc:"  # the monitor's own reasons (a refused call, the default denial, ...)
+
+
+def _unknown_rule(rule: str, heads: dict[str, set[str]]) -> str | None:
+    """Why a decision can never give ``rule`` as a reason (None: it can)."""
+    from policyc.compiler.syntax_errors import did_you_mean
+
+    if rule.startswith(RUNTIME_PREFIX):
+        return None
+    derived = heads.get(rule)
+    if derived is None:
+        reasons = [r for r, found in heads.items() if found & REASON_HEADS]
+        close = did_you_mean(rule, reasons)
+        return f"`{rule}`: no rule has it" + (f" (did you mean `{close}`?)" if close else "")
+    if derived & REASON_HEADS:
+        return None
+    names = ", ".join(f"`{name}`" for name in sorted(derived))
+    if any(name.endswith("@shadow") for name in derived):
+        return f"`{rule}`, a rule in shadow mode: its denials are would-deny, never a decision's reasons"
+    return f"`{rule}`, the id of a {names} rule"
+
+
+def _run_case(policy: Any, case: Case, fired: set[int] | None, heads: dict[str, set[str]]) -> CaseResult:
     from policyc.runtime.facts import FactsError, read
 
     failures: list[Failure] = []
@@ -141,6 +174,18 @@ def _run_case(policy: Any, case: Case, fired: set[int] | None) -> CaseResult:
         for action in actions:
             failures.extend(_verdict(decisions, action, verdict))
     for action, ids in case.reasons.items():
+        unknown = [(i, _unknown_rule(i, heads)) for i in ids]
+        for rule, problem in unknown:
+            if problem is not None:
+                expected = (
+                    "a rule id of the policy"
+                    if rule not in heads
+                    else "the id of a `Deny` or `Escalate` rule"
+                )
+                failures.append(Failure("reasons", action, expected, problem))
+        ids = tuple(i for i, problem in unknown if problem is None)
+        if not ids:
+            continue
         decision = _find(decisions, action)
         if decision is None:
             failures.append(Failure("reasons", action, f"denied by {', '.join(ids)}", "never decided"))

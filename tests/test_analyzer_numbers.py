@@ -174,7 +174,8 @@ def test_a_policy_mixing_numbers_and_strings(cli, tmp_path: Path) -> None:
     run = cli("check", "--deep", "--format", "json", str(policy))
     assert run.status == 0, run.stderr
     slips = {"missing-argument", "untyped-argument-comparison"}
-    assert [d for d in json.loads(run.stdout)["diagnostics"] if d["name"] not in slips] == []
+    found = json.loads(run.stdout)["diagnostics"]
+    assert [d for d in found if d["code"].startswith("PC3") and d["name"] not in slips] == []
 
 
 @pytest.mark.parametrize(
@@ -345,7 +346,7 @@ def test_no_bounded_finding_that_only_missing_neighbours_make(cli, tmp_path: Pat
         "Deny(a) :- Pay(a, s), to_number(s) > 1000.\n"
     )
     run = cli("check", "--deep", "--format", "json", str(policy))
-    assert run.status == 0 and run.json()["diagnostics"] == []
+    assert run.status == 0 and [d for d in run.json()["diagnostics"] if d["code"].startswith("PC3")] == []
 
 
 def test_a_scenario_is_synthesized_for_a_rule_through_a_conversion() -> None:

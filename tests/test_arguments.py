@@ -181,7 +181,7 @@ def test_a_declared_argument_used_as_another_type_is_a_type_mismatch(rule: str, 
 
 
 def test_the_mismatch_names_the_declaration() -> None:
-    text = DECLARED + 'Deny(a) :- ToolCall(a, "pay"), tool_arg(a, "to") > 3.\n'
+    text = DECLARED + '@id("to") @message("m") Deny(a) :- ToolCall(a, "pay"), tool_arg(a, "to") > 3.\n'
     (found,) = compile_source(text, "p.dl").diagnostics
     assert found.code == "PC103"
     assert [(r.span.line, r.message) for r in found.related] == [(4, "`pay.to` is declared `symbol`")]

@@ -42,6 +42,19 @@ CASES = {
         """,
         [],
     ),
+    # ----------------------------------------------- missing-verdict-annotation
+    "missing-verdict-annotation": (
+        """
+        .input Send, Pay
+        Deny(a) :- Send(a).
+        @id("pay-needs-approval")
+        Escalate(a) :- Pay(a).
+        @id("ok") @message("{a} is fine")
+        Deny(a) :- Send(a), Pay(a).
+        Allow(a) :- Send(a).
+        """,
+        [("missing-verdict-annotation", 3, "Deny"), ("missing-verdict-annotation", 5, "Escalate")],
+    ),
     # ------------------------------------------------------- undefined-relation
     "undefined-relation": (
         """

@@ -312,7 +312,7 @@ def test_a_builtin_declared_again_as_it_is_gets_a_warning_whose_fix_removes_it()
         ".functor lower(x: symbol): symbol\n"
         "  .functor contains(s: symbol, sub: symbol): bool   \n"
         ".functor strlen(s: symbol): number  // the length\n"
-        'Deny(a) :- Send(a, x), contains("evil", lower(x)), strlen(x) > 3.\n'
+        '@id("evil") @message("{a} sends evil") Deny(a) :- Send(a, x), contains("evil", lower(x)), strlen(x) > 3.\n'
     )
     result = compile_source(text, "case.dl")
     assert result.ok
@@ -327,6 +327,7 @@ def test_a_builtin_declared_again_as_it_is_gets_a_warning_whose_fix_removes_it()
         for edit in d.fix.edits:
             fixed = fixed[: edit.span.start] + edit.text + fixed[edit.span.end :]
     assert fixed == (
-        '.input Send\n// the length\nDeny(a) :- Send(a, x), contains("evil", lower(x)), strlen(x) > 3.\n'
+        '.input Send\n// the length\n@id("evil") @message("{a} sends evil") '
+        'Deny(a) :- Send(a, x), contains("evil", lower(x)), strlen(x) > 3.\n'
     )
     assert not compile_source(fixed, "case.dl").diagnostics

@@ -32,7 +32,7 @@ def test_clean_file(policyc) -> None:
 
 def test_errors_exit_1_and_warnings_do_not(policyc, tmp_path) -> None:
     errors = write(tmp_path, "e.dl", ".input S\nDeny(a) :- S(a), T(a).\n")
-    warnings = write(tmp_path, "w.dl", ".input S\nDeny(a) :- S(a, b).\n")
+    warnings = write(tmp_path, "w.dl", '.input S\n@id("s") @message("{a} is s")\nDeny(a) :- S(a, b).\n')
     assert policyc("check", errors).status == 1
     run = policyc("check", warnings)
     assert run.status == 0
@@ -57,9 +57,9 @@ def test_usage_errors_exit_2(policyc) -> None:
 
 
 def test_folder_is_searched(policyc, tmp_path) -> None:
-    write(tmp_path, "a.dl", ".input S\nDeny(a) :- S(a).\n")
+    write(tmp_path, "a.dl", '.input S\n@id("s") @message("{a} is s")\nDeny(a) :- S(a).\n')
     (tmp_path / "sub").mkdir()
-    write(tmp_path / "sub", "b.dl", ".input S\nDeny(a) :- S(a), Q(a).\n")
+    write(tmp_path / "sub", "b.dl", '.input S\n@id("s") @message("{a} is s")\nDeny(a) :- S(a), Q(a).\n')
     write(tmp_path, "notes.txt", "not a policy")
     run = policyc("check", "--format", "json", str(tmp_path))
     assert run.status == 1
@@ -79,11 +79,11 @@ def test_standard_input(policyc) -> None:
         "--stdin-filename",
         "inline.dl",
         "-",
-        stdin=b".input S\nDeny(a) :- S(a), T(a).\n",
+        stdin=b'.input S\n@id("s") @message("{a} is s")\nDeny(a) :- S(a), T(a).\n',
     )
     assert run.status == 1
     (d,) = run.json()["diagnostics"]
-    assert (d["file"], d["line"], d["column"], d["name"]) == ("inline.dl", 2, 18, "undefined-relation")
+    assert (d["file"], d["line"], d["column"], d["name"]) == ("inline.dl", 3, 18, "undefined-relation")
 
 
 def test_bad_inputs_never_trace_back(policyc, tmp_path) -> None:
@@ -137,7 +137,7 @@ def test_json_contract(policyc) -> None:
         positions.append((d["file"], d["line"], d["column"]))
     assert positions == sorted(positions)
     first = out["diagnostics"][0]
-    assert first["file"].endswith("arity-mismatch.dl") and (first["line"], first["column"]) == (3, 12)
+    assert first["file"].endswith("arity-mismatch.dl") and (first["line"], first["column"]) == (4, 12)
     assert first["related"][0]["line"] == 1
 
 
@@ -187,7 +187,9 @@ def test_show_ast(policyc) -> None:
 
 def test_included_file_reported_once(policyc, tmp_path) -> None:
     write(tmp_path, "common.dl", ".input S\nHelper(a) :- S(a), Missing(a).\n")
-    main = write(tmp_path, "main.dl", '.include "common.dl"\nDeny(a) :- Helper(a).\n')
+    main = write(
+        tmp_path, "main.dl", '.include "common.dl"\n@id("h") @message("{a} helps")\nDeny(a) :- Helper(a).\n'
+    )
     other = write(tmp_path, "other.dl", '.include "common.dl"\nAllow(a) :- Helper(a).\n')
     out = policyc("check", "--format", "json", main, other).json()
     assert [(Path(d["file"]).name, d["name"]) for d in out["diagnostics"]] == [
@@ -214,11 +216,13 @@ def test_version_help_and_module(policyc) -> None:
 
 
 def test_text_rendering_points_at_the_error(policyc, tmp_path) -> None:
-    path = write(tmp_path, "p.dl", ".input Send\nDeny(a) :- Send(a),\n\tTaint(a).\n")
+    path = write(
+        tmp_path, "p.dl", '.input Send\n@id("s") @message("{a} is s")\nDeny(a) :- Send(a),\n\tTaint(a).\n'
+    )
     run = policyc("check", path)
     lines = run.stdout.splitlines()
-    assert lines[0] == f"{path}:3:2: error[PC101]: relation `Taint` is not defined [undefined-relation]"
-    source_line = next(line for line in lines if line.startswith("3 |"))
+    assert lines[0] == f"{path}:4:2: error[PC101]: relation `Taint` is not defined [undefined-relation]"
+    source_line = next(line for line in lines if line.startswith("4 |"))
     caret_line = lines[lines.index(source_line) + 1]
-    assert source_line == "3 |     Taint(a)."  # tabs shown as four spaces
+    assert source_line == "4 |     Taint(a)."  # tabs shown as four spaces
     assert caret_line.index("^") == source_line.index("T") and caret_line.count("^") == len("Taint")

@@ -317,7 +317,7 @@ def test_an_instance_may_be_of_a_component_of_another_file(tmp_path) -> None:
 def test_rule_ids_are_the_instances() -> None:
     text = (
         ".decl Target(x: symbol)\n.input Target\n"
-        '.comp Block {\n    .decl bad(x: symbol)\n    @id("blocked")\n    Deny(x) :- Target(x), bad(x).\n}\n'
+        '.comp Block {\n    .decl bad(x: symbol)\n    @id("blocked") @message("{x} is bad")\n    Deny(x) :- Target(x), bad(x).\n}\n'
         '.init a = Block\n.init b = Block\na.bad("x").\nb.bad("y").\n'
     )
     assert problems(text) == []

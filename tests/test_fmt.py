@@ -229,7 +229,8 @@ def policies(draw) -> str:
 
 @pytest.mark.parametrize("name", CASES)
 def test_golden(name: str) -> None:
-    run = run_policyc("fmt", f"{name}.dl", cwd=GOLDEN)
+    given = (GOLDEN / f"{name}.dl").read_bytes()  # formatted to standard output, never rewritten
+    run = run_policyc("fmt", "--stdin-filename", f"{name}.dl", "-", stdin=given, cwd=GOLDEN)
     out, err = GOLDEN / f"{name}.out", GOLDEN / f"{name}.err"
     if os.environ.get("POLICYC_UPDATE_GOLDEN"):
         if run.status == 0:
@@ -394,20 +395,26 @@ UGLY = "Deny(a):-Send(a),!Ok(a).\n"
 PRETTY = "Deny(a) :- Send(a), not Ok(a).\n"
 
 
-def test_prints_the_formatted_text(policyc, tmp_path) -> None:
+def test_rewrites_the_files_in_place_as_ruff_format_does(policyc, tmp_path) -> None:
     path = write(tmp_path, "p.dl", UGLY)
     run = policyc("fmt", str(path))
-    assert (run.status, run.stdout, run.stderr) == (0, PRETTY, "")
-    assert path.read_text("utf-8") == UGLY  # printing writes nothing
+    assert (run.status, run.stdout, run.stderr) == (0, "", "1 file reformatted, 0 files left unchanged\n")
+    assert path.read_text("utf-8") == PRETTY
+    run = policyc("fmt", str(path))
+    assert (run.status, run.stdout, run.stderr) == (0, "", "0 files reformatted, 1 file left unchanged\n")
 
 
-def test_reads_standard_input(policyc) -> None:
-    assert policyc("fmt", stdin=UGLY.encode()).stdout == PRETTY
+def test_reads_standard_input_and_writes_standard_output(policyc) -> None:
     assert policyc("fmt", "-", stdin=UGLY.encode()).stdout == PRETTY
+    run = policyc("fmt", "--stdin-filename", "mine.dl", "-", stdin=UGLY.encode())
+    assert (run.status, run.stdout, run.stderr) == (0, PRETTY, "")
     run = policyc("fmt", "--write", "-", stdin=UGLY.encode())  # nothing to write: printed
     assert (run.status, run.stdout) == (0, PRETTY)
     run = policyc("fmt", "--check", "--stdin-filename", "mine.dl", "-", stdin=UGLY.encode())
     assert run.status == 1 and run.stdout == "would reformat: mine.dl\n"
+    # without a FILE, nothing is guessed: no folder is rewritten, no standard input awaited
+    run = policyc("fmt", stdin=UGLY.encode())
+    assert run.status == 2 and "`-` for standard input" in run.stderr and run.stdout == ""
 
 
 def test_check(policyc, tmp_path) -> None:
@@ -469,14 +476,15 @@ def test_syntax_errors_are_reported_like_check_and_nothing_is_written(policyc, t
     checked = policyc("check", str(bad))
     diagnostics = checked.stdout[: checked.stdout.rindex("Found ")]
     assert "error[PC001]" in diagnostics
-    for mode in ("--write", "--check", "--diff", None):
+    for mode in ("--check", "--diff", "--write", None):
+        good.write_text(UGLY, "utf-8")
         run = policyc("fmt", *([mode] if mode else []), str(bad), str(good))
         assert run.status == 1
         assert run.stderr.startswith(diagnostics)
         assert "1 file with errors not formatted" in run.stderr
         assert "Traceback" not in run.stderr
         assert bad.read_text("utf-8") == text
-    assert good.read_text("utf-8") == PRETTY  # the other file was formatted by --write
+        assert good.read_text("utf-8") == (UGLY if mode in ("--check", "--diff") else PRETTY)
 
 
 def test_invalid_encoding_is_reported_like_check(policyc) -> None:
@@ -499,6 +507,8 @@ def test_json(policyc, tmp_path) -> None:
     assert out["files"][0]["diff"].startswith(f"--- {ugly}\n")
     assert [d["name"] for d in out["diagnostics"]] == ["syntax-error"] and out["errors"] == 1
     run = policyc("fmt", "--format", "json", str(ugly))
+    assert run.status == 0 and run.json()["files"][0]["changed"] and ugly.read_text("utf-8") == PRETTY
+    run = policyc("fmt", "--format", "json", "-", stdin=UGLY.encode())
     assert run.status == 0 and run.json()["files"][0]["text"] == PRETTY
 
 

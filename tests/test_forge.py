@@ -102,7 +102,7 @@ PLANTED = [
         "mls",
         "Deny(a) :- RecipientRank(a, r), ClearanceRank(c), r < c.",
         "Deny(a) :- RecipientRank(a, r), ClearanceRank(c), r < c.\nDeny(a) :- RecipientRank(a, r), ClearanceRank(c), r < c.",
-        [("duplicate-rule", 57)],
+        [("duplicate-rule", 57), ("missing-verdict-annotation", 57)],
     ),
     ("malade", '@id("not-fda")', '@id("fda-access")', [("invalid-annotation", 42)]),
     (
@@ -139,31 +139,31 @@ PLANTED = [
         "tau2_airline",
         "not UserRequestedCompensation().",
         "not UserRequestedCompensation(a).",
-        [("arity-mismatch", 77)],
+        [("arity-mismatch", 93)],
     ),
     (
         "tau2_retail",
         ".decl ItemPairOk(a: symbol, pos: number)",
         ".decl ItemPairOk(a: symbol, pos: symbol)",
-        [("type-mismatch", 84)],
+        [("type-mismatch", 100)],
     ),
     (
         "tau2_retail",
         "Deny(a) :- ModifyItemPair(a, _, item_id, item_id).",
         "Deny(a) :- ModifyItemPair(a, _, item_id, item_id), not ItemKnown(item_id).",
-        [("undefined-relation", 85)],
+        [("undefined-relation", 103)],
     ),
     (
         "agentdojo_provenance",
         ".decl BrowseAllowed(a: symbol) inline",
         ".decl BrowseAllowed(a: symbol)",
-        [("unsafe-variable", 95)],
+        [("unsafe-variable", 107)],
     ),
     (
         "agentdojo_provenance",
         ".decl Anchored(v: symbol) inline",
         ".decl Anchored(v: symbol)",
-        [("unsafe-variable", 49)],
+        [("unsafe-variable", 51)],
     ),
 ]
 

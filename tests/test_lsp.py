@@ -114,7 +114,7 @@ async def test_a_file_whose_uri_has_escapes(client: LanguageClient, tmp_path: Pa
     folder.mkdir(parents=True)
     main, rules = folder / "main.dl", folder / "rules.dl"
     rules.write_text(".decl Send(a: symbol)\n.input Send\n", "utf-8")
-    text = '.include "rules.dl"\nDeny(a) :- Send(a), Taint(a).\n'
+    text = '.include "rules.dl"\n@id("d") @message("m") Deny(a) :- Send(a), Taint(a).\n'
     main.write_text(text, "utf-8")
     assert "%20" in main.as_uri() and "%C3%A9" in main.as_uri()
     got = await open_document(client, main)
@@ -275,10 +275,12 @@ async def test_debounced_changes_publish_only_the_latest_version(tmp_path: Path)
     own = await own_server({"policyc": {"debounceMs": 1500, "deep": False}})
     try:
         path = tmp_path / "typing.dl"
-        text = ".input Send\nDeny(a) :- Send(a).\n"
+        text = '.input Send\n@id("d") @message("m") Deny(a) :- Send(a).\n'
         await open_document(own, path, text)
         mark = len(own.published)
-        for version, typed in enumerate(("Deny(b) :- S", "Deny(b) :- Sen", "Deny(b) :- Send(b), Ok(b)."), 2):
+        typing = ('@id("e") @message("n") Deny(b) :- S', "Deny(b) :- Sen", "Deny(b) :- Send(b), Ok(b).")
+        typing = tuple(typing[0].split("Deny")[0] + t if i else t for i, t in enumerate(typing))
+        for version, typed in enumerate(typing, 2):
             own.text_document_did_change(
                 types.DidChangeTextDocumentParams(
                     types.VersionedTextDocumentIdentifier(version=version, uri=path.as_uri()),

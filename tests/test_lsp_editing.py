@@ -426,7 +426,7 @@ async def test_quick_fixes_from_diagnostics(client: LanguageClient, tmp_path: Pa
     text = (
         ".import event\n.decl Send(a: symbol, n: number)\n.input Send\n"
         "Tainted(a) :- Send(a, _).\n"
-        "Deny(a) :- Send(a, n), Taint(a).\n"
+        '@id("d") @message("m") Deny(a) :- Send(a, n), Taint(a).\n'
         "Allow(a) :- Send(a, k), External(a, k, 3).\n"
     )
     got = await open_document(client, path, text)
@@ -467,7 +467,7 @@ async def test_a_builtin_declared_again_is_a_warning_whose_fix_removes_the_line(
     path = tmp_path / "souffle.dl"
     text = (
         ".functor contains(s: symbol, sub: symbol): bool\n.input Send\n"
-        'Deny(a) :- Send(a, x), contains("evil", x).\n'
+        '@id("d") @message("m") Deny(a) :- Send(a, x), contains("evil", x).\n'
     )
     (got,) = await open_document(client, path, text)
     assert (got.code, got.severity) == ("PC205", types.DiagnosticSeverity.Warning)
@@ -475,7 +475,7 @@ async def test_a_builtin_declared_again_is_a_warning_whose_fix_removes_the_line(
     (fix,) = await _actions(client, path, got)
     assert fix.title == "Remove the declaration" and fix.is_preferred
     fixed = apply(text, fix.edit.changes[path.as_uri()])
-    assert fixed == '.input Send\nDeny(a) :- Send(a, x), contains("evil", x).\n'
+    assert fixed == '.input Send\n@id("d") @message("m") Deny(a) :- Send(a, x), contains("evil", x).\n'
     assert await change(client, path, fixed, 2) == []
     close(client, path)
 
@@ -485,13 +485,18 @@ async def test_a_contains_call_in_the_old_order_offers_swapping_its_arguments(
     client: LanguageClient, tmp_path: Path
 ) -> None:
     path = tmp_path / "order.dl"
-    text = '.input Fetch\nDeny(a) :- Fetch(a, url), contains(lower(url), "evil.com").\n'
+    text = (
+        '.input Fetch\n@id("d") @message("m") Deny(a) :- Fetch(a, url), contains(lower(url), "evil.com").\n'
+    )
     (got,) = await open_document(client, path, text)
     assert (got.code, got.severity) == ("PC206", types.DiagnosticSeverity.Warning)
     (fix,) = await _actions(client, path, got)
     assert fix.title == "Swap the arguments" and not fix.is_preferred  # it changes what the rule means
     fixed = apply(text, fix.edit.changes[path.as_uri()])
-    assert fixed == '.input Fetch\nDeny(a) :- Fetch(a, url), contains("evil.com", lower(url)).\n'
+    assert (
+        fixed
+        == '.input Fetch\n@id("d") @message("m") Deny(a) :- Fetch(a, url), contains("evil.com", lower(url)).\n'
+    )
     assert await change(client, path, fixed, 2) == []
     close(client, path)
 
@@ -499,7 +504,7 @@ async def test_a_contains_call_in_the_old_order_offers_swapping_its_arguments(
 @lsp
 async def test_fix_all_applies_every_safe_fix(client: LanguageClient, tmp_path: Path) -> None:
     path = tmp_path / "fixall.dl"
-    text = ".input P, Q\nDeny(a) :- P(a, x), Q(a, y).\nAllow(a) :- P(a, z), Q(a, _).\n"
+    text = '.input P, Q\n@id("d") @message("m") Deny(a) :- P(a, x), Q(a, y).\nAllow(a) :- P(a, z), Q(a, _).\n'
     got = await open_document(client, path, text)
     assert sorted(d.code for d in got) == ["PC201"] * 3
     actions = await client.text_document_code_action_async(
@@ -512,7 +517,10 @@ async def test_fix_all_applies_every_safe_fix(client: LanguageClient, tmp_path: 
     (every,) = actions
     assert every.kind == "source.fixAll.policyc"
     fixed = apply(text, every.edit.changes[path.as_uri()])
-    assert fixed == ".input P, Q\nDeny(a) :- P(a, _), Q(a, _).\nAllow(a) :- P(a, _), Q(a, _).\n"
+    assert (
+        fixed
+        == '.input P, Q\n@id("d") @message("m") Deny(a) :- P(a, _), Q(a, _).\nAllow(a) :- P(a, _), Q(a, _).\n'
+    )
     assert check_source(fixed, str(path)) == []
     close(client, path)
 

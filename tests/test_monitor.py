@@ -382,3 +382,41 @@ def test_reasons_come_in_a_stable_order(policyc, tmp_path) -> None:
     (output,) = outputs
     lines = [line.strip() for line in output.splitlines() if "[scan-missing]" in line]
     assert lines == sorted(lines) and len(lines) == 4
+
+
+# ------------------------------------------------------------------------ closing a monitor
+
+
+def test_a_monitor_closes_the_audit_log_it_opened(tmp_path) -> None:
+    from policyc.runtime.audit import verify
+
+    path = tmp_path / "audit.jsonl"
+    with policyc.Monitor(policyc.load(POLICY), audit=str(path)) as monitor:
+        session = monitor.session("s")
+        assert session.authorize({"id": "c1", "kind": "tool_call", "tool": "read"}).allowed
+    # the closing checkpoint is written when the block ends, not at exit
+    last = json.loads(path.read_text("utf-8").splitlines()[-1])
+    assert last["type"] == "checkpoint" and last["final"] is True
+    assert verify(path).ok
+    written = path.read_bytes()
+    monitor.close()  # again: nothing
+    assert path.read_bytes() == written
+    # a session of a closed monitor fails closed: its decision cannot be logged
+    decision = session.authorize({"id": "c2", "kind": "tool_call", "tool": "read"})
+    assert not decision.allowed and decision.reasons[0].code == "audit-failed"
+    with pytest.raises(RuntimeError, match="closed"):
+        monitor.session("t")
+
+
+def test_a_monitor_leaves_a_log_it_was_given_open(tmp_path) -> None:
+    from policyc.runtime.audit import AuditLog
+
+    log = AuditLog(tmp_path / "audit.jsonl")
+    first = policyc.Monitor(policyc.load(POLICY), audit=log)
+    second = policyc.Monitor(policyc.load(POLICY), audit=log)
+    first.close()  # the log is its caller's, which may share it with other monitors
+    assert second.session("s").authorize({"id": "c1", "kind": "tool_call", "tool": "read"}).allowed
+    log.close()
+    with policyc.Monitor(policyc.load(POLICY)) as plain:  # no log: closing only ends its sessions
+        assert plain.session("s").authorize({"id": "c1", "kind": "tool_call", "tool": "read"}).allowed
+    assert plain.closed

@@ -242,3 +242,43 @@ def test_coverage_keeps_policies_of_the_same_name_apart(policyc, tmp_path: Path)
     run = policyc("test", "--coverage", "--format", "json", str(tmp_path))
     unexercised = run.json()["coverage"]["unexercised_deny_rules"]
     assert [(Path(r["file"]).parent.name, r["line"]) for r in unexercised] == [("one", 10)]
+
+
+def test_reasons_naming_a_rule_the_policy_lacks_fail_and_say_so(policyc, tmp_path: Path) -> None:
+    policy = POLICY.replace("Tainted(e) :- Label", '@id("taint")\nTainted(e) :- Label')
+    test = (
+        MAIL.replace('c2 = ["no-tainted-mail"]', 'c2 = ["no-tainted-mail", "taint"]')
+        + """
+[[test]]
+name = "shell"
+events = [{ id = "c1", kind = "tool_call", tool = "shell" }]
+deny = ["c1"]
+reasons = { c1 = ["no-shel"] }
+"""
+    )
+    run = policyc("test", str(project(tmp_path, test, policy)))
+    assert run.status == 1
+    assert (
+        "reasons c2: expected the id of a `Deny` or `Escalate` rule, got `taint`, the id of a `Tainted` rule"
+        in run.stdout
+    )
+    assert (
+        "reasons c1: expected a rule id of the policy, got `no-shel`: no rule has it (did you mean `no-shell`?)"
+        in run.stdout
+    )
+    run = policyc("test", "--format", "json", str(tmp_path))
+    cases = {c["name"]: c for c in run.json()["files"][0]["cases"]}
+    assert [f["check"] for f in cases["shell"]["failures"]] == ["reasons"]
+    # the monitor's own reasons (`policyc:...`) are no rules of the policy, and may be expected
+    strict = tmp_path / "strict"
+    strict.mkdir()
+    (strict / "strict.dl").write_text(
+        '.import events\n.default deny\n@id("reads")\nAllow(a) :- ToolCall(a, "read").\n'
+    )
+    (strict / "strict_test.toml").write_text(
+        'policy = "strict.dl"\n\n[[test]]\nname = "default"\n'
+        'events = [{ id = "c1", kind = "tool_call", tool = "write" }]\n'
+        'deny = ["c1"]\nreasons = { c1 = ["policyc:default-deny"] }\n'
+    )
+    run = policyc("test", str(strict))
+    assert run.status == 0, run.stdout

@@ -132,7 +132,7 @@ def test_compare_lists_exactly_the_decisions_one_rule_changes(archive) -> None:
     same = json.loads(
         run("policy.dl", "traces", "--compare", "policy.dl", "--format", "json", cwd=folder).stdout
     )
-    assert same["differences"] == {"sessions": 0, "decisions": 0, "tools": [], "groups": []}
+    assert same["differences"] == {"sessions": 0, "decisions": 0, "tools": [], "groups": [], "details": []}
     done = run(
         "policy.dl",
         "traces",
@@ -144,10 +144,14 @@ def test_compare_lists_exactly_the_decisions_one_rule_changes(archive) -> None:
         "2",
         "--shard-bytes",
         "3000",
+        "--differing",
+        "differing.jsonl",
         cwd=folder,
     )
     assert done.returncode == 0, done.stderr
     differences = json.loads(done.stdout)["differences"]
+    listed = (folder / "differing.jsonl").read_bytes()
+    assert f"wrote differing.jsonl: {differences['sessions']} differing sessions" in done.stderr
     new, old = (policyc.Monitor(policyc.load_source(text)) for text in (POLICY, OLDER))
     expected: dict[str, list[str]] = {}
     tools: Counter[str] = Counter()  # tool -> sessions with a changed decision of it
@@ -188,6 +192,19 @@ def test_compare_lists_exactly_the_decisions_one_rule_changes(archive) -> None:
     assert differences["tools"] == [{"tool": t, "sessions": n} for t, n in sorted(tools.items())]
     for example in group["examples"]:
         assert example["event"] in expected[example["session"]]
+    # --differing lists every session that differs, in the archive's order, at its first
+    # differing call, with both decisions of it: the same whatever the workers
+    sessions = [json.loads(line) for line in listed.decode("utf-8").splitlines()]
+    order = [r["session"] for r in records]
+    assert [s["session"] for s in sessions] == sorted(expected, key=order.index)
+    for entry in sessions:
+        assert entry["event"] == expected[entry["session"]][0] and entry["tool"] == "send_email"
+        assert entry["decisions"] == len(expected[entry["session"]])
+        assert (entry["old"]["verdict"], entry["old"]["reasons"]) == ("allow", [])
+        assert entry["new"]["verdict"] == "deny" and entry["new"]["reasons"][0]["rule"] == "no-tainted-mail"
+        assert Path(entry["source"]).name in ("a.jsonl", "b.jsonl.gz", "c.jsonl.zst") and entry["line"] >= 1
+    again = run("policy.dl", "traces", "--compare", "older.dl", "--differing", "again.jsonl", cwd=folder)
+    assert again.returncode == 0 and (folder / "again.jsonl").read_bytes() == listed
     text = run("policy.dl", "traces", "--compare", "older.dl", cwd=folder).stdout
     assert f"{len(expected)} sessions" in text and "no-tainted-mail  send_email  allow -> deny" in text
 
@@ -261,7 +278,7 @@ def test_shards_hold_every_line_once_at_its_number(tmp_path_factory, rows, size)
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(0, 2**31), min_size=1, max_size=25), st.randoms(use_true_random=False))
 def test_tallies_merge_to_the_same_report_in_any_order(seeds, rng) -> None:
-    from policyc.replay.report import report_json
+    from policyc.replay.report import differing_lines, report_json
 
     new, old = (policyc.Monitor(policyc.load_source(text)) for text in (POLICY, OLDER))
     entries = []
@@ -277,6 +294,8 @@ def test_tallies_merge_to_the_same_report_in_any_order(seeds, rng) -> None:
                 where,
                 replay_session(new, record, where["session"]),
                 replay_session(old, record, where["session"]),
+                events=record["events"],
+                differing=True,
             )
         return tally
 
@@ -289,6 +308,7 @@ def test_tallies_merge_to_the_same_report_in_any_order(seeds, rng) -> None:
         merged.merge(tally_of(part))
     named = ("p.dl", "sha256:p"), ("q.dl", "sha256:q")
     assert report_json(merged, *named, ["t"]) == report_json(whole, *named, ["t"])
+    assert differing_lines(merged) == differing_lines(whole)
 
 
 @pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time

@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import markupsafe
 import pytest
 
+import policyc
 from policyc.replay.page import report_html, rules_chart
+from policyc.runtime.replay import replay_session
 
 from .npm_servers import node, npm_ci
 from .test_replay_archive import OLDER, POLICY, run, write_archive
@@ -43,15 +46,23 @@ def hostile_session() -> dict:
     return {"session": HOSTILE_SESSION, "events": events}
 
 
+@dataclass(frozen=True)
+class Replayed:
+    folder: Path  # the page (page.html) and the report (report.json) are there
+    report: dict
+    records: dict[str, dict]  # the archive's sessions, by name
+    stderr: str
+
+
 @pytest.fixture(scope="module")
-def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
     """An archive with a hostile session and a corrupted line, replayed with `--compare`
     against a policy less one rule: the page and the JSON report."""
     folder = tmp_path_factory.mktemp("html")
     (folder / "policy.dl").write_text(POLICY, "utf-8")
     (folder / "older.dl").write_text(OLDER, "utf-8")
     (folder / "traces").mkdir()
-    write_archive(folder / "traces", sessions=120)
+    records = write_archive(folder / "traces", sessions=120)
     (folder / "traces" / "d.jsonl").write_text(json.dumps(hostile_session()) + "\n{not json\n", "utf-8")
     done = run(
         "policy.dl",
@@ -65,11 +76,12 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
         cwd=folder,
     )
     assert done.returncode == 1 and "1 unreadable line" in done.stderr, done.stderr  # the corrupted line
-    return folder, json.loads((folder / "report.json").read_text("utf-8"))
+    report = json.loads((folder / "report.json").read_text("utf-8"))
+    return Replayed(folder, report, {r["session"]: r for r in records}, done.stderr)
 
 
 def test_the_page_is_the_reports_alone_and_escapes_every_name(replayed) -> None:
-    folder, report = replayed
+    folder, report = replayed.folder, replayed.report
     page = (folder / "page.html").read_text("utf-8")
     assert page == report_html(report)  # the same report, the same bytes
     assert "<script" not in page and "<img" not in page
@@ -79,6 +91,70 @@ def test_the_page_is_the_reports_alone_and_escapes_every_name(replayed) -> None:
     references = re.findall(r'(?:src|href|xlink:href)\s*=\s*"([^"]*)"', page)
     assert references and all(ref.startswith("#") for ref in references), references
     assert "url(http" not in page and "@import" not in page and "<link" not in page
+
+
+def test_each_example_opens_its_sessions_events_and_both_decisions(replayed) -> None:
+    page = (replayed.folder / "page.html").read_text("utf-8")
+    assert "wrote report.json\n" in replayed.stderr and "wrote page.html\n" in replayed.stderr
+    differences = replayed.report["differences"]
+    details = {d["id"]: d for d in differences["details"]}
+    examples = [e for g in differences["groups"] for e in g["examples"]]
+    assert examples and all(e["detail"] in details for e in examples)
+    old, new = (policyc.Monitor(policyc.load_source(text)) for text in (OLDER, POLICY))
+    for example in examples:
+        detail = details[example["detail"]]
+        assert (detail["source"], detail["line"], detail["session"]) == (
+            example["source"],
+            example["line"],
+            example["session"],
+        )
+        record = replayed.records[example["session"]]
+        assert [e["id"] for e in detail["events"]] == [e["id"] for e in record["events"]]
+        # both decisions of every call, as each policy makes them replaying the session alone
+        name = example["session"]
+        pairs = zip(
+            replay_session(old, record, name)["decisions"],
+            replay_session(new, record, name)["decisions"],
+            strict=True,
+        )
+        assert [
+            (c["event"], c["old"]["verdict"], c["new"]["verdict"], c["differs"]) for c in detail["calls"]
+        ] == [
+            (
+                n["event"],
+                o["verdict"],
+                n["verdict"],
+                (o["verdict"], o["reasons"]) != (n["verdict"], n["reasons"]),
+            )
+            for o, n in pairs
+        ]
+        # the example links to its call's row in its session's section, marked as differing
+        row = 1 + [e["id"] for e in detail["events"]].index(example["event"])
+        anchor = f"{detail['id']}-e{row}"
+        link = f'<a href="#{anchor}">{markupsafe.escape(example["source"])}:{example["line"]} {example["event"]}</a>'
+        assert link in page
+        start = page.index(f'<tr id="{anchor}" class="differs">')
+        shown = page[start : page.index("</tr>", start)]
+        assert "allow</td>" in shown and "deny by no-tainted-mail: " in shown and "(differs)" in shown
+    assert set(re.findall(r'<section class="detail" id="([^"]+)"', page)) == set(details)
+    # read aloud: each card is its number and its label, each plot an image named by its bars, each
+    # table's columns have headers
+    cards = re.findall(r'<li class="card[^"]*">(.*?)</li>', page)
+    assert re.sub(r"<[^>]+>", "", cards[0]) == f"{replayed.report['sessions']:,} sessions"
+    names = re.findall(r'<svg role="img" aria-label="([^"]*)"', page)
+    assert len(names) == 2 and all(n.startswith("Bar chart, ") for n in names)
+    assert all(
+        f"{markupsafe.escape(r['rule'])}: {r['deny']:,} deny" in names[1] for r in replayed.report["rules"]
+    )
+    assert page.count('<th scope="col">') == len(re.findall(r"<th[ >]", page))
+
+
+def test_differing_needs_compare(tmp_path: Path) -> None:
+    (tmp_path / "policy.dl").write_text(POLICY, "utf-8")
+    (tmp_path / "traces").mkdir()
+    write_archive(tmp_path / "traces", sessions=3)
+    done = run("policy.dl", "traces", "--differing", "d.jsonl", cwd=tmp_path)
+    assert done.returncode == 2 and "--compare" in done.stderr and not (tmp_path / "d.jsonl").exists()
 
 
 def test_without_compare_the_page_plots_decisions_per_tool(tmp_path: Path) -> None:
@@ -92,7 +168,7 @@ def test_without_compare_the_page_plots_decisions_per_tool(tmp_path: Path) -> No
     report = json.loads((tmp_path / "report.json").read_text("utf-8"))
     assert "Decisions per tool" in page and "What changes" not in page
     plot = page[
-        page.index('<figure id="plot-tools">') : page.index("</figure>", page.index('id="plot-tools"'))
+        page.index('<figure id="plot-tools"') : page.index("</figure>", page.index('id="plot-tools"'))
     ]
     # the hostile tool's name is a label of the plot, as text (no markup, no mathtext)
     assert '>&lt;img src=x onerror=alert("tool")&gt;$x$<' in plot and "<img" not in plot
@@ -135,7 +211,7 @@ def browse(installed: Path, page: Path, screenshot: Path, *prefixes: str) -> dic
 
 
 def test_the_page_in_a_headless_browser(replayed, browser) -> None:
-    folder, report = replayed
+    folder, report = replayed.folder, replayed.report
     seen = browse(browser, folder / "page.html", folder / "page.png", "rules-", "tools-")
     assert seen["browser"].startswith("HeadlessChrome/")
     # self-contained and inert: no request beside the page, no script, no dialog, no error
@@ -178,3 +254,23 @@ def test_the_page_in_a_headless_browser(replayed, browser) -> None:
         max(sessions.values()) / min(sessions.values()), rel=0.01
     )
     assert (folder / "page.png").stat().st_size > 20_000  # a full-page screenshot was taken
+    # what a screen reader is given: a summary list whose cards read as number and label, each
+    # plot one image named by its bars, under its caption
+    assert seen["cards"][:2] == [f"{report['sessions']:,} sessions", f"{report['decisions']:,} decisions"]
+    nodes = list(_nodes(seen["accessibility"]))
+    assert ("list", "Summary") in [(n["role"], n.get("name")) for n in nodes]
+    images = [n["name"] for n in nodes if n["role"] in ("image", "img")]
+    assert len(images) == 2 and all(name.startswith("Bar chart, ") for name in images)
+    assert all(f"{r['rule']}: " in " ".join(images) for r in report["rules"])
+    figures = [n["name"] for n in nodes if n["role"] == "figure"]
+    assert figures == [
+        "Differing sessions per tool (the table below lists every row)",
+        "Denials per rule (the table below lists every row)",
+    ]
+
+
+def _nodes(node: dict):
+    """Every node of an accessibility tree."""
+    yield node
+    for child in node.get("children", ()):
+        yield from _nodes(child)

@@ -282,7 +282,7 @@ def test_a_mode_other_than_enforce_or_shadow_is_an_invalid_annotation(source, me
 
 
 def test_mode_enforce_is_the_default() -> None:
-    assert not check_source('@mode("enforce") Deny(a) :- B(a).\n.input B\n')
+    assert not check_source('@id("b") @message("{a} is b") @mode("enforce") Deny(a) :- B(a).\n.input B\n')
     plain = policyc.load(source=SEND)
     enforce = policyc.load(source=SEND.replace('@id("no-send")', '@id("no-send") @mode("enforce")'))
     assert [r.name for r in plain.plan.relations] == [r.name for r in enforce.plan.relations]

@@ -21,9 +21,16 @@ SLIPS = {"missing-argument", "untyped-argument-comparison", "lenient-conversion"
 
 
 def deep(cli, path: Path, fmt: str = "json") -> dict:
+    """What `check --deep` reports, less the warnings that the policy's rules have no `@id`
+    and `@message` (the policy is the issue's, as it was written)."""
     run = cli("check", "--deep", "--format", fmt, str(path))
     assert run.status == 0, run.stdout + run.stderr
-    return json.loads(run.stdout)
+    found = json.loads(run.stdout)
+    if fmt == "json":
+        found["diagnostics"] = [d for d in found["diagnostics"] if d["name"] != "missing-verdict-annotation"]
+    else:
+        found["runs"][0]["results"] = [r for r in found["runs"][0]["results"] if r["ruleId"] != "PC211"]
+    return found
 
 
 def decide(policy, event: dict):

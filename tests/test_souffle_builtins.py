@@ -47,7 +47,8 @@ def test_contains_takes_the_part_first() -> None:
 
 
 def _diagnostics(text: str) -> list:
-    return check_source(text, "policy.dl")
+    """What `check` says of the builtins' calls (the test policies' rules are not named)."""
+    return [d for d in check_source(text, "policy.dl") if d.name != "missing-verdict-annotation"]
 
 
 def test_check_warns_at_a_contains_call_in_the_old_order_and_the_fix_swaps_it() -> None:

@@ -19,7 +19,7 @@ ADDRESS = """\
 .import events
 .decl Blocked(to: symbol)
 .input Blocked
-Deny(to) :- ToolCall(a, "send_email"), to = tool_arg(a, "to"), Blocked(to).
+@id("blocked") @message("mail to {to} is blocked") Deny(to) :- ToolCall(a, "send_email"), to = tool_arg(a, "to"), Blocked(to).
 """
 GUARDED = ADDRESS.replace("Deny(to)", "Deny(a)")
 

@@ -59,6 +59,7 @@ def all_checks() -> tuple[Check, ...]:
         subsumption,
         undefined,
         unused,
+        verdict_annotations,
     )
 
     # type inference runs in the pipeline itself: later stages need the types it finds
@@ -70,6 +71,7 @@ def all_checks() -> tuple[Check, ...]:
         builtin_calls.check,
         evaluation_order.check,
         rule_annotations.check,
+        verdict_annotations.check,
         singletons.check,
         duplicates.check,
         unused.check,

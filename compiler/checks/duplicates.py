@@ -42,8 +42,8 @@ def check(context: Context) -> list[Diagnostic]:
             diagnostics.append(
                 codes.DUPLICATE_RULE(
                     rule.head.span,
-                    f"this {what} repeats the {what} on line {first.span.line}",
-                    related=[Related(first.span, f"the same {what} here")],
+                    f"this {what} repeats the {what} on line {first.head.span.line}",
+                    related=[Related(first.span_from_head, f"the same {what} here")],
                     help=f"remove one of the two; a {what} holds once however often it is written",
                 )
             )

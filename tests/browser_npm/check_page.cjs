@@ -1,9 +1,10 @@
 // Opens one HTML page in headless Chromium (@sparticuz/chromium, driven by puppeteer-core) and
 // prints, as one JSON object, what a reader of the page sees: its title, the text of every
 // table's cells by table id, the rendered size of every element whose id is given on the
-// command line by prefix (the plots' bars), the text of every <text> of the plots, and
-// everything that went wrong: requests the page made (a self-contained page makes none
-// besides itself), dialogs it opened, errors it raised or logged.
+// command line by prefix (the plots' bars), the text of every <text> of the plots, the
+// accessibility tree a screen reader reads (roles and names), and everything that went
+// wrong: requests the page made (a self-contained page makes none besides itself), dialogs it
+// opened, errors it raised or logged.
 //
 //   node check_page.cjs PAGE.html SCREENSHOT.png BAR_ID_PREFIX...
 "use strict";
@@ -55,10 +56,13 @@ async function main() {
         labels[figure.id] = [...figure.querySelectorAll("text")].map((text) => text.textContent);
       }
       const scripts = document.querySelectorAll("script").length;
-      return { title: document.title, tables, bars, labels, scripts, text: document.body.innerText };
+      const cards = [...document.querySelectorAll("#summary li")].map((card) => card.textContent);
+      return { title: document.title, tables, bars, labels, scripts, cards, text: document.body.innerText };
     }, prefixes);
+    // what a screen reader is given: the accessibility tree, its nodes' roles and names
+    const accessibility = await page.accessibility.snapshot({ interestingOnly: false });
     await page.screenshot({ path: screenshot, fullPage: true });
-    console.log(JSON.stringify({ ...found, ...seen, browser: await browser.version() }));
+    console.log(JSON.stringify({ ...found, ...seen, accessibility, browser: await browser.version() }));
   } finally {
     await browser.close();
   }
