@@ -101,9 +101,11 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(EXAM
 RUNNABLE = ("sh", "console", "python")
 # a fenced block, possibly indented (inside a list item): its indentation, language and body
 FENCE = re.compile(r"^([ \t]*)```([\w-]*)[^\n]*\n(.*?)^\1```[ \t]*$", flags=re.S | re.M)
-# `<!-- not run: REASON -->` right before a fence: the block cannot run here (an endpoint, an
-# installation); `<!-- slow: REASON -->`: it runs in the slow suite only (`pytest -m slow`)
-MARKER = re.compile(r"<!--\s*(not run|slow):\s*(.*?)\s*-->$", flags=re.S)
+# `<!-- not run: REASON -->` right before a fence: the block cannot run here (an installation);
+# `<!-- slow: REASON -->`: it runs in the slow suite only (`pytest -m slow`); `<!-- chat: REASON
+# -->`: it asks a model, and runs in the slow suite against a scripted chat server on 127.0.0.1
+# standing in for the endpoint (`OPENAI_BASE_URL`), which answers as for the tau2 airline example
+MARKER = re.compile(r"<!--\s*(not run|slow|chat):\s*(.*?)\s*-->$", flags=re.S)
 # the blocks that cannot run here stay few
 MAX_NOT_RUN = 12
 
@@ -118,6 +120,7 @@ class Snippet:
     shown: str | None  # what a python or sh block prints: the bare or `text` block after it
     not_run: str | None  # the reason given by `<!-- not run: ... -->` right before the fence
     slow: str | None  # the reason given by `<!-- slow: ... -->`
+    chat: str | None  # the reason given by `<!-- chat: ... -->`
 
     def __str__(self) -> str:
         return f"{self.page}:{self.line}"
@@ -160,6 +163,7 @@ def snippets(page: Path) -> list[Snippet]:
                 shown,
                 reason if kind == "not run" else None,
                 reason if kind == "slow" else None,
+                reason if kind == "chat" else None,
             )
         )
     return out
@@ -231,8 +235,9 @@ def normalized(text: str, copy: Path) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
 
 
-def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, env=shell_environment(), capture_output=True, text=True, timeout=300)
+def run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environment = {**shell_environment(), **(env or {})}
+    return subprocess.run(argv, cwd=cwd, env=environment, capture_output=True, text=True, timeout=300)
 
 
 def syntax_problem(snippet: Snippet) -> str | None:
@@ -255,7 +260,7 @@ def syntax_problem(snippet: Snippet) -> str | None:
 
 @pytest.mark.parametrize(
     "snippet",
-    [pytest.param(s, marks=[pytest.mark.slow] if s.slow else []) for s in SNIPPETS],
+    [pytest.param(s, marks=[pytest.mark.slow] if s.slow or s.chat else []) for s in SNIPPETS],
     ids=lambda s: f"{s.page}#{s.index}",
 )
 def test_snippet_runs_as_shown(snippet: Snippet, checkout, tmp_path: Path) -> None:
@@ -282,6 +287,9 @@ def test_snippet_runs_as_shown(snippet: Snippet, checkout, tmp_path: Path) -> No
 
 
 def check_snippet(snippet: Snippet, copy: Path, tmp_path: Path) -> None:
+    if snippet.chat is not None:
+        check_chat_snippet(snippet, copy)
+        return
     if snippet.language == "console":
         for command, shown in console_commands(snippet.code):
             done = run(["bash", "-o", "pipefail", "-c", command], copy)
@@ -299,6 +307,43 @@ def check_snippet(snippet: Snippet, copy: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, f"status {done.returncode}\n{done.stdout}{done.stderr}"
     if snippet.shown is not None:
         assert normalized(done.stdout, copy) == normalized(snippet.shown, copy)
+
+
+def check_chat_snippet(snippet: Snippet, copy: Path) -> None:
+    """A block that asks a model: run against the scripted chat server, it reaches the server,
+    ends with 0 or 1 (a translation whose report lists problems), and the policy it writes
+    (`-o FILE`) checks clean."""
+    from .translate.chat import ChatServer
+    from .translate.run import airline_script
+
+    assert snippet.language == "sh", f"{snippet}: a chat block is a sh block"
+    with ChatServer(airline_script()) as server:
+        done = run(["bash", "-o", "pipefail", "-c", snippet.code], copy, {"OPENAI_BASE_URL": server.url})
+    problem = f"status {done.returncode}\n{done.stdout}{done.stderr}"
+    assert done.returncode in (0, 1), problem
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, problem
+    assert server.requests, "the block did not reach the endpoint"
+    for output in re.findall(r"(?:-o|--output)\s+(\S+\.dl)\b", snippet.code):
+        checked = run(["policyc", "check", output], copy)
+        assert checked.returncode == 0, f"{output}:\n{checked.stdout}{checked.stderr}"
+
+
+def test_extras_the_pages_install_are_declared() -> None:
+    """Every extra a page installs (`pip install 'policyc[mcp]'`, `pip install -e '.[lsp,examples]'`)
+    is one pyproject.toml declares, so a command copied from the docs installs what it says."""
+    import tomllib
+
+    declared = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["optional-dependencies"]
+    )
+    named = {
+        (str(page.relative_to(ROOT)), extra)
+        for page in PAGES
+        for group in re.findall(r"(?:policyc|['\"]\.)\[([a-z0-9,-]+)\]", page.read_text("utf-8"))
+        for extra in group.split(",")
+    }
+    assert named and {extra for _, extra in named} >= {"agentdojo", "examples", "lsp", "mcp"}
+    assert sorted((page, extra) for page, extra in named if extra not in declared) == []
 
 
 def test_snippets_not_run_are_few_and_say_why() -> None:

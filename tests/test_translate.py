@@ -22,6 +22,7 @@ from .translate.run import (
     AIRLINE,
     AIRLINE_TEXT,
     TASK43,
+    airline_script,
     codes,
     no_traceback,
     task43_args,
@@ -29,7 +30,6 @@ from .translate.run import (
     translate,
 )
 from .translate.script import (
-    BackTranslator,
     ReferenceJudge,
     Script,
     blocks,
@@ -239,20 +239,7 @@ def test_policy_without_events_gets_fact_scenarios(tmp_path) -> None:
 def airline(tmp_path_factory):
     """The example's airline policy text, translated end to end over the tau2 example's vocabulary."""
     out = tmp_path_factory.mktemp("airline")
-    normalized = json.loads(fixture("tau2", "normalize.json"))
-    unexpressed = json.loads(fixture("tau2", "not_expressible.json"))
-    described = BackTranslator(
-        json.loads(fixture("tau2", "backtranslations.json")),
-        {"compensation-over-limit": "the requirement scales the amount with the number of passengers"},
-    )
-    script = Script(
-        normalize=lambda r: Reply.json(normalized),
-        translate=lambda r: translation(fixture("tau2", "first_answer.dl"), unexpressed),
-        repair=lambda r: translation(fixture("tau2", "translation.dl"), unexpressed),
-        backtranslate=described.describe,
-        compare=described.compare,
-        judge=ReferenceJudge(AIRLINE),
-    )
+    script = airline_script()
     with ChatServer(script) as server:
         run = translate(
             server,

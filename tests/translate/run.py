@@ -27,6 +27,25 @@ def translate(server: ChatServer | None, *args: str, env: dict | None = None):
     )
 
 
+def airline_script() -> Script:
+    """Answers for translating the tau2 example's airline policy text over its vocabulary: the
+    first translation needs a repair round; the judge answers by the example's policy."""
+    normalized = json.loads(fixture("tau2", "normalize.json"))
+    unexpressed = json.loads(fixture("tau2", "not_expressible.json"))
+    described = BackTranslator(
+        json.loads(fixture("tau2", "backtranslations.json")),
+        {"compensation-over-limit": "the requirement scales the amount with the number of passengers"},
+    )
+    return Script(
+        normalize=lambda r: Reply.json(normalized),
+        translate=lambda r: translation(fixture("tau2", "first_answer.dl"), unexpressed),
+        repair=lambda r: translation(fixture("tau2", "translation.dl"), unexpressed),
+        backtranslate=described.describe,
+        compare=described.compare,
+        judge=ReferenceJudge(AIRLINE),
+    )
+
+
 def task43_script(translation_file: str = "translation.dl", **overrides) -> tuple[Script, ReferenceJudge]:
     normalized = json.loads(fixture("task43", "normalize.json"))
     described = BackTranslator(json.loads(fixture("task43", "backtranslations.json")))
