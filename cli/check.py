@@ -172,7 +172,7 @@ def _check(
     warnings = len(diagnostics) - errors
 
     if fmt == "text":
-        print_text(diagnostics, compilations, show, no_magic)
+        print_text(diagnostics, compilations, show, no_magic, fix_hint=True)
     elif fmt == "json":
         from ..compiler.render_json import to_json
 
@@ -204,9 +204,11 @@ def print_text(
     no_magic: bool = False,
     err: bool = False,
     before_summary: tuple[str, ...] = (),
+    fix_hint: bool = False,
 ) -> None:
     """Print the diagnostics of the compilations as text, each with its source line, then the
-    lines ``before_summary`` and the summary (on standard error with ``err``)."""
+    lines ``before_summary``, the summary and, with ``fix_hint``, how many `--fix` would fix (on
+    standard error with ``err``)."""
     from ..compiler import render_text
 
     if not diagnostics and not show:  # nothing to colour: no need for rich
@@ -235,3 +237,6 @@ def print_text(
         console.print(line, markup=False)
     if compilations:
         console.print(render_text.summary(diagnostics), style="bold" if diagnostics else None)
+        hint = render_text.fixable(diagnostics) if fix_hint else None
+        if hint is not None:
+            console.print(hint, markup=False)

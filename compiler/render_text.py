@@ -143,3 +143,16 @@ def summary(diagnostics: list[Diagnostic]) -> str:
     if warnings:
         parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
     return "Found " + " and ".join(parts) + "."
+
+
+def fixable(diagnostics: list[Diagnostic]) -> str | None:
+    """The line after the summary that says how many findings `policyc check --fix` would fix, as
+    ruff says it; ``None`` when no finding carries a fix."""
+    safe = sum(d.fix is not None and d.fix.safe for d in diagnostics)
+    unsafe = sum(d.fix is not None and not d.fix.safe for d in diagnostics)
+    more = f"{unsafe} more with `--unsafe-fixes`" if unsafe else ""
+    if safe:
+        return f"[*] {safe} fixable with `policyc check --fix`" + (f" ({more})." if more else ".")
+    if unsafe:
+        return f"No safe fixes ({unsafe} fixable with `policyc check --fix --unsafe-fixes`)."
+    return None

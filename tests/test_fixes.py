@@ -88,6 +88,28 @@ Deny(a) :- ToolCall(a, "send"), tool_arg(a, "to") = to, Blocked(to).
 """
 
 
+def test_check_says_how_many_findings_fix_would_fix(policyc, tmp_path: Path) -> None:
+    """As ruff's: the safe ones, then the unsafe ones `--unsafe-fixes` would add; nothing when no
+    finding carries a fix; only in the text output."""
+    policy = tmp_path / "draft.dl"
+    policy.write_text(DRAFT)
+    lines = policyc("check", str(policy)).stdout.splitlines()
+    assert lines[-1] == "[*] 8 fixable with `policyc check --fix` (1 more with `--unsafe-fixes`)."
+    assert "fixable" not in policyc("check", "--format", "json", str(policy)).stdout
+    policy.write_text(FIXED)
+    lines = policyc("check", str(policy)).stdout.splitlines()
+    assert lines[-2:] == [
+        "Found 1 error.",
+        "No safe fixes (1 fixable with `policyc check --fix --unsafe-fixes`).",
+    ]
+    policy.write_text(
+        FIXED.replace("Blocked(to)", "Tainted(to)").replace(
+            ".import events", ".import events\n.import provenance"
+        )
+    )
+    assert "fixable" not in policyc("check", str(policy)).stdout
+
+
 def test_fix_applies_the_safe_fixes_and_reports_what_remains(policyc, tmp_path: Path) -> None:
     policy = tmp_path / "draft.dl"
     policy.write_text(DRAFT)
