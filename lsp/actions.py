@@ -48,17 +48,12 @@ def quick_fixes(
 
 
 def fix_all(snapshot: Snapshot, diagnostics: Iterable[Diagnostic]) -> types.CodeAction | None:
-    """One action with every safe fix of the document's own diagnostics (none that overlap)."""
-    fixes: list[Fix] = []
-    taken: list[tuple[int, int]] = []
-    for d in diagnostics:
-        if d.fix is None or not d.fix.safe or not all(snapshot.is_mine(e.span.file) for e in d.fix.edits):
-            continue
-        spans = [(e.span.start, e.span.end) for e in d.fix.edits]
-        if any(max(s, ts) < min(e, te) or s == ts for s, e in spans for ts, te in taken):
-            continue  # two fixes of one place: the first is applied, the next run offers the other
-        taken += spans
-        fixes.append(d.fix)
+    """One action with every safe fix of the document's own diagnostics, chosen as one round of
+    `policyc check --fix` chooses them (of two fixes of one place, the first; the next run
+    offers the other)."""
+    from policyc.compiler.fixing import choose
+
+    fixes, _ = choose(diagnostics, {}, read=lambda file: snapshot.text if snapshot.is_mine(file) else None)
     if not fixes:
         return None
     return types.CodeAction(
