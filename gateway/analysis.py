@@ -8,7 +8,9 @@ allowed call on the small databases searched) is not a proof, and its tool stays
 every tool when the analysis cannot run (its time ran out, or the policy cannot be analysed),
 since a listed tool is still decided call by call. Only `Deny` rules count as denying here (the
 analysis runs with ``escalations_deny=False``): a tool whose calls are escalated stays listed,
-since each can run once the user approves it.
+since each can run once the user approves it. A tool one rule denies whatever the call
+(``Deny(a) :- ToolCall(a, "t").``) is hidden too, although ``check --deep`` does not warn of it
+(the rule says so on purpose).
 
 >>> from policyc.compiler import compile_source
 >>> hidden = always_denied_of(compile_source('''
@@ -20,6 +22,12 @@ since each can run once the user approves it.
 ... '''))
 >>> sorted(hidden)
 ['git.git_reset']
+>>> sorted(always_denied_of(compile_source('''
+... .import events
+... .default allow
+... Deny(a) :- ToolCall(a, "fs.delete").
+... ''')))
+['fs.delete']
 """
 
 from __future__ import annotations
@@ -51,7 +59,8 @@ def always_denied_of(compilation: Any, timeout: float = ANALYSIS_TIMEOUT) -> dic
         return {}
     found: dict[str, str] = {}
     # an escalated call runs once a person approves it: only `Deny` rules count as denying
-    for finding in deep_findings(compilation, timeout=timeout, escalations_deny=False):
+    # a tool one unconditional `Deny` rule denies is hidden too (`deliberate`)
+    for finding in deep_findings(compilation, timeout=timeout, escalations_deny=False, deliberate=True):
         if finding.code == "PC305" and finding.strength == "proved" and finding.tool is not None:
             found.setdefault(finding.tool, f"{finding.message} [{finding.code} {finding.name}]")
     return found
