@@ -232,8 +232,14 @@ class Upstreams:
     async def _run(self, connection: _Connection, ready: Any) -> None:
         import anyio
 
+        from .probe import missing_command
+
         server = connection.server
         try:
+            not_found = missing_command(server)
+            if not_found is not None:  # said with the PATH used, rather than as the OS's error
+                connection.failure = not_found
+                return
             async with contextlib.AsyncExitStack() as stack:
                 session = await stack.enter_async_context(self._client(server))
                 with anyio.fail_after(self.start_timeout):  # no task group may start inside it

@@ -1,0 +1,124 @@
+"""`policyc mcp` fails loudly when an upstream server does not start: the installed command,
+started with a desktop client's short environment, exits non-zero naming the server and why
+(a command not found: with the PATH used), unless `--allow-missing`, which serves the servers
+that did start and tells the client which did not."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from .support.gateway import POLICYC, gateway, text
+
+MINIMAL = {"PATH": "/usr/bin:/bin"}  # what a desktop client gives the servers it starts
+
+# a small real MCP server: one tool, `echo`
+ECHO = """
+import anyio
+import mcp.types as mt
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+
+async def list_tools(ctx, params):
+    return mt.ListToolsResult(tools=[mt.Tool(name="echo", input_schema={"type": "object"})])
+
+
+async def call_tool(ctx, params):
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text="echoed")])
+
+
+server = Server("echo", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def main():
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+anyio.run(main)
+"""
+
+
+def setup(tmp_path: Path, broken: str) -> tuple[Path, Path]:
+    """A policy allowing everything, and a configuration of the echo server and a ``broken`` one."""
+    (tmp_path / "echo.py").write_text(ECHO)
+    python = json.dumps(sys.executable)
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        f"[servers.echo]\ncommand = {python}\nargs = [{json.dumps(str(tmp_path / 'echo.py'))}]\n\n"
+        f"[servers.broken]\n{broken}\n"
+    )
+    policy = tmp_path / "p.dl"
+    policy.write_text(".import events\n.default allow\n")
+    return policy, config
+
+
+def start(policy: Path, config: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """The gateway started as a desktop client starts it (PATH `/usr/bin:/bin`, cwd `/`), its
+    input closed at once."""
+    return subprocess.run(
+        [POLICYC, "mcp", str(policy), "--config", str(config), "--analysis-timeout", "0", *options],
+        cwd="/",
+        env=MINIMAL,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("broken", "said"),
+    [
+        (
+            'command = "no-such-mcp-server"',
+            "the command `no-such-mcp-server` was not found on the PATH `/usr/bin:/bin`",
+        ),
+        ('command = "/no/such/server"', "the command `/no/such/server` is not an executable file"),
+        (f'command = {json.dumps(sys.executable)}\nargs = ["-c", "0"]', "it could not be started"),
+        (
+            f'command = {json.dumps(sys.executable)}\nargs = ["-c", "import sys; sys.stdin.readline(); sys.exit(4)"]',
+            "it could not be started",
+        ),
+    ],
+    ids=["not-found", "not-executable", "exits-at-once", "crashes-in-initialize"],
+)
+def test_a_server_that_does_not_start_stops_the_gateway_naming_it(
+    tmp_path: Path, broken: str, said: str
+) -> None:
+    policy, config = setup(tmp_path, broken)
+    began = time.monotonic()
+    done = start(policy, config)
+    assert done.returncode == 1, done.stderr
+    assert "the MCP server `broken` did not start" in done.stderr and said in done.stderr, done.stderr
+    assert "--allow-missing" in done.stderr and "Traceback" not in done.stderr
+    assert "serving" not in done.stderr and done.stdout == ""
+    assert time.monotonic() - began < 30  # at once, not after the start timeout
+
+
+def test_allow_missing_serves_the_others_and_tells_the_client_which_did_not_start(tmp_path: Path) -> None:
+    policy, config = setup(tmp_path, 'command = "no-such-mcp-server"')
+    args = [str(policy), "--config", str(config), "--analysis-timeout", "0", "--allow-missing"]
+
+    async def scenario() -> tuple[str | None, list[str], str, str]:
+        async with gateway(args, tmp_path / "stderr.txt") as client:
+            told = client.initialize_result
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            echoed = await client.call_tool("echo.echo", {})
+            down = await client.call_tool("broken.anything", {})
+            assert down.is_error
+            return None if told is None else told.instructions, names, text(echoed), text(down)
+
+    instructions, names, echoed, down = anyio.run(scenario)
+    assert names == ["echo.echo"] and echoed == "echoed"
+    assert instructions is not None and "`broken`" in instructions and "no-such-mcp-server" in instructions
+    assert "the server `broken` is not running" in down and "no-such-mcp-server" in down
+    log = (tmp_path / "stderr.txt").read_text()
+    assert "serving without them (--allow-missing)" in log and "the MCP server `broken` did not start" in log
