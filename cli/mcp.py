@@ -1,4 +1,4 @@
-"""`policyc mcp`: the MCP gateway (docs/mcp.md), and its subcommands (`lock`, `init`)."""
+"""`policyc mcp`: the MCP gateway (docs/mcp.md), and its subcommands (`lock`, `init`, `check`)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import click
 from .common import EXIT_ERRORS, EXIT_USAGE, StartGroup, fail, internal_errors, policy_failures, require_extra
 
 # the subcommands defined in cli/mcp_tools.py, imported only when one of them is asked for
-_TOOLS = ("lock", "init")
+_TOOLS = ("lock", "init", "check")
 
 
 class _McpGroup(StartGroup):
     """``policyc mcp POLICY ...`` starts the gateway; ``policyc mcp lock ...`` and the other
-    subcommands run themselves (``lock`` and ``init`` imported only when asked for)."""
+    subcommands run themselves (``lock``, ``init`` and ``check`` imported only when asked for)."""
 
     usages = (
         "POLICY_OR_BUNDLE --config gateway.toml [OPTIONS]",

@@ -27,7 +27,10 @@ from mcp.server.stdio import stdio_server
 
 
 async def list_tools(ctx, params):
-    return mt.ListToolsResult(tools=[mt.Tool(name="echo", input_schema={"type": "object"})])
+    names = ("echo", "wipe", "ask")
+    return mt.ListToolsResult(
+        tools=[mt.Tool(name=n, description=f"{n} (v1)", input_schema={"type": "object"}) for n in names]
+    )
 
 
 async def call_tool(ctx, params):
@@ -117,8 +120,78 @@ def test_allow_missing_serves_the_others_and_tells_the_client_which_did_not_star
             return None if told is None else told.instructions, names, text(echoed), text(down)
 
     instructions, names, echoed, down = anyio.run(scenario)
-    assert names == ["echo.echo"] and echoed == "echoed"
+    assert names == ["echo.echo", "echo.wipe", "echo.ask"] and echoed == "echoed"
     assert instructions is not None and "`broken`" in instructions and "no-such-mcp-server" in instructions
     assert "the server `broken` is not running" in down and "no-such-mcp-server" in down
     log = (tmp_path / "stderr.txt").read_text()
     assert "serving without them (--allow-missing)" in log and "the MCP server `broken` did not start" in log
+
+
+CHECKED = """.import events
+.default allow
+Deny(a) :- ToolCall(a, "echo.wipe").
+Escalate(a) :- ToolCall(a, "echo.ask").
+"""
+
+
+def check(policy: Path, config: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """`policyc mcp check`, started with a desktop client's environment."""
+    return subprocess.run(
+        [POLICYC, "mcp", "check", str(policy), "--config", str(config), *options],
+        cwd="/",
+        env=MINIMAL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_lists_each_servers_tools_with_the_policys_view(tmp_path: Path) -> None:
+    policy, config = setup(tmp_path, 'command = "no-such-mcp-server"')
+    policy.write_text(CHECKED)
+    failed = check(policy, config)
+    assert failed.returncode == 1, failed.stderr
+    lines = failed.stdout.splitlines()
+    assert "server `echo`: 3 tool(s)" in lines and "  echo.echo: listed" in lines
+    assert any(
+        line.startswith("  echo.wipe: always denied: every call of `echo.wipe` is denied") for line in lines
+    )
+    assert any(line.startswith("  echo.ask: escalated") for line in lines)
+    assert (
+        "server `broken`: did not start: the command `no-such-mcp-server` was not found on the PATH `/usr/bin:/bin`"
+        in lines
+    )
+    assert "Traceback" not in failed.stderr
+
+    # only the servers that start: the check passes; a tool whose pinned definition changed fails it
+    lock = tmp_path / "gateway.lock.json"
+    config.write_text(
+        config.read_text()
+        .split("[servers.broken]")[0]
+        .replace("[servers.echo]", f"lock = {json.dumps(str(lock))}\n[servers.echo]", 1)
+    )
+    pinned = subprocess.run([POLICYC, "mcp", "lock", "--config", str(config)], capture_output=True, text=True)
+    assert pinned.returncode == 0, pinned.stderr
+    passed = check(policy, config, "--format", "json")
+    assert passed.returncode == 0, passed.stderr
+    report = json.loads(passed.stdout)
+    assert report["ok"] and [s["server"] for s in report["servers"]] == ["echo"]
+    views = {t["tool"]: (t["view"], t["pinned"]) for t in report["servers"][0]["tools"]}
+    assert views == {
+        "echo.echo": ("listed", True),
+        "echo.wipe": ("always denied", True),
+        "echo.ask": ("escalated", True),
+    }
+    script = tmp_path / "echo.py"
+    script.write_text(script.read_text().replace("(v1)", "(v2)"))
+    changed = check(policy, config)
+    assert changed.returncode == 1
+    assert "  echo.echo: changed: the description changed since the lock" in changed.stdout.splitlines()
+
+
+def test_check_refuses_a_policy_the_gateway_could_not_run(tmp_path: Path) -> None:
+    policy, config = setup(tmp_path, 'command = "no-such-mcp-server"')
+    policy.write_text("Deny(a) :- Nowhere(a).\n")
+    done = check(policy, config)
+    assert done.returncode == 1 and "Nowhere" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
