@@ -134,6 +134,7 @@ def init_command(name: str | None, out: str, force: bool, command: tuple[str, ..
     """
     with internal_errors():
         from ..gateway.config import ConfigError, quick_config
+        from ..gateway.entries import absolute_command, client_entries, installed_policyc
         from ..gateway.pins import listing
         from ..gateway.starter import guess_role, name_of, starter
 
@@ -159,7 +160,9 @@ def init_command(name: str | None, out: str, force: bool, command: tuple[str, ..
         # the server runs where init ran it, wherever the client starts the gateway (the
         # configuration's `cwd` is relative to its own folder)
         here = os.path.relpath(os.getcwd(), os.path.abspath(out))
-        files = starter(server, command, tools, cwd=here)
+        # a client starts the gateway with a short PATH: a command found on this one is written
+        # with its absolute path
+        files = starter(server, absolute_command(command), tools, cwd=here)
         try:
             os.makedirs(out, exist_ok=True)
             for file, text in (
@@ -184,7 +187,10 @@ def init_command(name: str | None, out: str, force: bool, command: tuple[str, ..
         gateway = os.path.join(out, files.config_file)
         click.echo(f"  policyc test {out}")
         click.echo(f"  policyc mcp lock --config {gateway}")
+        click.echo(f"  policyc mcp check {policy} --config {gateway}")
         click.echo(f"  policyc mcp {policy} --config {gateway}")
+        click.echo("the gateway's entry in a client, with absolute paths (docs/mcp.md):")
+        click.echo(client_entries(server, installed_policyc(), policy, gateway).text())
 
 
 def _keys(tool: object) -> list[str]:

@@ -1,4 +1,5 @@
-"""`policyc mcp` fails loudly when an upstream server does not start: the installed command,
+"""`policyc mcp` fails loudly when an upstream server does not start, `policyc mcp check`, and
+the client entries of `policyc mcp init`, run as written. The installed command,
 started with a desktop client's short environment, exits non-zero naming the server and why
 (a command not found: with the PATH used), unless `--allow-missing`, which serves the servers
 that did start and tells the client which did not."""
@@ -195,3 +196,80 @@ def test_check_refuses_a_policy_the_gateway_could_not_run(tmp_path: Path) -> Non
     done = check(policy, config)
     assert done.returncode == 1 and "Nowhere" in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_init_prints_client_entries_that_work_as_written(tmp_path: Path) -> None:
+    (tmp_path / "echo.py").write_text(ECHO)
+    out = tmp_path / "starter"
+    init = subprocess.run(
+        [
+            POLICYC,
+            "mcp",
+            "init",
+            "--name",
+            "echo",
+            "--out",
+            "starter",
+            "--",
+            sys.executable,
+            str(tmp_path / "echo.py"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert init.returncode == 0, init.stderr
+    printed = init.stdout
+    claude_at = printed.index("Claude Desktop (claude_desktop_config.json):\n") + len(
+        "Claude Desktop (claude_desktop_config.json):\n"
+    )
+    entry = json.loads(printed[claude_at : printed.index("VS Code (.vscode/mcp.json):")])["mcpServers"][
+        "echo"
+    ]
+    policy, config = str(out / "echo.dl"), str(out / "gateway.toml")
+    assert entry == {"command": POLICYC, "args": ["mcp", policy, "--config", config]}
+    vscode_at = printed.index("VS Code (.vscode/mcp.json):\n") + len("VS Code (.vscode/mcp.json):\n")
+    vscode = json.loads(printed[vscode_at : printed.index("MCP Inspector CLI:")])["servers"]["echo"]
+    assert vscode == {"type": "stdio", **entry}
+    inspector = printed.split("MCP Inspector CLI:\n")[1].strip()
+    assert inspector.endswith(f"--cli --method tools/list -- {POLICYC} mcp {policy} --config {config}")
+
+    # the entry as a desktop client starts it: PATH /usr/bin:/bin, in the folder /
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def listed(parameters: StdioServerParameters) -> list[str]:
+        with (tmp_path / "stderr.txt").open("w") as errlog:
+            async with stdio_client(parameters, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as client:
+                    with anyio.fail_after(60):
+                        await client.initialize()
+                        return [tool.name for tool in (await client.list_tools()).tools]
+
+    as_written = StdioServerParameters(command=entry["command"], args=entry["args"], env=MINIMAL, cwd="/")
+    assert anyio.run(listed, as_written) == ["echo.echo", "echo.wipe", "echo.ask"]
+
+    # a broken entry (its server's command not found on the client's PATH) fails, naming both
+    broken = Path(config).read_text().replace(json.dumps(sys.executable), '"echo-server-not-installed"')
+    Path(config).write_text(broken)
+    done = subprocess.run(
+        [entry["command"], *entry["args"]],
+        cwd="/",
+        env=MINIMAL,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "the command `echo-server-not-installed` was not found on the PATH `/usr/bin:/bin`" in done.stderr
+
+
+def test_a_bare_command_is_written_with_its_absolute_path() -> None:
+    from policyc.gateway.entries import absolute_command
+
+    program, *rest = absolute_command(["sh", "-c", "true"])
+    assert Path(program).is_absolute() and Path(program).name == "sh" and rest == ["-c", "true"]
+    assert absolute_command(["./srv", "x"]) == ("./srv", "x")
+    assert absolute_command(["no-such-program-here"]) == ("no-such-program-here",)
