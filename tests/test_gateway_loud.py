@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -273,3 +274,52 @@ def test_a_bare_command_is_written_with_its_absolute_path() -> None:
     assert Path(program).is_absolute() and Path(program).name == "sh" and rest == ["-c", "true"]
     assert absolute_command(["./srv", "x"]) == ("./srv", "x")
     assert absolute_command(["no-such-program-here"]) == ("no-such-program-here",)
+
+
+CRASHING = ECHO.replace(
+    'return mt.CallToolResult(content=[mt.TextContent(type="text", text="echoed")])',
+    'import os\n    if params.name == "wipe":\n        os._exit(3)  # dies in the middle of the call\n'
+    '    return mt.CallToolResult(content=[mt.TextContent(type="text", text="echoed")])',
+)
+
+
+def test_a_server_that_dies_later_names_itself_and_restarts_as_configured(tmp_path: Path) -> None:
+    assert CRASHING != ECHO
+    policy, config = setup(tmp_path, 'command = "unused"')
+    (tmp_path / "echo.py").write_text(CRASHING)
+    config.write_text(
+        config.read_text()
+        .split("[servers.broken]")[0]
+        .replace("[servers.echo]\n", "[servers.echo]\nrestart = 1\n")
+    )
+    args = [str(policy), "--config", str(config), "--analysis-timeout", "0"]
+
+    async def until_listed(client: Any) -> list[str]:
+        with anyio.fail_after(20):
+            while True:
+                names = [tool.name for tool in (await client.list_tools()).tools]
+                if names:
+                    return names
+                await anyio.sleep(0.2)
+
+    async def scenario() -> list[tuple[bool, str]]:
+        said = []
+        async with gateway(args, tmp_path / "stderr.txt") as client:
+            for _ in range(2):  # the first crash is followed by a restart, the second is not
+                crashed = await client.call_tool("echo.wipe", {})
+                down = await client.call_tool("echo.echo", {})
+                said += [(bool(crashed.is_error), text(crashed)), (bool(down.is_error), text(down))]
+                if len(said) == 2:
+                    assert await until_listed(client) == ["echo.echo", "echo.wipe", "echo.ask"]
+                    again = await client.call_tool("echo.echo", {})
+                    said.append((bool(again.is_error), text(again)))
+        return said
+
+    said = anyio.run(scenario)
+    assert said[0][0] and "the server `echo` stopped during the call" in said[0][1]
+    assert said[1][0] and "the server `echo` is not running" in said[1][1]
+    assert said[2] == (False, "echoed")
+    assert said[3][0] and "the server `echo` stopped during the call" in said[3][1]
+    assert said[4][0] and "the server `echo` is not running" in said[4][1]
+    log = (tmp_path / "stderr.txt").read_text()
+    assert log.count("server `echo` started again (restart 1 of 1)") == 1
