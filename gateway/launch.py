@@ -151,13 +151,20 @@ def run(gateway: Prepared) -> None:
             None,
             gateway.closing,
         )
+    except ServersMissing:
+        if gateway.closing is not None:
+            gateway.closing()
+        raise
     except BaseExceptionGroup as group:  # raised inside the gateway's task group
         found, _ = group.split(ServersMissing)
         if found is None:
             raise
-        while isinstance(found, BaseExceptionGroup):
-            found = found.exceptions[0]
-        raise found from None
+        first: BaseException = found
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        if gateway.closing is not None:
+            gateway.closing()
+        raise first from None
 
 
 def address(listen: str) -> tuple[str, int]:

@@ -86,11 +86,20 @@ def start(policy: Path, config: Path, *options: str) -> subprocess.CompletedProc
             'command = "no-such-mcp-server"',
             "the command `no-such-mcp-server` was not found on the PATH `/usr/bin:/bin`",
         ),
-        ('command = "/no/such/server"', "the command `/no/such/server` is not an executable file"),
-        (f'command = {json.dumps(sys.executable)}\nargs = ["-c", "0"]', "it could not be started"),
-        (
+        pytest.param(
+            'command = "/no/such/server"',
+            "the command `/no/such/server` is not an executable file",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            f'command = {json.dumps(sys.executable)}\nargs = ["-c", "0"]',
+            "it could not be started",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
             f'command = {json.dumps(sys.executable)}\nargs = ["-c", "import sys; sys.stdin.readline(); sys.exit(4)"]',
             "it could not be started",
+            marks=pytest.mark.slow,
         ),
     ],
     ids=["not-found", "not-executable", "exits-at-once", "crashes-in-initialize"],
@@ -108,6 +117,7 @@ def test_a_server_that_does_not_start_stops_the_gateway_naming_it(
     assert time.monotonic() - began < 30  # at once, not after the start timeout
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_allow_missing_serves_the_others_and_tells_the_client_which_did_not_start(tmp_path: Path) -> None:
     policy, config = setup(tmp_path, 'command = "no-such-mcp-server"')
     args = [str(policy), "--config", str(config), "--analysis-timeout", "0", "--allow-missing"]
@@ -148,6 +158,7 @@ def check(policy: Path, config: Path, *options: str) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_check_lists_each_servers_tools_with_the_policys_view(tmp_path: Path) -> None:
     policy, config = setup(tmp_path, 'command = "no-such-mcp-server"')
     policy.write_text(CHECKED)
@@ -199,6 +210,7 @@ def test_check_refuses_a_policy_the_gateway_could_not_run(tmp_path: Path) -> Non
     assert done.stdout == ""
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_init_prints_client_entries_that_work_as_written(tmp_path: Path) -> None:
     (tmp_path / "echo.py").write_text(ECHO)
     out = tmp_path / "starter"
@@ -283,6 +295,7 @@ CRASHING = ECHO.replace(
 )
 
 
+@pytest.mark.slow  # run by the slow suite, as CI does: it keeps the main suite within its time
 def test_a_server_that_dies_later_names_itself_and_restarts_as_configured(tmp_path: Path) -> None:
     assert CRASHING != ECHO
     policy, config = setup(tmp_path, 'command = "unused"')
