@@ -131,21 +131,35 @@ def _unsearched(span: Span, what: str) -> Diagnostic:
 
 
 def deep_findings(
-    compilation: Stratified, bound: int = 2, timeout: float = 6.0, *, escalations_deny: bool = True
+    compilation: Stratified,
+    bound: int = 2,
+    timeout: float = 6.0,
+    *,
+    escalations_deny: bool = True,
+    deliberate: bool = False,
 ) -> list[Diagnostic]:
     """The deep findings of a compiled policy without errors (see :func:`analyse`)."""
-    return analyse(compilation, bound, timeout, escalations_deny=escalations_deny).findings
+    return analyse(
+        compilation, bound, timeout, escalations_deny=escalations_deny, deliberate=deliberate
+    ).findings
 
 
 def analyse(
-    compilation: Stratified, bound: int = 2, timeout: float = 6.0, *, escalations_deny: bool = True
+    compilation: Stratified,
+    bound: int = 2,
+    timeout: float = 6.0,
+    *,
+    escalations_deny: bool = True,
+    deliberate: bool = False,
 ) -> DeepResult:
     """The deep findings of a compiled policy without errors. ``timeout`` bounds the whole
     analysis: every phase stops when it has passed, and what it did not decide gives no
     finding and is counted in :attr:`DeepResult.unchecked`. With ``escalations_deny`` false
     the proofs of always-deny and always-allow count only `Deny` rules as denying (an escalated
     call may still run, once approved): what the MCP gateway asks to know which tools no call
-    of can ever run.
+    of can ever run. With ``deliberate`` a tool one `Deny` rule denies whatever the call is
+    reported too (``check --deep`` leaves it out: the rule says so on purpose), so that the
+    gateway hides it like every other tool always denied.
 
     The analyses run in this order, each a function of its own: :func:`_unsatisfiable`,
     :func:`_unreachable`, :func:`_contained`, :func:`_tool_verdicts`, the slips (before the
@@ -178,7 +192,7 @@ def analyse(
     redundant, shadowed, unasked = _contained(run, live)
     # verdicts about values that are never actions decide no call: not counted as deciding one
     subjects = list(not_actions(compilation, [r.rule for r in run.user if id(r.rule) not in dead]))
-    verdicts, tools = _tool_verdicts(run, dead, contradictions, subjects, escalations_deny)
+    verdicts, tools = _tool_verdicts(run, dead, contradictions, subjects, escalations_deny, deliberate)
     # without searches, a proof not decided in time leaves its tool unchecked
     expired = {q.tool for q in tools if q.expired and not q.strength} if searches is None else set()
     run.note(("always-deny", "always-allow"), len(verdicts.unasked) + len(expired), "tools")
@@ -353,6 +367,7 @@ def _tool_verdicts(
     contradictions: dict[int, Contradiction],
     subjects: list[Any],
     escalations_deny: bool,
+    deliberate: bool = False,
 ) -> tuple[Verdicts, list[Any]]:
     """The proofs of tools always denied or always allowed (``always-deny``, ``always-allow``):
     over the rules that can fire and decide calls, naming the tools of the rules the user
@@ -362,7 +377,7 @@ def _tool_verdicts(
     deciding = {id(found.rule) for found in subjects}
     firing = [r.rule for r in run.every if id(r.rule) not in dead and id(r.rule) not in deciding]
     named = [r.rule for r in run.user if id(r.rule) not in dead or contradictions.get(id(r.rule), _NONE).key]
-    verdicts = Verdicts(compilation, firing, named, escalations_deny=escalations_deny)
+    verdicts = Verdicts(compilation, firing, named, escalations_deny=escalations_deny, deliberate=deliberate)
     tools = verdicts.questions(run.deadline)
     for q in tools:
         if q.strength == "proved":

@@ -12,7 +12,8 @@ call cannot run as it is, so "always denied" means never allowed without a perso
 **Which tools are asked about.** Every tool named on either side, both ways, except when the
 uniform verdict is what one rule says on purpose: a tool one `Deny` rule denies whatever the
 call (``Deny(a) :- is_tool(a, "rm").``, or through a relation defined so) is not asked whether
-it is always denied, unless the allow side names it; a tool is only asked whether it is always
+it is always denied, unless the allow side names it or ``deliberate`` is asked for (the MCP
+gateway hides such a tool like every tool always denied); a tool is only asked whether it is always
 allowed when the deny side names it, or the policy denies by default, the allow side names it
 and no single `Allow` rule allows it whatever the call.
 
@@ -83,7 +84,8 @@ class Verdicts:
     """The tools a policy names and what can be proved of their verdicts.
 
     ``rules`` are the rules that may fire (dead ones left out), ``user`` those of the files the
-    user wrote; with ``escalations_deny`` false, `Escalate` rules are not counted as denying."""
+    user wrote; with ``escalations_deny`` false, `Escalate` rules are not counted as denying;
+    with ``deliberate``, a tool one `Deny` rule denies whatever the call is asked about too."""
 
     def __init__(
         self,
@@ -92,8 +94,10 @@ class Verdicts:
         user: list[ast.Rule],
         *,
         escalations_deny: bool = True,
+        deliberate: bool = False,
     ) -> None:
         self.compilation = compilation
+        self.deliberate = deliberate
         self.symbols = compilation.symbols
         self.events = event_functors(compilation)
         relations = self.symbols.relations
@@ -231,7 +235,7 @@ class Verdicts:
             mine = [encodings[form] for form in forms]
             deny_side = any("Deny" in m.sides for m in mentions)
             allow_side = any("Allow" in m.sides for m in mentions)
-            if allow_side or not self._one_rule(tool, mine, self.denies):
+            if allow_side or self.deliberate or not self._one_rule(tool, mine, self.denies):
                 asked.append(self._prove(Question("always-deny", tool, forms, mentions), mine, deadline))
             if deny_side or (default_deny and allow_side and not self._one_rule(tool, mine, self.allows)):
                 asked.append(self._prove(Question("always-allow", tool, forms, mentions), mine, deadline))

@@ -1,18 +1,18 @@
-"""`policyc mcp`: the MCP gateway (docs/mcp.md), and its subcommands (`lock`, `init`)."""
+"""`policyc mcp`: the MCP gateway (docs/mcp.md), and its subcommands (`lock`, `init`, `check`)."""
 
 from __future__ import annotations
 
 import click
 
-from .common import EXIT_USAGE, StartGroup, fail, internal_errors, policy_failures, require_extra
+from .common import EXIT_ERRORS, EXIT_USAGE, StartGroup, fail, internal_errors, policy_failures, require_extra
 
 # the subcommands defined in cli/mcp_tools.py, imported only when one of them is asked for
-_TOOLS = ("lock", "init")
+_TOOLS = ("lock", "init", "check")
 
 
 class _McpGroup(StartGroup):
     """``policyc mcp POLICY ...`` starts the gateway; ``policyc mcp lock ...`` and the other
-    subcommands run themselves (``lock`` and ``init`` imported only when asked for)."""
+    subcommands run themselves (``lock``, ``init`` and ``check`` imported only when asked for)."""
 
     usages = (
         "POLICY_OR_BUNDLE --config gateway.toml [OPTIONS]",
@@ -90,6 +90,11 @@ def mcp_group() -> None:
     type=click.FloatRange(0, 600),
     help="Seconds the start-up analysis of always-denied tools may take (0: none).",
 )
+@click.option(
+    "--allow-missing",
+    is_flag=True,
+    help="Serve the servers that started when some did not (by default the gateway exits).",
+)
 def start_command(
     policy: str,
     command: tuple[str, ...],
@@ -105,11 +110,13 @@ def start_command(
     key: str | None,
     approval_timeout: float,
     analysis_timeout: float,
+    allow_missing: bool,
 ) -> None:
     with internal_errors():
         require_extra("mcp", "`policyc mcp`")
         from ..gateway.config import ConfigError
         from ..gateway.launch import Settings, StartError, build, run
+        from ..gateway.probe import ServersMissing
 
         settings = Settings(
             policy,
@@ -126,6 +133,7 @@ def start_command(
             key=key,
             approval_timeout=approval_timeout,
             analysis_timeout=analysis_timeout,
+            allow_missing=allow_missing,
         )
         try:
             with policy_failures():
@@ -134,5 +142,7 @@ def start_command(
             fail(str(error), EXIT_USAGE)
         try:
             run(gateway)
+        except ServersMissing as error:
+            fail(str(error), EXIT_ERRORS)
         except KeyboardInterrupt:  # Ctrl-C at a terminal: the gateway has unwound, and ends quietly
             pass

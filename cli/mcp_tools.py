@@ -134,6 +134,7 @@ def init_command(name: str | None, out: str, force: bool, command: tuple[str, ..
     """
     with internal_errors():
         from ..gateway.config import ConfigError, quick_config
+        from ..gateway.entries import absolute_command, client_entries, installed_policyc
         from ..gateway.pins import listing
         from ..gateway.starter import guess_role, name_of, starter
 
@@ -159,7 +160,9 @@ def init_command(name: str | None, out: str, force: bool, command: tuple[str, ..
         # the server runs where init ran it, wherever the client starts the gateway (the
         # configuration's `cwd` is relative to its own folder)
         here = os.path.relpath(os.getcwd(), os.path.abspath(out))
-        files = starter(server, command, tools, cwd=here)
+        # a client starts the gateway with a short PATH: a command found on this one is written
+        # with its absolute path
+        files = starter(server, absolute_command(command), tools, cwd=here)
         try:
             os.makedirs(out, exist_ok=True)
             for file, text in (
@@ -184,7 +187,10 @@ def init_command(name: str | None, out: str, force: bool, command: tuple[str, ..
         gateway = os.path.join(out, files.config_file)
         click.echo(f"  policyc test {out}")
         click.echo(f"  policyc mcp lock --config {gateway}")
+        click.echo(f"  policyc mcp check {policy} --config {gateway}")
         click.echo(f"  policyc mcp {policy} --config {gateway}")
+        click.echo("the gateway's entry in a client, with absolute paths (docs/mcp.md):")
+        click.echo(client_entries(server, installed_policyc(), policy, gateway).text())
 
 
 def _keys(tool: object) -> list[str]:
@@ -198,3 +204,60 @@ def _quiet() -> IO[str]:
     import tempfile
 
     return tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+
+
+@click.command("check")
+@click.argument("policy", metavar="POLICY_OR_BUNDLE")
+@click.option(
+    "--config", "config_file", required=True, metavar="gateway.toml", help="The gateway's configuration."
+)
+@click.option("--functors", metavar="MODULE", help="A Python module implementing the policy's functors.")
+@click.option(
+    "--analysis-timeout",
+    default=6.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 600),
+    help="Seconds the analysis of the tools may take.",
+)
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+def check_command(
+    policy: str, config_file: str, functors: str | None, analysis_timeout: float, fmt: str
+) -> None:
+    """Start every server once and list its tools with the policy's view of each (always
+    denied, escalated, pinned, changed); exit 1 if a server did not start or a pinned tool
+    changed. Run it before adding the gateway to a client."""
+    with internal_errors():
+        import json
+        import sys
+        from pathlib import Path
+
+        from ..gateway.config import ConfigError, read_config
+        from ..gateway.report import check_gateway
+        from ..runtime.functors import load_module
+        from ..runtime.opener import load
+        from .common import policy_failures
+
+        try:
+            config = read_config(config_file)
+        except ConfigError as error:
+            fail(str(error), EXIT_USAGE)
+        try:
+            module = None if functors is None else load_module(functors)
+        except ImportError as error:
+            fail(f"cannot load functors from `{functors}`: {error}", EXIT_USAGE)
+        with policy_failures():  # a policy the gateway could not run fails the check before any server starts
+            load(Path(policy), module)
+        errlog = _quiet()
+        report = check_gateway(policy, config, analysis_timeout, errlog)
+        if fmt == "json":
+            click.echo(json.dumps(report.to_json(), indent=2))
+        else:
+            for line in report.lines():
+                click.echo(line)
+            started = sum(1 for s in report.servers.values() if s.failure is None)
+            click.echo(
+                f"{started} of {len(report.servers)} server(s) started: "
+                + ("ok" if report.ok else "not ready (a server did not start, or a pinned tool changed)")
+            )
+        if not report.ok:
+            sys.exit(EXIT_ERRORS)

@@ -61,7 +61,7 @@ DEFAULT_TIMEOUT = 60.0  # seconds a call to an upstream server may take
 DEFAULT_DECIDE_TIMEOUT = 10.0  # seconds a decision may take before the call is denied
 
 _TOP = ("servers", "session", "lock")
-_SERVER = ("command", "args", "env", "cwd", "url", "headers", "labels", "tools", "timeout")
+_SERVER = ("command", "args", "env", "cwd", "url", "headers", "labels", "tools", "timeout", "restart")
 _TOOL = ("labels",)
 _SESSION = ("depends", "principal", "roles", "decide_timeout")
 
@@ -113,6 +113,7 @@ class Upstream:
     labels: tuple[str, ...] = ()
     tools: Mapping[str, ToolOptions] = field(default_factory=lambda: MappingProxyType({}))
     timeout: float = DEFAULT_TIMEOUT
+    restart: int = 0  # how many times the gateway starts it again after it stopped (with backoff)
 
     @property
     def transport(self) -> str:
@@ -272,6 +273,7 @@ def _server(name: str, entry: Cursor, base: str | None) -> Upstream:
         labels=entry.optional("labels", _labels, ()),
         tools=MappingProxyType(tools),
         timeout=entry.optional("timeout", lambda c: c.number(0.001, 86400.0), DEFAULT_TIMEOUT),
+        restart=entry.optional("restart", lambda c: c.count(101, "a count of restarts (0 to 100)"), 0),
     )
 
 

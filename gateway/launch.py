@@ -58,6 +58,7 @@ class Settings:
     key: str | None = None  # that service's key
     approval_timeout: float = DEFAULT_TIMEOUT
     analysis_timeout: float = ANALYSIS_TIMEOUT  # 0: no start-up analysis
+    allow_missing: bool = False  # serve the servers that started (else a failure stops the gateway)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class Prepared:
     address: tuple[str, int] | None = None
     screen: Screen | None = None
     closing: Callable[[], None] | None = None
+    allow_missing: bool = False
 
 
 def check(settings: Settings) -> None:
@@ -123,26 +125,46 @@ def build(settings: Settings) -> Prepared:
         if closing is not None:
             closing()
         raise
-    return Prepared(config, monitor, hidden, where, screen, closing)
+    return Prepared(config, monitor, hidden, where, screen, closing, settings.allow_missing)
 
 
 def run(gateway: Prepared) -> None:
     """Serve until the client goes (stdio) or the process is stopped (HTTP); the audit log is
-    closed either way."""
+    closed either way. A server that did not start is a :class:`~.probe.ServersMissing` unless
+    the gateway may serve without it."""
+    import functools
+
     import anyio
 
+    from .probe import ServersMissing
     from .server import serve
 
-    anyio.run(
-        serve,
-        gateway.config,
-        gateway.monitor,
-        gateway.hidden,
-        gateway.address,
-        gateway.screen,
-        None,
-        gateway.closing,
-    )
+    serving = functools.partial(serve, allow_missing=gateway.allow_missing)
+    try:
+        anyio.run(
+            serving,
+            gateway.config,
+            gateway.monitor,
+            gateway.hidden,
+            gateway.address,
+            gateway.screen,
+            None,
+            gateway.closing,
+        )
+    except ServersMissing:
+        if gateway.closing is not None:
+            gateway.closing()
+        raise
+    except BaseExceptionGroup as group:  # raised inside the gateway's task group
+        found, _ = group.split(ServersMissing)
+        if found is None:
+            raise
+        first: BaseException = found
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        if gateway.closing is not None:
+            gateway.closing()
+        raise first from None
 
 
 def address(listen: str) -> tuple[str, int]:

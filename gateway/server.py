@@ -408,10 +408,12 @@ class Gateway:
 
         from policyc.compiler.version import __version__
 
+        from .probe import instructions
+
         server: Any = Server(
             "policyc-mcp",
             version=__version__,
-            instructions=None,
+            instructions=instructions(self.upstreams.failures),
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
             on_list_prompts=self.list_prompts,
@@ -480,14 +482,17 @@ async def serve(
     screen: Callable[[list[UpstreamTool], Mapping[str, Any]], Mapping[str, str]] | None = None,
     log: TextIO | None = None,
     closing: Callable[[], None] | None = None,
+    allow_missing: bool = False,
 ) -> None:
     """Start the upstream servers and serve the gateway over stdio (``listen`` None) or
     streamable HTTP at ``listen`` (host, port, path ``/mcp``) until the client goes away, or
-    until SIGTERM or SIGHUP (then ``closing`` runs before the process ends: the audit log's)."""
+    until SIGTERM or SIGHUP (then ``closing`` runs before the process ends: the audit log's).
+    A server that did not start stops it (:class:`~.probe.ServersMissing`) unless
+    ``allow_missing``."""
     ending = _Ending(closing)
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, group.cancel_scope, ending)
-        await _serve(config, monitor, hidden, listen, screen, log, ending)
+        await _serve(config, monitor, hidden, listen, screen, log, ending, allow_missing)
         group.cancel_scope.cancel()
 
 
@@ -499,6 +504,7 @@ async def _serve(
     screen: Callable[[list[UpstreamTool], Mapping[str, Any]], Mapping[str, str]] | None,
     log: TextIO | None,
     ending: _Ending,
+    allow_missing: bool = False,
 ) -> None:
     from mcp.server.lowlevel import NotificationOptions
 
@@ -530,6 +536,15 @@ async def _serve(
         gateway = Gateway(config, monitor, upstreams, dict(hidden), screen, out)
         holder["gateway"] = gateway
         await gateway.refresh()
+        if upstreams.failures:
+            from .probe import ServersMissing, missing
+
+            if not allow_missing:
+                raise ServersMissing(upstreams.failures)
+            print(
+                f"policyc mcp: serving without them (--allow-missing):\n{missing(upstreams.failures)}",
+                file=out,
+            )
         names = ", ".join(f"{t.qualified}" for t in gateway.visible().values())
         print(f"policyc mcp: serving {len(gateway.visible())} tools: {names}", file=out)
         server = gateway.server()

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from mcp import ClientSession
 
 START_TIMEOUT = 30.0  # seconds a server has to start and answer `initialize`
+RESTART_BACKOFF = 1.0  # seconds before the first restart of a server that stopped; doubled each time
+RESTART_LONGEST = 30.0  # the longest wait before a restart
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class _Connection:
     capabilities: Any = None
     instructions: str | None = None
     info: Any = None  # the Implementation (name, version) the server announced
+    restarts: int = 0  # how many times the server was started again before this connection
 
 
 @dataclass
@@ -232,8 +235,14 @@ class Upstreams:
     async def _run(self, connection: _Connection, ready: Any) -> None:
         import anyio
 
+        from .probe import missing_command
+
         server = connection.server
         try:
+            not_found = missing_command(server)
+            if not_found is not None:  # said with the PATH used, rather than as the OS's error
+                connection.failure = not_found
+                return
             async with contextlib.AsyncExitStack() as stack:
                 session = await stack.enter_async_context(self._client(server))
                 with anyio.fail_after(self.start_timeout):  # no task group may start inside it
@@ -337,6 +346,35 @@ class Upstreams:
         connection.stop.set()
         for qualified in [q for q, t in self.tools.items() if t.server == name]:
             del self.tools[qualified]
+        if connection.restarts < connection.server.restart and self.group is not None:
+            self.group.start_soon(self._restart, name, connection)
+
+    async def _restart(self, name: str, old: _Connection) -> None:
+        """Start a server that stopped again, after a wait that doubles with each restart
+        (``restart`` in its configuration bounds how many); once it runs, its tools are listed
+        again through a ``ToolListChangedNotification`` to the callbacks."""
+        import anyio
+        import mcp.types as mt
+
+        await old.done.wait()
+        attempt = old.restarts + 1
+        await anyio.sleep(min(RESTART_BACKOFF * 2 ** (attempt - 1), RESTART_LONGEST))
+        connection = _Connection(old.server, stop=anyio.Event(), done=anyio.Event(), restarts=attempt)
+        self.connections[name] = connection
+        ready = anyio.Event()
+        assert self.group is not None
+        self.group.start_soon(self._run, connection, ready)
+        await ready.wait()
+        if connection.session is None:  # it did not start: try again while restarts are left
+            if attempt < old.server.restart:
+                self.group.start_soon(self._restart, name, connection)
+            return
+        print(
+            f"policyc mcp: server `{name}` started again (restart {attempt} of {old.server.restart})",
+            file=sys.stderr,
+        )
+        if self.callbacks.notification is not None:
+            await self.callbacks.notification(name, mt.ToolListChangedNotification())
 
 
 def _connection_closed(error: BaseException, connection: _Connection) -> bool:

@@ -73,3 +73,18 @@ def test_built_gateway_decides_in_process_and_hides_the_always_denied_tool(
         assert prepared.closing is not None
         prepared.closing()
     assert log.exists()
+
+
+def test_a_tool_one_unconditional_rule_denies_is_hidden_and_check_deep_stays_quiet(tmp_path: Path) -> None:
+    from policyc.analyzer.deep import deep_findings
+    from policyc.compiler import compile_source
+
+    text = '.import events\n.default allow\nDeny(a) :- ToolCall(a, "files.delete").\n'
+    path = tmp_path / "p.dl"
+    path.write_text(text)
+    prepared = build(Settings(str(path), name="files", command=("true",)))
+    assert set(prepared.hidden) == {"files.delete"} and "PC305" in prepared.hidden["files.delete"]
+    # the finding carries the tool as its subject; `check --deep` does not warn of a deliberate rule
+    found = deep_findings(compile_source(text), deliberate=True)
+    assert [(d.code, d.strength, d.tool) for d in found] == [("PC305", "proved", "files.delete")]
+    assert [d for d in deep_findings(compile_source(text)) if d.code == "PC305"] == []
