@@ -104,10 +104,15 @@ def _number(data: int | float, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def is_name(text: Any) -> bool:
+    """Whether ``text`` reads as a name (letters, digits, ``_ . - / :``, at most 64)."""
+    return isinstance(text, str) and _NAME.fullmatch(text) is not None
+
+
 def name(text: Any) -> str:
     """A tool's or an argument's name: as it is when it reads as a name (letters, digits,
     ``_ . - / :``, at most 64 characters), else as a value."""
-    if isinstance(text, str) and _NAME.fullmatch(text):
+    if is_name(text):
         return text
     return value(text, ARGUMENT_LIMIT)
 
