@@ -3,8 +3,6 @@ results of tools that raise, variable arguments, and the feedback the model read
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 import policyc
