@@ -29,6 +29,7 @@ from typing import Any
 VALUE_LIMIT = 100  # characters of one value a message shows
 ARGUMENT_LIMIT = 24  # characters of one argument's value a call shows
 ARGUMENTS_SHOWN = 4  # arguments a call shows (the rest are `…`)
+APPROVAL_LIMIT = 500  # characters of one argument's value an approval prompt shows
 DELIMITER = "`"
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
@@ -41,6 +42,12 @@ def visible(text: str) -> str:
     """``text`` with every character that would not read as itself made visible (see the
     module): the output holds no backtick and no control or format character."""
     return "".join([_visible(c) for c in text])
+
+
+def printable(text: str) -> str:
+    """``text`` (a message the renderer wrote, read back from elsewhere) with every control or
+    format character made visible, its backticks kept: the delimiters of its values."""
+    return "".join([c if c == DELIMITER else _visible(c) for c in text])
 
 
 def _visible(character: str) -> str:
@@ -68,8 +75,8 @@ def value(data: Any, limit: int = VALUE_LIMIT) -> str:
         return _number(data, limit)
     if isinstance(data, str):
         text = data
-    elif data is None:
-        text = "nil"
+    elif data is None:  # a tool's argument given as JSON null
+        text = "null"
     else:
         text = _written(data)
     return f"{DELIMITER}{_cut(text, limit)}{DELIMITER}"

@@ -337,7 +337,7 @@ def test_feedback_shows_each_reason_once_and_a_bounded_number() -> None:
     lines = decision.feedback.splitlines()
     assert len(lines) == 1 + verdict.FEEDBACK_REASONS_LIMIT + 1
     assert lines[-1] == f"- … and {51 - verdict.FEEDBACK_REASONS_LIMIT} more reasons"
-    assert lines.count('- Blocked: "c1" is refused') <= 1
+    assert lines.count("- Blocked: noop() is refused") <= 1
 
 
 # ----------------------------------------------------------------------- hostile JSON
