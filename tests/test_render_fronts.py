@@ -10,6 +10,7 @@ from typing import Any
 
 import policyc
 from policyc.runtime.audit import AuditLog
+from policyc.runtime.explain import Explanation
 
 from .support.commands import policyc_path
 from .support.service import Server, prepare
@@ -29,6 +30,12 @@ EVENTS: list[dict[str, Any]] = [
     {"id": "c6", "kind": "tool_call", "tool": "post", "args": {"files": HOSTILE, "to": "x@y.z"}},
     {"id": "c7", "kind": "tool_call", "tool": "pay", "args": {"amount": 5000, "to": "bob"}},
 ]
+
+
+def explained(decision: Any) -> tuple[Any, str]:
+    """A decision's explanation, and its text."""
+    explanation = decision.explain()
+    return explanation, explanation.text()
 
 
 def words(decision: Any) -> dict[str, Any]:
@@ -61,22 +68,22 @@ def logged(path: Path) -> list[dict[str, Any]]:
 def test_a_decision_reads_the_same_in_process_through_the_service_and_in_the_audit_log(
     tmp_path: Path,
 ) -> None:
-    with AuditLog(tmp_path / "local.jsonl") as log:
-        local = policyc.Monitor(policyc.load_source(POLICY), audit=log).session("s1")
-        mine = [words(local.authorize(e)) if e["kind"] == "tool_call" else local.record(e) for e in EVENTS]
-    mine = [m for m in mine if m is not None]
-
     key = prepare(tmp_path, POLICY, {"agent": ("agent",)})["agent"]
+    with AuditLog(tmp_path / "local.jsonl") as log:
+        local = policyc.Monitor(policyc.load(tmp_path / "policy.dl"), audit=log).session("s1")
+        decided = [local.authorize(e) if e["kind"] == "tool_call" else local.record(e) for e in EVENTS]
+    mine = [words(d) for d in decided if d is not None]
+    my_explanations = [explained(d) for d in decided if d is not None]
+
     server = Server(tmp_path)
     try:
         with policyc.connect(server.url, key) as monitor:
             remote = monitor.session("s1")
-            theirs = [
-                words(remote.authorize(e)) if e["kind"] == "tool_call" else remote.record(e) for e in EVENTS
-            ]
+            decided = [remote.authorize(e) if e["kind"] == "tool_call" else remote.record(e) for e in EVENTS]
+            theirs = [words(d) for d in decided if d is not None]
+            their_explanations = [explained(d) for d in decided if d is not None]
     finally:
         server.stop()
-    theirs = [t for t in theirs if t is not None]
     exported = tmp_path / "service.jsonl"
     done = subprocess.run(
         [policyc_path(), "audit", "export", str(tmp_path / "monitor.db"), "-o", str(exported)],
@@ -86,6 +93,9 @@ def test_a_decision_reads_the_same_in_process_through_the_service_and_in_the_aud
     assert done.returncode == 0, done.stderr
 
     assert theirs == mine
+    assert their_explanations == my_explanations  # the same objects, the same text
+    assert [type(e) for e, _ in their_explanations] == [Explanation, Explanation]
+    assert my_explanations[0][1].startswith('denied: Deny("c6") holds')
     assert logged(tmp_path / "local.jsonl") == mine
     assert logged(exported) == mine
     # and what it reads: the calls, not their ids; values delimited, nothing raw
