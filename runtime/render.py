@@ -26,7 +26,9 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-VALUE_LIMIT = 100  # characters of one value a message shows
+from .values import FEEDBACK_VALUE_LIMIT
+
+VALUE_LIMIT = FEEDBACK_VALUE_LIMIT  # characters of one value a message shows
 ARGUMENT_LIMIT = 24  # characters of one argument's value a call shows
 ARGUMENTS_SHOWN = 4  # arguments a call shows (the rest are `…`)
 APPROVAL_LIMIT = 500  # characters of one argument's value an approval prompt shows

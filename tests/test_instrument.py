@@ -279,15 +279,6 @@ def test_interpolated_values_are_delimited_and_capped_in_feedback(session) -> No
     assert decision.reasons[0].bindings["to"] == hostile
 
 
-def test_quoting_escapes_what_is_not_printable() -> None:
-    assert values.quote_value("a\u202eb\u2028c\x7f\x00") == '"a\\u202eb\\u2028c\\u007f\\u0000"'
-    assert values.quote_value('say "hi"') == '"say \\"hi\\""'
-    assert values.quote_value(42) == "42" and values.quote_value(2.5) == "2.5"
-    assert values.quote_value(10**5000).endswith("…")  # too many digits to print whole
-    assert values.quote_value("\U000e0041" * 3) == '"' + "\\udb40\\udc41" * 3 + '"'
-    assert values.quote_value("x" * 150) == '"' + "x" * values.FEEDBACK_VALUE_LIMIT + '"…'
-
-
 def test_error_denials_hide_internal_details_from_the_model() -> None:
     def classify(text: str) -> bool:
         raise RuntimeError("model server at 10.0.0.7:8443 refused /v1/classify (token sk-internal)")
@@ -386,7 +377,7 @@ def test_hostile_arguments_are_invalid_arguments(session, arguments) -> None:
         session, message, {"pay": lambda amount=None, deep=None: ran.append(amount) or "paid"}
     )
     assert replies[0]["tool_call_id"] == "h1" and replies[0]["content"].startswith(
-        'Invalid arguments for "pay"'
+        'Invalid arguments for `pay`'
     )
     assert len(replies[0]["content"]) < 300
     assert replies[1] == {"role": "tool", "tool_call_id": 7, "content": "paid"}
@@ -410,5 +401,5 @@ def test_malformed_tool_calls_get_a_reply(session) -> None:
     assert replies[0]["content"].startswith("Invalid tool call") and replies[1]["content"].startswith(
         "Invalid tool call"
     )
-    assert replies[2]["content"] == 'Unknown tool: "nope"'
+    assert replies[2]["content"] == 'Unknown tool: `nope`'
     assert session.authorize({"id": "later", "kind": "tool_call", "tool": "noop"}).allowed

@@ -32,6 +32,8 @@ def _raw(text: str) -> list[str]:
         ("a\u200bb\ufeff", "`a\\u200bb\\ufeff`"),  # zero-width characters
         ("para\u2029graph", "`para\\u2029graph`"),
         ("x" * 101, "`" + "x" * 100 + "…`"),
+        ("\U000e0041" * 2, "`\\U000e0041\\U000e0041`"),  # tag characters, outside the BMP
+        ("\x7f", "`\\u007f`"),
         (5, "5"),
         (-2.5, "-2.5"),
         (True, "`true`"),
@@ -45,6 +47,10 @@ def _raw(text: str) -> list[str]:
 )
 def test_values_as_people_read_them(data: object, shown: str) -> None:
     assert render.value(data) == shown
+
+
+def test_a_number_too_long_to_print_is_cut() -> None:
+    assert render.value(10**5000).endswith("…") and len(render.value(10**5000)) < 200
 
 
 def test_calls_show_the_tool_and_short_arguments() -> None:
