@@ -377,7 +377,7 @@ def test_hostile_arguments_are_invalid_arguments(session, arguments) -> None:
         session, message, {"pay": lambda amount=None, deep=None: ran.append(amount) or "paid"}
     )
     assert replies[0]["tool_call_id"] == "h1" and replies[0]["content"].startswith(
-        'Invalid arguments for `pay`'
+        "Invalid arguments for `pay`"
     )
     assert len(replies[0]["content"]) < 300
     assert replies[1] == {"role": "tool", "tool_call_id": 7, "content": "paid"}
@@ -401,5 +401,5 @@ def test_malformed_tool_calls_get_a_reply(session) -> None:
     assert replies[0]["content"].startswith("Invalid tool call") and replies[1]["content"].startswith(
         "Invalid tool call"
     )
-    assert replies[2]["content"] == 'Unknown tool: `nope`'
+    assert replies[2]["content"] == "Unknown tool: `nope`"
     assert session.authorize({"id": "later", "kind": "tool_call", "tool": "noop"}).allowed
