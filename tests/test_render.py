@@ -111,3 +111,16 @@ def test_a_value_keeps_its_printable_text(text: str) -> None:
     plain = "".join(c for c in text if c not in "`\n\t\r" and unicodedata.category(c) not in RAW)
     rest = iter(shown[1:-1])
     assert all(c in rest for c in plain)  # the printable text, in order, nothing dropped
+
+
+def test_a_template_may_name_the_id_of_a_variable_of_its_rule() -> None:
+    import policyc
+    from policyc.runtime.errors import PolicyError
+
+    rule = 'Deny(a) :- ToolCall(a, "post").'
+    policy = policyc.load_source(f'.import events\n@id("r") @message("call {{a.id}}: {{a}}")\n{rule}')
+    session = policyc.Monitor(policy).session("s")
+    decision = session.authorize({"id": "c1", "kind": "tool_call", "tool": "post", "args": {"to": "x"}})
+    assert decision.reasons[0].message == "call `c1`: post(to=`x`)"
+    with pytest.raises(PolicyError, match=r"`\{b.id\}` in `@message` is not a variable of this rule"):
+        policyc.load_source(f'.import events\n@id("r") @message("call {{b.id}}")\n{rule}')
