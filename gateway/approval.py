@@ -14,14 +14,13 @@ each argument and the escalating rules' messages (:func:`approval_message`).
 >>> request = EscalationRequest("s1", "c1", "git.git_add", {"files": ["a\\u001b[2J.txt"]}, frozenset({"r"}), ("staging needs approval",))
 >>> print(approval_message(request))
 policyc: the call of `git.git_add` needs your approval.
-  files = ["a\\u001b[2J.txt"]
+  files = `["a\\u001b[2J.txt"]`
 - staging needs approval
 Approve exactly this call, once?
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from dataclasses import dataclass
@@ -161,18 +160,15 @@ async def resumed(
 
 
 def approval_message(request: Any) -> str:
-    """What the user is asked about an escalated call: the tool, each argument (as JSON, cut to
-    500 characters) and the escalating rules' messages, with every control character escaped so
-    that no argument can pass for the gateway's own words."""
-    lines = [f"policyc: the call of `{plain(str(request.tool))}` needs your approval."]
+    """What the user is asked about an escalated call: the tool, each argument (cut to 500
+    characters) and the escalating rules' messages, every value as people's text shows it
+    (``policyc.runtime.render``), so that no argument can pass for the gateway's own words."""
+    from policyc.runtime import render
+
+    lines = [f"policyc: the call of {render.value(str(request.tool))} needs your approval."]
     for key, value in sorted(request.arguments.items()):
-        lines.append(f"  {plain(key)} = {plain(json.dumps(value, ensure_ascii=False))[:500]}")
+        lines.append(f"  {render.name(key)} = {render.value(value, render.APPROVAL_LIMIT)}")
     for message in request.messages:
-        lines.append(f"- {plain(message)}")
+        lines.append(f"- {render.printable(message)}")
     lines.append("Approve exactly this call, once?")
     return "\n".join(lines)
-
-
-def plain(text: str) -> str:
-    """``text`` with every control character written as an escape."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

@@ -31,8 +31,8 @@ from agentdojo.types import (
 )
 
 from policyc.runtime.context import ERROR_LABEL, new_id, refusal
+from policyc.runtime.render import value as shown_value
 from policyc.runtime.session import Session
-from policyc.runtime.values import quote_value
 from policyc.runtime.verdict import Decision
 
 from .events import INVALID_CALL, decide_call, record_message, record_result
@@ -188,7 +188,7 @@ class PolicyElement(BasePipelineElement):
         if _nests_a_call(call.args):
             return refusal(
                 NESTED_CALL,
-                f"the call of {quote_value(call.function)} nests another call in its arguments, which "
+                f"the call of {shown_value(call.function)} nests another call in its arguments, which "
                 "would run undecided, so it is refused",
                 "Make each call on its own, with plain values as arguments.",
             ), None
@@ -197,7 +197,7 @@ class PolicyElement(BasePipelineElement):
         except (TypeError, ValueError, RecursionError) as error:
             return refusal(
                 INVALID_CALL,
-                f"the call of {quote_value(call.function)} cannot be decided ({type(error).__name__}), "
+                f"the call of {shown_value(call.function)} cannot be decided ({type(error).__name__}), "
                 "so it is refused",
                 "Call the tool with JSON arguments.",
             ), None

@@ -36,8 +36,8 @@ from agents.tool_guardrails import (
 
 from policyc.runtime.chat import parse_arguments
 from policyc.runtime.context import PolicyDenied, refusal
+from policyc.runtime.render import value as shown_value
 from policyc.runtime.session import Session
-from policyc.runtime.values import quote_value
 from policyc.runtime.verdict import Decision
 
 from .events import ADAPTER_FAILED, INVALID_CALL, decide_call_async, record_message, record_result
@@ -125,7 +125,7 @@ class AgentGuard:
         if args is None:
             return refusal(
                 INVALID_CALL,
-                f"invalid arguments for {quote_value(tool)}: {problem}, so the call is refused",
+                f"invalid arguments for {shown_value(tool)}: {problem}, so the call is refused",
                 "Call the tool with JSON arguments.",
             )
         requested = self._requested.get(call_id)
@@ -175,7 +175,7 @@ class AgentGuard:
         raise PolicyDenied(
             refusal(
                 UNGUARDED,
-                f"tool {quote_value(name)} was about to run without the policy deciding its call, "
+                f"tool {shown_value(name)} was about to run without the policy deciding its call, "
                 "so the run is stopped",
                 "Attach the guard to every tool (AgentGuard.tools).",
             )

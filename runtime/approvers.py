@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import sys
 import threading
 from collections.abc import Callable
@@ -25,7 +24,6 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from .approvals import EscalationRequest
-from .values import quote_value
 from .verdict import Decision, Reason
 
 NO_APPROVER = "policyc:no-approver"
@@ -231,22 +229,19 @@ class ConsoleApprover:
 
 
 def prompt(request: EscalationRequest) -> str:
-    """What :class:`ConsoleApprover` shows: every value quoted, so that no argument can write
-    control characters to the terminal."""
+    """What :class:`ConsoleApprover` shows, every value as people's text shows it
+    (runtime/render.py), so that no argument can write control characters to the terminal."""
+    from . import render
+
     lines = [
-        f"policyc: a call needs your approval (session {quote_value(request.session)})",
-        f"  tool: {quote_value(request.tool or '')}",
+        f"policyc: a call needs your approval (session {render.value(request.session)})",
+        f"  tool: {render.name(request.tool or '')}",
     ]
     for key in sorted(request.arguments):
-        value = request.arguments[key]
-        shown = (
-            value
-            if isinstance(value, str | int | float) and not isinstance(value, bool)
-            else json.dumps(value)
-        )
-        lines.append(f"  {quote_value(key)}: {quote_value(shown)}")
+        value = render.value(request.arguments[key], render.APPROVAL_LIMIT)
+        lines.append(f"  {render.name(key)}: {value}")
     for message in request.messages:
-        lines.append(f"  why: {message}")
+        lines.append(f"  why: {render.printable(message)}")
     lines.append("Approve this call? [y/N] ")
     return "\n".join(lines)
 

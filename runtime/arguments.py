@@ -13,7 +13,7 @@ instead, and no rule ever sees the call. Arguments the policy does not declare a
 ()
 >>> (reason,) = check.refusals({"id": "c1", "kind": "tool_call", "tool": "pay", "args": {"amount": "5000"}})
 >>> reason.rule, reason.message
-('policyc:invalid-argument', 'argument `amount` of `pay` is the text "5000", but the policy declares it an integer')
+('policyc:invalid-argument', 'argument `amount` of `pay` is the text `5000`, but the policy declares it an integer')
 >>> reason.suggestion
 'Send `amount` as the number 5000, without quotes.'
 """
@@ -29,9 +29,10 @@ from typing import Any
 
 from policyc.compiler.plan import ArgumentSpec, Plan
 
+from . import render
 from .errors import INVALID_ARGUMENT
 from .values import render_value
-from .verdict import Reason, interpolate
+from .verdict import Reason
 
 # what each declared type holds, as the messages say it
 _DECLARED = {
@@ -162,11 +163,10 @@ def _reason(spec: ArgumentSpec, message: str, suggestion: str, bindings: dict[st
     bindings = {"tool": spec.tool, "argument": spec.argument, "declared": spec.type, **bindings}
     return Reason(
         INVALID_ARGUMENT,
-        interpolate(message, bindings, render_value),
-        interpolate(suggestion, bindings, render_value),
+        render.interpolate(message, bindings),
+        render.interpolate(suggestion, bindings),
         "high",
         bindings=bindings,
-        templates=(message, suggestion),
     )
 
 

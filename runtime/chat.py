@@ -13,8 +13,8 @@ from policyc.stdlib.events import EventError, check_event
 
 from . import jsonio
 from .context import decide_tool_call, error_text, new_id, record_result, result_text, use_session
+from .render import value as shown_value
 from .session import Session
-from .values import quote_value
 
 ARGUMENTS_DETAIL_LIMIT = 200  # characters of the reason an invalid arguments reply gives
 
@@ -112,19 +112,19 @@ def _run_call(
         return "Invalid tool call: it names no function"
     args, problem = parse_arguments(function.get("arguments"))
     if args is None:
-        return f"Invalid arguments for {quote_value(name)}: {_short(problem or '')}"
+        return f"Invalid arguments for {shown_value(name)}: {_short(problem or '')}"
     event = {"id": event_id, "kind": "tool_call", "tool": name, "args": args, "deps": [message_id]}
     try:
         check_event(dict(event), session.events)  # what would poison the session is refused here
     except EventError as error:
-        return f"Invalid arguments for {quote_value(name)}: {_short(str(error))}"
+        return f"Invalid arguments for {shown_value(name)}: {_short(str(error))}"
     # decided as every front decides a call (runtime/context.py); a person decides an escalation
     decision, _ = decide_tool_call(session, name, args, [message_id], event_id)
     if not decision.allowed:
         return decision.feedback
     implementation = tools.get(name)
     if implementation is None:
-        return f"Unknown tool: {quote_value(name)}"
+        return f"Unknown tool: {shown_value(name)}"
     labels = tuple(result_labels.get(name, ()))
     with use_session(session, parent=event_id):
         try:

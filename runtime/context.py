@@ -187,23 +187,23 @@ def tool_call_event(
 
 def invalid_call(tool: str, problem: str) -> Decision:
     """The denial of a call no event can hold (``policyc:invalid-call``)."""
-    from .values import quote_value
+    from .render import value as shown_value
 
     short = problem if len(problem) <= DETAIL_LIMIT else problem[:DETAIL_LIMIT] + "…"
     return refusal(
         INVALID_CALL,
-        f"the call of {quote_value(tool)} cannot be decided ({short}), so it is refused",
+        f"the call of {shown_value(tool)} cannot be decided ({short}), so it is refused",
         "Call the tool with JSON arguments.",
     )
 
 
 def failed_call(tool: str, error: BaseException) -> Decision:
     """The denial of a call whose deciding raised (``policyc:adapter-failed``)."""
-    from .values import quote_value
+    from .render import value as shown_value
 
     return refusal(
         ADAPTER_FAILED,
-        f"deciding the call of {quote_value(tool)} failed ({type(error).__name__}), so it is refused",
+        f"deciding the call of {shown_value(tool)} failed ({type(error).__name__}), so it is refused",
     )
 
 

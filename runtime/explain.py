@@ -51,6 +51,23 @@ class Derivation:
             "children": [c.to_json() for c in self.children],
         }
 
+    @classmethod
+    def from_json(cls, data: Any) -> Derivation:
+        """A derivation from its JSON form (``ValueError`` if it is not one), however deep."""
+        fields = _object(data, "a derivation", ("fact", "kind", "children"))
+        children = fields["children"]
+        if not isinstance(children, list):
+            raise ValueError("a derivation's `children` are not an array")
+        return cls(
+            _text(fields, "fact"),
+            _text(fields, "kind"),
+            _text(fields, "rule", True),
+            _text(fields, "location", True),
+            _text(fields, "text", True),
+            _bindings(fields.get("bindings")),
+            tuple(cls.from_json(child) for child in children),
+        )
+
     def render(self, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
         branch = "" if top else ("└─ " if last else "├─ ")
         if self.kind == "input":
@@ -96,6 +113,23 @@ class Blocked:
             "sample_bindings": list(self.samples),
         }
 
+    @classmethod
+    def from_json(cls, data: Any) -> Blocked:
+        fields = _object(data, "a blocked rule", ("rule", "location", "text", "bindings_reaching_it"))
+        reached, samples = fields["bindings_reaching_it"], fields.get("sample_bindings") or []
+        if not isinstance(reached, int) or isinstance(reached, bool) or not isinstance(samples, list):
+            raise ValueError(
+                "a blocked rule's `bindings_reaching_it` or `sample_bindings` is not what it holds"
+            )
+        return cls(
+            _text(fields, "rule"),
+            _text(fields, "location"),
+            _text(fields, "text"),
+            _text(fields, "failing_literal", True),
+            reached,
+            tuple(_bindings(sample) for sample in samples),
+        )
+
 
 @dataclass(frozen=True)
 class WhyNot:
@@ -111,6 +145,19 @@ class WhyNot:
             "note": self.note,
             "rules": [r.to_json() for r in self.rules],
         }
+
+    @classmethod
+    def from_json(cls, data: Any) -> WhyNot:
+        fields = _object(data, "a why-not", ("fact", "holds"))
+        rules = fields.get("rules") or []
+        if not isinstance(fields["holds"], bool) or not isinstance(rules, list):
+            raise ValueError("a why-not's `holds` or `rules` is not what it holds")
+        return cls(
+            _text(fields, "fact"),
+            fields["holds"],
+            _text(fields, "note", True),
+            tuple(Blocked.from_json(rule) for rule in rules),
+        )
 
     def render(self) -> list[str]:
         if self.holds:
@@ -268,6 +315,37 @@ def _blocked(evaluation: Evaluation, bound: Any, values: tuple) -> Blocked:
     return Blocked(info.id, location, info.text, "(the head's computed values)", len(previous), ())
 
 
+# ------------------------------------------------------------------------------ JSON
+
+
+def _object(data: Any, what: str, required: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is not an object")
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise ValueError(f"{what} has no `{missing[0]}`")
+    return data
+
+
+def _text(fields: dict[str, Any], name: str, optional: bool = False) -> Any:
+    value = fields.get(name)
+    if not isinstance(value, str) and not (optional and value is None):
+        raise ValueError(f"`{name}` is not a text")
+    return value
+
+
+def _bindings(data: Any) -> dict[str, Any]:
+    """Bindings from JSON: each value as the policy's value it stands for (a record for an
+    array, an ADT value for an object of one key)."""
+    from .values import from_json
+
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError("bindings are not an object")
+    return {str(name): from_json(value) for name, value in data.items()}
+
+
 # ------------------------------------------------------------------------------ decisions
 
 
@@ -289,6 +367,27 @@ class Explanation:
             "why_not": self.why_not.to_json() if self.why_not else None,
             "errors": list(self.errors),
         }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Explanation:
+        """An explanation from its JSON form (the service's), the same object as the one made
+        in process (``ValueError`` if it is not one)."""
+        fields = _object(data, "an explanation", ("action", "allowed", "summary"))
+        derivations, why_not, errors = (fields.get(k) for k in ("derivations", "why_not", "errors"))
+        if not isinstance(fields["allowed"], bool):
+            raise ValueError("an explanation's `allowed` is not a boolean")
+        if not isinstance(derivations or [], list) or not isinstance(errors or [], list):
+            raise ValueError("an explanation's `derivations` or `errors` is not an array")
+        if not all(isinstance(error, str) for error in errors or []):
+            raise ValueError("an explanation's `errors` are not texts")
+        return cls(
+            fields["action"],
+            fields["allowed"],
+            _text(fields, "summary"),
+            tuple(Derivation.from_json(d) for d in derivations or []),
+            None if why_not is None else WhyNot.from_json(why_not),
+            tuple(errors or []),
+        )
 
     def text(self) -> str:
         lines = [self.summary]

@@ -6,13 +6,13 @@ the fact known not to hold: it is *unknown* (:mod:`.unknown`), and a :class:`Fau
 A decision that needs an unknown fact refuses its call with the fault's message, which names
 the rule, the argument and its value, and how to fix the policy or the call:
 
-    rule `big-payment`: argument "amount" of c1 is the text "5000", compared with the number
+    rule `big-payment`: argument `amount` of `pay` is the text `5000`, compared with the number
     1000
 
 with the fix ``write to_number(tool_arg(a, "amount")), or declare the argument a number
-(`.arg pay.amount: number`)``. Values an agent wrote are shown quoted and cut as feedback shows
-values (:func:`~policyc.runtime.values.quote_value`), so that no text of theirs reads as the
-monitor's own words.
+(`.arg pay.amount: number`)``. Values an agent wrote are shown delimited and cut as every
+message shows values (:func:`~policyc.runtime.render.value`), so that no text of theirs reads
+as the monitor's own words.
 """
 
 from __future__ import annotations
@@ -65,17 +65,17 @@ class Fault:
 
 
 def describe_value(value: Any) -> str:
-    """``the text "5000"``, ``the number 1000``, ``the record [1, "a"]``."""
-    from .values import quote_value, show
+    """``the text `5000```, ``the number 1000``, ``the record `[1, "a"]```."""
+    from .render import value as shown
 
     if isinstance(value, str):
-        return f"the text {quote_value(value)}"
+        return f"the text {shown(value)}"
     if isinstance(value, bool):
         return f"the value {value}"
     if isinstance(value, int | float):
-        return f"the number {quote_value(value)}"
+        return f"the number {shown(value)}"
     if type(value) is Adt or is_record(value):
-        return f"the record {quote_value(show(value))}"
+        return f"the record {shown(value)}"
     return f"a {type(value).__name__}"
 
 
@@ -94,7 +94,7 @@ def _type_name(value: Any) -> str:
 
 class Describer:
     """Names the values of one rule's slots for messages: an argument of a call (``argument
-    "amount" of c1``) where the slot holds a ``tool_arg`` or a ``ToolArg`` value, else the
+    `amount` of `pay```) where the slot holds a ``tool_arg`` or a ``ToolArg`` value, else the
     variable (```n```)."""
 
     def __init__(
@@ -140,12 +140,21 @@ class Describer:
         """How a message names what an expression computes."""
         found = self.argument(expr, v)
         if found is not None:
-            return f'argument "{found[1]}" of {found[0]}'
+            return self.said_argument(found)
         if isinstance(expr, p.Slot) and expr.index < len(self.info.variables):
             variable = self.info.variables[expr.index]
             if variable:
                 return f"`{variable}`"
         return "a value"
+
+    def said_argument(self, found: tuple[str, str]) -> str:
+        """``argument `amount` of `pay```: the argument, and the call's tool (its id when the
+        tool is not known), as people read them (runtime/render.py)."""
+        from . import render
+
+        call, key = found
+        tool = self.tool_of(call)
+        return f"argument {render.value(key)} of {render.value(call if tool is None else tool)}"
 
     def source(self, expr: p.Expr, v: list) -> str:
         """The expression as the policy would write it, for a fix (``tool_arg(a, "amount")``)."""
@@ -189,7 +198,7 @@ class Describer:
         reports it, which only the host reads)."""
         name = self.plan.functors[call.functor].name
         read = [self.argument(arg, v) for arg in call.args]
-        about = next((f'argument "{a[1]}" of {a[0]}: ' for a in read if a is not None), "")
+        about = next((f"{self.said_argument(a)}: " for a in read if a is not None), "")
         message = f"rule `{self.info.id}`: {about}{what}"
         values = ", ".join(self._told(e, a, v, False) for e, a in zip(call.args, args, strict=True))
         shown = f"rule `{self.info.id}`: {about}`{name}` has no value for {values or 'no arguments'}"

@@ -11,7 +11,7 @@
 {('e2',)}
 >>> decision = result.decide("e2")
 >>> decision.allowed, decision.reasons[0].message
-(False, 'e2 depends on untrusted input')
+(False, '`e2` depends on untrusted input')
 """
 
 from __future__ import annotations

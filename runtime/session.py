@@ -97,7 +97,7 @@ class Monitor:
     >>> session.record({"id": "r1", "kind": "tool_result", "text": "...", "labels": ["untrusted"]})
     >>> decision = session.authorize({"id": "a1", "kind": "tool_call", "tool": "send_email"})
     >>> decision.allowed, decision.reasons[0].message
-    (False, 'a1 depends on untrusted input')
+    (False, 'send_email() depends on untrusted input')
     """
 
     # escalated calls are put to this monitor's approver (a monitor whose calls a service

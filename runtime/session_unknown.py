@@ -34,6 +34,7 @@ from .verdict import (
     default_denial,
     deny_reasons,
     escalate_relation,
+    session_calls,
 )
 
 if TYPE_CHECKING:
@@ -352,14 +353,16 @@ def verdict(solver: Solver, action: Any, explains: Any) -> Decision:
     known = _Known(plan, solver, lambda relation, values: derivations(solver, relation, values))
     deny = solver.holds(index["Deny"], (action,))
     if deny is None:
-        return Decision(action, False, tuple(deny_reasons(known, action)), False, explains)
+        return Decision(
+            action, False, tuple(deny_reasons(known, action, calls=session_calls(explains))), False, explains
+        )
     if isinstance(deny, Fault):
         return refusal(action, deny, explains)
     escalate = escalate_relation(plan)
     if escalate is not None:
         level = solver.holds(escalate, (action,))
         if level is None:
-            reasons = tuple(deny_reasons(known, action, "Escalate"))
+            reasons = tuple(deny_reasons(known, action, "Escalate", session_calls(explains)))
             return Decision(action, False, reasons, False, explains, verdict="escalate")
         if isinstance(level, Fault):
             return refusal(action, level, explains)

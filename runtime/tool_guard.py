@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .context import PolicyDenied, authorize_call, authorize_call_async, error_text, record_result, refusal
+from .render import value as shown_value
 from .session import Session
-from .values import quote_value
 from .verdict import Decision
 
 AMBIGUOUS = "policyc:ambiguous-arguments"
@@ -100,7 +100,7 @@ def guard(
             if twice is not None:
                 return arguments, refusal(
                     AMBIGUOUS,
-                    f"argument {quote_value(twice)} of {name} is given twice, as a parameter and "
+                    f"argument {shown_value(twice)} of {name} is given twice, as a parameter and "
                     "as a keyword argument, so the call is refused",
                     "Pass each argument once.",
                 )

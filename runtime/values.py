@@ -1,6 +1,6 @@
-"""Values: records and ADT values as the evaluator keeps them, and every value as messages,
-explanations and the agent's feedback show it (:func:`render_value`, :func:`render_fact`,
-:func:`quote_value`).
+"""Values: records and ADT values as the evaluator keeps them, and every value as
+explanations and facts show it (:func:`render_value`, :func:`render_fact`; people's text, the agent's
+feedback included, shows values through :mod:`.render`).
 
 A record ``[1, "a"]`` is the tuple ``(1, "a")`` (a :class:`Record`, which keeps its hash) and
 ``nil`` the empty tuple; an ADT value
@@ -13,17 +13,16 @@ ADT value an object of one key, the branch name, whose value is the array of its
 [1, ['a', None]]
 >>> from_json({"A": [1]}), to_json(from_json({"B": []}))
 (Adt(('A', 1)), {'B': []})
->>> render_fact("Deny", ("c1", 5)), quote_value("a\\x00b")
-('Deny("c1", 5)', '"a\\\\u0000b"')
+>>> render_fact("Deny", ("c1", 5))
+'Deny("c1", 5)'
 """
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-FEEDBACK_VALUE_LIMIT = 100  # characters of one interpolated value the feedback shows
+FEEDBACK_VALUE_LIMIT = 100  # characters of one value the feedback shows (runtime/render.py)
 
 
 def _kept_hash(value: tuple) -> int:
@@ -177,39 +176,3 @@ def render_value(value: Any, memo: dict[int, str] | None = None) -> str:
 def render_fact(name: str, values: tuple, memo: dict[int, str] | None = None) -> str:
     """A fact as the language writes it: ``Deny("c1")`` (``memo``: see :func:`show`)."""
     return f"{name}({', '.join([render_value(v, memo) for v in values])})"
-
-
-def quote_value(value: Any) -> str:
-    """A value as the feedback shows it: a number as a number, anything else as a JSON string
-    with every character that is not printable escaped; cut to :data:`FEEDBACK_VALUE_LIMIT`
-    characters, with ``…`` after the closing quote when cut."""
-    limit = FEEDBACK_VALUE_LIMIT
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        text = _number(value)
-        return text if len(text) <= limit else text[:limit] + "…"
-    try:
-        text = value if isinstance(value, str) else str(value)
-    except Exception:
-        text = f"<{type(value).__name__}>"
-    cut = len(text) > limit
-    quoted = "".join(
-        [c if c.isprintable() else _escape(c) for c in json.dumps(text[:limit], ensure_ascii=False)]
-    )
-    return quoted + "…" if cut else quoted
-
-
-def _number(value: int | float) -> str:
-    try:
-        return repr(value)
-    except ValueError:  # an integer with more digits than Python prints: its leading digits
-        digits = int(math.log10(abs(value)))
-        leading = abs(value) // 10 ** max(digits - FEEDBACK_VALUE_LIMIT, 0)
-        return ("-" if value < 0 else "") + str(leading) + "…"
-
-
-def _escape(character: str) -> str:
-    code = ord(character)
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    code -= 0x10000  # a JSON escape is a UTF-16 surrogate pair
-    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"

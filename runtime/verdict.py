@@ -25,13 +25,13 @@ holds them whole.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
+from . import render
 from .errors import causes
-from .values import quote_value, render_fact
+from .values import render_fact
 
 if TYPE_CHECKING:
     from policyc.compiler.plan import Plan
@@ -43,7 +43,6 @@ ERROR_RULE = "policyc:error"
 MODES = ("enforce", "shadow")  # what Decision.mode says (runtime/shadow.py)
 DEFAULT_RULE = "policyc:default-deny"
 VERDICTS = ("allow", "deny", "escalate")  # what Decision.verdict says
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
 FEEDBACK_REASONS_LIMIT = 20  # reasons the feedback shows (the rest are counted)
 # what failed, by the kind of evaluation error: the code an errored decision's feedback shows
@@ -171,7 +170,8 @@ class Reason:
     severity: str | None = None
     facts: tuple[str, ...] = ()  # the ground facts the rule's body matched, as `Rel("a", 1)`
     bindings: dict[str, Any] = field(default_factory=dict, compare=False)
-    # the rule's @message and @suggest before interpolation (the feedback fills them in quoted)
+    # the texts the agent's model reads, before interpolation, when they differ from
+    # ``message`` and ``suggestion`` (which hold a cause only the host reads)
     templates: tuple[str | None, str | None] | None = field(default=None, compare=False, repr=False)
     code: str | None = None  # for an errored decision: what failed (see ERROR_CODES)
     # for a decision refused by an error of the policy's evaluation: what failed, in the
@@ -185,10 +185,11 @@ class Reason:
             text = f"{ERROR_FEEDBACK} ({self.code or 'evaluation-failed'})"
             return (f"{text}: {self.detail}" if self.detail else text), self.suggestion or ERROR_SUGGESTION
         message, suggestion = self.message, self.suggestion
-        if self.templates is not None:
-            message = interpolate(self.templates[0], self.bindings, quote_value)
-            suggestion = interpolate(self.templates[1], self.bindings, quote_value)
-        return message or f"{'escalated' if escalated else 'denied'} by rule {self.rule}", suggestion
+        if self.templates is not None:  # what the agent's model reads differs from the host's text
+            message = render.interpolate(self.templates[0], self.bindings)
+            suggestion = render.interpolate(self.templates[1], self.bindings)
+        rule = self.rule if render.is_name(self.rule) else render.value(self.rule)
+        return message or f"{'escalated' if escalated else 'denied'} by rule {rule}", suggestion
 
     def to_json(self, view: str = "full") -> dict[str, Any]:
         """The reason in the decision's JSON form, as ``view`` shows it (:data:`VIEWS`)."""
@@ -399,30 +400,6 @@ def feedback(decision: Decision) -> str:
     return "\n".join(lines)
 
 
-def interpolate(
-    template: str | None, bindings: dict[str, Any], render: Callable[[Any], str] | None = None
-) -> str | None:
-    """``{var}`` replaced by the variable's value (by default strings as they are, other values
-    by ``repr``; else by ``render``); ``{{ }}`` escape."""
-    if template is None:
-        return None
-
-    def replace(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if token == "{{":
-            return "{"
-        if token == "}}":
-            return "}"
-        value = bindings.get(match.group(1).strip())
-        if value is None:
-            return token
-        if render is not None:
-            return render(value)
-        return value if isinstance(value, str) else repr(value)
-
-    return _PLACEHOLDER.sub(replace, template)
-
-
 class Explains(Protocol):
     """What a decision keeps to explain itself: the plan, and the evaluation it was made on
     (a batch evaluation, a monitor session, a session as it was at the decision)."""
@@ -558,10 +535,41 @@ class Derivations(Protocol):
     def matches(self, relation: int, values: tuple) -> Iterator[tuple[Any, tuple, tuple]]: ...
 
 
-def deny_reasons(facts: Derivations, action: Any, verdict: str = "Deny") -> list[Reason]:
+class _EventCalls(Mapping[Any, tuple[Any, Mapping[str, Any] | None]]):
+    """A session's tool calls by event id, as :func:`render.interpolate` shows them."""
+
+    def __init__(self, events: Mapping[Any, Any]) -> None:
+        self.events = events
+
+    def __getitem__(self, key: Any) -> tuple[Any, Mapping[str, Any] | None]:
+        event = self.events[key]
+        if not isinstance(event, Mapping) or event.get("tool") is None:
+            raise KeyError(key)
+        arguments = event.get("args")
+        return event["tool"], arguments if isinstance(arguments, Mapping) else None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+def session_calls(explains: Any) -> render.Calls | None:
+    """The tool calls of what a decision was made on (a session's events), if it has any."""
+    events = getattr(explains, "events", None)
+    return _EventCalls(events) if isinstance(events, Mapping) else None
+
+
+def deny_reasons(
+    facts: Derivations, action: Any, verdict: str = "Deny", calls: render.Calls | None = None
+) -> list[Reason]:
     """A reason for every way a rule of ``verdict`` (``Deny`` or ``Escalate``) fired for the
-    action, in the rules' order."""
+    action, in the rules' order; ``{var}`` in its message and suggestion shown as people read
+    it (runtime/render.py), a variable bound to one of ``calls`` (by default the session's)
+    as that call."""
     plan = facts.plan
+    calls = session_calls(facts) if calls is None else calls
     deny = facts.index[verdict]
     reasons = []
     order: list[tuple[int, tuple[str, ...]]] = []  # the rule's place and the facts: a stable order
@@ -583,12 +591,11 @@ def deny_reasons(facts: Derivations, action: Any, verdict: str = "Deny") -> list
         reasons.append(
             Reason(
                 info.id,
-                interpolate(info.message, bindings),
-                interpolate(info.suggest, bindings),
+                render.interpolate(info.message, bindings, calls),
+                render.interpolate(info.suggest, bindings, calls),
                 info.severity,
                 rendered,
                 bindings,
-                (info.message, info.suggest),
             )
         )
     return [reason for _, reason in sorted(zip(order, reasons, strict=True), key=lambda pair: pair[0])]

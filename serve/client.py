@@ -45,6 +45,7 @@ from policyc.stdlib.events import EventError, check_event
 if TYPE_CHECKING:
     import httpx
 
+    from policyc.runtime.explain import Explanation
     from policyc.runtime.protocols import MonitorLike
 
 TIMEOUT = 10.0  # seconds a request to the service may take
@@ -392,8 +393,12 @@ class RemoteDecision(Decision):
     seq: int = field(default=0, kw_only=True)
     origin: RemoteSession | None = field(default=None, kw_only=True, compare=False, repr=False)
 
-    def explain(self) -> Any:
-        """The service's explanation of the decision (its JSON), or what kept it from answering."""
+    def explain(self) -> Explanation:
+        """The service's explanation of the decision, the same object as an explanation made
+        in process (:class:`~policyc.runtime.explain.Explanation`; ``ConnectionError``: what kept
+        the service from answering, or an answer that is no explanation)."""
+        from policyc.runtime.explain import Explanation
+
         if self.origin is None:
             raise ValueError("the decision is not from a session of the service")
         answer = self.origin.monitor.request(
@@ -406,7 +411,10 @@ class RemoteDecision(Decision):
         body = _json(answer)
         if not isinstance(body, dict) or "explanation" not in body:
             raise ConnectionError(garbled(answer, "no `explanation`").message)
-        return body["explanation"]
+        try:
+            return Explanation.from_json(body["explanation"])
+        except ValueError as error:
+            raise ConnectionError(garbled(answer, str(error)).message) from None
 
     @classmethod
     def from_json(  # type: ignore[override]

@@ -209,7 +209,7 @@ def test_the_console_approver_shows_the_call_and_reads_yes() -> None:
     _, pay, ran = guarded(approver)
     assert call(pay, "bob\x1b[2J", 500) == "paid" and ran == [("bob\x1b[2J", 500)]
     shown = out.getvalue()
-    assert 'tool: "pay"' in shown and '"to": "bob\\u001b[2J"' in shown and '"amount": 500' in shown
+    assert "tool: pay" in shown and "to: `bob\\u001b[2J`" in shown and "amount: 500" in shown
     assert "why: a payment of 500 needs approval" in shown and shown.endswith("[y/N] ")
     assert "\x1b" not in shown  # no argument writes to the terminal
 
@@ -251,14 +251,14 @@ def test_the_console_approver_on_a_pseudo_terminal() -> None:
     os.close(controller)
 
 
-def test_the_prompt_quotes_every_value() -> None:
+def test_the_prompt_delimits_every_value() -> None:
     from policyc.runtime.approvals import EscalationRequest
 
     request = EscalationRequest(
         "s\n1", "c1", "pay", {"x": {"k": [1, True]}, "y": None}, frozenset({"r"}), ("m",)
     )
     text = prompt(request)
-    assert 'session "s\\n1"' in text and '"x": "{\\"k\\": [1, true]}"' in text and '"y": "null"' in text
+    assert "session `s\\n1`" in text and 'x: `{"k": [1, true]}`' in text and "y: `null`" in text
 
 
 # ------------------------------------------------------------------------------ the commands

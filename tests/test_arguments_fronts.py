@@ -66,7 +66,7 @@ def test_policyc_serve_refuses_as_the_monitor_in_process(tmp_path: Path) -> None
             assert outcome(again) == outcome(local.decide("c1"))
         assert seen == ["deny", "allow", "allow", "deny"]
         assert again.reasons[0].rule == "policyc:invalid-argument"
-        assert 'argument `amount` of `pay` is the text "5000"' in again.feedback
+        assert "argument `amount` of `pay` is the text `5000`" in again.feedback
     finally:
         server.stop()
 

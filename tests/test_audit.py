@@ -105,7 +105,7 @@ def test_an_untouched_log_verifies(generated) -> None:
     decisions = [r for r in records if r["type"] == "decision"]
     assert [r["verdict"] for r in decisions[:4]] == ["allow", "deny", "deny", "allow"]
     assert decisions[1]["rules"] == ["no-tainted-send"]
-    assert decisions[1]["reasons"][0]["message"] == "c2 sends after untrusted input"
+    assert decisions[1]["reasons"][0]["message"] == "send(to=`eve`) sends after untrusted input"
     assert all(r["policy"] == records[0]["policy"] for r in decisions)
     for before, after in itertools.pairwise(records):
         assert after["prev"] == hashlib.sha256(canonical(before)).hexdigest()

@@ -110,8 +110,8 @@ def test_escalate_wins_over_allow_and_loses_to_deny() -> None:
     s = monitor("volatile").session("s1")
     paid = s.authorize(event(1, ("pay", {"amount": 500}, [])))
     assert (paid.verdict, paid.allowed) == ("escalate", False)
-    assert [r.message for r in paid.reasons] == ["c1 pays a lot"]
-    assert paid.feedback == 'Authorization issues encountered:\n- Needs approval: "c1" pays a lot'
+    assert [r.message for r in paid.reasons] == ["pay(amount=500) pays a lot"]
+    assert paid.feedback == "Authorization issues encountered:\n- Needs approval: pay(amount=500) pays a lot"
     data = paid.to_json()
     assert data["verdict"] == "escalate" and data["escalation"]["rules"] == ["big"]
     blocked = s.authorize(event(2, ("pay", {"amount": 500}, ["blocked"])))

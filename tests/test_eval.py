@@ -241,10 +241,10 @@ def test_verdicts_default_and_reasons() -> None:
     assert not denied.allowed and not denied.errored
     (reason,) = denied.reasons
     assert reason.rule == "no-untrusted-send" and reason.severity == "high"
-    assert reason.message == "a2 sends mail after reading {untrusted} content"
-    assert reason.suggestion == "ask the user before sending to user"
+    assert reason.message == "`a2` sends mail after reading {untrusted} content"  # no session: no call
+    assert reason.suggestion == "ask the user before sending to `user`"
     assert reason.facts == ('Call("a2", "send_email")', 'Untrusted("a2")')
-    assert 'Blocked: "a2" sends mail' in denied.feedback and "Suggestion: ask the user" in denied.feedback
+    assert "Blocked: `a2` sends mail" in denied.feedback and "Suggestion: ask the user" in denied.feedback
     by_default = result.decide("a4")
     assert not by_default.allowed and by_default.reasons[0].rule == "policyc:default-deny"
     assert not result.decide("unknown").allowed

@@ -100,8 +100,11 @@ def test_decisions_and_feedback(monitor) -> None:
     assert not unknown.allowed and not unknown.errored
     (reason,) = unknown.reasons
     assert reason.rule == "untrusted-recipient"
-    assert reason.message == "c3 sends to x@evil.example, which only untrusted content mentions"
-    assert 'Suggestion: Ask the user to confirm "x@evil.example".' in unknown.feedback
+    assert (
+        reason.message
+        == "send_email(to=`x@evil.example`) sends to `x@evil.example`, which only untrusted content mentions"
+    )
+    assert "Suggestion: Ask the user to confirm `x@evil.example`." in unknown.feedback
     explanation = unknown.explain()
     assert explanation.derivations[0].rule == "untrusted-recipient"
     payment = session.authorize(

@@ -34,7 +34,7 @@ HasTrustedValue(t, f) :- TrustedValue(t, f, _).
 Revert(a, f, v) :- FieldSuspect(a, f, "target"), ToolCall(a, t), TrustedValue(t, f, v).
 
 @id("suspect-target")
-@message("`{f}` of {a} looks taken from untrusted content")
+@message("{f} of {a} looks taken from untrusted content")
 Deny(a) :- FieldSuspect(a, f, "target"), ToolCall(a, t), not HasTrustedValue(t, f).
 
 Escalate(a, "credential from untrusted content") :- FieldSuspect(a, _, "credential").
@@ -128,7 +128,9 @@ def test_a_flagged_target_is_denied_by_the_policy_rule() -> None:
     decision = pay(s, "p1", ATTACKER)
     assert not decision.allowed and not decision.errored
     assert [r.rule for r in decision.reasons] == ["suspect-target"]
-    assert decision.reasons[0].message == "`recipient` of p1 looks taken from untrusted content"
+    message = decision.reasons[0].message
+    assert message.startswith("`recipient` of send_money(recipient=`")  # the call, not its id
+    assert message.endswith("`) looks taken from untrusted content")
     # the same call to the payee the user named goes through
     assert pay(s, "p2", PAYEE).allowed
 
@@ -170,12 +172,20 @@ def reasons(decision) -> list[tuple[str, str]]:
     return [(r.rule, r.message) for r in decision.reasons]
 
 
+def whys(decision) -> set[str]:
+    """Why each argument could not be checked (the message shows it as a value)."""
+    return {r.bindings["why"] for r in decision.reasons}
+
+
 def test_no_thresholds_fails_closed() -> None:
     decision = pay(session(None), "p1", PAYEE)
     assert not decision.allowed
     assert {rule for rule, _ in reasons(decision)} == {"risk-unscored"}
     messages = [m for _, m in reasons(decision)]
-    assert any(m.startswith("argument `recipient` of p1 (role target) cannot be checked") for m in messages)
+    assert any(
+        m.startswith("argument `recipient` of send_money(") and "(role `target`) cannot be checked" in m
+        for m in messages
+    )
     assert all("no calibrated thresholds were loaded" in m for m in messages)
     assert not any("`subject`" in m for m in messages)  # content has budget 1
 
@@ -184,22 +194,22 @@ def test_a_role_without_a_threshold_fails_closed_for_that_role_only() -> None:
     data = thresholds()
     del data["role_to_stratum"]["control"]
     decision = pay(session(data), "p1", PAYEE)
-    assert reasons(decision) == [
-        (
-            "risk-unscored",
-            "argument `amount` of p1 (role control) cannot be checked against its risk budget: "
-            "the thresholds have no stratum for role `control`; calibrate again with this policy",
-        )
-    ]
+    assert [rule for rule, _ in reasons(decision)] == ["risk-unscored"]
+    assert "argument `amount` of send_money(" in reasons(decision)[0][1]
+    assert whys(decision) == {
+        "the thresholds have no stratum for role `control`; calibrate again with this policy"
+    }
 
 
 def test_a_budget_tightened_since_calibration_fails_closed() -> None:
     tighter = POLICY.replace(".role control budget 0.1", ".role control budget 0.05")
     decision = pay(session(thresholds(), policy=tighter), "p1", PAYEE)
-    assert [m for _, m in reasons(decision)] == [
-        "argument `amount` of p1 (role control) cannot be checked against its risk budget: role `control` "
-        "has budget 0.05, but its threshold was calibrated for 0.1; calibrate again"
-    ]
+    assert whys(decision) == {
+        "role `control` has budget 0.05, but its threshold was calibrated for 0.1; calibrate again"
+    }
+    assert "(role `control`) cannot be checked against its risk budget: `role \\u0060control" in (
+        decision.reasons[0].message or ""
+    )
 
 
 class Broken:
@@ -225,19 +235,19 @@ class Broken:
 def test_a_failing_detector_fails_closed(answer, message) -> None:
     decision = pay(session(thresholds(), detector=Broken(answer)), "p1", PAYEE)
     assert not decision.allowed
-    assert {m.split(": ", 1)[1] for _, m in reasons(decision)} == {message}
+    assert whys(decision) == {message}
     # an uncontrolled field's failure is not a reason to deny (it is never compared)
     assert not any("`subject`" in m for _, m in reasons(decision))
 
 
 def test_a_detector_other_than_the_calibrated_one_fails_closed() -> None:
     decision = pay(session(thresholds(), detector=LexicalProvenance(4)), "p1", PAYEE)
-    assert {m.split(": ", 1)[1] for _, m in reasons(decision)} == {
+    assert whys(decision) == {
         "the thresholds were calibrated for detector `lexical-provenance`, but the monitor scores with "
         "`lexical-provenance:4`"
     }
     unknown = pay(session(thresholds(detector="bert")), "p1", PAYEE)
-    assert all("unknown detector `bert`" in m for _, m in reasons(unknown)) and reasons(unknown)
+    assert all("unknown detector `bert`" in why for why in whys(unknown)) and reasons(unknown)
 
 
 def test_a_custom_detector_is_used() -> None:

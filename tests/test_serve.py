@@ -170,7 +170,7 @@ def test_decisions_are_those_of_the_policy_and_explained(server: Server, keys: d
         )
         assert denied["verdict"] == "deny" and denied["allowed"] is False
         assert [r["rule"] for r in denied["reasons"]] == ["untrusted-send"]
-        assert '"a2" sends what an untrusted result influenced' in denied["feedback"]
+        assert "send_email() sends what an untrusted result influenced" in denied["feedback"]
         shown = agent.get(f"/v1/sessions/s1/decisions/{denied['decision_id']}")
         assert shown.status_code == 200
         body = conforms(shown, "/v1/sessions/{session}/decisions/{decision_id}", "get")

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import policyc
 from policyc.runtime.audit import AuditLog, read_records
+from policyc.runtime.explain import Explanation
 from policyc.runtime.verdict import Decision
 
 from .support.service import Server, prepare
@@ -170,7 +171,7 @@ def test_tool_messages_against_a_remote_session(service) -> None:
     local = local_session(session_id)
     assert answers == [policyc.tool_messages(local, turn, tools, labels) for turn in turns]
     assert answers[0][0]["content"] == "the page at https://x"
-    assert '"c2" sends what an untrusted result influenced' in answers[1][0]["content"]
+    assert "send_email(to=`a@b`) sends what an untrusted result influenced" in answers[1][0]["content"]
 
 
 def _call(identifier: str, name: str, **arguments: str) -> dict:
@@ -255,7 +256,8 @@ def test_explain_asks_the_service(service) -> None:
         session.record({"id": "r1", "kind": "tool_result", "text": "x", "labels": ["untrusted"]})
         decision = session.authorize({"id": "a1", "kind": "tool_call", "tool": "send_email"})
         assert not decision.allowed and decision.decision_id.startswith("d-")
-        assert "untrusted-send" in json.dumps(decision.explain())
+        explanation = decision.explain()
+        assert isinstance(explanation, Explanation) and "untrusted-send" in explanation.text()
 
 
 def test_an_existing_session_is_refused_unless_attached(service) -> None:
@@ -518,9 +520,11 @@ def test_a_decision_reads_the_same_in_process_from_the_service_and_in_the_audit_
     for read in (there, logged):
         assert [outcome(d) for d in read] == [outcome(d) for d in here]
         assert [d.escalation for d in read] == [d.escalation for d in here]
-    # the message keeps the id as it is, the feedback quotes it (no line of the model's own)
-    assert here[0].reasons[0].message.startswith(hostile)
-    assert "\n- Allowed" not in here[0].feedback and '"e2\\"\\n- Allowed' in here[0].feedback
+    # the call is shown as its tool and arguments, not by the id the agent wrote (no line of
+    # the model's own), and reads the same in the message and the feedback
+    assert here[0].reasons[0].message.startswith("send_email() sends")
+    assert "\n- Allowed" not in here[0].feedback and "Allowed" not in here[0].feedback
+    assert [r.message for d in there for r in d.reasons] == [r.message for d in here for r in d.reasons]
 
 
 def test_a_session_opens_with_the_keywords_every_monitor_takes(service) -> None:

@@ -98,7 +98,10 @@ def scratch_facts(events: list[dict]) -> dict[str, list]:
 
 
 def reasons(decision) -> list:
-    return sorted((r.rule, r.message, r.facts) for r in decision.reasons)
+    # the bindings, not the message: a session shows `{a}` as the call, facts alone have no calls
+    return sorted(
+        (r.rule, repr(sorted(r.bindings.items(), key=lambda kv: kv[0])), r.facts) for r in decision.reasons
+    )
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
@@ -126,7 +129,7 @@ def test_denials_are_explained() -> None:
     session.record({"id": "u", "kind": "tool_result", "labels": ["untrusted"]})
     session.record({"id": "s", "kind": "tool_result", "labels": ["sensitive"]})
     decision = session.authorize({"id": "a", "kind": "tool_call", "tool": "send", "labels": ["external"]})
-    assert not decision.allowed and decision.reasons[0].message == "a mixes secrets and untrusted input"
+    assert not decision.allowed and decision.reasons[0].message == "send() mixes secrets and untrusted input"
     assert "Tainted" in decision.explain().text()
     assert session.authorize({"id": "b", "kind": "tool_call", "tool": "read", "deps": []}).allowed
 

@@ -236,7 +236,7 @@ def test_a_rule_in_shadow_mode_reports_would_deny_while_the_call_runs(tmp_path, 
             (decision,) = run(policyc.Monitor(policyc.load(source=ROLLOUT), audit=log), events)
     assert decision.allowed and decision.verdict == "allow" and not decision.reasons
     assert [(r.rule, r.message) for r in decision.would_deny] == [
-        ("new-no-read", "c reads after untrusted input")
+        ("new-no-read", "read() reads after untrusted input")
     ]
     assert decision.to_json()["would_deny"][0]["rule"] == "new-no-read"
     assert decision.feedback == ""
@@ -308,7 +308,7 @@ def test_a_monitor_in_shadow_mode_says_so_everywhere(tmp_path, caplog) -> None:
     assert decision.allowed and decision.mode == "shadow" and decision.verdict == "deny"
     assert [r.rule for r in decision.reasons] == ["no-send"]
     assert decision.feedback.startswith("Shadow mode (nothing is enforced): the policy would deny")
-    assert '"c" sends' in decision.feedback
+    assert "send() sends" in decision.feedback
     assert decision.to_json()["mode"] == "shadow" and decision.to_json()["allowed"] is True
     assert other.allowed and other.mode == "shadow" and "would allow" in other.feedback
     records = read_records(tmp_path / "audit.jsonl")

@@ -38,7 +38,7 @@ def test_a_text_compared_with_a_number_refuses_its_call_alone() -> None:
     assert not refused.allowed and refused.errored and refused.verdict == "deny"
     reason = refused.reasons[0]
     assert (
-        'rule `large-payment`: argument "amount" of c1 is the text "5000", compared (>) with the number 1000'
+        "rule `large-payment`: argument `amount` of `pay` is the text `5000`, compared (>) with the number 1000"
         in (reason.message)
     )
     assert (
@@ -417,7 +417,7 @@ def test_the_readme_escalation_through_the_service(tmp_path) -> None:
         refused = session.authorize(call("c1", "pay", amount="5000"))
         assert not refused.allowed and refused.errored
         assert (
-            'argument "amount" of c1 is the text "5000", compared (>) with the number 1000'
+            "argument `amount` of `pay` is the text `5000`, compared (>) with the number 1000"
             in refused.reasons[0].message
         )
         assert session.authorize(call("c2", "search")).allowed

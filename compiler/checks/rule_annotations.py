@@ -186,7 +186,9 @@ def placeholder_names(rule: ast.Rule) -> set[str]:
             and isinstance(annotation.args[0], ast.String)
         ):
             names.update(
-                m.group(1).strip() for m in _PLACEHOLDER.finditer(annotation.args[0].value) if m.group(1)
+                m.group(1).strip().removesuffix(".id")
+                for m in _PLACEHOLDER.finditer(annotation.args[0].value)
+                if m.group(1)
             )
     return names
 
@@ -211,6 +213,8 @@ def _placeholders(
             )
             continue
         var = match.group(1).strip()
+        if var.endswith(".id") and var[:-3] in variables:  # the value itself, not the call it names
+            continue
         if var not in variables:
             close = did_you_mean(var, variables)
             problems.append(
