@@ -140,20 +140,23 @@ def head_command(log: str, output: str) -> None:
 )
 @click.option("--format", "output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def show_command(log: str, session: str | None, verdict: str | None, output: str) -> None:
-    """Print the decisions of LOG with their reasons (it is not verified: see `policyc audit verify`)."""
+    """Print the decisions of LOG as a table: time (UTC), session, tool, verdict, rules, and how
+    an escalation ended; `--format json` prints the decision records (LOG is not verified: see
+    `policyc audit verify`)."""
     with internal_errors():
-        from ..runtime.audit import AuditError, decisions, read_records, render_decision
+        from ..runtime.audit import AuditError, decisions, read_records
 
         try:
             records = read_records(log)
         except AuditError as error:
             fail(str(error), EXIT_USAGE if str(error).startswith("cannot read") else EXIT_ERRORS)
-        chosen = decisions(records, session, verdict)
         if output == "json":
-            echo_json(chosen)
+            echo_json(decisions(records, session, verdict))
             return
-        for record in chosen:
-            click.echo(render_decision(record))
+        from ..runtime.audit_rows import decision_rows
+        from .audit_table import print_rows
+
+        print_rows(decision_rows(records, session, verdict))
 
 
 @audit_group.command("export")

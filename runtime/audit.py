@@ -970,38 +970,3 @@ def decisions(
         and (session is None or r.get("session") == session)
         and (verdict is None or r.get("verdict") == verdict)
     ]
-
-
-def render_decision(record: Mapping[str, Any]) -> str:
-    """A decision record as ``policyc audit show`` prints it (every character that is not
-    printable escaped: a log's text never writes control characters to a terminal)."""
-    mode = " (shadow mode: not enforced)" if record.get("mode") == "shadow" else ""
-    lines = [
-        f"line {record.get('line')}: session {_shown(record.get('session'))} action "
-        f"{_shown(record.get('action'))}: {_shown(record.get('verdict'))}{mode}"
-    ]
-    for label, key in (("", "reasons"), ("would-deny ", "would_deny")):
-        for reason in _dicts(record.get(key)):
-            message = reason.get("message")
-            lines.append(
-                f"  - {label}{_shown(reason.get('rule'))}" + (f": {_shown(message)}" if message else "")
-            )
-    approval = record.get("approval")
-    if isinstance(approval, dict):
-        lines.append(f"  approval {_shown(approval.get('id'))}")
-    shadow = record.get("shadow")
-    if isinstance(shadow, dict) and shadow.get("differs"):
-        rules = ", ".join(_shown(r.get("rule")) for r in _dicts(shadow.get("reasons")))
-        lines.append(f"  shadow policy: {_shown(shadow.get('verdict'))}" + (f" ({rules})" if rules else ""))
-    return "\n".join(lines)
-
-
-def _dicts(value: Any) -> list[dict[str, Any]]:
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _shown(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode() for c in text
-    )
