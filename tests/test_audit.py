@@ -205,7 +205,7 @@ def test_the_first_bad_record_is_named_by_its_line_and_code(generated) -> None:
         "chain-broken",
     )
     cut = verify_bytes(joined(lines[:-1])).problem
-    assert (cut.code, cut.line) == ("truncated", len(lines))
+    assert (cut.code, cut.line) == ("open-segment", len(lines))  # without a head: cut, or still written
     whitespace = lines[:]
     whitespace[-1] = whitespace[-1].replace(b",", b", ", 1)
     assert verify_bytes(joined(whitespace)).problem.code == "not-canonical"
