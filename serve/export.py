@@ -79,11 +79,11 @@ def export_databases(databases: tuple[str, ...]) -> Exported:
         except sqlite3.Error as error:
             raise ExportError(f"`{path}` holds no audit log of policyc serve: {error}") from None
     log, sources = _merged([(path, taken.log) for path, taken in chains])
-    difference = None
+    difference: Difference | None = None
     for path, taken in chains:
-        found = compare(taken.log, taken.decisions, taken.answers)
-        if found is not None:
-            difference = Difference(found.code, f"{path}: {found.message}")
+        differs = compare(taken.log, taken.decisions, taken.answers)
+        if differs is not None:
+            difference = Difference(differs.code, f"{path}: {differs.message}")
             break
     return Exported(log, sources, difference)
 
