@@ -54,14 +54,14 @@ def decision_rows(
     """The rows of the decision records (of one session and one verdict when given), in the
     log's order."""
     every = list(records)
-    tools: dict[tuple[Any, Any], Any] = {}
+    tools: dict[tuple[Any, Any, Any], Any] = {}
     ends: list[tuple[int, Mapping[str, Any]]] = []
     for place, record in enumerate(every):
         kind = record.get("type")
         if kind == "event":
             event = record.get("event")
             if isinstance(event, Mapping) and "tool" in event:
-                tools[(record.get("session"), event.get("id"))] = event.get("tool")
+                tools[(record.get("principal"), record.get("session"), event.get("id"))] = event.get("tool")
         elif kind == "outcome":
             ends.append((place, record))
     rows = []
@@ -73,7 +73,11 @@ def decision_rows(
             continue
         if verdict is not None and record.get("verdict") != verdict:
             continue
-        key = (record.get("session"), record.get("action"))
+        key = (
+            record.get("principal"),
+            record.get("session"),
+            record.get("action"),
+        )  # a service's sessions are its principals' own
         escalation = record.get("escalation")
         tool = tools.get(key)
         if tool is None and isinstance(escalation, Mapping):
@@ -112,7 +116,7 @@ def _outcome(
         if named is not None and end.get("decision") is not None:
             fits = end.get("decision") == named
         else:
-            fits = end.get("session") == record.get("session") and end.get("action") == record.get("action")
+            fits = all(end.get(k) == record.get(k) for k in ("principal", "session", "action"))
         if fits:
             used.add(at)
             said = shown(end.get("outcome"))

@@ -328,6 +328,8 @@ def test_the_export_of_a_running_service_is_open_and_passes_against_the_head_it_
         assert "open segment" in done.stderr
         log = tmp_path / "live.jsonl"
         assert [r["decision"] for r in records_of(log) if r["type"] == "decision"] == decided
+        shown = policyc("audit", "show", str(log))  # the escalated payment: nobody answered it yet
+        assert shown.returncode == 0 and shown.stdout.count("pending") == 1 and "pay" in shown.stdout
         alone = policyc("audit", "verify", str(log))
         assert alone.returncode == 1 and "warning:" in alone.stderr and "[open-segment]" in alone.stderr
         assert "truncated" not in alone.stderr
