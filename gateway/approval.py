@@ -149,13 +149,15 @@ async def resumed(
             False, refusal_text(tool, "the retried call is not the call the user was asked about")
         ), arguments
     answer = approved((params.input_responses or {}).get("approval"))
+    assert found.verdict.call is not None
     if limit is not None and time.monotonic() - found.asked > limit:
-        answer = False
+        why = f"no approval came within {limit:g} s"
+        late = await gate.unanswered(found.verdict.call, tool, found.verdict.decision, "timed-out", why)
+        return late, arguments
 
     async def ask(request: Any) -> bool:
         return answer
 
-    assert found.verdict.call is not None
     return await gate.settle(found.verdict.call, tool, found.verdict.decision, ask), found.arguments
 
 

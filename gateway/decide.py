@@ -130,7 +130,7 @@ class Gate:
                 "the call needs a person's approval, and this client cannot ask one "
                 "(it did not declare the MCP elicitation capability)"
             )
-            return Verdict(False, refusal_text(tool, why, decision.feedback), call, decision)
+            return await self.unanswered(call, tool, decision, "no-approver", why)
         monitor = self.session.monitor
         approvers = monitor.approver
         token = anyio.lowlevel.current_token()
@@ -167,6 +167,15 @@ class Gate:
             if isinstance(settled, str):
                 return Verdict(False, refusal_text(tool, settled), call)
             return _verdict(tool, call, settled)
+
+    async def unanswered(self, call: str, tool: str, decision: Any, outcome: str, why: str) -> Verdict:
+        """The refusal of an escalated ``decision`` of ``call`` that no one answered in time
+        (``outcome``: ``no-approver`` or ``timed-out``, logged as the call's outcome)."""
+        from policyc.runtime.approvers import log_outcome
+
+        async with self.lock:
+            log_outcome(self.session, decision, outcome)
+        return Verdict(False, refusal_text(tool, why, decision.feedback), call, decision)
 
     async def result(self, call: str, tool: str, result: Any, labels: tuple[str, ...]) -> None:
         """Record the result of an allowed call (a ``CallToolResult``) as a ``tool_result``; an

@@ -47,15 +47,17 @@ def refused(decision: Decision, rule: str, message: str) -> Decision:
     )
 
 
-def _outcome(session: Any, decision: Decision, outcome: str) -> None:
-    """What became of the escalated call, to the audit log (with the session's monitor's)."""
+def log_outcome(session: Any, decision: Decision, outcome: str) -> None:
+    """What became of the escalated call (an outcome of :data:`~.audit.OUTCOMES`), to the audit
+    log of the session's monitor (nothing without one). Fronts that settle a call themselves
+    (the gateway's client that cannot be asked, a retry that came too late) log it here."""
     watched = getattr(session, "watched", None)
     if watched is not None and decision.escalation is not None:
         watched.outcome(decision.escalation, outcome)
 
 
 def _no_approver(session: Any, decision: Decision) -> Decision:
-    _outcome(session, decision, "no-approver")
+    log_outcome(session, decision, "no-approver")
     return refused(
         decision,
         NO_APPROVER,
@@ -66,9 +68,9 @@ def _no_approver(session: Any, decision: Decision) -> Decision:
 def _answered(session: Any, decision: Decision, answer: Any, request: EscalationRequest) -> Decision:
     """The final decision once the approver answered ``answer`` (True: approved)."""
     if answer is not True:
-        _outcome(session, decision, "refused")
+        log_outcome(session, decision, "refused")
         return refused(decision, APPROVAL_REFUSED, "the approver did not approve the call, so it is refused")
-    _outcome(session, decision, "approved")
+    log_outcome(session, decision, "approved")
     session.approve(request)
     again = session.decide(decision.action)
     if again.escalated:  # the escalating rules changed since the request: the approval does not fit
@@ -82,7 +84,7 @@ def _answered(session: Any, decision: Decision, answer: Any, request: Escalation
 
 
 def _failed(session: Any, decision: Decision, error: BaseException) -> Decision:
-    _outcome(session, decision, "failed")
+    log_outcome(session, decision, "failed")
     return refused(
         decision,
         APPROVER_FAILED,
@@ -91,7 +93,7 @@ def _failed(session: Any, decision: Decision, error: BaseException) -> Decision:
 
 
 def _timed_out(session: Any, decision: Decision, timeout: float | None) -> Decision:
-    _outcome(session, decision, "timed-out")
+    log_outcome(session, decision, "timed-out")
     return refused(
         decision, APPROVAL_TIMEOUT, f"no approval came within {timeout:g} s, so the call is refused"
     )

@@ -79,8 +79,9 @@ CODES = {
     "bad-signature": "a checkpoint's signature does not verify with the key",
     "after-close": "a record follows a closing checkpoint without a new header",
     "unclosed-segment": "a header follows records that end without their closing checkpoint",
-    "truncated": "the log does not end with its closing checkpoint, or ends before the expected head "
-    "(its tail is missing)",
+    "truncated": "the log ends with a partial record, or before the expected head (its tail is missing)",
+    "open-segment": "the log ends without its closing checkpoint: its segment is still being written, "
+    "or its tail was cut (a head it reaches tells: with `--expect`, the log passes, reported open)",
     "head-mismatch": "the log does not hold the expected head's record (it was rewritten, or is another log)",
 }
 
@@ -740,23 +741,25 @@ def head_of_bytes(data: bytes, origin: str = "the log") -> Head:
     """:func:`head_of` a log's bytes."""
     verified = verify_bytes(data)
     problem = verified.problem
-    if problem is not None and problem.code != "truncated":
+    if problem is not None and problem.code not in ("truncated", "open-segment"):
         raise AuditError(f"{origin} does not verify, so it has no head: {problem}")
     lines = data.split(b"\n")[:-1]
     if not lines:
         raise AuditError(f"{origin}: the log holds no record")
-    last = json.loads(lines[-1])
-    final = last.get("type") == "checkpoint" and bool(last.get("final"))
-    return Head(
-        (
+    starts = _chain_starts(lines)
+    entries = []
+    for at, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+        last = json.loads(lines[end - 1])
+        final = last.get("type") == "checkpoint" and bool(last.get("final"))
+        entries.append(
             HeadEntry(
-                hashlib.sha256(lines[0]).hexdigest(),
-                len(lines) - 1,
-                hashlib.sha256(lines[-1]).hexdigest(),
+                hashlib.sha256(lines[at]).hexdigest(),
+                end - at - 1,
+                hashlib.sha256(lines[end - 1]).hexdigest(),
                 final,
-            ),
+            )
         )
-    )
+    return Head.of(entries)
 
 
 # ------------------------------------------------------------------------------ reading
@@ -778,15 +781,19 @@ class Problem:
 @dataclass(frozen=True)
 class Verified:
     """The result of :func:`verify`: the records read, the checkpoints (and how many had their
-    signature checked), the first problem (None: the log is intact), and whether it was held
+    signature checked), the first problem (None: the log is intact), whether it was held
     against an expected head (``anchored``: without one, a log cut right after a closing
-    checkpoint is intact too)."""
+    checkpoint is intact too), how many chains it holds, and whether a chain ends in a segment
+    still open (``open``: passes only against a head that it reaches; without one, it is the
+    problem ``open-segment``)."""
 
     records: int
     checkpoints: int
     signed: int
     problem: Problem | None
     anchored: bool = False
+    chains: int = 1
+    open: bool = False  # a chain ends in an open segment, which the expected head reaches
 
     @property
     def ok(self) -> bool:
@@ -809,18 +816,97 @@ def verify(
 
 
 def verify_bytes(data: bytes, public: Any = None, expect: Head | None = None) -> Verified:
-    """:func:`verify` of a log's bytes (``public``: a loaded public key, or None)."""
+    """:func:`verify` of a log's bytes (``public``: a loaded public key, or None).
+
+    A log may hold several chains one after the other (``policyc audit export`` of a service
+    with several writers): a record with ``seq`` 0 and the genesis ``prev`` starts a chain, and
+    each chain is checked on its own, its problems named with the chain; ``expect`` then names
+    one entry per chain it must reach."""
     lines = data.split(b"\n")
     partial = lines.pop()  # after the last newline: empty for a whole log
+    anchored = expect is not None and bool(expect.entries)  # an empty head anchors nothing
+    if not lines and not partial:
+        return Verified(0, 0, 0, Problem(1, "empty-log", "the log holds no record"), anchored)
+    starts = _chain_starts(lines)
+    several = len(starts) > 1
+    found = {hashlib.sha256(lines[at]).hexdigest(): at for at in starts if at < len(lines)}
+    records = checkpoints = signed = 0
+    still_open = False
+    if expect is not None:
+        for entry in expect.entries:
+            if entry.chain not in found:
+                line = 1 if not lines else starts[0] + 1
+                what = "chains" if several else "chain"
+                return Verified(
+                    0,
+                    0,
+                    0,
+                    Problem(
+                        line,
+                        "head-mismatch",
+                        f"the log does not hold the chain {entry.chain[:12]}… the expected head names "
+                        f"(the first record of its {what} differs: another log, or one rewritten from its "
+                        "start)",
+                    ),
+                    anchored,
+                )
+    bounds = [*starts, len(lines)]
+    unclosed: Problem | None = (
+        None  # the first chain left open, no head reaching it: the others are checked still
+    )
+    for index, at in enumerate(starts):
+        chunk = lines[at : bounds[index + 1]]
+        last_chain = index == len(starts) - 1
+        chain = hashlib.sha256(lines[at]).hexdigest() if at < len(lines) else None
+        wanted = {} if expect is None else {e.seq: e for e in expect.entries if e.chain == chain}
+        done = _verify_chain(chunk, at, partial if last_chain else b"", public, wanted)
+        records += done.records
+        checkpoints += done.checkpoints
+        signed += done.signed
+        problem = done.problem
+        if problem is not None and problem.code == "open-segment" and wanted:
+            problem, still_open = None, True  # an open segment the expected head reaches
+        if problem is not None and several and chain is not None:
+            problem = Problem(
+                problem.line,
+                problem.code,
+                f"chain {index + 1} of {len(starts)} ({chain[:12]}…, line {at + 1}): {problem.message}",
+            )
+        if problem is not None and problem.code == "open-segment":
+            unclosed = unclosed or problem
+        elif problem is not None:
+            return Verified(records, checkpoints, signed, problem, anchored, len(starts), still_open)
+    return Verified(records, checkpoints, signed, unclosed, anchored, len(starts), still_open)
+
+
+def _chain_starts(lines: list[bytes]) -> list[int]:
+    """Where each chain of a log starts (the index of its first line): the first line, and
+    every later record with ``seq`` 0 and the genesis ``prev``."""
+    starts = [0]
+    for number, raw in enumerate(lines[1:], 1):
+        if b'"seq":0' not in raw or GENESIS.encode() not in raw:
+            continue
+        try:
+            record = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(record, dict) and record.get("seq") == 0 and record.get("prev") == GENESIS:
+            starts.append(number)
+    return starts
+
+
+def _verify_chain(
+    lines: list[bytes], offset: int, partial: bytes, public: Any, wanted: dict[int, HeadEntry]
+) -> Verified:
+    """Check one chain of a log: its ``lines`` (whole ones) start at index ``offset`` of the
+    log, ``partial`` is what follows its last newline (the log's last chain only), ``wanted``
+    the expected head's records in it, by ``seq``."""
     records = checkpoints = signed = 0
     prev = GENESIS
     last: dict[str, Any] | None = None
-    wanted: dict[int, HeadEntry] = {}  # the expected head's records in this log's chain, by seq
-
-    anchored = expect is not None and bool(expect.entries)  # an empty head anchors nothing
 
     def result(line: int, code: str, message: str) -> Verified:
-        return Verified(records, checkpoints, signed, Problem(line, code, message), anchored)
+        return Verified(records, checkpoints, signed, Problem(offset + line, code, message))
 
     for number, raw in enumerate(lines, 1):
         try:
@@ -846,24 +932,13 @@ def verify_bytes(data: bytes, public: Any = None, expect: Head | None = None) ->
             return result(number, "bad-record", f"unknown record type {kind!r}")
         if number == 1 and (kind != "header" or record.get("format") != FORMAT):
             return result(number, "bad-header", f"the log does not start with a `{FORMAT}` header")
-        if number == 1 and expect is not None:
-            chain = hashlib.sha256(raw).hexdigest()
-            for entry in expect.entries:
-                if entry.chain != chain:
-                    return result(
-                        number,
-                        "head-mismatch",
-                        f"the log does not hold the chain {entry.chain[:12]}… the expected head names "
-                        "(its first record differs: another log, or one rewritten from its start)",
-                    )
-                wanted[entry.seq] = entry
         named = wanted.get(number - 1)
         if named is not None and hashlib.sha256(raw).hexdigest() != named.hash:
             return result(
                 number,
                 "head-mismatch",
-                f"the record at line {number} is not the one the expected head names: the log was "
-                "rewritten at or before it",
+                f"the record at line {offset + number} is not the one the expected head names: the "
+                "log was rewritten at or before it",
             )
         if last is not None and last.get("type") == "checkpoint" and last.get("final") and kind != "header":
             return result(number, "after-close", "a record follows the closing checkpoint")
@@ -889,6 +964,7 @@ def verify_bytes(data: bytes, public: Any = None, expect: Head | None = None) ->
         records += 1
         prev = record_hash(record)
         last = record
+    end = offset + len(lines)
     if partial:
         return result(len(lines) + 1, "truncated", "the last line is not a whole record")
     if last is None:
@@ -898,17 +974,18 @@ def verify_bytes(data: bytes, public: Any = None, expect: Head | None = None) ->
         return result(
             len(lines) + 1,
             "truncated",
-            f"the log ends at line {len(lines)}, before the expected head (line {max(beyond) + 1}): "
+            f"the log ends at line {end}, before the expected head (line {offset + max(beyond) + 1}): "
             "records were cut from its end, whole segments included",
         )
     if not (last.get("type") == "checkpoint" and last.get("final")):
         return result(
             len(lines) + 1,
-            "truncated",
-            f"the log ends at line {len(lines)} without its closing checkpoint: records after the "
-            "last checkpoint may be missing (or the log is still being written)",
+            "open-segment",
+            f"the log ends at line {end} without its closing checkpoint: its last segment is open "
+            "(still being written, as in the export of a running service) or its tail was cut; "
+            "verify it against a head its writer published (--expect) to tell",
         )
-    return Verified(records, checkpoints, signed, None, anchored)
+    return Verified(records, checkpoints, signed, None)
 
 
 def _checkpoint_problem(record: dict[str, Any], number: int, public: Any) -> tuple[str, str] | None:
@@ -970,38 +1047,3 @@ def decisions(
         and (session is None or r.get("session") == session)
         and (verdict is None or r.get("verdict") == verdict)
     ]
-
-
-def render_decision(record: Mapping[str, Any]) -> str:
-    """A decision record as ``policyc audit show`` prints it (every character that is not
-    printable escaped: a log's text never writes control characters to a terminal)."""
-    mode = " (shadow mode: not enforced)" if record.get("mode") == "shadow" else ""
-    lines = [
-        f"line {record.get('line')}: session {_shown(record.get('session'))} action "
-        f"{_shown(record.get('action'))}: {_shown(record.get('verdict'))}{mode}"
-    ]
-    for label, key in (("", "reasons"), ("would-deny ", "would_deny")):
-        for reason in _dicts(record.get(key)):
-            message = reason.get("message")
-            lines.append(
-                f"  - {label}{_shown(reason.get('rule'))}" + (f": {_shown(message)}" if message else "")
-            )
-    approval = record.get("approval")
-    if isinstance(approval, dict):
-        lines.append(f"  approval {_shown(approval.get('id'))}")
-    shadow = record.get("shadow")
-    if isinstance(shadow, dict) and shadow.get("differs"):
-        rules = ", ".join(_shown(r.get("rule")) for r in _dicts(shadow.get("reasons")))
-        lines.append(f"  shadow policy: {_shown(shadow.get('verdict'))}" + (f" ({rules})" if rules else ""))
-    return "\n".join(lines)
-
-
-def _dicts(value: Any) -> list[dict[str, Any]]:
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _shown(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode() for c in text
-    )

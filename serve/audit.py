@@ -277,12 +277,54 @@ class Difference:
         return f"{self.message} [{self.code}]"
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What a database holds of its audit log, read in one transaction (so that a service
+    writing meanwhile is seen at one commit): the log as JSON lines, and the rows of its
+    ``decisions`` (id, principal, session, verdict, body) and ``answers`` (decision, approved,
+    approver) tables."""
+
+    log: bytes
+    decisions: tuple[tuple[Any, ...], ...]
+    answers: tuple[tuple[Any, ...], ...]
+
+
+def snapshot(db: str) -> Snapshot:
+    """The :class:`Snapshot` of the SQLite database at ``db``, opened read-only (a running
+    service's too: its committed transactions, up to the moment of the read; ``sqlite3.Error``
+    if it cannot be read)."""
+    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    try:
+        connection.execute("BEGIN")  # one read transaction: the log and the tables at one commit
+        rows = connection.execute("SELECT line FROM audit ORDER BY seq").fetchall()
+        stored = connection.execute(
+            "SELECT id, principal, session, verdict, body FROM decisions ORDER BY rowid"
+        ).fetchall()
+        answered = connection.execute(
+            "SELECT decision, approved, approver FROM answers ORDER BY rowid"
+        ).fetchall()
+        connection.execute("COMMIT")
+    finally:
+        connection.close()
+    log = b"".join(bytes(line) + b"\n" for (line,) in rows)
+    return Snapshot(log, tuple(map(tuple, stored)), tuple(map(tuple, answered)))
+
+
 def differences(db: str, log: bytes) -> Difference | None:
     """Hold the ``decisions`` and ``answers`` tables of the database at ``db`` against its
-    exported log: every decision and every answer stored is logged, saying the same (verdict,
-    whether allowed, action, rules; approved or not, by whom), and nothing is logged that is
-    not stored. The first difference (None: there is none); ``sqlite3.Error`` if the database
-    cannot be read."""
+    exported log (:func:`compare`); ``sqlite3.Error`` if the database cannot be read."""
+    taken = snapshot(db)
+    return compare(log, taken.decisions, taken.answers)
+
+
+def compare(
+    log: bytes, stored: Iterable[Sequence[Any]], answered: Iterable[Sequence[Any]]
+) -> Difference | None:
+    """Hold a database's decisions (rows of id, principal, session, verdict, body) and answers
+    (decision, approved, approver) against its exported log: every decision and every answer
+    stored is logged, saying the same (verdict, whether allowed, action, rules; approved or not,
+    by whom), and nothing is logged that is not stored. The first difference (None: there is
+    none)."""
     records = list(_log_records(log))
     logged: dict[str, dict[str, Any]] = {}
     answers: dict[str, dict[str, Any]] = {}
@@ -293,16 +335,6 @@ def differences(db: str, log: bytes) -> Difference | None:
             logged.setdefault(named if isinstance(named, str) else f"<no id, seq {read.get('seq')}>", read)
         elif kind == "outcome" and read.get("decision") is not None:
             answers.setdefault(str(read["decision"]), read)
-    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        stored = connection.execute(
-            "SELECT id, principal, session, verdict, body FROM decisions ORDER BY rowid"
-        ).fetchall()
-        answered = connection.execute(
-            "SELECT decision, approved, approver FROM answers ORDER BY rowid"
-        ).fetchall()
-    finally:
-        connection.close()
     ids = set()
     for decision, principal, session, verdict, body in stored:
         ids.add(decision)
@@ -387,9 +419,4 @@ def _shown(value: Any) -> str:
 def export(db: str) -> bytes:
     """The audit log of the database at ``db`` as the JSON-lines file ``policyc audit verify``
     reads (``sqlite3.Error`` if it cannot be read)."""
-    connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        rows = connection.execute("SELECT line FROM audit ORDER BY seq").fetchall()
-    finally:
-        connection.close()
-    return b"".join(bytes(line) + b"\n" for (line,) in rows)
+    return snapshot(db).log

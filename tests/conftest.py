@@ -62,7 +62,7 @@ def policyc_command() -> list[str]:
 def run_policyc(
     *args: str, stdin: bytes | None = None, cwd: Path | None = None, env: dict | None = None
 ) -> Run:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", **(env or {}))
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
     env.pop("POLICYC_DEBUG", None)
     done = subprocess.run(
         [*policyc_command(), *args], input=stdin, capture_output=True, cwd=cwd or ROOT, env=env, timeout=120

@@ -205,7 +205,7 @@ def test_the_first_bad_record_is_named_by_its_line_and_code(generated) -> None:
         "chain-broken",
     )
     cut = verify_bytes(joined(lines[:-1])).problem
-    assert (cut.code, cut.line) == ("truncated", len(lines))
+    assert (cut.code, cut.line) == ("open-segment", len(lines))  # without a head: cut, or still written
     whitespace = lines[:]
     whitespace[-1] = whitespace[-1].replace(b",", b", ", 1)
     assert verify_bytes(joined(whitespace)).problem.code == "not-canonical"
@@ -308,8 +308,12 @@ def test_policyc_audit_verify_and_show(tmp_path, keys) -> None:
     assert done.status == 2 and "cannot read" in done.stderr
     shown = run_policyc("audit", "show", str(path), "--session", "s1", "--verdict", "deny")
     assert shown.status == 0
-    assert "session s1 action c2: deny" in shown.stdout and "no-tainted-send" in shown.stdout
-    assert "session s0" not in shown.stdout and ": allow" not in shown.stdout
+    header, *rows = shown.stdout.splitlines()
+    assert header.split() == ["time", "session", "tool", "verdict", "rule", "approval"]
+    assert [row.split()[2:] for row in rows] == [
+        ["s1", "send", "deny", "no-tainted-send"],
+        ["s1", "login", "deny", "login-check"],
+    ]
     as_json = run_policyc("audit", "show", str(path), "--format", "json")
     assert as_json.status == 0
     assert {r["session"] for r in json.loads(as_json.stdout)} == {"s0", "s1"}
@@ -373,3 +377,43 @@ def test_an_approved_call_and_a_would_deny_run_and_their_log_verifies(tmp_path, 
         changed[i] = changed[i].replace(b'"', b"'", 1)
         assert not verify_bytes(joined(changed)).ok, i
         assert not verify_bytes(joined(lines[:i] + lines[i + 1 :])).ok, i
+
+
+def test_audit_show_is_a_table_with_each_escalation_s_end_readable_on_a_narrow_terminal(tmp_path) -> None:
+    import io
+
+    from policyc.runtime.approvers import ConsoleApprover
+
+    path = tmp_path / "audit.jsonl"
+    approver = ConsoleApprover(input=io.StringIO("n\ny\n"), output=io.StringIO(), interactive=True)
+
+    @policyc.guard
+    def pay(amount: int) -> str:
+        return "paid"
+
+    with AuditLog(path) as log:
+        monitor = policyc.Monitor(policyc.load(source=ROLLOUT), approver=approver, audit=log)
+        with policyc.use_session(monitor.session("a-rather-long-session-name")):
+            with pytest.raises(policyc.PolicyDenied):
+                pay(1)  # refused
+            assert pay(2) == "paid"  # approved
+    from policyc.runtime.audit_rows import decision_rows
+
+    rows = decision_rows(read_records(path))
+    assert [(r.tool, r.verdict, r.rules, r.outcome) for r in rows] == [
+        ("pay", "escalate", ("needs-approval",), "refused"),
+        ("pay", "escalate", ("needs-approval",), "approved"),
+        ("pay", "allow", (), rows[2].outcome),
+    ]
+    assert rows[2].outcome.startswith("with approval ")
+    wide = run_policyc("audit", "show", str(path))
+    assert wide.status == 0 and "refused" in wide.stdout and "approved" in wide.stdout
+    narrow = run_policyc("audit", "show", str(path), env={"COLUMNS": "40"})
+    assert narrow.status == 0
+    lines = narrow.stdout.splitlines()
+    assert all(len(line) <= 40 for line in lines), lines
+    text = "".join(narrow.stdout.split())
+    for value in ("a-rather-long-session-name", "needs-approval", "refused", "approved"):
+        assert value in text, value  # folded, never cut
+    as_json = run_policyc("audit", "show", str(path), "--format", "json")
+    assert [r["verdict"] for r in json.loads(as_json.stdout)] == ["escalate", "escalate", "allow"]

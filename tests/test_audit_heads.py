@@ -142,15 +142,18 @@ def test_the_head_policyc_audit_head_prints_is_what_verify_expects(tmp_path) -> 
     assert {"truncated", "head-mismatch"} <= set(CODES)
 
 
-def test_a_log_cut_within_a_segment_is_truncated_with_or_without_a_head(tmp_path) -> None:
+def test_a_log_cut_within_a_segment_is_open_without_a_head_and_truncated_against_it(tmp_path) -> None:
     log = tmp_path / "audit.jsonl"
     segment(log, "s1")
     head = head_of(log)
     lines = lines_of(log)
     for keep in range(1, len(lines)):
         cut = write_lines(tmp_path / f"cut{keep}.jsonl", lines[:keep])
-        assert verify(cut).problem.code == "truncated"
+        assert verify(cut).problem.code == "open-segment"  # a cut, or a log still being written
         assert verify(cut, expect=head).problem.code == "truncated"
+        # the head of the cut log itself: reached, the log passes, reported open
+        reached = verify(cut, expect=head_of(cut))
+        assert reached.ok and reached.open and reached.anchored
 
 
 def test_bad_heads_and_logs_without_a_head_are_refused_clearly(tmp_path) -> None:

@@ -84,3 +84,52 @@ def test_calls_waiting_for_their_retry_expire_and_are_bounded(monkeypatch) -> No
     pending[stale] = Pending(**{**pending[stale].__dict__, "asked": pending[stale].asked - 1000})
     input_required(pending, "conn", "up.pay", {"amount": 1}, waiting.verdict, ttl=300)
     assert stale not in pending
+
+
+def test_every_end_of_a_gateway_escalation_is_an_outcome_record_in_the_log(tmp_path) -> None:
+    """Approved and refused retries, a retry past the time limit, and a client that cannot be
+    asked: each escalation of the gateway ends with its `outcome` record."""
+    from policyc.runtime.audit import AuditLog, read_records, verify
+
+    log = tmp_path / "audit.jsonl"
+    with AuditLog(log) as audit:
+        monitor = policyc.Monitor(policyc.load(source=POLICY), approver=Approvers(), audit=audit)
+        gate = Gate(monitor, "s", SessionOptions())
+        pending: dict[str, Pending] = {}
+
+        def retried(approve: bool, limit: float, asked_ago: float = 0.0) -> Any:
+            async def run() -> Any:
+                verdict = await gate.decide("up.pay", {"amount": 1})
+                result = input_required(pending, "conn", "up.pay", {"amount": 1}, verdict)
+                state = result.request_state
+                pending[state] = Pending(
+                    **{**pending[state].__dict__, "asked": pending[state].asked - asked_ago}
+                )
+                answer = mt.ElicitResult(action="accept", content={"approve": approve})
+                params = mt.CallToolRequestParams(
+                    name="up.pay",
+                    arguments={"amount": 1},
+                    request_state=state,
+                    input_responses={"approval": answer},
+                )
+                return (await resumed(pending, "conn", gate, "up.pay", {"amount": 1}, params, limit))[0]
+
+            return anyio.run(run)
+
+        assert retried(True, 60.0).forward
+        assert not retried(False, 60.0).forward
+        late = retried(True, 5.0, asked_ago=10.0)
+        assert not late.forward and "no approval came within 5 s" in late.text
+
+        async def unaskable() -> Any:
+            return await gate.call("up.pay", {"amount": 1}, None)
+
+        assert not anyio.run(unaskable).forward
+    assert verify(log).ok
+    outcomes = [(r["outcome"], r["rules"]) for r in read_records(log) if r["type"] == "outcome"]
+    assert outcomes == [
+        ("approved", ["pay-needs-approval"]),
+        ("refused", ["pay-needs-approval"]),
+        ("timed-out", ["pay-needs-approval"]),
+        ("no-approver", ["pay-needs-approval"]),
+    ]

@@ -302,3 +302,53 @@ def test_a_database_others_could_read_is_made_the_owners(tmp_path: Path) -> None
     finally:
         store.close()
         made.close()
+
+
+def test_the_export_of_a_running_service_is_open_and_passes_against_the_head_it_published(
+    tmp_path: Path,
+) -> None:
+    """SQLite in WAL mode, the service running: the export holds what is committed, its last
+    segment open; `verify` says `open` as a warning (exit 1) without a head, and passes with the
+    head the service publishes, never saying plain `ok` until the service closed its log."""
+    keys = setup(tmp_path)
+    server = Server(tmp_path, "--wait", "0.1")
+    try:
+        with client(server, keys["agent"]) as agent:
+            agent.post("/v1/sessions", json={"session": "s1"})
+            decided = [
+                authorize(agent, event(f"c{n}", "tool_call", tool=tool, deps=[]))["decision_id"]
+                for n, tool in enumerate(("read", "pay", "read"))
+            ]
+            running = json.dumps(agent.get("/v1/audit/head").json())
+        done = policyc(
+            "audit", "export", str(tmp_path / "monitor.db"), "-o", str(tmp_path / "live.jsonl"),
+            "--head", str(tmp_path / "live.head"),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "open segment" in done.stderr
+        log = tmp_path / "live.jsonl"
+        assert [r["decision"] for r in records_of(log) if r["type"] == "decision"] == decided
+        shown = policyc("audit", "show", str(log))  # the escalated payment: nobody answered it yet
+        assert shown.returncode == 0 and shown.stdout.count("pending") == 1 and "pay" in shown.stdout
+        alone = policyc("audit", "verify", str(log))
+        assert alone.returncode == 1 and "warning:" in alone.stderr and "[open-segment]" in alone.stderr
+        assert "truncated" not in alone.stderr
+        as_json = policyc("audit", "verify", str(log), "--format", "json")
+        assert json.loads(as_json.stdout)["status"] == "open" and as_json.returncode == 1
+        for head in (running, str(tmp_path / "live.head")):
+            anchored = policyc("audit", "verify", str(log), "--expect", head)
+            assert anchored.returncode == 0, anchored.stderr
+            assert anchored.stdout.split(": ")[1] == "open" and "[open-segment]" in anchored.stderr
+        status = policyc("audit", "verify", str(log), "--expect", running, "--format", "json")
+        assert json.loads(status.stdout)["status"] == "open"
+        # a cut of the committed records is still found against that head
+        cut = tmp_path / "cut.jsonl"
+        cut.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:-1]))
+        cut_done = policyc("audit", "verify", str(cut), "--expect", running)
+        assert cut_done.returncode == 1 and "[truncated]" in cut_done.stderr
+    finally:
+        server.stop()
+    closed, log = export(tmp_path, "closed.jsonl")
+    assert closed.returncode == 0 and "open segment" not in closed.stderr
+    done = policyc("audit", "verify", str(log), "--expect", running)
+    assert done.returncode == 0 and done.stdout.split(": ")[1] == "ok", done.stdout

@@ -254,3 +254,43 @@ def test_an_httpx_client_with_keep_alive_sees_one_service(tmp_path: Path, keys: 
                 assert decided.status_code == 200 and "decide;dur=" in decided.headers["server-timing"]
     finally:
         server.stop()
+
+
+def test_the_export_of_every_process_s_chain_verifies_running_and_stopped(
+    tmp_path: Path, keys: dict[str, str]
+) -> None:
+    """`policyc audit export monitor.db` of a `--processes 2` service: both files' chains merged,
+    open while the service runs (passing against the head it answers), closed once it stopped."""
+    import json
+
+    server = Server(tmp_path, "--processes", "2")
+    decided: set[str] = set()
+    try:
+        call = event("c1", "tool_call", tool="read", deps=[])
+        for name in SESSIONS:
+            with client(server, keys["agent"]) as agent:
+                assert agent.post("/v1/sessions", json={"session": name}).status_code == 201
+                answer = agent.post(f"/v1/sessions/{name}/authorize", json={"event": call})
+                decided.add(answer.json()["decision_id"])
+        with client(server, keys["agent"]) as agent:
+            running = json.dumps(agent.get("/v1/audit/head").json())
+        assert len(json.loads(running)["heads"]) == 2
+        live = tmp_path / "live.jsonl"
+        done = _policyc("audit", "export", str(tmp_path / "monitor.db"), "-o", str(live))
+        assert done.returncode == 0 and "open segment" in done.stderr, done.stderr
+        verified = _policyc("audit", "verify", str(live), "--expect", running)
+        assert verified.returncode == 0 and verified.stdout.split(": ")[1] == "open", verified.stderr
+    finally:
+        server.stop()
+    closed = tmp_path / "closed.jsonl"
+    done = _policyc("audit", "export", str(tmp_path / "monitor.db"), "-o", str(closed))
+    assert done.returncode == 0 and "open segment" not in done.stderr, done.stderr
+    records = [json.loads(line) for line in closed.read_text("utf-8").splitlines()]
+    assert {r["decision"] for r in records if r["type"] == "decision"} == decided
+    verified = _policyc("audit", "verify", str(closed), "--expect", running)
+    assert verified.returncode == 0 and verified.stdout.split(": ")[1] == "ok", verified.stderr
+    assert "2 chains" in verified.stdout
+
+
+def _policyc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([policyc_path(), *args], capture_output=True, text=True, timeout=120)
