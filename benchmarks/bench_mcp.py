@@ -19,19 +19,29 @@ server.
 The monitor's own part is measured apart: the same calls decided, and their results recorded,
 by a monitor in this process.
 
-Targets: the gateway adds at most 1 ms at p50 (gateway p50 less direct p50), and stays flat
-with history length (p50 after 1,000 earlier calls at most 1.5 times p50 after 10).
+The gateway answers ``tools/call`` on its fast path (JSON-RPC frames, decided on the event
+loop); it is measured against the same gateway with ``--no-fast-path`` (every request through
+the MCP SDK) in the same run, and, with ``--baseline REF``, against the gateway of commit REF
+(installed into an environment of its own, cached: benchmarks/git_baseline.py) — the yardstick
+of the CPU target when given, the SDK path's otherwise. Every (client, history) pair runs in a random order (``--seed``),
+so that a machine whose load drifts does not make one history length look slower.
+
+Targets, at every history length: the gateway adds at most 1 ms at p50 (gateway p50 less
+direct p50), its p50 is at most 2.5 times direct's, its CPU time per call at most 0.3 times the
+SDK path's; and it stays flat with history length (p50 after the longest history at most 1.5
+times p50 after the shortest).
 
 server-everything comes from `tests/mcp_npm` (the versions the tests pin), installed with
 `npm ci` into a temporary folder unless ``--npm`` names a folder where it is installed.
 
-    python benchmarks/bench_mcp.py [--calls 200] [--history 10,100,1000] [--npm DIR]
+    python benchmarks/bench_mcp.py [--calls 200] [--history 10,100,1000] [--npm DIR] [--seed N] [--baseline REF]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -172,6 +182,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="calls timed after the earlier ones")
     parser.add_argument("--history", default="10,100,1000", help="the numbers of earlier calls")
     parser.add_argument("--npm", type=Path, help="a folder where tests/mcp_npm is installed")
+    parser.add_argument("--seed", type=int, default=None, help="the seed of the order the runs take")
+    parser.add_argument(
+        "--baseline", help="a commit whose gateway is measured too (the CPU target's yardstick)"
+    )
     args = parser.parse_args()
     histories = [int(h) for h in args.history.split(",")]
     policyc = shutil.which("policyc", path=str(Path(sys.executable).parent))
@@ -186,29 +200,34 @@ def main() -> None:
                 "utf-8",
             )
         ways = {"direct": [node, str(server)]}
+        gateway = [policyc, "mcp", str(Path(folder, "policy.dl")), "--config"]
         for depends in ("all", "call"):
-            config = str(Path(folder, f"{depends}.toml"))
-            ways[f"gateway, depends={depends}"] = [
-                policyc,
-                "mcp",
-                str(Path(folder, "policy.dl")),
-                "--config",
-                config,
-            ]
+            ways[f"gateway, depends={depends}"] = [*gateway, str(Path(folder, f"{depends}.toml"))]
+        ways["SDK path, depends=all"] = [*gateway, str(Path(folder, "all.toml")), "--no-fast-path"]
+        yardstick = "SDK path, depends=all"
+        if args.baseline:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            import git_baseline
+
+            commit = git_baseline.resolve(args.baseline)
+            old = git_baseline.installed(commit, extras="mcp")
+            yardstick = f"gateway at {commit[:7]}"
+            ways[yardstick] = [str(old), *gateway[1:], str(Path(folder, "all.toml"))]
         Path(folder, "echo.py").write_text(SDK_ECHO, "utf-8")
         ways["SDK server, direct"] = [sys.executable, str(Path(folder, "echo.py"))]
         results: dict[tuple[str, int], tuple[float, float, float]] = {}
-        for earlier in histories:
-            for way, command in ways.items():
-                samples, cpu = timed(command, earlier, args.calls)
-                results[way, earlier] = (statistics.median(samples), percentile(samples, 0.99), cpu)
+        runs = [(way, earlier) for earlier in histories for way in ways]
+        random.Random(args.seed).shuffle(runs)
+        for way, earlier in runs:
+            samples, cpu = timed(ways[way], earlier, args.calls)
+            results[way, earlier] = (statistics.median(samples), percentile(samples, 0.99), cpu)
         decisions = {
             (depends, earlier): in_process(str(Path(folder, "policy.dl")), depends, earlier, args.calls)
             for depends in ("all", "call")
             for earlier in histories
         }
     print(
-        f"{'client':22} {'earlier calls':>13} {'p50 ms':>8} {'p99 ms':>8} {'added p50 ms':>13} {'p50 / direct':>13} "
+        f"{'client':24} {'earlier calls':>13} {'p50 ms':>8} {'p99 ms':>8} {'added p50 ms':>13} {'p50 / direct':>13} "
         f"{'CPU ms/call':>12}"
     )
     for earlier in histories:
@@ -216,7 +235,7 @@ def main() -> None:
         for way in ways:
             p50, p99, cpu = results[way, earlier]
             print(
-                f"{way:22} {earlier:13,} {p50 * 1e3:8.3f} {p99 * 1e3:8.3f} {(p50 - direct) * 1e3:13.3f} "
+                f"{way:24} {earlier:13,} {p50 * 1e3:8.3f} {p99 * 1e3:8.3f} {(p50 - direct) * 1e3:13.3f} "
                 f"{p50 / direct:13.2f} {cpu * 1e3:12.3f}"
             )
     print("(CPU ms/call: of the server direct; of the gateway, its server not counted, through it)")
@@ -229,13 +248,21 @@ def main() -> None:
         )
     print()
     first, last = histories[0], histories[-1]
-    for way in [w for w in ways if w.startswith("gateway")]:
+    for way in [w for w in ways if w.startswith("gateway,")]:
         added = max(results[way, h][0] - results["direct", h][0] for h in histories)
+        ratio = max(results[way, h][0] / results["direct", h][0] for h in histories)
+        cpu = max(results[way, h][2] / results[yardstick, h][2] for h in histories)
         growth = results[way, last][0] / results[way, first][0]
         print(
-            f"{way}: adds at most {added * 1e3:.3f} ms at p50 (target at most 1 ms); p50 after {last:,} earlier "
-            f"calls / after {first:,}: {growth:.2f} (target at most 1.5, flat)"
+            f"{way}: adds at most {added * 1e3:.3f} ms at p50 ({verdict(added <= 1e-3)}: at most 1 ms); "
+            f"p50 / direct at most {ratio:.2f} ({verdict(ratio <= 2.5)}: at most 2.5); "
+            f"CPU per call / {yardstick}'s at most {cpu:.2f} ({verdict(cpu <= 0.3)}: at most 0.3); "
+            f"p50 after {last:,} earlier calls / after {first:,}: {growth:.2f} ({verdict(growth <= 1.5)}: at most 1.5)"
         )
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
 
 
 if __name__ == "__main__":

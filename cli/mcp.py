@@ -95,6 +95,12 @@ def mcp_group() -> None:
     is_flag=True,
     help="Serve the servers that started when some did not (by default the gateway exits).",
 )
+@click.option(
+    "--no-fast-path",
+    "sdk_path",
+    is_flag=True,
+    help="Decide and forward tools/call through the MCP SDK like every other request (slower).",
+)
 def start_command(
     policy: str,
     command: tuple[str, ...],
@@ -111,6 +117,7 @@ def start_command(
     approval_timeout: float,
     analysis_timeout: float,
     allow_missing: bool,
+    sdk_path: bool,
 ) -> None:
     with internal_errors():
         require_extra("mcp", "`policyc mcp`")
@@ -134,6 +141,7 @@ def start_command(
             approval_timeout=approval_timeout,
             analysis_timeout=analysis_timeout,
             allow_missing=allow_missing,
+            fast=not sdk_path,
         )
         try:
             with policy_failures():

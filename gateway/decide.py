@@ -64,6 +64,15 @@ class Verdict:
     decision: Any = None
 
 
+@dataclass(frozen=True)
+class Handover:
+    """A call decided on the fast path (:mod:`.fastcall`) that the SDK path goes on with (it escalated): the
+    verdict, and the call's digest, so that it applies to this call only."""
+
+    digest: str
+    verdict: Any
+
+
 class Gate:
     """The session of one client connection (``monitor.session(session_id, ...)``)."""
 
@@ -96,26 +105,39 @@ class Gate:
         assert first.call is not None
         return await self.settle(first.call, tool, first.decision, ask)
 
-    async def decide(self, tool: str, arguments: Mapping[str, Any]) -> Verdict:
+    async def decide(self, tool: str, arguments: Mapping[str, Any], inline: bool = False) -> Verdict:
         """Record the call and decide it, asking no one: an escalated call comes back as a
-        verdict that does not forward, its ``decision`` escalated (see :meth:`settle`)."""
+        verdict that does not forward, its ``decision`` escalated (see :meth:`settle`).
+        ``inline``: on the event loop rather than in a worker thread (:meth:`_inline`)."""
+        if inline and not self.lock.locked():  # nothing is awaited until it is decided: no one
+            return self._decided_here(tool, arguments)  # else can take the lock meanwhile
         async with self.lock:
+            if inline:
+                return self._decided_here(tool, arguments)
             if self.broken is not None:
                 return Verdict(False, refusal_text(tool, self.broken))
-            call = self._id("c")
-            queued, self.queued = self.queued, []
+            call, work = self._work(tool, arguments)
+            return _decided(tool, call, await self._in_thread(work, tool))
 
-            def work() -> Any:  # the answers before it, then the call: one trip to the thread
-                for earlier in queued:
-                    self.session.record(earlier)
-                # decided as every front decides a call (runtime/context.py), escalations left
-                # to settle()
-                return authorize_tool_call(self.session, tool, arguments, None, call, checked=False)[0]
+    def _decided_here(self, tool: str, arguments: Mapping[str, Any]) -> Verdict:
+        if self.broken is not None:
+            return Verdict(False, refusal_text(tool, self.broken))
+        call, work = self._work(tool, arguments)
+        return _decided(tool, call, self._inline(work))
 
-            decision = await self._in_thread(work, tool)
-            if isinstance(decision, str):
-                return Verdict(False, refusal_text(tool, decision), call)
-            return _verdict(tool, call, decision)
+    def _work(self, tool: str, arguments: Mapping[str, Any]) -> tuple[str, Callable[[], Any]]:
+        """The next call's id, and the work of deciding it: what the servers answered before it
+        recorded, then the call recorded and decided as every front decides one
+        (runtime/context.py), an escalation left to :meth:`settle`."""
+        call = self._id("c")
+        queued, self.queued = self.queued, []
+
+        def work() -> Any:
+            for earlier in queued:
+                self.session.record(earlier)
+            return authorize_tool_call(self.session, tool, arguments, None, call, checked=False)[0]
+
+        return call, work
 
     async def settle(self, call: str, tool: str, decision: Any, ask: Ask | None) -> Verdict:
         """The verdict on an escalated ``decision`` of ``call``: ``ask`` answers (within the
@@ -246,6 +268,28 @@ class Gate:
             if isinstance(outcome, str):
                 self.broken = f"recording what the servers answered failed ({outcome})"
 
+    def _inline(self, work: Callable[[], Any]) -> Any:
+        """``work()`` here, on the event loop (an in-process monitor's decision, some hundredths of
+        a millisecond, less than the trip to a worker thread): its value, or why it has none. The
+        monitor's own limits bound it as they go; a decision that still ends past
+        ``decide_timeout`` counts for nothing, as one in a thread would: it is a denial, and the
+        gate is broken from then on."""
+        import time
+
+        timeout = self.options.decide_timeout
+        started = time.monotonic()
+        try:
+            value = work()
+        except Exception as error:
+            return f"the policy side failed: {_what(error)}"
+        if time.monotonic() - started > timeout:
+            self.broken = (
+                f"a decision took longer than {timeout:g} s, so the session's state is unknown "
+                "and every later call of this connection is refused"
+            )
+            return f"the decision took longer than {timeout:g} s"
+        return value
+
     async def _in_thread(self, work: Callable[[], Any], tool: str, limit: float | None = None) -> Any:
         """``work()`` in a worker thread within ``limit`` seconds (default ``decide_timeout``):
         its value, or why it has none (a string). A decision that did not finish leaves the
@@ -265,6 +309,13 @@ class Gate:
             )
             return f"the decision took longer than {timeout:g} s"
         return value
+
+
+def _decided(tool: str, call: str, decision: Any) -> Verdict:
+    """The verdict on a call: its decision, or why it has none (a string)."""
+    if isinstance(decision, str):
+        return Verdict(False, refusal_text(tool, decision), call)
+    return _verdict(tool, call, decision)
 
 
 def _verdict(tool: str, call: str, decision: Any) -> Verdict:

@@ -59,6 +59,7 @@ class Settings:
     approval_timeout: float = DEFAULT_TIMEOUT
     analysis_timeout: float = ANALYSIS_TIMEOUT  # 0: no start-up analysis
     allow_missing: bool = False  # serve the servers that started (else a failure stops the gateway)
+    fast: bool = True  # tools/call on stdio through the fast path (else through the SDK)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Prepared:
     screen: Screen | None = None
     closing: Callable[[], None] | None = None
     allow_missing: bool = False
+    fast: bool = True
 
 
 def check(settings: Settings) -> None:
@@ -125,7 +127,7 @@ def build(settings: Settings) -> Prepared:
         if closing is not None:
             closing()
         raise
-    return Prepared(config, monitor, hidden, where, screen, closing, settings.allow_missing)
+    return Prepared(config, monitor, hidden, where, screen, closing, settings.allow_missing, settings.fast)
 
 
 def run(gateway: Prepared) -> None:
@@ -139,7 +141,7 @@ def run(gateway: Prepared) -> None:
     from .probe import ServersMissing
     from .server import serve
 
-    serving = functools.partial(serve, allow_missing=gateway.allow_missing)
+    serving = functools.partial(serve, allow_missing=gateway.allow_missing, fast=gateway.fast)
     try:
         anyio.run(
             serving,

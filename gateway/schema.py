@@ -32,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import threading
@@ -42,6 +43,16 @@ from typing import Any
 from policyc.compiler.regex import compile_pattern, pattern_problem
 
 _clock = threading.local()  # the deadline of the check running in this thread
+# each schema object's canonical JSON (the validators' key), by its id: a tool's schema is
+# checked once per call, and its JSON form costs more than its check (the object is kept with it,
+# so that an id used again by another object does not match)
+_keys: dict[int, tuple[Any, str]] = {}
+KEYS_KEPT = 1024
+
+
+def _key(schema: Any) -> str | None:
+    found = _keys.get(id(schema))
+    return found[1] if found is not None and found[0] is schema else None
 
 
 class Expired(Exception):
@@ -58,10 +69,16 @@ def problem(
         return None
     from jsonschema.exceptions import best_match
 
-    try:
-        key = json.dumps(schema, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as bad:
-        return f"the tool's inputSchema is not JSON ({type(bad).__name__}), so no call of it is sent"
+    key = _key(schema)
+    if key is None:
+        try:
+            key = json.dumps(schema, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as bad:
+            return f"the tool's inputSchema is not JSON ({type(bad).__name__}), so no call of it is sent"
+        _keys[id(schema)] = (schema, key)
+        if len(_keys) > KEYS_KEPT:  # the oldest goes (checks in other threads may race: no matter)
+            with contextlib.suppress(RuntimeError, StopIteration, KeyError):
+                del _keys[next(iter(_keys))]
     _clock.deadline = deadline
     try:
         validator = _validator(key)

@@ -23,6 +23,7 @@ What passes through, and how (docs/mcp.md, "What passes through"):
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import uuid
@@ -34,8 +35,8 @@ import anyio
 
 from .approval import Pending, asker, can_elicit, input_required, modern, resumed
 from .config import GatewayConfig
-from .decide import Gate
-from .schema import unrunnable
+from .decide import Gate, Handover, Verdict
+from .schema import Expired, problem, unrunnable
 from .upstreams import Upstreams, UpstreamTool, error_result
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class Gateway:
     templates: dict[str, str] = field(default_factory=dict)  # a listed template -> server
     reported: set[str] = field(default_factory=set)  # the hidden tools already logged
     pending: dict[str, Pending] = field(default_factory=dict)  # calls put to the user, by state
+    predecided: dict[Any, Handover] = field(default_factory=dict)  # escalated on the fast path, by id
 
     # ------------------------------------------------------------------ tools
 
@@ -127,19 +129,27 @@ class Gateway:
             except Exception as error:
                 self._note(server, "telling it the roots changed", error)
 
+    def _unsendable(self, name: str) -> tuple[UpstreamTool | None, str | None]:
+        """The tool ``name`` stands for, or why no call of it is sent (hidden, not running, unknown)."""
+        if name in self.hidden:
+            return None, f"policyc did not send the call of `{name}`: {self.hidden[name]}"
+        tool = self.upstreams.tools.get(name)
+        if tool is None:
+            down = self.upstreams.failures.get(name.partition(".")[0])
+            if down is not None:
+                return None, f"the server `{name.partition('.')[0]}` is not running: {down}"
+            return None, f"no tool `{name}` behind the gateway (`tools/list` names the tools)"
+        return tool, None
+
     async def call_tool(self, ctx: Any, params: Any) -> Any:
         name = params.name
         arguments = dict(params.arguments or {})
         gate = self._gate(ctx)
-        tool = self.upstreams.tools.get(name)
-        if name in self.hidden:
-            return error_result(f"policyc did not send the call of `{name}`: {self.hidden[name]}")
+        tool, refused = self._unsendable(name)
         if tool is None:
-            down = self.upstreams.failures.get(name.partition(".")[0])
-            if down is not None:
-                return error_result(f"the server `{name.partition('.')[0]}` is not running: {down}")
-            return error_result(f"no tool `{name}` behind the gateway (`tools/list` names the tools)")
-        wrong = await self._checked(tool.tool.input_schema, arguments)
+            return error_result(refused or "")
+        handed = self._handed(ctx, name, arguments)
+        wrong = None if handed is not None else await self._checked(tool.tool.input_schema, arguments)
         if wrong is not None:
             return error_result(f"the call of `{name}` was not sent: {wrong}")
         if params.request_state is not None:  # the retry of a call put to the user (2026-07-28)
@@ -148,7 +158,7 @@ class Gateway:
                 self.pending, self._key(ctx), gate, name, arguments, params, limit
             )
         else:
-            verdict = await gate.decide(name, arguments)
+            verdict = handed if handed is not None else await gate.decide(name, arguments)
             if verdict.decision is not None and verdict.decision.escalated:
                 assert verdict.call is not None
                 if modern(ctx) and can_elicit(ctx):
@@ -160,12 +170,70 @@ class Gateway:
         assert verdict.call is not None  # a call is forwarded only once recorded and allowed
         session = ctx.session
         result = await self.upstreams.call_tool(name, arguments, progress=session.report_progress)
+        await self._answered(gate, verdict, tool, name, result)
+        return result
+
+    def _handed(self, ctx: Any, name: str, arguments: dict[str, Any]) -> Verdict | None:
+        """The verdict of this call decided on the fast path and handed over (it escalated), None
+        for a call not decided yet. The handover is this call's only: same connection, request
+        id, tool and arguments."""
+        from policyc.runtime.approvals import call_digest
+
+        if self._key(ctx) != "stdio" or ctx.request_id not in self.predecided:
+            return None
+        handover = self.predecided.pop(ctx.request_id)
+        return handover.verdict if handover.digest == call_digest(name, arguments) else None
+
+    async def _answered(
+        self, gate: Gate, verdict: Verdict, tool: UpstreamTool, name: str, result: Any
+    ) -> None:
+        """Record the result of a forwarded call (and tell the clients when its server stopped)."""
+        assert verdict.call is not None
         if tool.server in self.upstreams.failures:  # it stopped: its tools are gone
             await self._tools_changed()
         server = self.config.server(tool.server)
         labels = server.labels_of(tool.name) if server is not None else ()
         await gate.result(verdict.call, name, result, labels)
+
+    async def fast_call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """A ``tools/call`` of the stdio client on the fast path (:mod:`.fastcall`): the result to
+        answer (a ``CallToolResult``), or the :class:`~.decide.Verdict` of a call that escalated,
+        for the SDK path to go on with. The same checks and decisions as :meth:`call_tool`, the
+        schema's and the policy's on the event loop when the monitor runs in process (each
+        within the decision's deadline, which, passed, is a denial)."""
+        gate = self._gate_of("stdio")
+        tool, why = self._unsendable(name)
+        if tool is None:
+            return error_result(why or "")
+        if self.inline:
+            timeout = self.config.session.decide_timeout
+            try:
+                wrong = problem(tool.tool.input_schema, arguments, time.monotonic() + timeout)
+            except Expired:
+                wrong = (
+                    "policyc:timeout: checking the arguments against the tool's inputSchema took longer "
+                    f"than the decision's deadline ({timeout:g} s)"
+                )
+        else:
+            wrong = await self._checked(tool.tool.input_schema, arguments)
+        if wrong is not None:
+            return error_result(f"the call of `{name}` was not sent: {wrong}")
+        verdict = await gate.decide(name, arguments, inline=self.inline)
+        if verdict.decision is not None and verdict.decision.escalated:
+            return verdict
+        if not verdict.forward:
+            return error_result(verdict.text)
+        result = await self.upstreams.relay_call(name, arguments)
+        await self._answered(gate, verdict, tool, name, result)
         return result
+
+    @functools.cached_property
+    def inline(self) -> bool:
+        """Whether decisions may run on the event loop: the monitor runs in this process (a
+        service's client would wait for the network there)."""
+        from policyc.runtime.session import Monitor
+
+        return isinstance(self.monitor, Monitor)
 
     # ----------------------------------------------------------- passing through
 
@@ -364,7 +432,9 @@ class Gateway:
         return key
 
     def _gate(self, ctx: Any) -> Gate:
-        key = self._client(ctx)
+        return self._gate_of(self._client(ctx))
+
+    def _gate_of(self, key: str) -> Gate:
         gate = self.gates.get(key)
         if gate is None:
             gate = Gate(self.monitor, f"mcp-{uuid.uuid4().hex[:16]}", self.config.session)
@@ -483,16 +553,17 @@ async def serve(
     log: TextIO | None = None,
     closing: Callable[[], None] | None = None,
     allow_missing: bool = False,
+    fast: bool = True,
 ) -> None:
     """Start the upstream servers and serve the gateway over stdio (``listen`` None) or
     streamable HTTP at ``listen`` (host, port, path ``/mcp``) until the client goes away, or
     until SIGTERM or SIGHUP (then ``closing`` runs before the process ends: the audit log's).
     A server that did not start stops it (:class:`~.probe.ServersMissing`) unless
-    ``allow_missing``."""
+    ``allow_missing``. ``fast``: on stdio, ``tools/call`` takes the fast path (:mod:`.fastcall`)."""
     ending = _Ending(closing)
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, group.cancel_scope, ending)
-        await _serve(config, monitor, hidden, listen, screen, log, ending, allow_missing)
+        await _serve(config, monitor, hidden, listen, screen, log, ending, allow_missing, fast)
         group.cancel_scope.cancel()
 
 
@@ -505,6 +576,7 @@ async def _serve(
     log: TextIO | None,
     ending: _Ending,
     allow_missing: bool = False,
+    fast: bool = True,
 ) -> None:
     from mcp.server.lowlevel import NotificationOptions
 
@@ -556,6 +628,19 @@ async def _serve(
                 from mcp.server.stdio import stdio_server
 
                 ending.upstreams, ending.gateway = upstreams, gateway
+                if fast:
+                    from .fastcall import FastCalls
+                    from .wire import opened
+
+                    async with opened() as wire:
+                        if wire is not None:
+                            calls = FastCalls(gateway, wire, server)
+                            wire.take = calls.take
+                            try:
+                                await server.run(wire.read, wire.write, options)
+                            finally:
+                                await calls.close()
+                            return
                 async with stdio_server() as (read, write):
                     await server.run(read, write, options)
                 return

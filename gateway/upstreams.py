@@ -90,6 +90,7 @@ class _Connection:
     instructions: str | None = None
     info: Any = None  # the Implementation (name, version) the server announced
     restarts: int = 0  # how many times the server was started again before this connection
+    relay: Any = None  # a stdio server's Relay (the fast path's calls), None for other servers
 
 
 @dataclass
@@ -230,6 +231,47 @@ class Upstreams:
             return error_result(f"the server `{server}` answered the call with a {type(result).__name__}")
         return result
 
+    async def relay_call(self, qualified: str, arguments: Mapping[str, Any]) -> mt.CallToolResult:
+        """:meth:`call_tool` for the fast path: a stdio server of the handshake era is called
+        through its :class:`~.relay.Relay` (its answer checked as the SDK's session checks it, the
+        structured content against the tool's ``outputSchema`` too); any other through
+        :meth:`call_tool`. A failure is an error result, as :meth:`call_tool` gives."""
+        import mcp.types as mt
+        from mcp_types.methods import validate_server_result
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        from .relay import RelayError
+
+        server, _, tool = qualified.partition(".")
+        connection = self.connections.get(server)
+        session = None if connection is None else connection.session
+        if (
+            connection is None
+            or session is None
+            or connection.relay is None
+            or session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        ):
+            return await self.call_tool(qualified, arguments)
+        try:
+            raw = await connection.relay.call(
+                {"name": tool, "arguments": dict(arguments)}, connection.server.timeout
+            )
+            validate_server_result("tools/call", session.protocol_version, raw)
+            result = mt.CallToolResult.model_validate(raw, by_name=False)
+            if not result.is_error:
+                await check_structured(self, server, tool, result)
+        except RelayError as error:
+            from mcp.types import CONNECTION_CLOSED
+
+            reason = f"MCPError: {error.message}" if error.message else "MCPError"
+            if error.code == CONNECTION_CLOSED or connection.done.is_set() or connection.session is None:
+                self._lost(server, f"it stopped during a call of `{tool}`: {reason}")
+                return error_result(f"the server `{server}` stopped during the call: {reason}")
+            return error_result(f"the call of `{qualified}` failed: {reason}")
+        except Exception as error:  # not a CallToolResult, or its structured content is wrong
+            return error_result(f"the call of `{qualified}` failed: {_describe(error)}")
+        return result
+
     # ------------------------------------------------------------------- connections
 
     async def _run(self, connection: _Connection, ready: Any) -> None:
@@ -244,7 +286,7 @@ class Upstreams:
                 connection.failure = not_found
                 return
             async with contextlib.AsyncExitStack() as stack:
-                session = await stack.enter_async_context(self._client(server))
+                session = await stack.enter_async_context(self._client(server, connection))
                 with anyio.fail_after(self.start_timeout):  # no task group may start inside it
                     result = await session.initialize()
                 connection.capabilities = result.capabilities
@@ -272,7 +314,7 @@ class Upstreams:
                 )
 
     @contextlib.asynccontextmanager
-    async def _client(self, server: Upstream) -> Any:
+    async def _client(self, server: Upstream, connection: _Connection | None = None) -> Any:
         from mcp import ClientSession
 
         async with contextlib.AsyncExitStack() as stack:
@@ -286,6 +328,12 @@ class Upstreams:
                     cwd=server.cwd,
                 )
                 read, write = await stack.enter_async_context(stdio_client(parameters, errlog=self.errlog))
+                if connection is not None:  # tools/call frames of the fast path pass beside the session
+                    from .relay import Relay
+
+                    relay = Relay(read, write)
+                    read = relay.read
+                    connection.relay = relay
             else:
                 from mcp.client.streamable_http import streamable_http_client
 
@@ -426,26 +474,33 @@ def _bounded_session(base: Any, upstreams: Upstreams, server: str) -> Any:
 
     class BoundedSession(base):
         async def validate_tool_result(self, name: str, result: Any) -> None:
-            import anyio
-
-            from .schema import Expired, problem
-
-            listed = upstreams.tools.get(f"{server}.{name}")
-            schema = None if listed is None else listed.tool.output_schema
-            if schema is None:
-                return
-            content = result.structured_content
-            if content is None:
-                raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
-            timeout = upstreams.config.session.decide_timeout
-            try:
-                wrong = await anyio.to_thread.run_sync(problem, schema, content, time.monotonic() + timeout)
-            except Expired:
-                raise RuntimeError(
-                    f"the structured content returned by tool {name} could not be checked against its "
-                    f"outputSchema within {timeout:g} s"
-                ) from None
-            if wrong is not None:
-                raise RuntimeError(f"Invalid structured content returned by tool {name}: {wrong}")
+            await check_structured(upstreams, server, name, result)
 
     return BoundedSession
+
+
+async def check_structured(upstreams: Upstreams, server: str, name: str, result: Any) -> None:
+    """Check a result's structured content against the ``outputSchema`` of the tool ``name`` of
+    ``server`` as listed: in a worker thread, with patterns on RE2, given up at the decision's
+    deadline. ``RuntimeError`` saying what is wrong (the messages of the SDK's own check)."""
+    import anyio
+
+    from .schema import Expired, problem
+
+    listed = upstreams.tools.get(f"{server}.{name}")
+    schema = None if listed is None else listed.tool.output_schema
+    if schema is None:
+        return
+    content = result.structured_content
+    if content is None:
+        raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
+    timeout = upstreams.config.session.decide_timeout
+    try:
+        wrong = await anyio.to_thread.run_sync(problem, schema, content, time.monotonic() + timeout)
+    except Expired:
+        raise RuntimeError(
+            f"the structured content returned by tool {name} could not be checked against its "
+            f"outputSchema within {timeout:g} s"
+        ) from None
+    if wrong is not None:
+        raise RuntimeError(f"Invalid structured content returned by tool {name}: {wrong}")

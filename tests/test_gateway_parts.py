@@ -167,6 +167,34 @@ def test_a_decision_that_does_not_finish_in_time_denies_and_so_does_every_later_
     assert not later.forward and "every later call of this connection is refused" in later.text
 
 
+def test_a_decision_on_the_event_loop_that_ends_past_its_deadline_counts_for_nothing() -> None:
+    """The fast path decides on the event loop: a decision that returns after ``decide_timeout``
+    is a denial all the same, and the connection's later calls are refused."""
+    release.clear()
+    threading.Timer(0.4, release.set).start()  # the functor returns, late
+
+    async def scenario() -> tuple[Any, Any]:
+        g = gate(decide_timeout=0.2)
+        first = await g.decide("slow.tool", {}, inline=True)
+        later = await g.decide("fs.read", {"path": "notes"}, inline=True)
+        return first, later
+
+    first, later = anyio.run(scenario)
+    assert not first.forward and "took longer than 0.2 s" in first.text
+    assert not later.forward and "every later call of this connection is refused" in later.text
+
+
+def test_a_decision_on_the_event_loop_decides_as_one_in_a_thread() -> None:
+    async def scenario(inline: bool) -> list[bool]:
+        g = gate()
+        return [
+            (await g.decide(tool, arguments, inline=inline)).forward
+            for tool, arguments in (("fs.read", {"path": "notes"}), ("mail.send", {"to": "bob"}))
+        ]
+
+    assert anyio.run(scenario, True) == anyio.run(scenario, False)
+
+
 ESCALATING = """.import events
 @id("pay-needs-approval") @message("paying {n} needs approval")
 Escalate(a) :- ToolCall(a, "bank.pay"), n = tool_arg(a, "amount"), n > 100.
