@@ -96,6 +96,13 @@ def mcp_group() -> None:
     help="Serve the servers that started when some did not (by default the gateway exits).",
 )
 @click.option(
+    "--keys",
+    "keys",
+    metavar="KEYS.toml",
+    help="With --listen: the clients' bearer keys and principals (the file `policyc serve` reads).",
+)
+@click.option("--no-auth", is_flag=True, help="With --listen on a loopback address: ask clients for no key.")
+@click.option(
     "--no-fast-path",
     "sdk_path",
     is_flag=True,
@@ -117,6 +124,8 @@ def start_command(
     approval_timeout: float,
     analysis_timeout: float,
     allow_missing: bool,
+    keys: str | None,
+    no_auth: bool,
     sdk_path: bool,
 ) -> None:
     with internal_errors():
@@ -142,6 +151,8 @@ def start_command(
             analysis_timeout=analysis_timeout,
             allow_missing=allow_missing,
             fast=not sdk_path,
+            keys=keys,
+            no_auth=no_auth,
         )
         try:
             with policy_failures():

@@ -60,6 +60,8 @@ class Settings:
     analysis_timeout: float = ANALYSIS_TIMEOUT  # 0: no start-up analysis
     allow_missing: bool = False  # serve the servers that started (else a failure stops the gateway)
     fast: bool = True  # tools/call on stdio through the fast path (else through the SDK)
+    keys: str | None = None  # with `listen`: the clients' bearer keys (KEYS.toml)
+    no_auth: bool = False  # with `listen` on a loopback address: no keys asked
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Prepared:
     closing: Callable[[], None] | None = None
     allow_missing: bool = False
     fast: bool = True
+    keys: Any = None  # the clients' keys (policyc.serve.keys.Keys) with --keys
 
 
 def check(settings: Settings) -> None:
@@ -94,8 +97,29 @@ def check(settings: Settings) -> None:
         raise StartError(
             "--audit is the in-process monitor's; a `policyc serve` monitor keeps its own audit log"
         )
-    if settings.listen is not None:
-        address(settings.listen)
+    if settings.listen is None:
+        if settings.keys is not None or settings.no_auth:
+            raise StartError(
+                "--keys and --no-auth go with --listen (over stdio the client is the one who started it)"
+            )
+        return
+    host, _ = address(settings.listen)
+    from .access import loopback
+
+    if settings.keys is not None and settings.no_auth:
+        raise StartError("--keys or --no-auth: one of them")
+    if settings.keys is None and not settings.no_auth:
+        raise StartError(
+            "--listen needs --keys KEYS.toml (the clients' bearer keys, the file `policyc serve` reads), "
+            "or --no-auth on a loopback address"
+        )
+    if settings.no_auth and not loopback(host):
+        raise StartError(f"--no-auth only on a loopback address (127.0.0.1, ::1, localhost), not {host}")
+    if settings.keys is not None and settings.monitor is not None:
+        raise StartError(
+            "--keys with --monitor: the service knows its callers by its own key; decide in process, "
+            "or give each client a gateway of its own"
+        )
 
 
 def build(settings: Settings) -> Prepared:
@@ -127,7 +151,19 @@ def build(settings: Settings) -> Prepared:
         if closing is not None:
             closing()
         raise
-    return Prepared(config, monitor, hidden, where, screen, closing, settings.allow_missing, settings.fast)
+    keys = None
+    if settings.keys is not None:
+        from policyc.serve.keys import KeysError, read_keys
+
+        try:
+            keys = read_keys(settings.keys)
+        except KeysError as error:
+            if closing is not None:
+                closing()
+            raise StartError(str(error)) from None
+    return Prepared(
+        config, monitor, hidden, where, screen, closing, settings.allow_missing, settings.fast, keys
+    )
 
 
 def run(gateway: Prepared) -> None:
@@ -141,7 +177,9 @@ def run(gateway: Prepared) -> None:
     from .probe import ServersMissing
     from .server import serve
 
-    serving = functools.partial(serve, allow_missing=gateway.allow_missing, fast=gateway.fast)
+    serving = functools.partial(
+        serve, allow_missing=gateway.allow_missing, fast=gateway.fast, keys=gateway.keys
+    )
     try:
         anyio.run(
             serving,

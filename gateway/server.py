@@ -23,6 +23,7 @@ What passes through, and how (docs/mcp.md, "What passes through"):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import time
@@ -108,17 +109,12 @@ class Gateway:
         """What the tool's ``inputSchema`` finds wrong with ``arguments``, checked in a worker
         thread (so that no other call waits for it) that ends by the decision's deadline
         (:mod:`.schema`): past it, the call is refused (``policyc:timeout``)."""
-        from .schema import Expired, problem
-
         timeout = self.config.session.decide_timeout
         deadline = time.monotonic() + timeout
         try:
             return await anyio.to_thread.run_sync(problem, schema, arguments, deadline)
         except Expired:
-            return (
-                f"policyc:timeout: checking the arguments against the tool's inputSchema took longer "
-                f"than the decision's deadline ({timeout:g} s)"
-            )
+            return _schema_timeout(timeout)
 
     async def roots_changed(self, ctx: Any, params: Any) -> None:
         """The client's roots changed (or a client with roots connected): every server is told."""
@@ -210,10 +206,7 @@ class Gateway:
             try:
                 wrong = problem(tool.tool.input_schema, arguments, time.monotonic() + timeout)
             except Expired:
-                wrong = (
-                    "policyc:timeout: checking the arguments against the tool's inputSchema took longer "
-                    f"than the decision's deadline ({timeout:g} s)"
-                )
+                wrong = _schema_timeout(timeout)
         else:
             wrong = await self._checked(tool.tool.input_schema, arguments)
         if wrong is not None:
@@ -421,10 +414,19 @@ class Gateway:
     # ------------------------------------------------------------------ helpers
 
     def _key(self, ctx: Any) -> str:
+        """Whose policy session a request is of: its streamable HTTP session's (``Mcp-Session-Id``);
+        over HTTP without one (a stateless 2026-07-28 client), its principal's; ``stdio``."""
         request = getattr(ctx, "request", None)
+        if request is None:
+            return "stdio"
         headers = getattr(request, "headers", None)
         found = headers.get("mcp-session-id") if headers is not None else None
-        return found or "stdio"
+        if found:
+            return f"http:{found}"
+        from .access import caller
+
+        who = caller()
+        return f"http-principal:{who[0] if who is not None else ''}"
 
     def _client(self, ctx: Any) -> str:
         key = self._key(ctx)
@@ -435,9 +437,18 @@ class Gateway:
         return self._gate_of(self._client(ctx))
 
     def _gate_of(self, key: str) -> Gate:
+        """The gate of a connection, made at its first request: over HTTP with keys, its session's
+        principal and roles are its key's (whatever the configuration's ``[session]`` says)."""
         gate = self.gates.get(key)
         if gate is None:
-            gate = Gate(self.monitor, f"mcp-{uuid.uuid4().hex[:16]}", self.config.session)
+            options = self.config.session
+            if key != "stdio":
+                from .access import caller
+
+                who = caller()
+                if who is not None:
+                    options = dataclasses.replace(options, principal=who[0], roles=who[1])
+            gate = Gate(self.monitor, f"mcp-{uuid.uuid4().hex[:16]}", options)
             self.gates[key] = gate
         return gate
 
@@ -502,6 +513,13 @@ class Gateway:
         return server
 
 
+def _schema_timeout(timeout: float) -> str:
+    return (
+        "policyc:timeout: checking the arguments against the tool's inputSchema took longer "
+        f"than the decision's deadline ({timeout:g} s)"
+    )
+
+
 def _can_list_roots(ctx: Any) -> bool:
     capabilities = ctx.session.client_capabilities
     return capabilities is not None and capabilities.roots is not None
@@ -554,16 +572,18 @@ async def serve(
     closing: Callable[[], None] | None = None,
     allow_missing: bool = False,
     fast: bool = True,
+    keys: Any = None,
 ) -> None:
     """Start the upstream servers and serve the gateway over stdio (``listen`` None) or
     streamable HTTP at ``listen`` (host, port, path ``/mcp``) until the client goes away, or
     until SIGTERM or SIGHUP (then ``closing`` runs before the process ends: the audit log's).
     A server that did not start stops it (:class:`~.probe.ServersMissing`) unless
-    ``allow_missing``. ``fast``: on stdio, ``tools/call`` takes the fast path (:mod:`.fastcall`)."""
+    ``allow_missing``. ``fast``: on stdio, ``tools/call`` takes the fast path (:mod:`.fastcall`).
+    ``keys``: over HTTP, the clients' bearer keys (:mod:`.access`; None: no keys asked)."""
     ending = _Ending(closing)
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, group.cancel_scope, ending)
-        await _serve(config, monitor, hidden, listen, screen, log, ending, allow_missing, fast)
+        await _serve(config, monitor, hidden, listen, screen, log, ending, allow_missing, fast, keys)
         group.cancel_scope.cancel()
 
 
@@ -577,6 +597,7 @@ async def _serve(
     ending: _Ending,
     allow_missing: bool = False,
     fast: bool = True,
+    keys: Any = None,
 ) -> None:
     from mcp.server.lowlevel import NotificationOptions
 
@@ -647,14 +668,25 @@ async def _serve(
             import uvicorn
 
             host, port = listen
-            app = server.streamable_http_app(host=host)
-            settings = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
             shown = f"[{host}]" if ":" in host else host
+            options: dict[str, Any] = {}
+            if keys is not None:
+                from .access import http_options
+
+                options = http_options(keys, f"http://{shown}:{port}")
+            app = server.streamable_http_app(host=host, **options)
+            settings = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
             print(f"policyc mcp: listening on http://{shown}:{port}/mcp", file=out)
-            if host not in ("127.0.0.1", "localhost", "::1"):
+            if keys is None:
                 print(
-                    f"policyc mcp: warning: {host} is not a loopback address, and the gateway asks no "
-                    "client who it is: anyone who reaches it may call the servers' tools (as the policy allows)",
+                    "policyc mcp: --no-auth: no client is asked who it is (loopback only); every "
+                    "streamable HTTP session is a policy session of its own",
+                    file=out,
+                )
+            else:
+                print(
+                    f"policyc mcp: clients authenticate with a bearer key of the keys file "
+                    f"({len(set(keys.by_digest.values()))} principals); each session is its key's principal's",
                     file=out,
                 )
             await uvicorn.Server(settings).serve()

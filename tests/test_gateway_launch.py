@@ -63,7 +63,9 @@ def test_built_gateway_decides_in_process_and_hides_the_always_denied_tool(
     policy: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "audit.log"
-    prepared = build(Settings(policy, name="files", command=("true",), audit=str(log), listen="127.0.0.1:0"))
+    prepared = build(
+        Settings(policy, name="files", command=("true",), audit=str(log), listen="127.0.0.1:0", no_auth=True)
+    )
     try:
         assert isinstance(prepared.monitor, Monitor)
         assert prepared.address == ("127.0.0.1", 0)

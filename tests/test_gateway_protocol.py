@@ -227,7 +227,7 @@ def test_the_gateway_serves_streamable_http_with_listen(tmp_path: Path) -> None:
     port = free_port()
     log = (tmp_path / "stderr.txt").open("w")
     process = subprocess.Popen(
-        [POLICYC, "mcp", str(policy), "--config", str(config), "--listen", f"127.0.0.1:{port}"],
+        [POLICYC, "mcp", str(policy), "--config", str(config), "--listen", f"127.0.0.1:{port}", "--no-auth"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=log,
