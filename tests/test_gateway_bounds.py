@@ -135,7 +135,16 @@ class Listening:
         self.log = tmp_path / "stderr.txt"
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
-                [POLICYC, "mcp", *args, "--analysis-timeout", "0", "--listen", f"127.0.0.1:{self.port}", "--no-auth"],
+                [
+                    POLICYC,
+                    "mcp",
+                    *args,
+                    "--analysis-timeout",
+                    "0",
+                    "--listen",
+                    f"127.0.0.1:{self.port}",
+                    "--no-auth",
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
