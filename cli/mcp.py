@@ -133,6 +133,7 @@ def start_command(
         from ..gateway.config import ConfigError
         from ..gateway.launch import Settings, StartError, build, run
         from ..gateway.probe import ServersMissing
+        from ..serve.server import PortInUse
 
         settings = Settings(
             policy,
@@ -163,5 +164,7 @@ def start_command(
             run(gateway)
         except ServersMissing as error:
             fail(str(error), EXIT_ERRORS)
+        except PortInUse as error:
+            fail(f"{error.filename} is in use (another policyc mcp?); choose another --listen port", EXIT_USAGE)
         except KeyboardInterrupt:  # Ctrl-C at a terminal: the gateway has unwound, and ends quietly
             pass

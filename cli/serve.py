@@ -143,7 +143,7 @@ def start_command(
     with internal_errors():
         from ..runtime.audit import AuditError
         from ..serve.keys import KeysError
-        from ..serve.server import Settings, build, run
+        from ..serve.server import PortInUse, Settings, build, run
         from ..serve.store import StoreError
 
         if (tls_cert is None) != (tls_key is None):
@@ -191,9 +191,18 @@ def start_command(
                 service = build(settings)
         except (KeysError, StoreError, AuditError) as error:
             fail(str(error), EXIT_USAGE)
+        except PortInUse as error:
+            fail(_in_use(error), EXIT_USAGE)
         except OSError as error:
             fail(f"cannot open `{error.filename}`: {error.strerror}", EXIT_USAGE)
-        run(settings, service)
+        try:
+            run(settings, service)
+        except PortInUse as error:
+            fail(_in_use(error), EXIT_USAGE)
+
+
+def _in_use(error: OSError) -> str:
+    return f"{error.filename} is in use (another policyc serve?); choose --port"
 
 
 def _check_tls(cert: str, key: str | None, ca: str | None) -> None:

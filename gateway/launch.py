@@ -174,6 +174,8 @@ def run(gateway: Prepared) -> None:
 
     import anyio
 
+    from policyc.serve.server import PortInUse
+
     from .probe import ServersMissing
     from .server import serve
 
@@ -191,12 +193,12 @@ def run(gateway: Prepared) -> None:
             None,
             gateway.closing,
         )
-    except ServersMissing:
+    except (ServersMissing, PortInUse):
         if gateway.closing is not None:
             gateway.closing()
         raise
     except BaseExceptionGroup as group:  # raised inside the gateway's task group
-        found, _ = group.split(ServersMissing)
+        found, _ = group.split((ServersMissing, PortInUse))
         if found is None:
             raise
         first: BaseException = found

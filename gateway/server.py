@@ -676,6 +676,10 @@ async def _serve(
                 options = http_options(keys, f"http://{shown}:{port}")
             app = server.streamable_http_app(host=host, **options)
             settings = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+            from policyc.serve.server import listening
+
+            bound = listening(host, port)  # before saying so: a port in use is said alone
+            port = bound.getsockname()[1]  # the one it got, for --listen HOST:0
             print(f"policyc mcp: listening on http://{shown}:{port}/mcp", file=out)
             if keys is None:
                 print(
@@ -689,7 +693,7 @@ async def _serve(
                     f"({len(set(keys.by_digest.values()))} principals); each session is its key's principal's",
                     file=out,
                 )
-            await uvicorn.Server(settings).serve()
+            await uvicorn.Server(settings).serve(sockets=[bound])
         finally:
             for gate in list(gateway.gates.values()):  # the answers after each connection's last call
                 await gate.flush()

@@ -51,10 +51,9 @@ def run_fleet(settings: Any) -> None:
     read_keys(settings.keys)  # what would stop every process, said once, before any starts
     frozen(settings.policy, settings.verify_key)
     count = settings.processes
-    try:
-        listener = socket.create_server((settings.host, settings.port), backlog=2048)
-    except OSError as error:
-        raise OSError(error.errno, error.strerror, f"{settings.host}:{settings.port}") from None
+    from .server import listening
+
+    listener = listening(settings.host, settings.port)
     listener.set_inheritable(True)
     folder = tempfile.mkdtemp(prefix="policyc-serve-")  # the owner's only (0700)
     peers = [os.path.join(folder, f"p{i}.sock") for i in range(count)]

@@ -6,9 +6,11 @@ keep theirs; ``policyc serve reload`` sends it and prints what the service did."
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -334,9 +336,30 @@ def run(
         lifespan="off",
     )
     try:
-        Server(config).run(sockets=sockets)
+        Server(config).run(
+            sockets=sockets if sockets is not None else [listening(settings.host, settings.port)]
+        )
     finally:
         finish()
+
+
+class PortInUse(OSError):
+    """The address the service was to listen on is taken (by another service, most likely)."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(errno.EADDRINUSE, "address already in use", address)
+        self.address = address
+
+
+def listening(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """A socket bound to ``host:port`` and listening; :class:`PortInUse` when it is taken."""
+    try:
+        return socket.create_server((host, port), backlog=backlog)
+    except OSError as error:
+        shown = f"[{host}]" if ":" in host else host
+        if error.errno == errno.EADDRINUSE:
+            raise PortInUse(f"{shown}:{port}") from None
+        raise OSError(error.errno, error.strerror, f"{shown}:{port}") from None
 
 
 async def _renewing(service: Service, ttl: float) -> None:

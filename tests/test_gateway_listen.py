@@ -245,3 +245,30 @@ def test_no_auth_is_refused_off_loopback_and_a_bad_keys_file_is_named(tmp_path: 
         timeout=60,
     )
     assert bad.returncode == 2 and "bad.toml" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_port_in_use_is_one_line_and_status_2(tmp_path: Path) -> None:
+    policy, config = _files(tmp_path)
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    try:
+        done = subprocess.run(
+            [
+                POLICYC,
+                "mcp",
+                str(policy),
+                "--config",
+                str(config),
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--no-auth",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        taken.close()
+    assert done.returncode == 2
+    assert f"policyc: error: 127.0.0.1:{port} is in use" in done.stderr
+    assert "Traceback" not in done.stderr and "listening on" not in done.stderr

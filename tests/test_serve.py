@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -317,6 +318,36 @@ def test_bad_keys_files_are_refused_before_it_listens(folder: Path) -> None:
     assert "keys.toml: [principals.a]: `not-a-hash` is not a SHA-256" in done.stderr
     assert not (folder / "policyc-serve.db").exists(), "the database is not opened before the keys are read"
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_port_in_use_is_one_line_and_status_2(folder: Path, keys: dict[str, str], processes: str) -> None:
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    try:
+        done = subprocess.run(
+            [
+                policyc_path(),
+                "serve",
+                str(folder / "policy.dl"),
+                "--keys",
+                str(folder / "keys.toml"),
+                "--port",
+                str(port),
+                "--processes",
+                processes,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=folder,
+        )
+    finally:
+        taken.close()
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"policyc: error: 127.0.0.1:{port} is in use (another policyc serve?); choose --port"
+    ]
 
 
 CLIENT = r"""
