@@ -263,16 +263,37 @@ def openapi_command(markdown: bool) -> None:
 @serve_group.command("keygen")
 @click.option("--principal", required=True, help="Who the key is for.")
 @click.option("--role", "roles", multiple=True, help="A role of the principal (repeat for several).")
-def keygen_command(principal: str, roles: tuple[str, ...]) -> None:
-    """Make a key for PRINCIPAL: prints the key once, and the KEYS.toml table to add."""
+@click.option(
+    "--append",
+    "append",
+    metavar="KEYS.toml",
+    help="Add the principal's table to this keys file (atomically) and print only the key.",
+)
+@click.option("--force", is_flag=True, help="With --append: replace the principal's table if it has one.")
+def keygen_command(principal: str, roles: tuple[str, ...], append: str | None, force: bool) -> None:
+    """Make a key for PRINCIPAL: prints the key once, and the KEYS.toml table to add (with
+    --append, adds the table to the file and prints the key alone)."""
     with internal_errors():
-        import json
+        from ..serve.keyfile import append_key, table
+        from ..serve.keys import KeysError, new_key
 
-        from ..serve.keys import new_key
-
+        if force and append is None:
+            fail("--force goes with --append", EXIT_USAGE)
         key, digest = new_key()
+        if append is not None:
+            try:
+                append_key(append, principal, roles, digest, force)
+            except KeysError as error:
+                fail(str(error), EXIT_USAGE)
+            except OSError as error:
+                fail(f"cannot write `{append}`: {error.strerror or error}", EXIT_USAGE)
+            click.echo(key)
+            click.echo(
+                f"policyc serve: added `{principal}` to {append}; a running service takes it at "
+                "`policyc serve reload --db DB` (or SIGHUP)",
+                err=True,
+            )
+            return
         click.echo(f"key (shown once): {key}")
         click.echo("add to KEYS.toml:")
-        click.echo(f"[principals.{json.dumps(principal)}]")
-        click.echo(f"roles = {json.dumps(list(roles))}")
-        click.echo(f'keys = ["{digest}"]')
+        click.echo(table(principal, roles, digest), nl=False)

@@ -207,8 +207,8 @@ def anchored(store: Store, target: str) -> None:
 
 
 def reload(settings: Settings, service: Service) -> dict[str, Any]:
-    """Read the policy again: new sessions run it, existing ones keep theirs. What happened
-    is kept in the database (meta ``reload``) for ``policyc serve reload`` to print; a policy
+    """Read the policy and the keys again: new sessions run the policy, existing ones keep
+    theirs; the next requests are checked against the keys. What happened is kept in the database (meta ``reload``) for ``policyc serve reload`` to print; a policy
     that cannot be used leaves the service as it was."""
     from policyc.runtime.errors import PolicyError
 
@@ -231,10 +231,26 @@ def reload(settings: Settings, service: Service) -> dict[str, Any]:
                 + ("" if changed else " (the policy did not change)")
             ),
         }
+    outcome["keys"] = _reload_keys(settings, service)
+    outcome["message"] += f"; {outcome['keys']}"
     outcome["at"] = time.time()
     service.store.set_meta(_reload_key(service.store), json.dumps(outcome))
     print(f"policyc serve: {outcome['message']}", flush=True)
     return outcome
+
+
+def _reload_keys(settings: Settings, service: Service) -> str:
+    """Read the keys file again: the next requests are checked against it. A file that cannot
+    be used leaves the keys as they were; what happened, in a phrase."""
+    from .keys import KeysError
+
+    try:
+        keys = read_keys(settings.keys)
+    except KeysError as error:
+        return f"keys not reloaded, the old ones still hold: {error}"
+    service.keys = keys
+    principals = len(set(keys.by_digest.values()) | set(keys.by_subject.values()))
+    return f"keys reloaded from {settings.keys} ({principals} principal{'s' if principals != 1 else ''})"
 
 
 def run(

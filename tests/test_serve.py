@@ -632,3 +632,44 @@ def test_the_audit_log_in_the_database_exports_and_verifies(
     subprocess.run([command, "audit", "export", str(folder / "monitor.db"), "-o", str(log)], check=True)
     broken = subprocess.run([command, "audit", "verify", str(log)], capture_output=True, text=True)
     assert broken.returncode == 1 and ":5:" in broken.stderr and "[chain-broken]" in broken.stderr
+
+
+def test_a_key_appended_to_a_running_service_s_file_works_after_a_reload(
+    folder: Path, keys: dict[str, str]
+) -> None:
+    keygen = [policyc_path(), "serve", "keygen", "--append", str(folder / "keys.toml")]
+    reload = [policyc_path(), "serve", "reload", "--db", str(folder / "monitor.db")]
+    before = (folder / "keys.toml").read_text("utf-8")
+    (folder / "keys.toml").chmod(0o640)
+    refused = subprocess.run([*keygen, "--principal", "agent"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "`agent` already has a table (--force replaces it)" in refused.stderr
+    assert (folder / "keys.toml").read_text("utf-8") == before, "a refused key leaves the file as it was"
+    server = Server(folder)
+    try:
+        made = subprocess.run(
+            [*keygen, "--principal", "carol", "--role", "agent"], capture_output=True, text=True, timeout=60
+        )
+        assert made.returncode == 0, made.stderr
+        carol = made.stdout.strip()
+        assert carol.startswith("pck_") and len(made.stdout.splitlines()) == 1, "only the key on stdout"
+        assert (folder / "keys.toml").stat().st_mode & 0o777 == 0o640, "the file keeps its permissions"
+        with client(server, carol) as agent:
+            assert agent.post("/v1/sessions", json={"session": "c"}).status_code == 401, (
+                "not before the reload"
+            )
+            done = subprocess.run(reload, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0 and "keys reloaded" in done.stdout, done.stdout + done.stderr
+            assert agent.post("/v1/sessions", json={"session": "c"}).status_code == 201
+            # a file that is not a keys file: the keys in force stay, and the reload says why
+            (folder / "keys.toml").write_text("[principals.x]\nroles = 3\n", "utf-8")
+            server.process.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 30
+            seen = ""
+            while "keys not reloaded" not in seen and time.monotonic() < deadline:
+                seen += server.process.stdout.readline() if server.process.stdout else ""
+            assert "keys not reloaded, the old ones still hold" in seen
+            assert agent.post("/v1/sessions", json={"session": "c2"}).status_code == 201
+        with client(server, keys["agent"]) as first:
+            assert first.post("/v1/sessions", json={"session": "a"}).status_code == 201
+    finally:
+        server.stop()
