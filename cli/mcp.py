@@ -165,6 +165,8 @@ def start_command(
         except ServersMissing as error:
             fail(str(error), EXIT_ERRORS)
         except PortInUse as error:
-            fail(f"{error.filename} is in use (another policyc mcp?); choose another --listen port", EXIT_USAGE)
+            fail(
+                f"{error.filename} is in use (another policyc mcp?); choose another --listen port", EXIT_USAGE
+            )
         except KeyboardInterrupt:  # Ctrl-C at a terminal: the gateway has unwound, and ends quietly
             pass

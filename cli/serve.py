@@ -6,6 +6,7 @@ import os
 
 import click
 
+from .approvals import approvals_group
 from .common import EXIT_USAGE, StartGroup, fail, internal_errors, policy_failures
 
 
@@ -19,7 +20,8 @@ class _ServeGroup(StartGroup):
 @click.group("serve", cls=_ServeGroup, invoke_without_command=False)
 def serve_group() -> None:
     """Run the monitor as an HTTP service (docs/serve.md); `keygen` makes keys, `reload` reloads
-    the policy, `openapi` prints the API's document."""
+    the policy and keys, `approvals` lists and answers escalated calls, `openapi` prints the API's
+    document."""
 
 
 @serve_group.command("start", hidden=True)
@@ -297,3 +299,6 @@ def keygen_command(principal: str, roles: tuple[str, ...], append: str | None, f
         click.echo(f"key (shown once): {key}")
         click.echo("add to KEYS.toml:")
         click.echo(table(principal, roles, digest), nl=False)
+
+
+serve_group.add_command(approvals_group)

@@ -190,6 +190,27 @@ class RemoteMonitor:
         except (httpx.HTTPError, OSError, RuntimeError) as error:  # RuntimeError: a closed client
             return failure("unreachable", f"service unreachable: {type(error).__name__}: {error}")
 
+    def approvals(self) -> list[dict[str, Any]]:
+        """The escalated calls waiting for a person, oldest first (the key needs the ``approver``
+        role). :class:`ServiceError` saying why there is no list."""
+        body = _answered(self.request("GET", "/v1/approvals"))
+        pending = body.get("pending") if isinstance(body, dict) else None
+        if not isinstance(pending, list) or not all(isinstance(p, dict) for p in pending):
+            raise ServiceError("the service's answer has no list of `pending` calls")
+        return pending
+
+    def answer(self, approval_id: str, approve: bool, ttl: float | None = None) -> dict[str, Any]:
+        """Approve an escalated call once (for ``ttl`` seconds; the service's default when None)
+        or refuse it: the service's record of the answer. :class:`ServiceError` saying why not
+        (an unknown id, one already answered, a key that is not an approver's)."""
+        body: dict[str, Any] = {"approve": approve}
+        if ttl is not None:
+            body["ttl"] = ttl
+        answer = _answered(self.request("POST", f"/v1/approvals/{_quote(approval_id)}", body))
+        if not isinstance(answer, dict):
+            raise ServiceError("the service's answer is not an object")
+        return answer
+
     def close(self) -> None:
         self.http.close()
 
@@ -435,6 +456,25 @@ class RemoteDecision(Decision):
 
 
 # ------------------------------------------------------------------------------- failures
+
+
+class ServiceError(Exception):
+    """The service gave no usable answer: the message says what it said, or why there was none."""
+
+
+def _answered(answer: httpx.Response | Reason) -> Any:
+    """The JSON body of a 200 answer; :class:`ServiceError` for anything else."""
+    if not hasattr(answer, "status_code"):
+        raise ServiceError(str(getattr(answer, "message", answer)))
+    assert not isinstance(answer, Reason)
+    if answer.status_code != 200:
+        error = _error(answer)
+        said = f"{error[0]}: {error[1]}" if error else "no error body"
+        raise ServiceError(f"the service answered {answer.status_code} ({said})")
+    body = _json(answer)
+    if body is None:
+        raise ServiceError("the service's answer is not JSON")
+    return body
 
 
 def failure(kind: str, message: str) -> Reason:

@@ -298,7 +298,19 @@ def document() -> dict[str, Any]:
                                         "type": "array",
                                         "items": {
                                             "type": "object",
-                                            "required": ["approval_id", "principal", "session", "request"],
+                                            "required": [
+                                                "approval_id",
+                                                "principal",
+                                                "session",
+                                                "request",
+                                                "asked",
+                                            ],
+                                            "properties": {
+                                                "asked": {
+                                                    "type": "number",
+                                                    "description": "When the call was escalated (seconds since the epoch).",
+                                                }
+                                            },
                                         },
                                     }
                                 },

@@ -315,17 +315,18 @@ class PostgresStore:
             self._audit(connection, audit, None if row is None else row[0])
         return True
 
-    def pending(self) -> list[tuple[str, str, str, str]]:
-        """Escalated decisions no one answered yet: (id, principal, session, JSON text), oldest first."""
+    def pending(self) -> list[tuple[str, str, str, str, float]]:
+        """Escalated decisions no one answered yet: (id, principal, session, JSON text, when it
+        was made: seconds since the epoch), oldest first."""
         with self.lock:
             rows = self._read(
                 lambda c: c.execute(
-                    "SELECT id, principal, session, body FROM decisions d WHERE verdict = 'escalate' "
+                    "SELECT id, principal, session, body, created FROM decisions d WHERE verdict = 'escalate' "
                     "AND NOT EXISTS (SELECT 1 FROM answers a WHERE a.decision = d.id) ORDER BY created, id",
                     prepare=True,
                 ).fetchall()
             )
-        return [(str(a), str(b), session_text(c), str(d)) for a, b, c, d in rows]
+        return [(str(a), str(b), session_text(c), str(d), float(e)) for a, b, c, d, e in rows]
 
     def decision_row(self, decision: str) -> tuple[str, str, str] | None:
         """(principal, session, JSON text) of a decision, whoever's it is."""

@@ -268,7 +268,7 @@ class Service:
         """The escalated calls waiting for a person (to a key with the ``approver`` role)."""
         _approver(principal)
         waiting = []
-        for decision_id, owner, session, body in self.store.pending():
+        for decision_id, owner, session, body, asked in self.store.pending():
             decision = jsontext.loads(body)
             waiting.append(
                 {
@@ -277,6 +277,7 @@ class Service:
                     "session": session,
                     "request": decision.get("escalation"),
                     "feedback": decision.get("feedback", ""),
+                    "asked": asked,
                 }
             )
         return {"pending": waiting}

@@ -290,14 +290,15 @@ class Store:
             self._audit(audit, None if row is None else row[0])
         return True
 
-    def pending(self) -> list[tuple[str, str, str, str]]:
-        """Escalated decisions no one answered yet: (id, principal, session, JSON text), oldest first."""
+    def pending(self) -> list[tuple[str, str, str, str, float]]:
+        """Escalated decisions no one answered yet: (id, principal, session, JSON text, when it
+        was made: seconds since the epoch), oldest first."""
         with self.lock:
             rows = self.db.execute(
-                "SELECT id, principal, session, body FROM decisions WHERE verdict = 'escalate' "
+                "SELECT id, principal, session, body, created FROM decisions WHERE verdict = 'escalate' "
                 "AND id NOT IN (SELECT decision FROM answers) ORDER BY created"
             ).fetchall()
-        return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
+        return [(str(a), str(b), str(c), str(d), float(e)) for a, b, c, d, e in rows]
 
     def decision_row(self, decision: str) -> tuple[str, str, str] | None:
         """(principal, session, JSON text) of a decision, whoever's it is."""
