@@ -669,12 +669,12 @@ async def _serve(
 
             host, port = listen
             shown = f"[{host}]" if ":" in host else host
-            options: dict[str, Any] = {}
+            asking: dict[str, Any] = {}
             if keys is not None:
                 from .access import http_options
 
-                options = http_options(keys, f"http://{shown}:{port}")
-            app = server.streamable_http_app(host=host, **options)
+                asking = http_options(keys, f"http://{shown}:{port}")
+            app = server.streamable_http_app(host=host, **asking)
             settings = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
             from policyc.serve.server import listening
 

@@ -256,7 +256,7 @@ class Upstreams:
             raw = await connection.relay.call(
                 {"name": tool, "arguments": dict(arguments)}, connection.server.timeout
             )
-            validate_server_result("tools/call", session.protocol_version, raw)
+            validate_server_result("tools/call", str(session.protocol_version), raw)
             result = mt.CallToolResult.model_validate(raw, by_name=False)
             if not result.is_error:
                 await check_structured(self, server, tool, result)

@@ -231,8 +231,9 @@ def reload(settings: Settings, service: Service) -> dict[str, Any]:
                 + ("" if changed else " (the policy did not change)")
             ),
         }
-    outcome["keys"] = _reload_keys(settings, service)
-    outcome["message"] += f"; {outcome['keys']}"
+    keys = _reload_keys(settings, service)
+    outcome["keys"] = keys
+    outcome["message"] = f"{outcome['message']}; {keys}"
     outcome["at"] = time.time()
     service.store.set_meta(_reload_key(service.store), json.dumps(outcome))
     print(f"policyc serve: {outcome['message']}", flush=True)
