@@ -340,7 +340,8 @@ def run(
 
 
 async def _renewing(service: Service, ttl: float) -> None:
-    """Renew the leases of the sessions this instance owns every third of their time."""
+    """Renew the leases of the sessions this instance owns every third of their time, from a
+    thread: the event loop goes on answering while the database is asked."""
     import asyncio
 
     from .ownership import Sole
@@ -350,7 +351,7 @@ async def _renewing(service: Service, ttl: float) -> None:
     while True:
         await asyncio.sleep(ttl / 3)
         try:
-            service.renew()
+            service.lost(await asyncio.to_thread(service.ownership.renew))
         except Exception as error:  # the database is away: tried again; writes are fenced meanwhile
             print(f"policyc serve: the leases could not be renewed: {error}", file=sys.stderr, flush=True)
 
