@@ -555,3 +555,32 @@ def test_group_commit_on_postgresql_leaves_the_event_loop_free_while_a_commit_ru
         assert (commits.commits, commits.writes) == (2, 3)
     finally:
         a.close()
+
+
+def test_a_write_the_database_refuses_is_taken_back_alone_in_a_postgresql_group(database: str) -> None:
+    a = PostgresStore(database, instance="a")
+    try:
+        a.record_audit([HEADER])
+        for session in ("s1", "s2", "s3"):
+            a.acquire("agent", session, 30)
+            a.create_session("agent", session, (), "sha256:p")
+        record = {"type": "event", "session": "s", "event": {"id": "e"}}
+        outcomes = a.group(
+            [
+                lambda: a.append("agent", "s1", [("record", '{"id":"a"}')], 0, [record]),
+                lambda: a.append("agent", "s2", [("record", '{"id":"b"}')], 0, [record]),
+                # the same sequence number again: the primary key refuses it
+                lambda: a.append("agent", "s1", [("record", '{"id":"c"}')], 0, [record, record]),
+                lambda: a.append("agent", "s3", [("record", '{"id":"d"}')], 0, [record]),
+            ]
+        )
+        assert [ok for ok, _ in outcomes] == [True, True, False, True], outcomes
+        assert isinstance(outcomes[2][1], StoreFailure)
+        assert [body for _, _, body in a.events("agent", "s1")] == ['{"id":"a"}']
+        assert [body for _, _, body in a.events("agent", "s3")] == ['{"id":"d"}']
+        a.record_audit([CLOSE])
+        (log,) = a.chains().values()
+        verified = verify_bytes(log)
+        assert verified.ok and verified.records == 5  # the header, three events, the end
+    finally:
+        a.close()
