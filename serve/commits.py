@@ -80,7 +80,7 @@ class GroupCommit:
 
         def finished(outcomes: asyncio.Future[list[tuple[bool, Any]]]) -> None:
             self.running = False
-            error = outcomes.exception()
+            error = asyncio.CancelledError() if outcomes.cancelled() else outcomes.exception()
             if error is not None:  # not a write's error: group() itself failed
                 self._settle(batch, [(False, error)] * len(batch))
             else:
