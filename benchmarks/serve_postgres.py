@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -91,10 +90,3 @@ def failover_report(trials: list[dict[str, float]], ttl: float) -> str:
         f"instance, --lease-ttl {ttl:g}, {len(seconds)} trials): p50 {statistics.median(seconds):.2f} s, "
         f"max {max(seconds):.2f} s, min {min(seconds):.2f} s"
     )
-
-
-def kill_all(processes: list[subprocess.Popen[bytes]]) -> None:
-    for process in processes:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
