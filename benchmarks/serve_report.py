@@ -16,7 +16,7 @@ class Turn:
     loads: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-# the figures each load reports: key, heading, scale, format
+# the figures each load reports: key, heading, scale, format (a column nothing measured is left out)
 COLUMNS = (
     ("decisions_per_s", "decisions/s", 1.0, "{:,.0f}"),
     ("client_p50", "client p50 ms", 1e3, "{:.3f}"),
@@ -24,6 +24,7 @@ COLUMNS = (
     ("service_p50", "service p50 ms", 1e3, "{:.3f}"),
     ("service_cpu", "service CPU ms", 1e3, "{:.3f}"),
     ("client_cpu", "client CPU ms", 1e3, "{:.3f}"),
+    ("database_cpu", "PostgreSQL CPU ms", 1e3, "{:.3f}"),
 )
 WIDTH = 21
 NAN = float("nan")
@@ -62,12 +63,14 @@ def report(services: list[str], turns: list[Turn], reference: str | None) -> str
     ``reference``'s (a service's name) unless it is None."""
     loads = list(dict.fromkeys(load for t in turns for load in t.loads))
     width = max(len(s) for s in services)
-    head = " ".join(f"{title:>{WIDTH}}" for _, title, _, _ in COLUMNS)
+    measured = {key for t in turns for figures in t.loads.values() for key, v in figures.items() if v == v}
+    columns = [column for column in COLUMNS if column[0] in measured or column[0] in RATIOS]
+    head = " ".join(f"{title:>{WIDTH}}" for _, title, _, _ in columns)
     lines = [f"{'service':{width}} {'load':20} {head}"]
     for service in services:
         for load in loads:
             cells = []
-            for key, _, scale, form in COLUMNS:
+            for key, _, scale, form in columns:
                 values = [t.loads[load].get(key, NAN) * scale for t in turns if t.service == service]
                 cells.append(f"{spread(values, form):>{WIDTH}}")
             lines.append(f"{service:{width}} {load:20} {' '.join(cells)}")

@@ -12,6 +12,11 @@ A write's outcome is known to its request only once the commit is done, and the 
 for it even when it is cancelled meanwhile (then it raises ``CancelledError`` after the commit),
 so that what the server process keeps of a session (its sequence number) never runs ahead of or
 behind the database.
+
+A store whose commits wait on a server (PostgreSQL: ``store.blocking``) is written from one
+writer thread of its own, so that the event loop goes on taking requests while a commit runs:
+those requests go into the next group, which the writer starts as soon as the commit before it
+is done. One thread is enough, as a store has one connection and one transaction at a time.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ class GroupCommit:
         self.scheduled = False
         self.commits = 0  # commits made (each of one or more writes)
         self.writes = 0
+        self.writer: Any = None  # the writer thread of a blocking store (made on first use)
+        self.running = False  # a group is being committed by the writer thread
 
     async def write(self, work: Callable[[], Any]) -> Any:
         """Run ``work`` (a write of the store) in the next group; its value once committed, or
@@ -39,7 +46,7 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self.waiting.append((work, future))
-        if not self.scheduled:
+        if not self.scheduled and not self.running:
             self.scheduled = True
             loop.call_soon(self._flush)
         try:
@@ -56,11 +63,49 @@ class GroupCommit:
         batch, self.waiting = self.waiting, []
         if not batch:
             return
-        outcomes = self.store.group([work for work, _ in batch])
+        if getattr(self.store, "blocking", False):
+            self._start(batch)
+            return
+        self._settle(batch, self.store.group([work for work, _ in batch]))
+
+    def _start(self, batch: list[tuple[Callable[[], Any], asyncio.Future[Any]]]) -> None:
+        """Commit ``batch`` in the writer thread; when it is done, answer it and start the next."""
+        if self.writer is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policyc-writer")
+        self.running = True
+        loop = asyncio.get_running_loop()
+        done = loop.run_in_executor(self.writer, self.store.group, [work for work, _ in batch])
+
+        def finished(outcomes: asyncio.Future[list[tuple[bool, Any]]]) -> None:
+            self.running = False
+            error = asyncio.CancelledError() if outcomes.cancelled() else outcomes.exception()
+            if error is not None:  # not a write's error: group() itself failed
+                self._settle(batch, [(False, error)] * len(batch))
+            else:
+                self._settle(batch, outcomes.result())
+            if self.waiting and not self.scheduled:  # what arrived meanwhile: the next group
+                self.scheduled = True
+                loop.call_soon(self._flush)
+
+        done.add_done_callback(finished)
+
+    def _settle(
+        self, batch: list[tuple[Callable[[], Any], asyncio.Future[Any]]], outcomes: list[tuple[bool, Any]]
+    ) -> None:
         self.commits += 1
         self.writes += len(batch)
         for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue
             if ok:
                 future.set_result(value)
             else:
                 future.set_exception(value)
+
+    def close(self) -> None:
+        """Stop the writer thread (once the commit it runs is done)."""
+        if self.writer is not None:
+            self.writer.shutdown(wait=True)
+            self.writer = None

@@ -80,7 +80,8 @@ class PostgresStore:
             raise StoreError(f"an instance's name is 1-128 characters, not {self.instance!r}")
         self.chain = chain or Chain()
         self.closed = False
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
+        self.grouped = False  # inside group(): a write's transaction is a savepoint of the group's
         self.sealed: HeadEntry | None = None
         self.widened: list[tuple[str, int]] = []  # (a SQLite store's files made private)
         self.held: dict[Key, int] = {}  # the epochs of the leases this instance holds
@@ -137,7 +138,14 @@ class PostgresStore:
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """``BEGIN`` … ``COMMIT`` (``ROLLBACK`` when the block raises); a database error is a
         :class:`StoreFailure`; after a commit, the audit log's head is published if a
-        checkpoint was written."""
+        checkpoint was written. Inside :meth:`group`, the group's transaction (each write's
+        savepoint is made by :meth:`group`)."""
+        if self.grouped:
+            try:
+                yield self.connection
+            except psycopg.Error as error:
+                raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+            return
         connection, transaction = self._begun()
         self.sealed = None
         try:
@@ -493,17 +501,68 @@ class PostgresStore:
             out.setdefault(str(writer), []).append(bytes(line) + b"\n")
         return {writer: b"".join(lines) for writer, lines in out.items()}
 
+    # the writes wait on a server: group commit runs them in a writer thread (:mod:`.commits`)
+    blocking = True
+
     def group(self, writes: Sequence[Callable[[], Any]]) -> list[tuple[bool, Any]]:
-        """Run ``writes`` (each calling this store's write methods), each in its own transaction:
-        each one's outcome, ``(True, value)`` or ``(False, error)`` (group commit's interface;
-        on PostgreSQL the writes are not grouped yet)."""
-        outcomes: list[tuple[bool, Any]] = []
-        for work in writes:
+        """Run ``writes`` (each calling this store's write methods) in one transaction, each in a
+        savepoint of its own, and commit once: each write's outcome, ``(True, value)`` or
+        ``(False, error)``. A write that raises is taken back alone: one whose session's lease
+        was lost (:class:`LeaseLost`, found by its fence) writes nothing, and the others of the
+        group still commit. When the commit fails, every write's outcome is that error (a
+        :class:`StoreFailure`: the group was committed or not, which the database then says)."""
+        if len(writes) == 1:  # a transaction of its own, without a savepoint
             try:
-                outcomes.append((True, work()))
+                return [(True, writes[0]())]
             except Exception as error:
-                outcomes.append((False, error))
+                return [(False, error)]
+        outcomes: list[tuple[bool, Any]] = []
+        with self.lock:
+            try:
+                connection, transaction = self._begun()
+            except StoreFailure as error:
+                return [(False, error)] * len(writes)
+            self.sealed = None
+            try:
+                self.grouped = True
+                for work in writes:
+                    outcomes.append(self._savepoint(connection, work))
+                self.grouped = False
+            except BaseException as error:
+                self.grouped = False
+                self.sealed = None
+                try:
+                    transaction.__exit__(type(error), error, error.__traceback__)  # ROLLBACK
+                except psycopg.Error:
+                    pass
+                if isinstance(error, psycopg.Error):
+                    failure = StoreFailure(f"{self.path}: {first_line(error)}")
+                    return [(False, failure)] * len(writes)
+                raise
+            try:
+                if connection.pgconn.status != psycopg.pq.ConnStatus.OK:  # psycopg would not say
+                    raise psycopg.OperationalError("the connection was lost before the commit")
+                transaction.__exit__(None, None, None)  # COMMIT
+            except psycopg.Error as error:
+                self.sealed = None
+                failure = StoreFailure(f"{self.path}: {first_line(error)}")
+                return [(False, failure)] * len(writes)
+            self._committed()
         return outcomes
+
+    def _savepoint(self, connection: psycopg.Connection[Any], work: Callable[[], Any]) -> tuple[bool, Any]:
+        """One write of a group, taken back alone if it raises (a broken connection breaks the
+        group: its error goes on)."""
+        sealed = self.sealed
+        try:
+            with connection.transaction():  # SAVEPOINT … RELEASE (ROLLBACK TO when it raises)
+                value = work()
+        except Exception as error:
+            self.sealed = sealed
+            if connection.broken or connection.closed:
+                raise psycopg.OperationalError(str(error)) from error
+            return False, error
+        return True, value
 
     # ------------------------------------------------------------------ instances
 

@@ -380,7 +380,8 @@ def listening(host: str, port: int, backlog: int = 2048) -> socket.socket:
 
 
 async def _renewing(service: Service, ttl: float) -> None:
-    """Renew the leases of the sessions this instance owns every third of their time."""
+    """Renew the leases of the sessions this instance owns every third of their time, from a
+    thread: the event loop goes on answering while the database is asked."""
     import asyncio
 
     from .ownership import Sole
@@ -390,7 +391,7 @@ async def _renewing(service: Service, ttl: float) -> None:
     while True:
         await asyncio.sleep(ttl / 3)
         try:
-            service.renew()
+            service.lost(await asyncio.to_thread(service.ownership.renew))
         except Exception as error:  # the database is away: tried again; writes are fenced meanwhile
             print(f"policyc serve: the leases could not be renewed: {error}", file=sys.stderr, flush=True)
 

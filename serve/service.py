@@ -119,7 +119,11 @@ class Service:
 
     def renew(self) -> None:
         """Keep the sessions this service owns; forget those another instance took over."""
-        for key in self.ownership.renew():
+        self.lost(self.ownership.renew())
+
+    def lost(self, keys: list[Key]) -> None:
+        """Forget sessions another instance took over."""
+        for key in keys:
             self.live.pop(key, None)
             self.evaluator.forget(key)
         self.metrics.holding(len(self.live))

@@ -380,6 +380,7 @@ class Local:
         return value
 
     def stop(self) -> None:
+        self.commits.close()
         if self.sessions.audit is not None:
             self.sessions.audit.close()
 

@@ -190,3 +190,30 @@ def test_a_baseline_commit_runs_from_its_own_environment_beside_the_tree(tmp_pat
     assert Path(installed).is_relative_to(tmp_path / "cache") and Path(installed).read_text() == committed
     assert [(t["service"], t["round"]) for t in found["turns"]].count(("baseline", 1)) == 1
     assert "over baseline, round by round" in ran.stdout
+
+
+@pytest.mark.slow
+def test_the_postgresql_services_and_the_failover_are_measured(tmp_path: Path) -> None:
+    figures = tmp_path / "figures.json"
+    ran = subprocess.run(
+        [
+            *(sys.executable, str(SCRIPT), "--smoke", "--postgres", "--failover", "1", "--lease-ttl", "1"),
+            *("--async-sessions", "0", "--json", str(figures)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    found = json.loads(figures.read_text("utf-8"))
+    names = ["tree", "tree on postgresql", "tree on postgresql, 2 instances"]
+    assert [s["name"] for s in found["services"]] == names
+    turns = {turn["service"]: turn["loads"] for turn in found["turns"]}
+    for name in names[1:]:
+        for load in turns[name].values():
+            assert load["decisions"] > 0 and load["service_cpu"] > 0 and load["database_cpu"] > 0
+    assert all(math.isnan(load["database_cpu"]) for load in turns["tree"].values())
+    (trial,) = found["failover"]
+    assert 0.5 < trial["seconds"] < 30  # at least most of the lease, as the owner was not renewing
+    assert "2 instances / 1" in ran.stdout and "failover (kill -9" in ran.stdout

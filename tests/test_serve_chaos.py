@@ -2,12 +2,14 @@
 stream to whichever instance is up: an owner killed mid-stream, an owner frozen past its lease
 then thawed, PostgreSQL killed and started again. Afterwards every acknowledged event and
 decision is in the database exactly once, every decision is the in-process monitor's on the
-events the database holds, and every instance's audit chain verifies. The slow suite."""
+events the database holds, every instance's audit chain verifies, and `policyc audit export` of
+the database merges them into a log `policyc audit verify` passes. The slow suite."""
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import threading
 import time
@@ -21,6 +23,7 @@ import policyc
 from policyc.runtime.audit import verify_bytes
 from policyc.serve.pgstore import PostgresStore
 
+from .conftest import run_policyc
 from .support import postgres
 from .support.service import Server, event, prepare
 
@@ -173,5 +176,39 @@ def test_three_instances_lose_nothing_acknowledged_through_kills_freezes_and_a_d
             problem = verify_bytes(chain).problem
             # a killed instance's chain ends without its closing checkpoint: that, and nothing else
             assert problem is None or problem.code == "open-segment", (writer, problem)
+        _exported_log_verifies(database, tmp_path, chains)
     finally:
         database.stop()
+
+
+def _exported_log_verifies(database: postgres.PostgresServer, folder: Path, chains: dict[str, bytes]) -> None:
+    """`policyc audit export` of the database (the password in PGPASSFILE) merges every
+    instance's chain, and `policyc audit verify` passes it against the head the export wrote:
+    the killed instance's chain is open (its segment never closed), the others are closed."""
+    env = {"PGPASSFILE": str(database.passfile)}
+    log, head = folder / "merged.jsonl", folder / "merged.head"
+    url = database.dsn(password=False)
+    exported = run_policyc("audit", "export", url, "-o", str(log), "--head", str(head), env=env)
+    assert exported.status == 0, exported.stderr
+    said_open = re.findall(
+        r"^instance (\w+): the chain at line \d+ ends in an open segment", exported.stderr, re.M
+    )
+    assert said_open == ["a"], exported.stderr  # killed; b (frozen, thawed) and c stopped cleanly
+    anchored = run_policyc("audit", "verify", str(log), "--expect", str(head), "--format", "json")
+    assert anchored.status == 0, anchored.stderr
+    verified = anchored.json()
+    assert (verified["status"], verified["open"], verified["chains"]) == ("open", True, len(chains))
+    assert verified["problem"] is None
+    assert verified["records"] == sum(chain.count(b"\n") for chain in chains.values())
+    # without a head to reach, an open segment is not `ok`: a warning, and not a pass
+    alone = run_policyc("audit", "verify", str(log), "--format", "json")
+    assert alone.status != 0 and alone.json()["problem"]["code"] == "open-segment"
+    # chain by chain, each against its own head: the killed instance's open, the others ok
+    for writer, chain in chains.items():
+        path = folder / f"chain-{writer}.jsonl"
+        path.write_bytes(chain)
+        own = run_policyc("audit", "head", str(path))
+        assert own.status == 0, own.stderr
+        status = run_policyc("audit", "verify", str(path), "--expect", own.stdout, "--format", "json")
+        assert status.status == 0, status.stderr
+        assert status.json()["status"] == ("open" if writer == "a" else "ok"), writer

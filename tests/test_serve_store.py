@@ -461,3 +461,128 @@ def test_a_restart_of_postgresql_fails_the_writes_while_it_is_down_and_the_store
         if store is not None:
             store.close()
         server.stop()
+
+
+# ------------------------------------------------------------------ group commit on PostgreSQL
+
+
+def test_a_group_commits_once_and_a_write_whose_lease_was_lost_writes_nothing(database: str) -> None:
+    a, b = PostgresStore(database, instance="a"), PostgresStore(database, instance="b")
+    try:
+        for session in ("s1", "s2"):
+            a.acquire("agent", session, 30 if session == "s1" else 0.15)
+            a.create_session("agent", session, (), "sha256:p", [HEADER] if session == "s1" else [])
+        while a.lease("agent", "s2").remaining > 0:
+            time.sleep(0.02)
+        (taken,) = b.take_over_expired(30)  # s2 is b's now, s1 still a's
+        assert (taken.session, taken.owner) == ("s2", "b")
+        event = {"type": "event", "session": "s"}
+        outcomes = a.group(
+            [
+                lambda: a.append("agent", "s1", [("record", '{"id":"a"}')], 0, [event]),
+                lambda: a.append("agent", "s2", [("record", '{"id":"late"}')], 0, [event]),
+                lambda: a.append("agent", "s1", [("record", '{"id":"b"}')], 1, [event]),
+            ]
+        )
+        assert [ok for ok, _ in outcomes] == [True, False, True], outcomes
+        assert isinstance(outcomes[1][1], LeaseLost)
+        assert [body for _, _, body in b.events("agent", "s1")] == ['{"id":"a"}', '{"id":"b"}']
+        assert list(b.events("agent", "s2")) == []
+        a.record_audit([CLOSE])
+        (log,) = a.chains().values()
+        verified = verify_bytes(log)
+        assert verified.ok and verified.records == 4  # the header, two events, the end
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_failed_group_commit_fails_every_write_and_the_store_goes_on(database: str) -> None:
+    a = PostgresStore(database, instance="a")
+    try:
+        for session in ("s1", "s2"):
+            a.acquire("agent", session, 30)
+            a.create_session("agent", session, (), "sha256:p")
+
+        def breaks_the_connection() -> None:
+            a.connection.pgconn.finish()  # as when the server goes away mid-group
+
+        outcomes = a.group([lambda: a.append("agent", "s1", [("record", "1")], 0), breaks_the_connection])
+        assert [ok for ok, _ in outcomes] == [False, False], outcomes
+        assert all(isinstance(error, StoreFailure) for _, error in outcomes)
+        assert list(a.events("agent", "s1")) == []
+        assert a.group([lambda: a.append("agent", "s2", [("record", "2")], 0)]) == [(True, 1)]
+    finally:
+        a.close()
+
+
+def test_group_commit_on_postgresql_leaves_the_event_loop_free_while_a_commit_runs(database: str) -> None:
+    import asyncio
+
+    from policyc.serve.commits import GroupCommit
+
+    a = PostgresStore(database, instance="a")
+    try:
+        for session in ("s1", "s2", "s3"):
+            a.acquire("agent", session, 30)
+            a.create_session("agent", session, (), "sha256:p")
+        commits = GroupCommit(a)
+        release = threading.Event()
+        answered: list[str] = []
+
+        def slow_write() -> int:
+            assert release.wait(10), "the event loop was blocked by the commit"
+            return a.append("agent", "s1", [("record", "1")], 0)
+
+        async def request(session: str, work: Any) -> None:
+            await commits.write(work)
+            answered.append(session)
+            assert list(a.events("agent", session)) != []  # answered after its commit
+
+        async def main() -> None:
+            first = asyncio.create_task(request("s1", slow_write))
+            await asyncio.sleep(0.05)  # the first group is in the writer thread: these wait for the next
+            later = [
+                asyncio.create_task(request(s, lambda s=s: a.append("agent", s, [("record", "1")], 0)))
+                for s in ("s2", "s3")
+            ]
+            await asyncio.sleep(0.05)
+            assert answered == []  # nobody before their commit
+            release.set()  # only the loop can set it: it runs while the commit waits
+            await asyncio.gather(first, *later)
+
+        asyncio.run(main())
+        commits.close()
+        assert answered[0] == "s1" and sorted(answered) == ["s1", "s2", "s3"]
+        assert (commits.commits, commits.writes) == (2, 3)
+    finally:
+        a.close()
+
+
+def test_a_write_the_database_refuses_is_taken_back_alone_in_a_postgresql_group(database: str) -> None:
+    a = PostgresStore(database, instance="a")
+    try:
+        a.record_audit([HEADER])
+        for session in ("s1", "s2", "s3"):
+            a.acquire("agent", session, 30)
+            a.create_session("agent", session, (), "sha256:p")
+        record = {"type": "event", "session": "s", "event": {"id": "e"}}
+        outcomes = a.group(
+            [
+                lambda: a.append("agent", "s1", [("record", '{"id":"a"}')], 0, [record]),
+                lambda: a.append("agent", "s2", [("record", '{"id":"b"}')], 0, [record]),
+                # the same sequence number again: the primary key refuses it
+                lambda: a.append("agent", "s1", [("record", '{"id":"c"}')], 0, [record, record]),
+                lambda: a.append("agent", "s3", [("record", '{"id":"d"}')], 0, [record]),
+            ]
+        )
+        assert [ok for ok, _ in outcomes] == [True, True, False, True], outcomes
+        assert isinstance(outcomes[2][1], StoreFailure)
+        assert [body for _, _, body in a.events("agent", "s1")] == ['{"id":"a"}']
+        assert [body for _, _, body in a.events("agent", "s3")] == ['{"id":"d"}']
+        a.record_audit([CLOSE])
+        (log,) = a.chains().values()
+        verified = verify_bytes(log)
+        assert verified.ok and verified.records == 5  # the header, three events, the end
+    finally:
+        a.close()
