@@ -83,6 +83,8 @@ def test_the_approval_loop_from_the_command_line(tmp_path: Path, keys: dict[str,
                 ],
                 stdout=subprocess.PIPE,
                 text=True,
+                # as at a terminal: a shell's background job (CI) would start it with Ctrl-C ignored
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
             assert watching.stdout is not None
             seen = [watching.stdout.readline() for _ in range(8)]  # drawn, then drawn again
