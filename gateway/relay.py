@@ -23,6 +23,7 @@ import itertools
 from typing import Any
 
 import anyio
+from mcp import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import (
     CONNECTION_CLOSED,
@@ -34,15 +35,6 @@ from mcp_types import (
 )
 
 CANCEL_WRITE_TIMEOUT = 2.0  # seconds a courtesy cancellation may take to write
-
-
-class RelayError(Exception):
-    """The server answered a call with a JSON-RPC error, or the call has no answer."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class Relay:
@@ -80,10 +72,11 @@ class Relay:
 
     async def call(self, params: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         """Send a ``tools/call`` with ``params`` and wait (``timeout`` seconds, None for ever) for
-        its answer: the result as the server sent it. :class:`RelayError` for an error answer,
-        a timeout (``REQUEST_TIMEOUT``) or a closed connection (``CONNECTION_CLOSED``)."""
+        its answer: the result as the server sent it. :class:`~mcp.MCPError` for an error
+        answer, a timeout (``REQUEST_TIMEOUT``) or a closed connection (``CONNECTION_CLOSED``),
+        as the SDK's session raises them."""
         if self.closed:
-            raise RelayError(CONNECTION_CLOSED, "Connection closed")
+            raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
         ident = f"policyc-{next(self.ids)}"
         waiting = asyncio.get_running_loop().create_future()
         self.waiting[ident] = waiting
@@ -92,22 +85,22 @@ class Relay:
             try:
                 await self.sink.send(SessionMessage(request))
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                raise RelayError(CONNECTION_CLOSED, "Connection closed") from None
+                raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
             try:
                 async with asyncio.timeout(timeout):
                     answer = await waiting
             except TimeoutError:
                 await self._cancel(ident, f"timed out after {timeout}s", shield=False)
-                raise RelayError(REQUEST_TIMEOUT, "Request 'tools/call' timed out") from None
+                raise MCPError(code=REQUEST_TIMEOUT, message="Request 'tools/call' timed out") from None
             except anyio.get_cancelled_exc_class():
                 await self._cancel(ident, "caller cancelled", shield=True)
                 raise
         finally:
             self.waiting.pop(ident, None)
         if answer is None:
-            raise RelayError(CONNECTION_CLOSED, "Connection closed")
+            raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
         if isinstance(answer, JSONRPCError):
-            raise RelayError(answer.error.code, answer.error.message)
+            raise MCPError(code=answer.error.code, message=answer.error.message)
         return answer.result
 
     async def _cancel(self, ident: str, reason: str, shield: bool) -> None:
@@ -134,13 +127,9 @@ class _Reading:
 
     async def __anext__(self) -> Any:
         try:
-            while True:
-                message = await self.relay.source.__anext__()
-                if not self.relay.claimed(message):
-                    return message
-        except BaseException:
-            self.relay.close()
-            raise
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
 
     async def receive(self) -> Any:
         try:

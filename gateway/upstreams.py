@@ -222,11 +222,7 @@ class Upstreams:
                 meta=dict(meta) if meta else None,  # type: ignore[arg-type]
             )
         except Exception as error:
-            reason = _describe(error)
-            if _connection_closed(error, connection):
-                self._lost(server, f"it stopped during a call of `{tool}`: {reason}")
-                return error_result(f"the server `{server}` stopped during the call: {reason}")
-            return error_result(f"the call of `{qualified}` failed: {reason}")
+            return self._failed(connection, qualified, error)
         if not isinstance(result, mt.CallToolResult):
             return error_result(f"the server `{server}` answered the call with a {type(result).__name__}")
         return result
@@ -239,8 +235,6 @@ class Upstreams:
         import mcp.types as mt
         from mcp_types.methods import validate_server_result
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-
-        from .relay import RelayError
 
         server, _, tool = qualified.partition(".")
         connection = self.connections.get(server)
@@ -260,17 +254,19 @@ class Upstreams:
             result = mt.CallToolResult.model_validate(raw, by_name=False)
             if not result.is_error:
                 await check_structured(self, server, tool, result)
-        except RelayError as error:
-            from mcp.types import CONNECTION_CLOSED
-
-            reason = f"MCPError: {error.message}" if error.message else "MCPError"
-            if error.code == CONNECTION_CLOSED or connection.done.is_set() or connection.session is None:
-                self._lost(server, f"it stopped during a call of `{tool}`: {reason}")
-                return error_result(f"the server `{server}` stopped during the call: {reason}")
-            return error_result(f"the call of `{qualified}` failed: {reason}")
-        except Exception as error:  # not a CallToolResult, or its structured content is wrong
-            return error_result(f"the call of `{qualified}` failed: {_describe(error)}")
+        except Exception as error:  # an error answer, a timeout, a closed connection, a wrong result
+            return self._failed(connection, qualified, error)
         return result
+
+    def _failed(self, connection: _Connection, qualified: str, error: BaseException) -> mt.CallToolResult:
+        """The error result of a call that failed; a server whose connection ended is marked
+        not running."""
+        server, _, tool = qualified.partition(".")
+        reason = _describe(error)
+        if _connection_closed(error, connection):
+            self._lost(server, f"it stopped during a call of `{tool}`: {reason}")
+            return error_result(f"the server `{server}` stopped during the call: {reason}")
+        return error_result(f"the call of `{qualified}` failed: {reason}")
 
     # ------------------------------------------------------------------- connections
 

@@ -137,15 +137,15 @@ def _claimed() -> Any:
     import fcntl
 
     copies: list[tuple[int, int]] = []
-    try:
+    # a descriptor that cannot be copied or diverted is served where it is (as the SDK's
+    # transport does then): the frames still flow, only stray writes to it are not kept out
+    with contextlib.suppress(OSError):
         for fd, diversion in ((0, lambda: os.open(os.devnull, os.O_RDONLY)), (1, lambda: os.dup(2))):
             private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
             copies.append((fd, private))
             other = diversion()
             os.dup2(other, fd)
             os.close(other)
-    except OSError:
-        pass
     try:
         given = dict(copies).get(0, 0)
         taken = dict(copies).get(1, 1)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
+
+from policyc.compiler.files import replace_file
 
 from .keys import KeysError, parse_keys
 
@@ -66,19 +67,7 @@ def append_key(path: str, principal: str, roles: Sequence[str], digest: str, for
             f"{path}: cannot read the keys file: {getattr(error, 'strerror', None) or error}"
         ) from None
     new = add_principal(text, principal, roles, digest, path, force)
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".keys-", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(new)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    replace_file(path, new.encode("utf-8"), mode)
 
 
 def _present(text: str, origin: str) -> set[str]:

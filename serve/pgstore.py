@@ -35,6 +35,7 @@ it; every other text column sorts bytewise too (``COLLATE "C"``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -531,10 +532,9 @@ class PostgresStore:
             except BaseException as error:
                 self.grouped = False
                 self.sealed = None
-                try:
-                    transaction.__exit__(type(error), error, error.__traceback__)  # ROLLBACK
-                except psycopg.Error:
-                    pass
+                # ROLLBACK; on a broken connection it fails too, and the first error is the one said
+                with contextlib.suppress(psycopg.Error):
+                    transaction.__exit__(type(error), error, error.__traceback__)
                 if isinstance(error, psycopg.Error):
                     failure = StoreFailure(f"{self.path}: {first_line(error)}")
                     return [(False, failure)] * len(writes)
