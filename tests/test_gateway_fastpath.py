@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import queue
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from .support.gateway import POLICYC
+from .support.gateway import POLICYC, one_server
 
 SERVER = """
 import os, anyio
@@ -153,12 +152,7 @@ class Raw:
 
 @pytest.fixture
 def files(tmp_path: Path) -> Path:
-    (tmp_path / "server.py").write_text(SERVER, "utf-8")
-    (tmp_path / "policy.dl").write_text(POLICY, "utf-8")
-    (tmp_path / "gateway.toml").write_text(
-        f"[servers.demo]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(tmp_path / 'server.py'))}]\n",
-        "utf-8",
-    )
+    one_server(tmp_path, SERVER, POLICY)
     return tmp_path
 
 

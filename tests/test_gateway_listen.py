@@ -7,10 +7,8 @@ client, against the installed command."""
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from .support.commands import free_port
-from .support.gateway import POLICYC, text
+from .support.gateway import POLICYC, one_server, text
+from .support.service import keys_file
 
 SERVER = """
 import anyio
@@ -63,28 +62,11 @@ Deny(a) :- ToolCall(a, "demo.echo"), DependsOn(a, d), Label(d, "untrusted").
 
 
 def _keys(tmp_path: Path) -> dict[str, str]:
-    from policyc.serve.keys import new_key
-
-    keys, lines = {}, []
-    for name, role in (("alice", "admin"), ("bob", "agent")):
-        key, digest = new_key()
-        keys[name] = key
-        lines.append(f'[principals.{name}]\nroles = ["{role}"]\nkeys = ["{digest}"]\n')
-    (tmp_path / "keys.toml").write_text("\n".join(lines), "utf-8")
-    return keys
+    return keys_file(tmp_path, {"alice": ("admin",), "bob": ("agent",)})
 
 
 def _files(tmp_path: Path) -> tuple[Path, Path]:
-    (tmp_path / "server.py").write_text(SERVER, "utf-8")
-    policy = tmp_path / "policy.dl"
-    policy.write_text(POLICY, "utf-8")
-    config = tmp_path / "gateway.toml"
-    config.write_text(
-        f"[servers.demo]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(tmp_path / 'server.py'))}]\n"
-        '\n[servers.demo.tools.fetch]\nlabels = ["untrusted"]\n',
-        "utf-8",
-    )
-    return policy, config
+    return one_server(tmp_path, SERVER, POLICY, '\n[servers.demo.tools.fetch]\nlabels = ["untrusted"]\n')
 
 
 def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from .support.commands import policyc_path
-from .support.service import Server, client, event, new_key
+from .support.service import Server, client, event, keys_file
 
 POLICY = """
 .import events
@@ -28,12 +28,7 @@ Escalate(a) :- ToolCall(a, "pay").
 @pytest.fixture
 def keys(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "policy.dl").write_text(POLICY, "utf-8")
-    found, tables = {}, []
-    for principal, roles in (("agent", ("agent",)), ("oncall", ("approver",))):
-        found[principal], table = new_key(principal, *roles)
-        tables.append(table)
-    (tmp_path / "keys.toml").write_text("\n".join(tables), "utf-8")
-    return found
+    return keys_file(tmp_path, {"agent": ("agent",), "oncall": ("approver",)})
 
 
 def approvals(server: Server, key: str | None, *args: str) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,7 @@ import policyc
 from policyc.serve.routing import owner_of
 
 from .support.commands import policyc_path
-from .support.service import Server, client, event, new_key
+from .support.service import Server, client, event, keys_file
 
 pytestmark = pytest.mark.slow
 
@@ -39,12 +39,7 @@ SESSIONS = [f"s{n}" for n in range(8)]
 @pytest.fixture
 def keys(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "policy.dl").write_text(POLICY, "utf-8")
-    found, tables = {}, []
-    for principal, roles in (("agent", ("agent",)), ("oncall", ("approver",))):
-        found[principal], table = new_key(principal, *roles)
-        tables.append(table)
-    (tmp_path / "keys.toml").write_text("\n".join(tables), "utf-8")
-    return found
+    return keys_file(tmp_path, {"agent": ("agent",), "oncall": ("approver",)})
 
 
 def _steps(n: int) -> list[tuple[dict, dict]]:

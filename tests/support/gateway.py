@@ -4,6 +4,7 @@ starts it, and the text of a tool's result."""
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,3 +33,15 @@ async def gateway(args: list[str], log: Path, **callbacks: Any) -> AsyncIterator
 def text(result: mt.CallToolResult) -> str:
     """The text blocks of a tool's result, a line each."""
     return "\n".join(block.text for block in result.content if isinstance(block, mt.TextContent))
+
+
+def one_server(folder: Path, server: str, policy: str, more: str = "") -> tuple[Path, Path]:
+    """``folder`` holding an MCP server script (``server.py``), a policy and a gateway.toml whose
+    one server, ``demo``, runs the script with this Python (``more``: further config lines)."""
+    (folder / "server.py").write_text(server, "utf-8")
+    (folder / "policy.dl").write_text(policy, "utf-8")
+    script = json.dumps(str(folder / "server.py"))
+    (folder / "gateway.toml").write_text(
+        f"[servers.demo]\ncommand = {json.dumps(sys.executable)}\nargs = [{script}]\n{more}", "utf-8"
+    )
+    return folder / "policy.dl", folder / "gateway.toml"

@@ -13,6 +13,16 @@ import httpx
 from .commands import free_port, policyc_path
 
 
+def keys_file(folder: Path, principals: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """``folder/keys.toml`` with a new key for each principal (and its roles): the keys by principal."""
+    found, tables = {}, []
+    for principal, roles in principals.items():
+        found[principal], table = new_key(principal, *roles)
+        tables.append(table)
+    (folder / "keys.toml").write_text("\n".join(tables), "utf-8")
+    return found
+
+
 def new_key(principal: str, *roles: str) -> tuple[str, str]:
     """A new key of ``principal`` with ``roles``: the key, and its entry for KEYS.toml."""
     args = [policyc_path(), "serve", "keygen", "--principal", principal]
