@@ -103,6 +103,13 @@ def mcp_group() -> None:
 )
 @click.option("--no-auth", is_flag=True, help="With --listen on a loopback address: ask clients for no key.")
 @click.option(
+    "--max-sessions-per-key",
+    "max_sessions",
+    type=click.IntRange(1, 100_000),
+    metavar="N",
+    help="With --listen: the sessions one key's principal may hold at once (default 10).",
+)
+@click.option(
     "--no-fast-path",
     "sdk_path",
     is_flag=True,
@@ -126,6 +133,7 @@ def start_command(
     allow_missing: bool,
     keys: str | None,
     no_auth: bool,
+    max_sessions: int | None,
     sdk_path: bool,
 ) -> None:
     with internal_errors():
@@ -154,6 +162,7 @@ def start_command(
             fast=not sdk_path,
             keys=keys,
             no_auth=no_auth,
+            max_sessions=max_sessions,
         )
         try:
             with policy_failures():

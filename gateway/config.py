@@ -61,7 +61,19 @@ DEFAULT_TIMEOUT = 60.0  # seconds a call to an upstream server may take
 DEFAULT_DECIDE_TIMEOUT = 10.0  # seconds a decision may take before the call is denied
 
 _TOP = ("servers", "session", "lock")
-_SERVER = ("command", "args", "env", "cwd", "url", "headers", "labels", "tools", "timeout", "restart")
+_SERVER = (
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "labels",
+    "tools",
+    "timeout",
+    "restart",
+    "shared",
+)
 _TOOL = ("labels",)
 _SESSION = ("depends", "principal", "roles", "decide_timeout")
 
@@ -114,6 +126,7 @@ class Upstream:
     tools: Mapping[str, ToolOptions] = field(default_factory=lambda: MappingProxyType({}))
     timeout: float = DEFAULT_TIMEOUT
     restart: int = 0  # how many times the gateway starts it again after it stopped (with backoff)
+    shared: bool = False  # behind --listen: one connection for every client session, not one each
 
     @property
     def transport(self) -> str:
@@ -274,6 +287,7 @@ def _server(name: str, entry: Cursor, base: str | None) -> Upstream:
         tools=MappingProxyType(tools),
         timeout=entry.optional("timeout", lambda c: c.number(0.001, 86400.0), DEFAULT_TIMEOUT),
         restart=entry.optional("restart", lambda c: c.count(101, "a count of restarts (0 to 100)"), 0),
+        shared=entry.optional("shared", Cursor.boolean, False),
     )
 
 

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
     from .screen import Screen
 
+MAX_SESSIONS = 10  # behind --listen: the sessions one key's principal may hold at once, by default
+
 
 class StartError(Exception):
     """Settings the gateway cannot start with; the message says which and what to give."""
@@ -62,6 +64,7 @@ class Settings:
     fast: bool = True  # tools/call on stdio through the fast path (else through the SDK)
     keys: str | None = None  # with `listen`: the clients' bearer keys (KEYS.toml)
     no_auth: bool = False  # with `listen` on a loopback address: no keys asked
+    max_sessions: int | None = None  # with `listen`: the sessions of one key (None: MAX_SESSIONS)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class Prepared:
     allow_missing: bool = False
     fast: bool = True
     keys: Any = None  # the clients' keys (policyc.serve.keys.Keys) with --keys
+    max_sessions: int = 0  # with --listen: the sessions one key's principal may hold at once
 
 
 def check(settings: Settings) -> None:
@@ -98,9 +102,10 @@ def check(settings: Settings) -> None:
             "--audit is the in-process monitor's; a `policyc serve` monitor keeps its own audit log"
         )
     if settings.listen is None:
-        if settings.keys is not None or settings.no_auth:
+        if settings.keys is not None or settings.no_auth or settings.max_sessions is not None:
             raise StartError(
-                "--keys and --no-auth go with --listen (over stdio the client is the one who started it)"
+                "--keys, --no-auth and --max-sessions-per-key go with --listen (over stdio the "
+                "client is the one who started it)"
             )
         return
     host, _ = address(settings.listen)
@@ -162,7 +167,16 @@ def build(settings: Settings) -> Prepared:
                 closing()
             raise StartError(str(error)) from None
     return Prepared(
-        config, monitor, hidden, where, screen, closing, settings.allow_missing, settings.fast, keys
+        config,
+        monitor,
+        hidden,
+        where,
+        screen,
+        closing,
+        settings.allow_missing,
+        settings.fast,
+        keys,
+        MAX_SESSIONS if settings.max_sessions is None else settings.max_sessions,
     )
 
 
@@ -180,7 +194,11 @@ def run(gateway: Prepared) -> None:
     from .server import serve
 
     serving = functools.partial(
-        serve, allow_missing=gateway.allow_missing, fast=gateway.fast, keys=gateway.keys
+        serve,
+        allow_missing=gateway.allow_missing,
+        fast=gateway.fast,
+        keys=gateway.keys,
+        max_sessions=gateway.max_sessions,
     )
     try:
         anyio.run(

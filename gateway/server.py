@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 import anyio
 
 from .approval import Pending, asker, can_elicit, input_required, modern, resumed
-from .config import GatewayConfig
+from .config import GatewayConfig, Upstream
 from .decide import Gate, Handover, Verdict
 from .schema import Expired, problem, unrunnable
-from .upstreams import Upstreams, UpstreamTool, error_result
+from .sessions import InFlight, Servers, View
+from .upstreams import Callbacks, Upstreams, UpstreamTool, error_result
 
 if TYPE_CHECKING:
     from policyc.runtime.protocols import MonitorLike
@@ -48,7 +49,11 @@ if TYPE_CHECKING:
 class Gateway:
     """The gateway in front of ``upstreams``, deciding with ``monitor``. ``hidden`` maps each
     tool left out of ``tools/list`` (``S.T``) to why; ``screen``, when given, is asked again
-    each time the tools are listed anew, for the tools to hide among those listed."""
+    each time the tools are listed anew, for the tools to hide among those listed.
+
+    Behind ``--listen``, ``own`` are the servers each client session starts for itself (the
+    servers not ``shared``; ``upstreams`` then holds the shared ones) and ``max_sessions``
+    bounds the sessions of one key's principal (:mod:`.sessions`)."""
 
     config: GatewayConfig
     monitor: MonitorLike
@@ -63,46 +68,60 @@ class Gateway:
     reported: set[str] = field(default_factory=set)  # the hidden tools already logged
     pending: dict[str, Pending] = field(default_factory=dict)  # calls put to the user, by state
     predecided: dict[Any, Handover] = field(default_factory=dict)  # escalated on the fast path, by id
+    own: tuple[Upstream, ...] = ()
+    max_sessions: int | None = None
+    views: dict[str, View] = field(default_factory=dict)  # the sessions with servers of their own
+    owners: dict[str, str | None] = field(default_factory=dict)  # each HTTP session's principal
+    flight: InFlight = field(default_factory=InFlight)
+    group: Any = None  # the task group running the sessions' own servers
+
+    @functools.cached_property
+    def main(self) -> View:
+        """The view of ``upstreams``: over stdio, every server; behind ``--listen``, the shared ones."""
+        return View(Servers((self.upstreams,)), self.hidden)
 
     # ------------------------------------------------------------------ tools
 
-    async def refresh(self) -> None:
-        """List the servers' tools again (at start, and when a server says they changed)."""
-        tools = await self.upstreams.list_tools()
+    async def refresh(self, view: View | None = None) -> None:
+        """List a view's servers' tools again (at start, and when a server says they changed)."""
+        view = view or self.main
+        hidden = view.hidden
+        tools = await view.servers.list_tools()
         if self.screen is not None:
-            screened = self.screen(tools, self.upstreams.announced())
-            for name in [n for n, why in self.hidden.items() if why.startswith("pin:")]:
-                del self.hidden[name]
-            self.hidden.update({name: f"pin: {why}" for name, why in screened.items()})
-        for name in [n for n, why in self.hidden.items() if why.startswith("schema:")]:
-            del self.hidden[name]
+            screened = self.screen(tools, view.servers.announced())
+            for name in [n for n, why in hidden.items() if why.startswith("pin:")]:
+                del hidden[name]
+            hidden.update({name: f"pin: {why}" for name, why in screened.items()})
+        for name in [n for n, why in hidden.items() if why.startswith("schema:")]:
+            del hidden[name]
         for tool in tools:  # a schema the gateway cannot check in bounded time: refused whole
             for which, schema in (
                 ("inputSchema", tool.tool.input_schema),
                 ("outputSchema", tool.tool.output_schema),
             ):
-                unchecked = None if tool.qualified in self.hidden else unrunnable(schema)
+                unchecked = None if tool.qualified in hidden else unrunnable(schema)
                 if unchecked is not None:
-                    self.hidden[tool.qualified] = (
+                    hidden[tool.qualified] = (
                         f"schema: its {which} has a pattern the gateway cannot check in bounded time: {unchecked}"
                     )
         for tool in tools:
-            why = self.hidden.get(tool.qualified)
+            why = hidden.get(tool.qualified)
             if why is not None and tool.qualified not in self.reported:
                 self.reported.add(tool.qualified)
                 print(f"policyc mcp: `{tool.qualified}` is not listed: {why}", file=self.log)
 
-    def visible(self) -> dict[str, UpstreamTool]:
-        return {q: t for q, t in self.upstreams.tools.items() if q not in self.hidden}
+    def visible(self, view: View | None = None) -> dict[str, UpstreamTool]:
+        view = view or self.main
+        return {q: t for q, t in view.servers.tools.items() if q not in view.hidden}
 
     async def list_tools(self, ctx: Any, params: Any) -> Any:
         import mcp.types as mt
 
-        if self._key(ctx) not in self.clients and _can_list_roots(ctx):
-            self._client(ctx)
+        new = self._key(ctx) not in self.clients
+        view = await self._view(ctx)
+        if new and _can_list_roots(ctx):
             await self.roots_changed(ctx, None)  # servers that asked before it connected ask again
-        self._client(ctx)
-        tools = [t.tool.model_copy(update={"name": q}) for q, t in self.visible().items()]
+        tools = [t.tool.model_copy(update={"name": q}) for q, t in self.visible(view).items()]
         return mt.ListToolsResult(tools=tools)
 
     async def _checked(self, schema: Any, arguments: dict[str, Any]) -> str | None:
@@ -117,21 +136,22 @@ class Gateway:
             return _schema_timeout(timeout)
 
     async def roots_changed(self, ctx: Any, params: Any) -> None:
-        """The client's roots changed (or a client with roots connected): every server is told."""
-        for server, session in [(n, self.upstreams.session(n)) for n in self.upstreams.running()]:
+        """The client's roots changed (or a client with roots connected): its servers are told."""
+        servers = self.views.get(self._key(ctx), self.main).servers
+        for server, session in [(n, servers.session(n)) for n in servers.running()]:
             try:
                 if session is not None:
                     await session.send_roots_list_changed()
             except Exception as error:
                 self._note(server, "telling it the roots changed", error)
 
-    def _unsendable(self, name: str) -> tuple[UpstreamTool | None, str | None]:
+    def _unsendable(self, name: str, view: View) -> tuple[UpstreamTool | None, str | None]:
         """The tool ``name`` stands for, or why no call of it is sent (hidden, not running, unknown)."""
-        if name in self.hidden:
-            return None, f"policyc did not send the call of `{name}`: {self.hidden[name]}"
-        tool = self.upstreams.tools.get(name)
+        if name in view.hidden:
+            return None, f"policyc did not send the call of `{name}`: {view.hidden[name]}"
+        tool = view.servers.tools.get(name)
         if tool is None:
-            down = self.upstreams.failures.get(name.partition(".")[0])
+            down = view.servers.failures.get(name.partition(".")[0])
             if down is not None:
                 return None, f"the server `{name.partition('.')[0]}` is not running: {down}"
             return None, f"no tool `{name}` behind the gateway (`tools/list` names the tools)"
@@ -140,8 +160,9 @@ class Gateway:
     async def call_tool(self, ctx: Any, params: Any) -> Any:
         name = params.name
         arguments = dict(params.arguments or {})
+        view = await self._view(ctx)
         gate = self._gate(ctx)
-        tool, refused = self._unsendable(name)
+        tool, refused = self._unsendable(name, view)
         if tool is None:
             return error_result(refused or "")
         handed = self._handed(ctx, name, arguments)
@@ -164,9 +185,10 @@ class Gateway:
         if not verdict.forward:
             return error_result(verdict.text)
         assert verdict.call is not None  # a call is forwarded only once recorded and allowed
-        session = ctx.session
-        result = await self.upstreams.call_tool(name, arguments, progress=session.report_progress)
-        await self._answered(gate, verdict, tool, name, result)
+        key = self._key(ctx)
+        with self.flight.at(key, tool.server):
+            result = await view.servers.call_tool(name, arguments, progress=ctx.session.report_progress)
+        await self._answered(gate, verdict, tool, name, result, view, key)
         return result
 
     def _handed(self, ctx: Any, name: str, arguments: dict[str, Any]) -> Verdict | None:
@@ -181,12 +203,20 @@ class Gateway:
         return handover.verdict if handover.digest == call_digest(name, arguments) else None
 
     async def _answered(
-        self, gate: Gate, verdict: Verdict, tool: UpstreamTool, name: str, result: Any
+        self,
+        gate: Gate,
+        verdict: Verdict,
+        tool: UpstreamTool,
+        name: str,
+        result: Any,
+        view: View | None = None,
+        key: str = "stdio",
     ) -> None:
-        """Record the result of a forwarded call (and tell the clients when its server stopped)."""
+        """Record the result of a forwarded call (and tell the clients that see its server when
+        it stopped)."""
         assert verdict.call is not None
-        if tool.server in self.upstreams.failures:  # it stopped: its tools are gone
-            await self._tools_changed()
+        if tool.server in (view or self.main).servers.failures:  # it stopped: its tools are gone
+            await self._tools_changed(None if view is None or view is self.main else key)
         server = self.config.server(tool.server)
         labels = server.labels_of(tool.name) if server is not None else ()
         await gate.result(verdict.call, name, result, labels)
@@ -198,7 +228,7 @@ class Gateway:
         schema's and the policy's on the event loop when the monitor runs in process (each
         within the decision's deadline, which, passed, is a denial)."""
         gate = self._gate_of("stdio")
-        tool, why = self._unsendable(name)
+        tool, why = self._unsendable(name, self.main)
         if tool is None:
             return error_result(why or "")
         if self.inline:
@@ -233,9 +263,9 @@ class Gateway:
     async def list_prompts(self, ctx: Any, params: Any) -> Any:
         import mcp.types as mt
 
-        self._client(ctx)
+        view = await self._view(ctx)
         prompts = []
-        for server, session in self._serving("prompts"):
+        for server, session in self._serving("prompts", view):
             try:
                 listed = await session.list_prompts()
             except Exception as error:
@@ -249,11 +279,12 @@ class Gateway:
         from mcp.types import INVALID_PARAMS
 
         server, _, name = params.name.partition(".")
-        session = self.upstreams.session(server)
+        session = (await self._view(ctx)).servers.session(server)
         if session is None or not name:
             raise MCPError(INVALID_PARAMS, f"no prompt `{params.name}` behind the gateway")
         arguments = dict(params.arguments or {})
-        result = await session.get_prompt(name, arguments=arguments or None)
+        with self.flight.at(self._key(ctx), server):
+            result = await session.get_prompt(name, arguments=arguments or None)
         config = self.config.server(server)
         await self._gate(ctx).prompt(server, name, arguments, result, config.labels if config else ())
         return result
@@ -261,9 +292,9 @@ class Gateway:
     async def list_resources(self, ctx: Any, params: Any) -> Any:
         import mcp.types as mt
 
-        self._client(ctx)
+        view = await self._view(ctx)
         resources = []
-        for server, session in self._serving("resources"):
+        for server, session in self._serving("resources", view):
             try:
                 listed = await session.list_resources()
             except Exception as error:
@@ -277,8 +308,9 @@ class Gateway:
     async def list_resource_templates(self, ctx: Any, params: Any) -> Any:
         import mcp.types as mt
 
+        view = await self._view(ctx)
         templates = []
-        for server, session in self._serving("resources"):
+        for server, session in self._serving("resources", view):
             try:
                 listed = await session.list_resource_templates()
             except Exception as error:
@@ -291,8 +323,9 @@ class Gateway:
 
     async def read_resource(self, ctx: Any, params: Any) -> Any:
         uri = str(params.uri)
-        server, session = self._owner(uri)
-        result = await session.read_resource(uri)
+        server, session = self._owner(uri, await self._view(ctx))
+        with self.flight.at(self._key(ctx), server):
+            result = await session.read_resource(uri)
         config = self.config.server(server)
         await self._gate(ctx).resource(server, uri, result.contents, config.labels if config else ())
         return result
@@ -300,15 +333,14 @@ class Gateway:
     async def subscribe(self, ctx: Any, params: Any) -> Any:
         import mcp.types as mt
 
-        self._client(ctx)
-        _, session = self._owner(str(params.uri))
+        _, session = self._owner(str(params.uri), await self._view(ctx))
         await session.subscribe_resource(str(params.uri))
         return mt.EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: Any) -> Any:
         import mcp.types as mt
 
-        _, session = self._owner(str(params.uri))
+        _, session = self._owner(str(params.uri), await self._view(ctx))
         await session.unsubscribe_resource(str(params.uri))
         return mt.EmptyResult()
 
@@ -317,28 +349,30 @@ class Gateway:
         from mcp.types import INVALID_PARAMS
 
         ref = params.ref
+        servers = (await self._view(ctx)).servers
         if getattr(ref, "type", "") == "ref/prompt":
             server, _, name = ref.name.partition(".")
-            session = self.upstreams.session(server)
+            session = servers.session(server)
             if session is None or not name:
                 raise MCPError(INVALID_PARAMS, f"no prompt `{ref.name}` behind the gateway")
             ref = ref.model_copy(update={"name": name})
         else:
             server = self.templates.get(getattr(ref, "uri", ""), "")
-            session = self.upstreams.session(server)
+            session = servers.session(server)
             if session is None:
                 raise MCPError(
                     INVALID_PARAMS, f"no resource template `{getattr(ref, 'uri', '')}` behind the gateway"
                 )
         argument = params.argument.model_dump(by_alias=True, exclude_none=True)
         context = params.context.arguments if params.context is not None else None
-        return await session.complete(ref, argument, context_arguments=context)
+        with self.flight.at(self._key(ctx), server):
+            return await session.complete(ref, argument, context_arguments=context)
 
     async def set_level(self, ctx: Any, params: Any) -> Any:
         import mcp.types as mt
 
-        self._client(ctx)
-        for server, session in self._serving("logging"):
+        view = await self._view(ctx)
+        for server, session in self._serving("logging", view):
             try:
                 await session.set_logging_level(params.level)
             except Exception as error:
@@ -347,15 +381,19 @@ class Gateway:
 
     # ------------------------------------------------------------ from the servers
 
-    async def notified(self, server: str, message: Any) -> None:
-        """A notification (or transport error) of an upstream server, passed on to the clients."""
+    async def notified(self, server: str, message: Any, key: str | None = None) -> None:
+        """A notification (or transport error) of an upstream server, passed on to the clients
+        that see the server: the session ``key``'s for a server of its own, every client's for a
+        shared one."""
         import mcp.types as mt
 
         if isinstance(message, Exception):
             return
+        view = None if key is None else self.views.get(key)
         if isinstance(message, mt.ToolListChangedNotification):
-            await self.refresh()
-        for client in list(self.clients.values()):
+            for each in [view] if view is not None else [self.main, *self.views.values()]:
+                await self.refresh(each)
+        for client in self._clients(key):
             try:
                 if isinstance(message, mt.LoggingMessageNotification):
                     params = message.params
@@ -371,47 +409,66 @@ class Gateway:
             except Exception as error:
                 self._note(server, "passing a notification on", error)
 
-    async def _tools_changed(self) -> None:
+    def _clients(self, key: str | None) -> list[Any]:
+        """The client of the session ``key`` (None: every client)."""
+        if key is None:
+            return list(self.clients.values())
+        return [self.clients[key]] if key in self.clients else []
+
+    async def _tools_changed(self, key: str | None = None) -> None:
         import mcp.types as mt
 
-        for client in list(self.clients.values()):
+        for client in self._clients(key):
             try:
                 await client.send_notification(mt.ToolListChangedNotification())
             except Exception as error:
                 print(f"policyc mcp: telling a client its tools changed failed: {error}", file=self.log)
 
-    async def sampled(self, server: str, context: Any, params: Any) -> Any:
+    async def sampled(self, server: str, context: Any, params: Any, key: str | None = None) -> Any:
+        import mcp.types as mt
+
+        request = mt.CreateMessageRequest(params=params)
+        return await self._to_client("sampling", request, mt.CreateMessageResult, server, key)
+
+    async def elicited(self, server: str, context: Any, params: Any, key: str | None = None) -> Any:
         import mcp.types as mt
 
         return await self._to_client(
-            "sampling", mt.CreateMessageRequest(params=params), mt.CreateMessageResult
+            "elicitation", mt.ElicitRequest(params=params), mt.ElicitResult, server, key
         )
 
-    async def elicited(self, server: str, context: Any, params: Any) -> Any:
+    async def roots(self, server: str, context: Any, key: str | None = None) -> Any:
         import mcp.types as mt
 
-        return await self._to_client("elicitation", mt.ElicitRequest(params=params), mt.ElicitResult)
+        return await self._to_client("roots", mt.ListRootsRequest(), mt.ListRootsResult, server, key)
 
-    async def roots(self, server: str, context: Any) -> Any:
+    async def _to_client(
+        self, capability: str, request: Any, result_type: Any, server: str, key: str | None
+    ) -> Any:
+        """A server's request, sent to the client it is for: the session ``key``'s for a server of
+        its own; for a shared server, the client with a request in flight at it (or the only
+        client). Refused when that cannot be told, or the client cannot answer it."""
         import mcp.types as mt
 
-        return await self._to_client("roots", mt.ListRootsRequest(), mt.ListRootsResult)
+        if key is None:
+            key, why = self.flight.route(server, list(self.clients))
+            if key is None:
+                return mt.ErrorData(
+                    code=mt.INVALID_REQUEST,
+                    message=f"policyc mcp cannot tell which client the {capability} request is for: {why}",
+                )
+        client = self.clients.get(key)
+        declared = None if client is None else client.client_capabilities
+        if client is None or declared is None or getattr(declared, capability, None) is None:
+            return mt.ErrorData(
+                code=mt.INVALID_REQUEST, message=f"the client behind policyc mcp has no {capability}"
+            )
+        try:
+            return await client.send_request(request, result_type)
+        except Exception as error:
+            return mt.ErrorData(code=mt.INTERNAL_ERROR, message=f"the client failed: {error}")
 
-    async def _to_client(self, capability: str, request: Any, result_type: Any) -> Any:
-        import mcp.types as mt
-
-        for client in reversed(list(self.clients.values())):
-            declared = client.client_capabilities
-            if declared is not None and getattr(declared, capability, None) is not None:
-                try:
-                    return await client.send_request(request, result_type)
-                except Exception as error:
-                    return mt.ErrorData(code=mt.INTERNAL_ERROR, message=f"the client failed: {error}")
-        return mt.ErrorData(
-            code=mt.INVALID_REQUEST, message=f"the client behind policyc mcp has no {capability}"
-        )
-
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ sessions
 
     def _key(self, ctx: Any) -> str:
         """Whose policy session a request is of: its streamable HTTP session's (``Mcp-Session-Id``);
@@ -429,9 +486,91 @@ class Gateway:
         return f"http-principal:{who[0] if who is not None else ''}"
 
     def _client(self, ctx: Any) -> str:
+        """The key of the request's session, its client noted (and, at an HTTP session's first
+        request, admitted within its principal's sessions: ``MCPError`` past the limit)."""
         key = self._key(ctx)
+        if key not in self.clients and key != "stdio":
+            self._admit(key, ctx)
         self.clients[key] = ctx.session
         return key
+
+    def _admit(self, key: str, ctx: Any) -> None:
+        """A new HTTP session of the key's principal, within ``max_sessions``; its end (the
+        client's DELETE, the SDK's idle timeout) stops what it holds (:meth:`_ended`)."""
+        from .access import caller
+
+        who = caller()
+        principal = None if who is None else who[0]
+        if self.max_sessions is not None:
+            held = sum(1 for owner in self.owners.values() if owner == principal)
+            if held >= self.max_sessions:
+                from mcp import MCPError
+                from mcp.types import INVALID_REQUEST
+
+                whose = "clients without a key" if principal is None else f"the principal `{principal}`"
+                raise MCPError(
+                    INVALID_REQUEST,
+                    f"{whose} already holds {held} sessions of policyc mcp (--max-sessions-per-key "
+                    f"{self.max_sessions}): end one first",
+                )
+        self.owners[key] = principal
+        # the SDK's connection of this session; the exit stack closes when the session ends
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is not None and f"http:{getattr(connection, 'session_id', None)}" == key:
+            connection.exit_stack.push_async_callback(self._ended, key)
+
+    async def _ended(self, key: str) -> None:
+        """The HTTP session ``key`` ended: its servers stop, its policy session's last answers are
+        recorded, and it no longer counts against its principal's sessions."""
+        self.clients.pop(key, None)
+        self.owners.pop(key, None)
+        view = self.views.pop(key, None)
+        if view is not None and view.stop is not None:
+            view.stop.set()
+        gate = self.gates.pop(key, None)
+        if gate is not None:
+            await gate.flush()
+
+    async def _view(self, ctx: Any) -> View:
+        """The servers of the request's session: behind ``--listen`` with servers of its own, they
+        are started at its first request (the requests that come meanwhile wait for them)."""
+        import anyio
+
+        key = self._client(ctx)
+        if not self.own or key == "stdio":
+            return self.main
+        view = self.views.get(key)
+        if view is None:
+            kept = {n: why for n, why in self.hidden.items() if not why.startswith(("pin:", "schema:"))}
+            view = View(self.main.servers, kept, ready=anyio.Event(), stop=anyio.Event())
+            self.views[key] = view
+            self.group.start_soon(self._own_servers, key, view)
+        await view.ready.wait()
+        return view
+
+    async def _own_servers(self, key: str, view: View) -> None:
+        """Run the servers of the session ``key``'s own until its view is stopped. A server that
+        does not start fails that session's calls of it, naming it."""
+        config = dataclasses.replace(self.config, servers=self.own)
+        callbacks = Callbacks(
+            notification=lambda server, message: self.notified(server, message, key),
+            sampling=lambda server, context, params: self.sampled(server, context, params, key),
+            elicitation=lambda server, context, params: self.elicited(server, context, params, key),
+            list_roots=lambda server, context: self.roots(server, context, key),
+        )
+        try:
+            async with Upstreams(config, callbacks, errlog=self.log) as own:
+                view.servers = Servers((self.upstreams, own))
+                await self.refresh(view)
+                view.ready.set()
+                await view.stop.wait()
+        except Exception as error:
+            print(
+                f"policyc mcp: the servers of a session stopped: {type(error).__name__}: {error}",
+                file=self.log,
+            )
+        finally:
+            view.ready.set()
 
     def _gate(self, ctx: Any) -> Gate:
         return self._gate_of(self._client(ctx))
@@ -452,24 +591,24 @@ class Gateway:
             self.gates[key] = gate
         return gate
 
-    def _serving(self, capability: str) -> list[tuple[str, Any]]:
+    def _serving(self, capability: str, view: View) -> list[tuple[str, Any]]:
         found = []
-        for name in self.upstreams.running():
-            declared = self.upstreams.capabilities(name)
+        for name in view.servers.running():
+            declared = view.servers.capabilities(name)
             if declared is not None and getattr(declared, capability, None) is not None:
-                found.append((name, self.upstreams.session(name)))
+                found.append((name, view.servers.session(name)))
         return found
 
-    def _owner(self, uri: str) -> tuple[str, Any]:
+    def _owner(self, uri: str, view: View) -> tuple[str, Any]:
         from mcp import MCPError
         from mcp.types import INVALID_PARAMS
 
         server = self.resources.get(uri)
         if server is None:
-            serving = self._serving("resources")
+            serving = self._serving("resources", view)
             if len(serving) == 1:  # one server has resources: it is the one
                 server = serving[0][0]
-        session = self.upstreams.session(server) if server is not None else None
+        session = view.servers.session(server) if server is not None else None
         if server is None or session is None:
             raise MCPError(
                 INVALID_PARAMS,
@@ -573,17 +712,21 @@ async def serve(
     allow_missing: bool = False,
     fast: bool = True,
     keys: Any = None,
+    max_sessions: int | None = None,
 ) -> None:
     """Start the upstream servers and serve the gateway over stdio (``listen`` None) or
     streamable HTTP at ``listen`` (host, port, path ``/mcp``) until the client goes away, or
     until SIGTERM or SIGHUP (then ``closing`` runs before the process ends: the audit log's).
     A server that did not start stops it (:class:`~.probe.ServersMissing`) unless
     ``allow_missing``. ``fast``: on stdio, ``tools/call`` takes the fast path (:mod:`.fastcall`).
-    ``keys``: over HTTP, the clients' bearer keys (:mod:`.access`; None: no keys asked)."""
+    ``keys``: over HTTP, the clients' bearer keys (:mod:`.access`; None: no keys asked);
+    ``max_sessions``: over HTTP, the sessions one key's principal may hold at once."""
     ending = _Ending(closing)
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, group.cancel_scope, ending)
-        await _serve(config, monitor, hidden, listen, screen, log, ending, allow_missing, fast, keys)
+        await _serve(
+            config, monitor, hidden, listen, screen, log, ending, allow_missing, fast, keys, max_sessions
+        )
         group.cancel_scope.cancel()
 
 
@@ -598,10 +741,9 @@ async def _serve(
     allow_missing: bool = False,
     fast: bool = True,
     keys: Any = None,
+    max_sessions: int | None = None,
 ) -> None:
     from mcp.server.lowlevel import NotificationOptions
-
-    from .upstreams import Callbacks
 
     out = log or sys.stderr
     holder: dict[str, Gateway] = {}
@@ -640,6 +782,12 @@ async def _serve(
             )
         names = ", ".join(f"{t.qualified}" for t in gateway.visible().values())
         print(f"policyc mcp: serving {len(gateway.visible())} tools: {names}", file=out)
+        own = tuple(s for s in config.servers if not s.shared) if listen is not None else ()
+        if own:  # probed: from now on each session starts its own
+            await upstreams.release({s.name for s in own})
+            gateway.own, gateway.max_sessions = own, max_sessions
+        elif listen is not None:
+            gateway.max_sessions = max_sessions
         server = gateway.server()
         options = server.create_initialization_options(
             NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
@@ -693,7 +841,13 @@ async def _serve(
                     f"({len(set(keys.by_digest.values()))} principals); each session is its key's principal's",
                     file=out,
                 )
-            await uvicorn.Server(settings).serve(sockets=[bound])
+            async with anyio.create_task_group() as sessions:
+                gateway.group = sessions
+                try:
+                    await uvicorn.Server(settings).serve(sockets=[bound])
+                finally:
+                    for view in gateway.views.values():  # their servers stop
+                        view.stop.set()
         finally:
             for gate in list(gateway.gates.values()):  # the answers after each connection's last call
                 await gate.flush()

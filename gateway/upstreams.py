@@ -134,6 +134,14 @@ class Upstreams:
         for connection in self.connections.values():
             await connection.done.wait()
 
+    async def release(self, names: set[str]) -> None:
+        """Stop the servers ``names`` and forget them (no failure: they are not wanted here)."""
+        for name in names:
+            self.connections[name].stop.set()
+        for name in names:
+            await self.connections.pop(name).done.wait()
+        self.tools = {q: t for q, t in self.tools.items() if t.server not in names}
+
     async def __aexit__(self, *exc: Any) -> None:
         for connection in self.connections.values():
             connection.stop.set()

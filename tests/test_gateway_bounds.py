@@ -185,6 +185,7 @@ def test_a_hostile_argument_is_refused_within_the_deadline_while_another_connect
         async with streamable_http_client(url) as (read, write):
             async with ClientSession(read, write) as client:
                 await client.initialize()
+                await client.list_tools()  # the session's own servers start at its first request
                 started = time.monotonic()
                 with anyio.fail_after(30):
                     result = await client.call_tool(tool, arguments)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from .support.commands import free_port
-from .support.gateway import POLICYC, one_server, text
+from .support.gateway import POLICYC, listening, one_server, text
 from .support.service import keys_file
 
 SERVER = """
@@ -71,24 +69,7 @@ def _files(tmp_path: Path) -> tuple[Path, Path]:
 
 def _start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
     policy, config = _files(tmp_path)
-    port = free_port()
-    log = (tmp_path / "stderr.txt").open("w")
-    process = subprocess.Popen(
-        [POLICYC, "mcp", str(policy), "--config", str(config), "--listen", f"127.0.0.1:{port}", *extra],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process, port
-        except OSError:
-            assert process.poll() is None and time.monotonic() < deadline, (
-                tmp_path / "stderr.txt"
-            ).read_text()
-            time.sleep(0.1)
+    return listening(tmp_path, policy, config, *extra)
 
 
 def test_two_clients_with_different_keys_are_two_principals_and_two_sessions(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ labels = ["web", "untrusted"]
 [servers.docs]
 url = "https://docs.example.com/mcp"
 headers = { Authorization = "Bearer x" }
+shared = true
 
 [session]
 depends = "call"
@@ -57,6 +58,7 @@ def test_a_full_configuration_is_read_into_its_values() -> None:
         "https://docs.example.com/mcp",
         {"Authorization": "Bearer x"},
     )
+    assert (fetch.shared, docs.shared) == (False, True)
     assert config.session == SessionOptions("call", "alice", ("dev",), 2.5)
     assert config.lock == "/etc/g/pins.lock"
     assert config.server("docs") is docs and config.server("nope") is None
@@ -90,6 +92,7 @@ def test_the_quick_form_is_the_same_configuration_with_one_server() -> None:
             "PCG002",
         ),
         ("[servers.a]\ncommand = 'x'\ntimeout = 0\n", 3, "servers.a.timeout", "PCG003"),
+        ("[servers.a]\ncommand = 'x'\nshared = 'yes'\n", 3, "servers.a.shared", "PCG003"),
         ("[session]\ndepends = 'some'\n[servers.a]\ncommand = 'x'\n", 2, "session.depends", "PCG003"),
         ("[servers]\n", None, "", "PCG005"),
         ("serverz = 1\n", 1, "serverz", "PCG002"),

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -45,3 +48,27 @@ def one_server(folder: Path, server: str, policy: str, more: str = "") -> tuple[
         f"[servers.demo]\ncommand = {json.dumps(sys.executable)}\nargs = [{script}]\n{more}", "utf-8"
     )
     return folder / "policy.dl", folder / "gateway.toml"
+
+
+def listening(folder: Path, policy: Path, config: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
+    """`policyc mcp POLICY --config CONFIG --listen 127.0.0.1:PORT EXTRA...` started on a free
+    port (its stderr in ``folder/stderr.txt``), once the port accepts connections: the process
+    and the port."""
+    from .commands import free_port
+
+    port = free_port()
+    log = (folder / "stderr.txt").open("w")
+    process = subprocess.Popen(
+        [POLICYC, "mcp", str(policy), "--config", str(config), "--listen", f"127.0.0.1:{port}", *extra],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, port
+        except OSError:
+            assert process.poll() is None and time.monotonic() < deadline, (folder / "stderr.txt").read_text()
+            time.sleep(0.1)
