@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from .commands import free_port, policyc_path
+from .commands import policyc_path
 
 
 def keys_file(folder: Path, principals: dict[str, tuple[str, ...]]) -> dict[str, str]:
@@ -38,8 +38,6 @@ class Server:
 
     def __init__(self, folder: Path, *extra: str, scheme: str = "http") -> None:
         self.folder = folder
-        self.port = free_port()
-        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [
                 policyc_path(),
@@ -50,7 +48,7 @@ class Server:
                 "--db",
                 str(folder / "monitor.db"),
                 "--port",
-                str(self.port),
+                "0",  # the kernel's choice, said on the first line: no race for a free port
                 *extra,
             ],
             stdout=subprocess.PIPE,
@@ -59,7 +57,9 @@ class Server:
         )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
-        assert line.startswith(f"policyc serve: listening on {self.url}"), line
+        assert line.startswith(f"policyc serve: listening on {scheme}://127.0.0.1:"), line
+        self.port = int(line.split()[4].rsplit(":", 1)[1])
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
