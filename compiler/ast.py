@@ -60,10 +60,11 @@ class String:
 
 @dataclass(frozen=True, slots=True)
 class Integer:
-    """An integer constant: ``42``."""
+    """An integer constant: ``42``; ``5u`` is one of type ``unsigned``."""
 
     value: int
     span: Span = _span()
+    unsigned: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +334,8 @@ class Decl:
     eqrel: bool = False
     choice: tuple[tuple[Ident, ...], ...] = ()
     storage: Ident | None = None  # Soufflé's `btree`, `brie` or `btree_delete`, kept for `fmt`
+    hints: tuple[Ident, ...] = ()  # Soufflé's planner hints `magic`, `no_magic`, `no_inline`
+    io: tuple[Ident, ...] = ()  # Soufflé's older `input`, `output`, `printsize` qualifiers
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,11 +362,13 @@ class Input:
 @dataclass(frozen=True, slots=True)
 class Output:
     """``.output A, B``: relations whose facts are printed (``options`` as for
-    :class:`Input`)."""
+    :class:`Input`); ``printsize``: Soufflé's ``.printsize A, B``, which prints their sizes
+    (``policyc eval`` prints a relation under its size)."""
 
     names: tuple[Ident, ...]
     span: Span = _span()
     options: tuple[tuple[IoOption, ...], ...] = ()
+    printsize: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,6 +388,14 @@ class Pragma:
 
     key: String
     value: String | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Once:
+    """``.once``: Soufflé reads the file it is in once however often it is included; policyc
+    reads every file once, so it changes nothing (kept by ``fmt``)."""
+
     span: Span = _span()
 
 
@@ -419,6 +432,7 @@ class Functor:
     params: tuple[Parameter, ...]
     returns: Ident
     span: Span = _span()
+    stateful: Ident | None = None  # Soufflé's `stateful` (its C++ functor gets its tables)
 
 
 @dataclass(frozen=True, slots=True)
@@ -584,6 +598,7 @@ Directive = (
     | TypeDecl
     | QueryPlan
     | Pragma
+    | Once
     | Init
     | Override
     | Key

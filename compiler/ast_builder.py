@@ -358,6 +358,12 @@ class Builder:
     def integer(self, children: list) -> ast.Integer:
         return ast.Integer(self._int(children[0]), span=self._span(children[0]))
 
+    def unsigned(self, children: list) -> ast.Integer:
+        """``5u``, ``0x1Fu``, ``0b101u``: an integer constant of type ``unsigned``."""
+        token = children[0]
+        digits = Token("INT", token.value[:-1], token.start, token.end - 1)
+        return ast.Integer(self._int(digits), span=self._span(token), unsigned=True)
+
     def ipv4(self, children: list) -> ast.Integer:
         """``192.168.0.1``: the four bytes as one integer, as Soufflé's scanner computes it in a C
         ``int`` (``(a << 24) + (b << 16) + (c << 8) + d``, so an address from ``128.0.0.0`` up is
@@ -441,6 +447,8 @@ class Builder:
             storage=next(
                 (self._ident(q) for q in qualifiers if isinstance(q, Token) and q.type == "STORAGE"), None
             ),
+            hints=tuple(self._ident(q) for q in qualifiers if isinstance(q, Token) and q.type == "HINT"),
+            io=tuple(self._ident(q) for q in qualifiers if isinstance(q, Token) and q.type == "IO_QUALIFIER"),
         )
 
     def inline_qualifier(self, children: list) -> Token:
@@ -453,6 +461,12 @@ class Builder:
         return children[0]
 
     def storage_qualifier(self, children: list) -> Token:
+        return children[0]
+
+    def hint_qualifier(self, children: list) -> Token:
+        return children[0]
+
+    def io_qualifier(self, children: list) -> Token:
         return children[0]
 
     def choice_qualifier(self, children: list) -> tuple[tuple[ast.Ident, ...], ...]:
@@ -472,6 +486,14 @@ class Builder:
     def output(self, children: list) -> ast.Output:
         names, options = self._io_relations(children[1:])
         return ast.Output(names, span=self._span(children[0], children[-1]), options=options)
+
+    def printsize(self, children: list) -> ast.Output:
+        names, options = self._io_relations(children[1:])
+        span = self._span(children[0], children[-1])
+        return ast.Output(names, span=span, options=options, printsize=True)
+
+    def once(self, children: list) -> ast.Once:
+        return ast.Once(span=self._span(children[0]))
 
     def _io_relations(
         self, children: list
@@ -524,12 +546,17 @@ class Builder:
         return ast.Import(self._ident(children[1]), span=self._span(children[0], children[1]))
 
     def functor(self, children: list) -> ast.Functor:
-        params = tuple(c for c in children[3:-3] if isinstance(c, ast.Parameter))
+        last = children[-1]  # `stateful`, or None where the optional word is not written
+        stateful = last if isinstance(last, Token) and last.type == "STATEFUL" else None
+        present = children[:-1] if stateful is not None or last is None else children
+        params = tuple(c for c in present if isinstance(c, ast.Parameter))
+        last = present[-1]
         return ast.Functor(
             self._ident(children[1]),
             params,
-            self._ident(children[-1]),
-            span=self._span(children[0], children[-1]),
+            self._ident(last),
+            span=self._span(children[0], stateful or last),
+            stateful=None if stateful is None else self._ident(stateful),
         )
 
     def parameter(self, children: list) -> ast.Parameter:
@@ -569,6 +596,11 @@ class Builder:
         span = self._span(children[0], children[-1])
         # the base is not written: its name has no place in the text (it is never wrong)
         return ast.TypeDecl(self._ident(children[1]), "subtype", (ast.Ident(base),), span=span)
+
+    def bare_type(self, children: list) -> ast.TypeDecl:
+        """``.type T``: Soufflé's oldest spelling of ``.type T <: symbol``."""
+        span = self._span(children[0], children[-1])
+        return ast.TypeDecl(self._ident(children[1]), "subtype", (ast.Ident("symbol"),), span=span)
 
     def limitsize(self, children: list) -> ast.LimitSize:
         keyword, relation, _, option, _, size, close = children

@@ -440,6 +440,8 @@ class _Printer:
                 or directive.eqrel
                 or directive.choice
                 or directive.storage
+                or directive.hints
+                or directive.io
             )
             closing = self.closer_at(after, ")") if qualified else directive.span.end - 1
             return [
@@ -450,6 +452,7 @@ class _Printer:
                 " inline" if directive.inline else "",
                 " overridable" if directive.overridable else "",
                 " eqrel" if directive.eqrel else "",
+                "".join(f" {word.name}" for word in (*directive.hints, *directive.io)),
                 _choice_text(directive.choice),
             ]
         if isinstance(directive, ast.Init):
@@ -465,7 +468,13 @@ class _Printer:
             names = self.listing(directive.names, lambda name: name.name, Line())
             return group([".host", nest(INDENT, names)])
         if isinstance(directive, ast.Input | ast.Output):
-            keyword = ".input" if isinstance(directive, ast.Input) else ".output"
+            keyword = (
+                ".input"
+                if isinstance(directive, ast.Input)
+                else ".printsize"
+                if directive.printsize
+                else ".output"
+            )
             options = dict(zip(map(id, directive.names), directive.options, strict=False))
             names = self.listing(
                 directive.names, lambda name: self.io_relation(name, options.get(id(name), ())), Line()
@@ -485,6 +494,7 @@ class _Printer:
             return [
                 self.arguments(f".functor {directive.name.name}(", directive.params, self.parameter, closing),
                 f": {directive.returns.name}",
+                " stateful" if directive.stateful is not None else "",
             ]
         if isinstance(directive, ast.Default):
             return f".default {directive.verdict.name}"
@@ -504,6 +514,8 @@ class _Printer:
         if isinstance(directive, ast.QueryPlan):
             orders = (f"{v}:({','.join(map(str, order))})" for v, order in directive.orders)
             return ".plan " + ", ".join(orders)
+        if isinstance(directive, ast.Once):
+            return ".once"
         if isinstance(directive, ast.Pragma):
             value = f" {self.string(directive.value)}" if directive.value is not None else ""
             return f".pragma {self.string(directive.key)}{value}"
@@ -516,6 +528,9 @@ class _Printer:
         legacy = self.code_text(directive.span.start, directive.span.start + len(".number_type"))
         if directive.kind == "subtype" and legacy in (".number_type", ".symbol_type"):
             return f"{legacy} {name}"  # Soufflé's older spelling, as written
+        written = self.code_text(directive.span.start, directive.span.end)
+        if directive.kind == "subtype" and "<:" not in written:
+            return f".type {name}"  # Soufflé's oldest spelling of `.type T <: symbol`, as written
         if directive.kind == "subtype":
             return f".type {name} <: {directive.members[0].name}"
         if directive.kind == "union":
@@ -683,13 +698,15 @@ class _Printer:
 
     def number(self, number: ast.Integer | ast.Float) -> str:
         if isinstance(number, ast.Integer):
-            radix = _RADIX.fullmatch(self.code_text(number.span.start, number.span.end))
+            suffix = "u" if number.unsigned else ""  # `5u`: an unsigned constant
+            written = self.code_text(number.span.start, number.span.end)
+            radix = _RADIX.fullmatch(written[:-1] if suffix and written.endswith("u") else written)
             if radix:  # `0x1F` and `0b101` as written
                 sign = "-" if radix.group(1).count("-") % 2 else ""
                 digits = radix.group(2)
                 if int(sign + digits[2:], 16 if digits[1] in "xX" else 2) == number.value:
-                    return sign + digits
-            return str(number.value)
+                    return sign + digits + suffix
+            return str(number.value) + suffix
         written = _FLOAT.fullmatch(self.code_text(number.span.start, number.span.end))
         if written:
             spelled = ("-" if written.group(1).count("-") % 2 else "") + written.group(2)

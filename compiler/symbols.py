@@ -244,6 +244,9 @@ class _Resolver:
                     )
                 seen[attribute.name] = attribute
             self.decls[name] = statement
+            for qualifier in statement.io:  # Soufflé's older `input`, `output`, `printsize`
+                read = self.inputs if qualifier.name == "input" else self.outputs
+                read.setdefault(name, qualifier.span)
         elif isinstance(statement, ast.Input):
             for ident in statement.names:
                 self.inputs.setdefault(ident.name, ident.span)

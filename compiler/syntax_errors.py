@@ -36,7 +36,21 @@ DIRECTIVES = (
     ".number_type",
     ".symbol_type",
     ".limitsize",
+    ".printsize",
+    ".once",
 )
+
+# Soufflé's directives policyc does not read, and why (an error at each, saying so)
+UNSUPPORTED_DIRECTIVES = {
+    ".lattice": (
+        "lattices (`.lattice`) are not supported: policyc's relations hold sets of facts",
+        "derive the least upper bound with an aggregate (`max`, `min`) over a relation of the values",
+    ),
+    ".debug_delta": (
+        "`.debug_delta` is not supported: it shows Soufflé's evaluation from the inside",
+        "`policyc explain` shows why a fact holds",
+    ),
+}
 
 TERMINALS: dict[str, str] = {
     "NAME": "a name",
@@ -205,6 +219,9 @@ def unexpected_token(
         token_type == "DOT" and next_value is not None and "NAME" not in expected and "DOT" not in expected
     ):
         word = value if token_type == "UNKNOWN_DIRECTIVE" else "." + (next_value or "")
+        if word in UNSUPPORTED_DIRECTIVES:
+            why, instead = UNSUPPORTED_DIRECTIVES[word]
+            return error(source.span(span.start, span.start + len(word)), why, help=instead)
         close = did_you_mean(word, DIRECTIVES)
         return error(
             source.span(span.start, span.start + len(word)),
@@ -212,6 +229,14 @@ def unexpected_token(
             help=(f"did you mean `{close}`? " if close else "")
             + "the directives are "
             + ", ".join(f"`{d}`" for d in DIRECTIVES),
+        )
+    if token_type == "AT" and previous_type == "AT" and previous is not None and previous.end == span.start:
+        return error(
+            source.span(previous.start, span.end),
+            "user-defined aggregators (`@@f x : init, { ... }`) are not supported: the aggregates are "
+            "`count`, `sum`, `min`, `max` and `mean`",
+            help="fold the values with a recursive rule over them in order, or give a functor the "
+            "values collected in a record",
         )
     if previous_type in AGGREGATORS and previous is not None:
         return error(
@@ -261,6 +286,23 @@ def unexpected_token(
             help="a relation with no arguments is written with parentheses, e.g. `UserConfirmed()`",
         )
     return error(span, message)
+
+
+def preprocessor_line(source: SourceFile, start: int, end: int) -> Diagnostic:
+    """The diagnostic for a line of Soufflé's C preprocessor (``#define``, ``#include``, ...),
+    which policyc does not run; the line is skipped."""
+    line = source.text[start:end].strip()
+    word = line[1:].lstrip().split(None, 1)[0] if line[1:].strip() else ""
+    instead = {
+        "include": 'read another file with `.include "file.dl"` (each file is read once)',
+        "define": "write the constant where it is used, or as a fact of a relation the rules join",
+    }.get(word, "keep one version of the program; `.include` reads other files")
+    return codes.SYNTAX_ERROR(
+        source.span(start, end),
+        f"`#{word}` is a line of the C preprocessor Soufflé runs over a program first; policyc "
+        "reads the program as it is written, without one",
+        help=instead,
+    )
 
 
 def unexpected_character(source: SourceFile, start: int, end: int) -> Diagnostic:

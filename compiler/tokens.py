@@ -67,6 +67,7 @@ def tokenize(source: SourceFile) -> tuple[list[Token], list[ast.Comment], list[D
     tokens: list[Token] = []
     comments: list[ast.Comment] = []
     bad: list[list[int]] = []  # [start, end) runs of unreadable text
+    preprocessed: list[Diagnostic] = []  # lines of a C preprocessor
     append = tokens.append
     for m in lexer.regex.finditer(source.text):
         kind = m.lastgroup or "_BAD"  # every alternative is a named group
@@ -77,6 +78,9 @@ def tokenize(source: SourceFile) -> tuple[list[Token], list[ast.Comment], list[D
             append(Token(keywords.get(value, "NAME"), value, m.start(), m.end()))
         elif kind == "COMMENT":
             comments.append(ast.Comment(m.group(), span=source.span(m.start(), m.end())))
+        elif kind == "PREPROCESSOR":  # Soufflé's `#define`, `#include`: said, and skipped
+            start = m.start() + len(m.group()) - len(m.group().lstrip())
+            preprocessed.append(syntax_errors.preprocessor_line(source, start, m.end()))
         elif kind.startswith("_BAD"):
             start, end = m.span()
             if kind == "_BAD" and bad and bad[-1][1] == start and tokens and tokens[-1].end == start:
@@ -89,7 +93,7 @@ def tokenize(source: SourceFile) -> tuple[list[Token], list[ast.Comment], list[D
                 append(Token("LEXERROR", m.group(), start, end))
         else:
             append(Token(kind, m.group(), m.start(), m.end()))
-    diagnostics = [syntax_errors.unexpected_character(source, s, e) for s, e in bad]
+    diagnostics = preprocessed + [syntax_errors.unexpected_character(source, s, e) for s, e in bad]
     if len(bad) >= MAX_LEXICAL_ERRORS:
         diagnostics.append(
             codes.SYNTAX_ERROR(
@@ -203,6 +207,12 @@ _QUALIFIERS = {
     "btree": "STORAGE",
     "brie": "STORAGE",
     "btree_delete": "STORAGE",
+    "magic": "HINT",
+    "no_magic": "HINT",
+    "no_inline": "HINT",
+    "input": "IO_QUALIFIER",
+    "output": "IO_QUALIFIER",
+    "printsize": "IO_QUALIFIER",
 }
 
 
@@ -244,6 +254,24 @@ def _retype_presence(tokens: list[Token], i: int) -> None:
         tokens[i + 4].type = "PRESENCE"
 
 
+def _retype_stateful(tokens: list[Token], i: int) -> None:
+    """``stateful`` after the result type of ``.functor f(...): T`` is Soufflé's qualifier,
+    unless a ``(`` follows it: then it starts the next statement, an atom."""
+    j = i + 1
+    while j < len(tokens) and tokens[j].type not in ("RPAR", "FUNCTOR", "DECL"):
+        j += 1
+    if (
+        j + 3 < len(tokens)
+        and tokens[j].type == "RPAR"
+        and tokens[j + 1].type == "COLON"
+        and tokens[j + 2].type == "NAME"
+        and tokens[j + 3].type == "NAME"
+        and tokens[j + 3].value == "stateful"
+        and (j + 4 >= len(tokens) or tokens[j + 4].type != "LPAR")
+    ):
+        tokens[j + 3].type = "STATEFUL"
+
+
 def _retype_soft_keywords(tokens: list[Token]) -> None:
     """``budget`` and ``pool`` are keywords only in ``.role NAME budget N pool NAME``, and
     ``inline``, ``overridable``, ``eqrel``, ``choice-domain`` and the data structures only after
@@ -261,6 +289,9 @@ def _retype_soft_keywords(tokens: list[Token]) -> None:
             continue
         if token.type == "ARG":
             _retype_presence(tokens, i)
+            continue
+        if token.type == "FUNCTOR":
+            _retype_stateful(tokens, i)
             continue
         if token.type != "ROLE":
             continue

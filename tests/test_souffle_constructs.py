@@ -132,3 +132,80 @@ def test_the_analyzer_does_not_model_a_size_limit() -> None:
     with pytest.raises(Untranslatable, match="limitsize"):
         to_clingo(compile_source(text, "p.dl"), {})
     assert len(policyc.load(text).evaluate({}).relations["c"]) == 10
+
+
+def test_the_formatter_keeps_the_oldest_spellings_and_the_hints() -> None:
+    """What tests/souffle/oldest_syntax.dl reads, written back as written (a bare `.type`, `.once`,
+    `5u` in each base, the hints and older qualifiers of a `.decl`, `.printsize`, `stateful`)."""
+    text = (
+        ".once\n.type T\n.decl r(t: T, n: unsigned) magic no_inline output\n"
+        ".functor f(x: number): number stateful\n"
+        'r("a", 0x1Fu).\nr("b", 0b101u).\nr("c", 5u).\n.printsize r\n'
+    )
+    assert format_source(text) == text
+    assert format_source(format_source(text)) == text
+
+
+def test_an_unsigned_constant_is_not_a_number() -> None:
+    """parser.yy: `5u` is a NumericConstant of type Uint, which a `number` attribute does not take
+    (Soufflé's type checker keeps `number` and `unsigned` apart)."""
+    found = findings(".decl a(x: number)\na(5u).\n")
+    assert [(d.name, d.span.line, d.span.column) for d in found] == [("type-mismatch", 2, 3)]
+    assert "`unsigned`" in found[0].message
+
+
+def test_a_stateful_functor_is_a_python_functor_and_the_qualifier_is_reported() -> None:
+    """parser.yy: `stateful` gives a C++ functor Soufflé's symbol and record tables; a policyc
+    functor is given the values themselves, so the qualifier changes nothing here."""
+    text = ".functor twice(x: number): number stateful\n.decl a(x: number)\na(twice(4)).\n.output a\n"
+    assert problems(text) == [("ignored-option", 1, 35)]
+
+    @policyc.functor()
+    def twice(x: int) -> int:
+        return 2 * x
+
+    assert policyc.load(text, functors=[twice]).evaluate({}).relations["a"] == {(8,)}
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "said", "hint"),
+    [
+        (
+            '#include "other.dl"\n.decl a(x: number)\na(1).\n',
+            1,
+            1,
+            "`#include` is a line of the C preprocessor",
+            ".include",
+        ),
+        (
+            ".decl a(x: number)\n  #define N 5\na(1).\n",
+            2,
+            3,
+            "`#define` is a line of the C preprocessor",
+            "where it is used",
+        ),
+        (
+            ".decl a(x: number)\na(s) :- s = @@sum x : 0, {a(x)}.\n",
+            2,
+            13,
+            "user-defined aggregators",
+            "recursive rule",
+        ),
+        (
+            ".lattice L<> { }\n.decl a(x: number)\na(1).\n",
+            1,
+            1,
+            "lattices (`.lattice`) are not supported",
+            "aggregate",
+        ),
+    ],
+)
+def test_what_policyc_does_not_read_is_refused_where_it_is_saying_why(
+    text: str, line: int, column: int, said: str, hint: str
+) -> None:
+    """scanner.ll reads `#` lines as the C preprocessor's line markers (Soufflé runs mcpp over a
+    program first), `@@f` as a user-defined aggregator and `.lattice` as a lattice declaration;
+    policyc refuses each at its place, once, with what to write instead, and reads the rest."""
+    found = findings(text)
+    assert [(d.name, d.span.line, d.span.column) for d in found] == [("syntax-error", line, column)]
+    assert said in found[0].message and hint in (found[0].help or "")

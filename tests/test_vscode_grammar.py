@@ -342,6 +342,12 @@ def _statement(text: str, statement: ast.Statement) -> Iterator[Expect]:
             if on:
                 at = span.start + qualifiers.rindex(word)
                 yield Expect(at, at + len(word), (scope,), word)
+        for hint in statement.hints:
+            yield _ident(hint, ("storage.modifier.hint.policyc",), "planner's hint")
+        for qualifier in statement.io:
+            yield _ident(qualifier, ("storage.modifier.io.policyc",), "older I/O qualifier")
+    elif isinstance(statement, ast.Once):
+        pass  # the keyword alone
     elif isinstance(statement, ast.Input | ast.Output | ast.Host):
         for name in statement.names:
             yield _ident(name, ("entity.name.type.relation.policyc",), "listed relation")
@@ -363,6 +369,8 @@ def _statement(text: str, statement: ast.Statement) -> Iterator[Expect]:
                 yield Expect(start, start + len(parameter.name), ("variable.parameter.policyc",), "parameter")
             yield _ident(parameter.type, _type(_written(text, parameter.type)), "type")
         yield _ident(statement.returns, _type(_written(text, statement.returns)), "result type")
+        if statement.stateful is not None:
+            yield _ident(statement.stateful, ("storage.modifier.stateful.policyc",), "stateful")
     elif isinstance(statement, ast.Default):
         yield _ident(statement.verdict, ("constant.language.verdict.policyc",), "verdict")
     elif isinstance(statement, ast.Role):

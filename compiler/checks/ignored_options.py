@@ -4,7 +4,9 @@
 policyc takes facts from the session (events, given facts) or from ``policyc eval --facts``,
 and prints relations with ``eval``. ``.plan 1:(2,1)`` orders a rule's atoms; policyc's planner
 orders them itself. ``.pragma "key" "value"`` sets one of Soufflé's command-line options. Each
-is parsed and kept for ``policyc fmt``, and reported once, with a fix that removes it.
+is parsed and kept for ``policyc fmt``, and reported once, with a fix that removes it; so are
+the planner's hints ``magic``, ``no_magic`` and ``no_inline`` of a ``.decl``, and ``stateful``
+after a ``.functor``.
 
 >>> from policyc.compiler.pipeline import check_source
 >>> [d.message for d in check_source('.decl e(x: number)\\n.input e(IO=file, filename="e.csv")')
@@ -36,12 +38,29 @@ def check(context: Context) -> list[Diagnostic]:
                     f"`{storage.name}` is ignored: policyc keeps every relation in hash tables and indexes "
                     "of its own choosing",
                     help="Soufflé's data structure qualifiers tune Soufflé's C++ code; remove it",
-                    fix=Fix(
-                        f"remove `{storage.name}`",
-                        (Edit(source.span(storage.span.start - 1, storage.span.end), ""),),
+                    fix=_word_removal(source, storage),
+                )
+            )
+        if isinstance(statement, ast.Decl):
+            for hint in statement.hints:
+                diagnostics.append(
+                    codes.IGNORED_OPTION(
+                        hint.span,
+                        f"`{hint.name}` is ignored: policyc's planner chooses which relations are "
+                        "computed on demand and which are inlined",
+                        help="`policyc check --show plan` shows what it chose",
+                        fix=_word_removal(source, hint),
                     )
-                    if source.text[storage.span.start - 1] == " "
-                    else None,
+                )
+        elif isinstance(statement, ast.Functor) and statement.stateful is not None:
+            stateful = statement.stateful
+            diagnostics.append(
+                codes.IGNORED_OPTION(
+                    stateful.span,
+                    "`stateful` is ignored: a policyc functor is a Python function given the values "
+                    "themselves, with no symbol or record table to look them up in",
+                    help="implement the functor in Python (docs/extensions.md); remove `stateful`",
+                    fix=_word_removal(source, stateful),
                 )
             )
         elif isinstance(statement, ast.QueryPlan):
@@ -64,6 +83,13 @@ def check(context: Context) -> list[Diagnostic]:
                 )
             )
     return diagnostics
+
+
+def _word_removal(source: SourceFile, word: ast.Ident) -> Fix | None:
+    """The fix removing a qualifier and the space before it (None when no space precedes it)."""
+    if source.text[word.span.start - 1] != " ":
+        return None
+    return Fix(f"remove `{word.name}`", (Edit(source.span(word.span.start - 1, word.span.end), ""),))
 
 
 def _io_options(statement: ast.Input | ast.Output, source: SourceFile) -> list[Diagnostic]:

@@ -323,6 +323,8 @@ class _Solver:
             return self.find(("var", self.rule_index, term.name))
         if isinstance(term, ast.String):
             return self.new_slot(self.SYMBOL, (term.span, "a string constant"))
+        if isinstance(term, ast.Integer) and term.unsigned:
+            return self.new_slot(self.sets.of("unsigned"), (term.span, "an unsigned constant"))
         if isinstance(term, ast.Integer):
             slot = self.new_slot(self.NUMERIC)
             self.integers.append((self.rule_index, id(term), slot))

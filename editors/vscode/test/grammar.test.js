@@ -74,8 +74,25 @@ test('the soft keywords of the language are keywords in their directive only', (
   const declared = LARK.match(/^%declare (.+)$/m)[1].trim().split(/\s+/).map((s) => s.toLowerCase());
   assert.deepEqual(
     declared.sort(),
-    ['budget', 'choice_domain', 'eqrel', 'inline', 'overridable', 'pool', 'presence', 'storage'],
+    [
+      'budget',
+      'choice_domain',
+      'eqrel',
+      'hint',
+      'inline',
+      'io_qualifier',
+      'overridable',
+      'pool',
+      'presence',
+      'stateful',
+      'storage',
+    ],
   );
+  const hinted = '.decl R(x: symbol) no_magic output';
+  assert.equal(leafAt(hinted, 'no_magic')[0], 'storage.modifier.hint.policyc');
+  assert.equal(leafAt(hinted, 'output')[0], 'storage.modifier.io.policyc');
+  const stateful = '.functor f(x: number): number stateful';
+  assert.equal(leafAt(stateful, 'stateful')[0], 'storage.modifier.stateful.policyc');
   assert.equal(leafAt('.decl R(x: symbol) inline', 'inline')[0], 'storage.modifier.inline.policyc');
   const both = '.decl R(x: symbol) inline overridable';
   assert.equal(leafAt(both, 'overridable')[0], 'storage.modifier.overridable.policyc');
