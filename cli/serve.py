@@ -70,9 +70,8 @@ def serve_group() -> None:
 @click.option(
     "--workers",
     default=0,
-    show_default=True,
-    type=click.IntRange(0, 64),
-    help="Evaluator processes the sessions are sharded over (0: decide in the server process).",
+    type=click.IntRange(0, 256),
+    help="Deprecated: --processes N (evaluator processes behind one server cost more than they gave).",
 )
 @click.option(
     "--processes",
@@ -157,6 +156,15 @@ def start_command(
             )
         if tls_cert is not None:
             _check_tls(tls_cert, tls_key, tls_client_ca)
+        if workers:  # the deprecated name of --processes (its evaluator processes are gone)
+            if processes > 1:
+                fail("--workers is the deprecated name of --processes: give one of them", EXIT_USAGE)
+            click.echo(
+                f"policyc serve: --workers is deprecated and will be removed; it is now --processes "
+                f'{workers} (full service processes, a database each: docs/serve.md, "Processes")',
+                err=True,
+            )
+            processes = workers
         settings = Settings(
             policy=policy,
             keys=keys,
@@ -170,7 +178,6 @@ def start_command(
             max_body=max_body,
             wait=wait,
             sync=sync,
-            workers=workers,
             processes=processes,
             instance=instance,
             advertise=advertise,
@@ -179,11 +186,6 @@ def start_command(
             audit_key=audit_key,
             audit_head=audit_head,
         )
-        if processes > 1 and workers:
-            fail(
-                "--processes and --workers do not go together (each process decides its own sessions)",
-                EXIT_USAGE,
-            )
         try:
             with policy_failures():
                 if processes > 1:

@@ -1,17 +1,13 @@
 """What the service refuses, in its own terms: a :class:`ServiceError` of a kind (not found, a
 conflict, an invalid request, ...) with a stable code and a message.
 
-The sessions (:mod:`.sessions`), the evaluator processes (:mod:`.workers`) and the requests'
-logic (:mod:`.service`) raise these; only the application (:mod:`.app`) knows HTTP, and gives each
-kind its status there (:data:`policyc.serve.app.STATUS`). An error crosses a process as its kind's
-name, code and message (:func:`named`).
+The sessions (:mod:`.sessions`) and the requests' logic (:mod:`.service`) raise these; only the
+application (:mod:`.app`) knows HTTP, and gives each kind its status there
+(:data:`policyc.serve.app.STATUS`).
 
 >>> error = NotFound("not-found", "no such session")
 >>> error.code, str(error)
 ('not-found', 'no such session')
->>> again = named(type(error).__name__, error.code, error.message)
->>> type(again).__name__, again.code, again.message
-('NotFound', 'not-found', 'no such session')
 """
 
 from __future__ import annotations
@@ -63,25 +59,3 @@ class Unavailable(ServiceError):
 
 class Failed(ServiceError):
     """The service failed on the request (a stored policy missing, an evaluator's own error)."""
-
-
-KINDS: dict[str, type[ServiceError]] = {
-    kind.__name__: kind
-    for kind in (
-        Malformed,
-        Unauthenticated,
-        Forbidden,
-        NotFound,
-        Conflict,
-        TooLarge,
-        Invalid,
-        Unavailable,
-        Failed,
-    )
-}
-
-
-def named(kind: str, code: str, message: str) -> ServiceError:
-    """The error of kind ``kind`` (a class name of :data:`KINDS`; an unknown one is a
-    :class:`Failed`), as it came over a pipe."""
-    return KINDS.get(kind, Failed)(code, message)

@@ -42,7 +42,6 @@ class Settings:
     max_body: int = MAX_BODY
     wait: float = WAIT
     sync: str = "normal"
-    workers: int = 0
     processes: int = 1  # full service processes on one port, each owning a share of the sessions
     instance: str | None = None  # this instance's name in a PostgreSQL database (None: host and pid)
     advertise: str | None = None  # where the other instances reach this one (None: its scheme, host, port)
@@ -53,8 +52,7 @@ class Settings:
 
 
 def build(settings: Settings, index: int = 0) -> Service:
-    """The service, its sessions rebuilt from the database (in this process, or in
-    ``settings.workers`` worker processes that load the policies from the database); with
+    """The service, its sessions rebuilt from the database; with
     ``settings.processes`` above 1, the service of process ``index``, on its own database
     (:func:`~.fleet.database_of`). ``PolicyError`` for a policy that cannot be read, has errors
     or does not verify; ``KeysError`` for a bad keys file (read first: the database is not
@@ -65,9 +63,9 @@ def build(settings: Settings, index: int = 0) -> Service:
     keys = read_keys(settings.keys)
     digest, bundle = frozen(settings.policy, settings.verify_key)
     shared = settings.db.startswith(SCHEMES)  # PostgreSQL: instances may share it
-    if shared and (settings.processes > 1 or settings.workers):
+    if shared and settings.processes > 1:
         raise StoreError(
-            "--processes and --workers keep SQLite files; with a PostgreSQL database, start several "
+            "--processes keeps SQLite files; with a PostgreSQL database, start several "
             "instances (--instance NAME) instead"
         )
     db = database_of(settings.db, index, settings.processes)
@@ -101,22 +99,14 @@ def build(settings: Settings, index: int = 0) -> Service:
     from .ownership import Leased, Ownership, Sole
 
     ownership: Ownership = Leased(store, settings.lease_ttl) if shared else Sole()
-    evaluator: Any
+    from policyc.runtime.functors import load_module
+
     from .audit import DatabaseAudit
+    from .sessions import Local, Sessions
 
-    if settings.workers:
-        from .workers import Pool
-
-        audit = DatabaseAudit(store.path, owner=store)
-        evaluator = Pool(settings.workers, settings.functors, settings.db, store, audit, settings.sync)
-    else:
-        from policyc.runtime.functors import load_module
-
-        from .sessions import Local, Sessions
-
-        functors = load_module(settings.functors) if settings.functors else None
-        audit = DatabaseAudit(store.path, owner=store)
-        evaluator = Local(Sessions(store, functors, ownership.owns, audit))
+    functors = load_module(settings.functors) if settings.functors else None
+    audit = DatabaseAudit(store.path, owner=store)
+    evaluator = Local(Sessions(store, functors, ownership.owns, audit))
     service = Service(
         evaluator, digest, keys, store, max_body=settings.max_body, wait=settings.wait, ownership=ownership
     )

@@ -5,8 +5,7 @@ to the database (:mod:`.store`) before it answers; it answers with JSON-ready da
 
 A session's requests are ordered by its lock; an authorization made after events the session does
 not hold yet waits for them (``after_seq``) up to ``wait`` seconds, then is denied saying so.
-Sessions are decided by an evaluator: in this process (:class:`~.sessions.Local`) or in worker
-processes (:class:`~.workers.Pool`); a change is committed only after the evaluator made it, and an
+Sessions are decided by an evaluator, in this process (:class:`~.sessions.Local`); a change is committed only after the evaluator made it, and an
 evaluator whose commit failed rebuilds the session from the database.
 """
 
@@ -38,7 +37,7 @@ ID_LIMIT = 256  # characters of a session id
 class Live:
     """A session as the server process follows it: its last sequence number, the lock that
     orders its requests, and the condition authorizations wait on for the graph to reach theirs
-    (the runtime session itself is in the evaluator: this process, or a worker)."""
+    (the runtime session itself is in the evaluator)."""
 
     seq: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -46,7 +45,7 @@ class Live:
 
 
 class Evaluator(Protocol):
-    """Where sessions are decided (:class:`~.sessions.Local` or :class:`~.workers.Pool`)."""
+    """Where sessions are decided (:class:`~.sessions.Local`)."""
 
     def start(self) -> dict[Key, int]: ...
 

@@ -1,5 +1,5 @@
 """The sessions a service decides with: runtime sessions by (principal, id), rebuilt from the
-database, in the server process or in a worker process (:mod:`.workers`) that holds a shard.
+database, in the server process.
 
 What a request asks of them is checked before anything changes: a batch with a malformed event
 changes nothing (:class:`~.errors.Invalid` naming it), nor one with an event only the host records (an
@@ -9,8 +9,8 @@ endpoints alone (:mod:`policyc.runtime.trust`, docs/security.md). A session whos
 database (a commit that failed after the change) is rebuilt from the database
 (:meth:`Sessions.rebuild`), so memory never holds what was not recorded.
 
-What can be asked of them is :data:`OPERATIONS`, by name (an :data:`Operation`): the names cross
-to a worker process, the table says what each does. They refuse in the service's own terms
+What can be asked of them is :data:`OPERATIONS`, by name (an :data:`Operation`): the table
+says what each does. They refuse in the service's own terms
 (:mod:`.errors`); the application gives those their HTTP status.
 """
 
@@ -29,7 +29,7 @@ from policyc.stdlib.events import EventError, check_event
 from . import jsontext
 from .errors import Failed, Invalid, NotFound, Unavailable
 from .failures import not_done
-from .store import Records, Store
+from .store import Store
 
 Key = tuple[str, str]  # (principal, session id)
 
@@ -254,7 +254,7 @@ class Sessions:
         return session, last
 
 
-# each operation, by the name a request (and a worker's pipe) gives it
+# each operation, by the name a request gives it
 OPERATIONS: Mapping[Operation, Callable[..., Any]] = {
     "create": Sessions.create,
     "record": Sessions.record,
@@ -339,7 +339,7 @@ def decision_json(decision: Decision, seq: int) -> dict[str, Any]:
 
 
 class Local:
-    """The sessions in the server process itself (no ``--workers``): asked directly, their
+    """The sessions in the server process itself: asked directly, their
     writes committed in groups (:mod:`.commits`)."""
 
     def __init__(self, sessions: Sessions) -> None:
@@ -383,19 +383,3 @@ class Local:
         self.commits.close()
         if self.sessions.audit is not None:
             self.sessions.audit.close()
-
-
-def committed(value: Any, records: Records, then: Any, store: Store, rebuild: Callable[[], Any]) -> Any:
-    """An evaluator's answer, once ``then(value, records)`` committed it with its audit records
-    (or, for an operation that changes nothing, the records alone); when the commit fails, the
-    evaluator's session is rebuilt from the database (``rebuild``) before the error goes on."""
-    if then is None:
-        store.record_audit(records)
-        return value
-    try:
-        then(value, records)
-    except BaseException:
-        with contextlib.suppress(Exception):  # the evaluator forgets a session it cannot rebuild now
-            rebuild()
-        raise
-    return value

@@ -153,7 +153,7 @@ def test_a_baseline_commit_runs_from_its_own_environment_beside_the_tree(tmp_pat
             "--baseline",
             "HEAD",
             "--variant",
-            "--workers 1",
+            "--sync full",
             "--rounds",
             "2",
             "--seconds",
@@ -173,8 +173,8 @@ def test_a_baseline_commit_runs_from_its_own_environment_beside_the_tree(tmp_pat
     assert ran.returncode == 0, ran.stderr
     found = json.loads(figures.read_text("utf-8"))
     services = {s["name"]: s for s in found["services"]}
-    assert set(services) == {"baseline", "tree", "tree --workers 1"}
-    assert services["tree --workers 1"]["flags"] == ["--workers", "1"]
+    assert set(services) == {"baseline", "tree", "tree --sync full"}
+    assert services["tree --sync full"]["flags"] == ["--sync", "full"]
     # the baseline's command is the commit's code, installed (not the working tree's, editable)
     command = Path(services["baseline"]["command"])
     assert command.is_relative_to(tmp_path / "cache")

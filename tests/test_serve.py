@@ -8,7 +8,6 @@ that every acknowledged event is there and that decisions are those of an in-pro
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -392,84 +391,6 @@ def test_client_processes_on_the_same_and_on_other_sessions(server: Server, keys
         assert allowed is (i % 3 != 0), name  # denied exactly when its result is untrusted
 
 
-def _workers(pid: int) -> list[int]:
-    """The worker processes of the server ``pid``: its children started by multiprocessing's
-    spawn (not its resource tracker), from /proc."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                command = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and b"spawn_main" in command:
-                found.append(int(entry.name))
-    return sorted(found)
-
-
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker processes through /proc")
-def test_sessions_sharded_over_workers_survive_a_killed_worker(folder: Path, keys: dict[str, str]) -> None:
-    """Two worker processes; one is killed with SIGKILL while clients stream events and
-    authorizations: every request is answered (the worker is started again and rebuilds its
-    sessions from the database), and every decision is the in-process monitor's."""
-    server = Server(folder, "--workers", "2")
-    sessions = [f"s{n}" for n in range(6)]
-    answers: dict[str, list[tuple[str, bool]]] = {name: [] for name in sessions}
-    failures: list[str] = []
-    progress = [0]
-
-    def stream(name: str) -> None:
-        with client(server, keys["agent"]) as agent:
-            assert agent.post("/v1/sessions", json={"session": name}).status_code == 201
-            for i in range(40):
-                label = ["untrusted"] if i % 4 == 0 else []
-                result = event(f"r{i}", tool="fetch", labels=label, deps=[f"a{i - 1}"] if i else [])
-                recorded = agent.post(f"/v1/sessions/{name}/events", json={"events": [result]})
-                call = event(f"a{i}", "tool_call", tool="send_email" if i % 2 else "read", deps=[f"r{i}"])
-                decided = agent.post(f"/v1/sessions/{name}/authorize", json={"event": call})
-                if recorded.status_code != 200 or decided.status_code != 200:
-                    failures.append(
-                        f"{name} step {i}: {recorded.status_code} {decided.status_code} {decided.text}"
-                    )
-                    return
-                answers[name].append((call["id"], decided.json()["allowed"]))
-                progress[0] += 1
-
-    import threading
-
-    threads = [threading.Thread(target=stream, args=(name,)) for name in sessions]
-    try:
-        for thread in threads:
-            thread.start()
-        deadline = time.monotonic() + 60
-        while progress[0] < 60 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        workers = _workers(server.process.pid)
-        assert len(workers) == 2, workers
-        at_kill = progress[0]
-        os.kill(workers[0], signal.SIGKILL)
-        for thread in threads:
-            thread.join(timeout=120)
-        after = _workers(server.process.pid)
-    finally:
-        server.stop()
-    assert failures == []
-    assert at_kill < len(sessions) * 40, "killed in the middle of the stream"
-    assert len(after) == 2 and workers[0] not in after, "the killed worker was started again"
-    monitor = policyc.Monitor(policyc.load(POLICY))
-    for name in sessions:
-        session = monitor.session(name, principal="agent", roles=("agent",))
-        expected = []
-        for i in range(40):
-            label = ["untrusted"] if i % 4 == 0 else []
-            session.record(event(f"r{i}", tool="fetch", labels=label, deps=[f"a{i - 1}"] if i else []))
-            call = event(f"a{i}", "tool_call", tool="send_email" if i % 2 else "read", deps=[f"r{i}"])
-            expected.append((call["id"], session.authorize(call).allowed))
-        assert answers[name] == expected, name
-    assert {allowed for name in sessions for _, allowed in answers[name]} == {True, False}
-
-
 ESCALATING = """
 .import events
 @id("pay-needs-a-person")
@@ -581,11 +502,8 @@ def test_a_reload_gives_new_sessions_the_new_policy_and_keeps_the_old_ones(
     assert stopped.returncode == 2 and "no policyc serve runs on this database" in stopped.stderr
 
 
-@pytest.mark.parametrize("workers", ["0", "2"])
-def test_the_audit_log_in_the_database_exports_and_verifies(
-    folder: Path, keys: dict[str, str], workers: str
-) -> None:
-    server = Server(folder, "--workers", workers)
+def test_the_audit_log_in_the_database_exports_and_verifies(folder: Path, keys: dict[str, str]) -> None:
+    server = Server(folder)
     try:
         with client(server, keys["agent"]) as agent:
             for name in ("s1", "s2", "s3"):
@@ -673,3 +591,34 @@ def test_a_key_appended_to_a_running_service_s_file_works_after_a_reload(
             assert first.post("/v1/sessions", json={"session": "a"}).status_code == 201
     finally:
         server.stop()
+
+
+def test_workers_is_the_deprecated_name_of_processes(folder: Path, keys: dict[str, str]) -> None:
+    """`--workers N` starts N full service processes (its evaluator processes are gone), saying
+    so; given with `--processes` it is refused before anything starts."""
+    base = [
+        policyc_path(),
+        "serve",
+        str(folder / "policy.dl"),
+        "--keys",
+        str(folder / "keys.toml"),
+        "--db",
+        str(folder / "monitor.db"),
+        "--port",
+        "0",
+    ]
+    both = subprocess.run([*base, "--workers", "2", "--processes", "2"], capture_output=True, text=True)
+    assert both.returncode == 2 and "deprecated name of --processes" in both.stderr
+    assert not (folder / "monitor.db").exists()
+    process = subprocess.Popen(
+        [*base, "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        said = process.stderr.readline()
+        listening = process.stdout.readline()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert "--workers is deprecated" in said and "--processes 1" in said
+    assert listening.startswith("policyc serve: listening on http://127.0.0.1:")

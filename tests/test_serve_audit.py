@@ -171,12 +171,12 @@ def checked_export(tmp_path: Path, answered: dict[str, str], people: dict[str, A
 def test_every_answer_is_in_the_export_and_a_cut_is_truncated_against_the_published_head(
     tmp_path: Path,
 ) -> None:
-    """The service as an operator runs it: decisions in a worker, its log signed and its head
+    """The service as an operator runs it: its log signed and its head
     published to a file, started twice (two segments), under a umask that lets anyone read."""
     keys = setup(tmp_path)
     private, public = generate_keys(str(tmp_path / "audit"))
     published = tmp_path / "head.json"
-    options = ("--workers", "1", "--wait", "0.1", "--audit-key", str(private), "--audit-head", str(published))
+    options = ("--wait", "0.1", "--audit-key", str(private), "--audit-head", str(published))
     before = os.umask(0)
     try:
         server = Server(tmp_path, *options)
