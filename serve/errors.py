@@ -59,3 +59,20 @@ class Unavailable(ServiceError):
 
 class Failed(ServiceError):
     """The service failed on the request (a stored policy missing, an evaluator's own error)."""
+
+
+# every kind of refusal, by name (the application gives each its own status)
+KINDS: dict[str, type[ServiceError]] = {
+    kind.__name__: kind
+    for kind in (
+        Malformed,
+        Unauthenticated,
+        Forbidden,
+        NotFound,
+        Conflict,
+        TooLarge,
+        Invalid,
+        Unavailable,
+        Failed,
+    )
+}

@@ -157,8 +157,11 @@ class Store:
             try:
                 self.db.execute("BEGIN IMMEDIATE")
                 self.grouped = True
-                for write in writes:
-                    outcomes.append(self._savepoint(write))
+                if len(writes) == 1:  # alone: its transaction is its savepoint
+                    outcomes.append(self._alone(writes[0]))
+                else:
+                    for write in writes:
+                        outcomes.append(self._savepoint(write))
                 self.grouped = False
                 self.db.execute("COMMIT")
             except BaseException as error:
@@ -171,6 +174,18 @@ class Store:
                 return [(False, error)] * len(writes)
             self._committed()
         return outcomes
+
+    def _alone(self, write: Callable[[], Any]) -> tuple[bool, Any]:
+        """The only write of a group: one that raises takes back the transaction (which commits
+        nothing then), as a savepoint of its own would."""
+        sealed = self.sealed
+        try:
+            return True, write()
+        except Exception as error:
+            self.db.execute("ROLLBACK")
+            self.db.execute("BEGIN IMMEDIATE")
+            self.sealed = sealed
+            return False, error
 
     def _savepoint(self, write: Callable[[], Any]) -> tuple[bool, Any]:
         """One write of a group, taken back alone if it raises."""

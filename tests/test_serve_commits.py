@@ -54,6 +54,25 @@ def test_a_failing_write_of_a_group_is_taken_back_alone(store: Store) -> None:
     assert verified.problem is None and verified.records == 5  # the header, three events, the end
 
 
+def test_a_write_alone_in_its_group_that_fails_is_taken_back_and_the_store_goes_on(store: Store) -> None:
+    """A group of one write runs without a savepoint: its failure takes back the transaction,
+    its audit records with it, and the next group writes as before."""
+    record = {"type": "event", "session": "s", "event": {"id": "e"}}
+    assert store.group([lambda: store.append("agent", "s1", [("record", '{"id":"a"}')], 0, [record])]) == [
+        (True, 1)
+    ]
+    again = store.group([lambda: store.append("agent", "s1", [("record", '{"id":"b"}')], 0, [record])])
+    assert [ok for ok, _ in again] == [False] and isinstance(again[0][1], sqlite3.IntegrityError)
+    assert not store.db.in_transaction
+    assert store.group([lambda: store.append("agent", "s2", [("record", '{"id":"c"}')], 0, [record])]) == [
+        (True, 1)
+    ]
+    assert _events(store.path, "s1") == [(1, '{"id":"a"}')]
+    store.record_audit([{"type": "checkpoint", "final": True}])
+    verified = verify_bytes(export(store.path))
+    assert verified.problem is None and verified.records == 4  # the header, two events, the end
+
+
 def test_a_failed_commit_fails_every_write_of_the_group(store: Store) -> None:
     def breaks_the_transaction() -> None:
         store.db.execute("COMMIT")  # ends the group's transaction: its own COMMIT then fails
