@@ -37,6 +37,7 @@ policyc.gateway.config.ConfigError: g.toml:1: servers.fs: a server needs `comman
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
@@ -168,7 +169,11 @@ class GatewayConfig:
     origin: str = "<command line>"
 
     def server(self, name: str) -> Upstream | None:
-        return next((s for s in self.servers if s.name == name), None)
+        return self._by_name.get(name)
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, Upstream]:
+        return {s.name: s for s in reversed(self.servers)}  # the first of a name, as a search finds
 
 
 def read_config(path: str) -> GatewayConfig:

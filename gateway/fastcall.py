@@ -5,7 +5,7 @@ The SDK's server and client give every request models, dispatch and a worker thr
 the :class:`~.wire.Wire` (once the connection is initialized), and the gateway
 (:meth:`~.server.Gateway.fast_call`) checks its arguments against the tool's listed (and pinned)
 ``inputSchema``, decides it on the event loop, sends the allowed call to its server through the
-server's :class:`~.relay.Relay`, records the result and writes the answer: the same checks,
+server's :class:`~.pipes.Pipes`, records the result and writes the answer: the same checks,
 decisions, events and answers as the SDK path, in fewer steps.
 
 What it leaves to the SDK path, frame as it came: a call with a progress token (the server's

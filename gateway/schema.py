@@ -12,8 +12,9 @@ time is linear in the text; a schema with a pattern RE2 cannot run (a backrefere
 refused whole when the gateway starts (:func:`unrunnable`), its tool not listed.
 ``uniqueItems`` compares the items by a key of each (linear; the validator's own check compares
 every item with every other when they do not sort, minutes for 20,000 objects). And the check
-stops at a deadline (``decide_timeout``): every keyword looks at the clock before it runs (and
-within its loop over property names), so a schema whose alternatives multiply (``anyOf`` nested
+stops at a deadline (``decide_timeout``): every keyword that descends into the instance or
+compares values looks at the clock before it runs (and within its loop over property names;
+the keywords of constant cost, :data:`_CONSTANT`, need not), so a schema whose alternatives multiply (``anyOf`` nested
 under ``$ref``) is given up at the deadline, in the thread that ran it, which then ends
 (:class:`Expired`, a ``policyc:timeout`` of that call); no keyword runs longer than linear time
 in what it reads, so none outlives the deadline by much. The schema's own check against its
@@ -235,6 +236,27 @@ def _shown(instance: Any) -> str:
     return _cut(json.dumps(instance, ensure_ascii=False, default=str))
 
 
+# keywords whose check takes constant time (or a length's) and never descends: they need not look
+# at the clock, since every keyword that descends or compares values does before it runs
+_CONSTANT = frozenset(
+    {
+        "type",
+        "required",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minProperties",
+        "maxProperties",
+        "multipleOf",
+    }
+)
+
+
 def _bounded(check: Any) -> Any:
     """A keyword's check that looks at the clock before it runs."""
 
@@ -290,4 +312,5 @@ def _extended(base: Any) -> Any:
         checks["additionalProperties"] = _additional_properties
     if "uniqueItems" in checks:
         checks["uniqueItems"] = _unique_items
-    return jsonschema.validators.extend(base, {name: _bounded(check) for name, check in checks.items()})
+    bounded = {name: check if name in _CONSTANT else _bounded(check) for name, check in checks.items()}
+    return jsonschema.validators.extend(base, bounded)

@@ -90,7 +90,7 @@ class _Connection:
     instructions: str | None = None
     info: Any = None  # the Implementation (name, version) the server announced
     restarts: int = 0  # how many times the server was started again before this connection
-    relay: Any = None  # a stdio server's Relay (the fast path's calls), None for other servers
+    pipes: Any = None  # a stdio server's Pipes (the fast path's calls), None for other servers
 
 
 @dataclass
@@ -237,7 +237,7 @@ class Upstreams:
 
     async def relay_call(self, qualified: str, arguments: Mapping[str, Any]) -> mt.CallToolResult:
         """:meth:`call_tool` for the fast path: a stdio server of the handshake era is called
-        through its :class:`~.relay.Relay` (its answer checked as the SDK's session checks it, the
+        through its :class:`~.pipes.Pipes` (its answer checked as the SDK's session checks it, the
         structured content against the tool's ``outputSchema`` too); any other through
         :meth:`call_tool`. A failure is an error result, as :meth:`call_tool` gives."""
         import mcp.types as mt
@@ -250,12 +250,12 @@ class Upstreams:
         if (
             connection is None
             or session is None
-            or connection.relay is None
+            or connection.pipes is None
             or session.protocol_version in MODERN_PROTOCOL_VERSIONS
         ):
             return await self.call_tool(qualified, arguments)
         try:
-            raw = await connection.relay.call(
+            raw = await connection.pipes.call(
                 {"name": tool, "arguments": dict(arguments)}, connection.server.timeout
             )
             validate_server_result("tools/call", str(session.protocol_version), raw)
@@ -323,7 +323,9 @@ class Upstreams:
 
         async with contextlib.AsyncExitStack() as stack:
             if server.command is not None:
-                from mcp.client.stdio import StdioServerParameters, stdio_client
+                from mcp.client.stdio import StdioServerParameters
+
+                from .pipes import server_pipes
 
                 parameters = StdioServerParameters(
                     command=server.command,
@@ -331,13 +333,10 @@ class Upstreams:
                     env=dict(server.env) or None,
                     cwd=server.cwd,
                 )
-                read, write = await stack.enter_async_context(stdio_client(parameters, errlog=self.errlog))
-                if connection is not None:  # tools/call frames of the fast path pass beside the session
-                    from .relay import Relay
-
-                    relay = Relay(read, write)
-                    read = relay.read
-                    connection.relay = relay
+                # the fast path's tools/call frames pass beside the session
+                read, write, pipes = await stack.enter_async_context(server_pipes(parameters, self.errlog))
+                if connection is not None:
+                    connection.pipes = pipes
             else:
                 from mcp.client.streamable_http import streamable_http_client
 
@@ -431,13 +430,21 @@ class Upstreams:
 
 def _connection_closed(error: BaseException, connection: _Connection) -> bool:
     """Whether a call failed because the server's connection ended (a stdio server that exited
-    ends it): the SDK's ``CONNECTION_CLOSED`` error, or a connection already torn down."""
+    ends it): a connection already torn down, a stdio server's output ended, or the SDK's
+    ``CONNECTION_CLOSED`` error from a server over HTTP. (The code alone does not say it: it is
+    -32000, the first code JSON-RPC leaves to servers, which a server may answer a call with.)"""
     from mcp import MCPError
     from mcp.types import CONNECTION_CLOSED
 
     if connection.done.is_set() or connection.session is None:
         return True
-    return isinstance(error, MCPError) and error.code == CONNECTION_CLOSED
+    if connection.pipes is not None:
+        return bool(connection.pipes.closed)
+    return (
+        isinstance(error, MCPError)
+        and error.code == CONNECTION_CLOSED
+        and error.message == "Connection closed"
+    )
 
 
 def _describe(error: BaseException) -> str:
@@ -487,14 +494,14 @@ async def check_structured(upstreams: Upstreams, server: str, name: str, result:
     """Check a result's structured content against the ``outputSchema`` of the tool ``name`` of
     ``server`` as listed: in a worker thread, with patterns on RE2, given up at the decision's
     deadline. ``RuntimeError`` saying what is wrong (the messages of the SDK's own check)."""
-    import anyio
-
-    from .schema import Expired, problem
-
     listed = upstreams.tools.get(f"{server}.{name}")
     schema = None if listed is None else listed.tool.output_schema
     if schema is None:
         return
+    import anyio
+
+    from .schema import Expired, problem
+
     content = result.structured_content
     if content is None:
         raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")

@@ -287,3 +287,67 @@ def test_a_server_that_dies_during_a_fast_call_is_named(files: Path) -> None:
         assert "`demo` is not running" in later["result"]["content"][0]["text"]
     finally:
         raw.close()
+
+
+# A server that speaks JSON-RPC by hand, so that its answers to calls can be wrong in every way
+# the SDK's own server never is.
+RAW_SERVER = r"""
+import json, sys
+
+TOOLS = [{"name": n, "inputSchema": {"type": "object"}} for n in ("ok", "notobject", "error", "noise", "badid")]
+for line in sys.stdin:
+    frame = json.loads(line)
+    ident, method = frame.get("id"), frame.get("method")
+    if ident is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": frame["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "raw", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": TOOLS}
+    elif method == "tools/call":
+        name = frame["params"]["name"]
+        if name == "notobject":
+            result = "a text where an object belongs"
+        elif name == "error":
+            print(json.dumps({"jsonrpc": "2.0", "id": ident, "error": {"code": -32000, "message": "no such luck"}}), flush=True)
+            continue
+        elif name == "noise":  # a line that is no JSON, then the answer
+            print("this is not JSON", flush=True)
+            result = {"content": [{"type": "text", "text": "after the noise"}]}
+        elif name == "badid":  # an answer to a call never made, then the real one
+            print(json.dumps({"jsonrpc": "2.0", "id": "policyc-999", "result": {"content": []}}), flush=True)
+            result = {"content": [{"type": "text", "text": "the real answer"}]}
+        else:
+            result = {"content": [{"type": "text", "text": "fine"}]}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-fast-path",)], ids=["fast path", "SDK path"])
+def test_wrong_answers_of_a_server_are_error_results_and_the_connection_goes_on(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    """An answer that is no result object, a JSON-RPC error (with -32000, the code the SDK also
+    uses for a closed connection), a line that is no JSON before the answer, an answer to a call
+    never made: each call is answered, the server stays in service. (The SDK's session cannot
+    read an answer whose result is no object, and waits for it until the server's `timeout`.)"""
+    one_server(tmp_path, RAW_SERVER, ".import events\n", "timeout = 3\n")
+    raw = Raw(tmp_path, *flags)
+    try:
+        raw.handshake()
+        assert "result" in raw.request("tools/list")
+        answers = {
+            name: raw.request("tools/call", {"name": f"demo.{name}", "arguments": {}})
+            for name in ("notobject", "error", "noise", "badid", "ok")
+        }
+    finally:
+        raw.close()
+    texts = {name: answer["result"]["content"][0]["text"] for name, answer in answers.items()}
+    assert answers["notobject"]["result"]["isError"] and "demo.notobject" in texts["notobject"]
+    assert answers["error"]["result"]["isError"] and "no such luck" in texts["error"]
+    assert not answers["noise"]["result"].get("isError") and texts["noise"] == "after the noise"
+    assert not answers["badid"]["result"].get("isError") and texts["badid"] == "the real answer"
+    assert not answers["ok"]["result"].get("isError") and texts["ok"] == "fine"
