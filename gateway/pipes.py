@@ -128,22 +128,15 @@ def _result(frame: dict[str, Any]) -> dict[str, Any]:
 async def server_pipes(parameters: Any, errlog: TextIO) -> AsyncIterator[tuple[Any, Any, Pipes]]:
     """Start the stdio server ``parameters`` (a ``StdioServerParameters``) as the SDK's stdio
     client does, and give the SDK's session its streams, and the fast path its :class:`Pipes`,
-    while the block runs; then stop the server as the SDK does. The process is made and stopped
-    by the SDK's own functions (``mcp.client.stdio``: the command, the environment it inherits,
-    a process group of its own; stdin closed, a grace period, the tree stopped), so the server
-    runs as under the SDK's client; only the pipes' two tasks are the gateway's."""
+    while the block runs; then stop the server as the SDK does: the environment it inherits is
+    the SDK's (``get_default_environment``), it runs in a process group of its own (a job object
+    on Windows, the SDK's), and on the way out its stdin is closed, it has a grace period to
+    exit, and then its process tree is stopped by the SDK's own functions."""
     import mcp_types as types
-    from mcp.client import stdio as sdk
+    from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
-    command = await sdk._get_executable_command(parameters.command)
-    process = await sdk._create_platform_compatible_process(
-        command=command,
-        args=parameters.args,
-        env=sdk.get_default_environment() | (parameters.env or {}),
-        errlog=errlog,
-        cwd=parameters.cwd,
-    )
+    process = await _started(parameters, get_default_environment() | (parameters.env or {}), errlog)
     # the process runs: no awaits until the task group is entered (a cancellation would leak it)
     to_session, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -179,7 +172,7 @@ async def server_pipes(parameters: Any, errlog: TextIO) -> AsyncIterator[tuple[A
             pass  # the pipe ended (the process stopped, or the gateway closed it)
         finally:
             pipes.close()
-            await sdk._drain_stdout(process)  # a server still writing can reach its exit
+            await _drained(process)  # a server still writing can reach its exit
 
     async def writing() -> None:
         assert process.stdin is not None
@@ -204,7 +197,68 @@ async def server_pipes(parameters: Any, errlog: TextIO) -> AsyncIterator[tuple[A
                 write.close()
                 with anyio.move_on_after(0.5):
                     await written.wait()
-                await sdk._stop_server_process(process)
+                await _stopped(process)
                 for stream in (read, write, to_session, from_session):
                     await stream.aclose()
             group.cancel_scope.cancel()
+
+
+GRACE = 2.0  # seconds a server has to exit once its stdin is closed (the SDK's)
+KILL_GRACE = 2.0  # seconds between stopping its process tree and killing it (the SDK's)
+
+
+async def _started(parameters: Any, env: dict[str, str], errlog: TextIO) -> Any:
+    """The server's process, in a process group of its own (a job object on Windows)."""
+    import sys
+
+    if sys.platform == "win32":  # pragma: no cover
+        from mcp.os.win32.utilities import create_windows_process, get_windows_executable_command
+
+        command = get_windows_executable_command(parameters.command)
+        return await create_windows_process(command, parameters.args, env, errlog, parameters.cwd)
+    return await anyio.open_process(
+        [parameters.command, *parameters.args],
+        env=env,
+        stderr=errlog,
+        cwd=parameters.cwd,
+        start_new_session=True,
+    )
+
+
+async def _drained(process: Any) -> None:
+    """Read what the server still writes until its output ends (shielded: it ends with the pipe)."""
+    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+        while True:
+            await process.stdout.receive()
+
+
+async def _stopped(process: Any) -> None:
+    """Stop the server as the MCP specification's shutdown says: stdin closed, a grace period,
+    then the process tree stopped (the SDK's functions for it), its output closed."""
+    import sys
+
+    with contextlib.suppress(Exception):
+        await process.stdin.aclose()
+    if not await _exited(process, GRACE):
+        if sys.platform == "win32":  # pragma: no cover
+            from mcp.os.win32.utilities import terminate_windows_process_tree
+
+            await terminate_windows_process_tree(process)
+        else:
+            from mcp.os.posix.utilities import terminate_posix_process_tree
+
+            await terminate_posix_process_tree(process, KILL_GRACE)
+        await _exited(process, KILL_GRACE)
+    with contextlib.suppress(Exception):
+        await process.stdout.aclose()
+
+
+async def _exited(process: Any, timeout: float) -> bool:
+    """Whether the process exited within ``timeout`` (its return code, polled: waiting for it
+    would also wait for its pipes, which a child it started may hold)."""
+    deadline = anyio.current_time() + timeout
+    while process.returncode is None:
+        if anyio.current_time() >= deadline:
+            return False
+        await anyio.sleep(0.01)
+    return True

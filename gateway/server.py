@@ -514,9 +514,10 @@ class Gateway:
                     f"{self.max_sessions}): end one first",
                 )
         self.owners[key] = principal
-        # the SDK's connection of this session; the exit stack closes when the session ends
-        connection = getattr(ctx.session, "_connection", None)
-        if connection is not None and f"http:{getattr(connection, 'session_id', None)}" == key:
+        # the SDK's Connection of this session, whose exit stack it closes when the session ends
+        # (a low-level handler reaches it through the request's ServerSession only)
+        connection = ctx.session._connection
+        if f"http:{connection.session_id}" == key:
             connection.exit_stack.push_async_callback(self._ended, key)
 
     async def _ended(self, key: str) -> None:

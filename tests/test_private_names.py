@@ -24,6 +24,10 @@ THIRD_PARTY = {
     "_replace": "a NamedTuple's method for a copy with some fields changed (Span._replace)",
     "_exit": "os._exit, the documented way to end a process whose threads cannot be stopped "
     "(the MCP gateway on SIGTERM, once its servers are stopped and its audit log closed)",
+    "_connection": "the MCP SDK's per-client Connection behind a request's ServerSession: its "
+    "exit stack, which the SDK closes when a streamable HTTP session ends, is the only end-of-session "
+    "hook a low-level handler can reach (the gateway stops that session's servers with it; "
+    "tests/test_gateway_sessions.py fails if the SDK changes it)",
 }
 
 
