@@ -699,8 +699,8 @@ class _Printer:
     def number(self, number: ast.Integer | ast.Float) -> str:
         if isinstance(number, ast.Integer):
             suffix = "u" if number.unsigned else ""  # `5u`: an unsigned constant
-            written = self.code_text(number.span.start, number.span.end)
-            radix = _RADIX.fullmatch(written[:-1] if suffix and written.endswith("u") else written)
+            text = self.code_text(number.span.start, number.span.end)
+            radix = _RADIX.fullmatch(text[:-1] if suffix and text.endswith("u") else text)
             if radix:  # `0x1F` and `0b101` as written
                 sign = "-" if radix.group(1).count("-") % 2 else ""
                 digits = radix.group(2)

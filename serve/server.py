@@ -311,6 +311,11 @@ def run(
                 self.accepting = set()
                 handoff.serve = self.serve_connection
                 handoff.start()
+            leased = service.ownership
+            if settings.port == 0 and settings.advertise is None and isinstance(leased, Leased):
+                # `--port 0`: the other instances reach this one at the port it got
+                bound = self.servers[0].sockets[0].getsockname()[1]
+                leased.store.announce(address_of(dataclasses.replace(settings, port=bound)))
             if started is not None:
                 started()
                 return
