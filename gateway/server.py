@@ -149,9 +149,9 @@ class Gateway:
         """The tool ``name`` stands for, or why no call of it is sent (hidden, not running, unknown)."""
         if name in view.hidden:
             return None, f"policyc did not send the call of `{name}`: {view.hidden[name]}"
-        tool = view.servers.tools.get(name)
+        tool = view.servers.tool(name)
         if tool is None:
-            down = view.servers.failures.get(name.partition(".")[0])
+            down = view.servers.failure(name.partition(".")[0])
             if down is not None:
                 return None, f"the server `{name.partition('.')[0]}` is not running: {down}"
             return None, f"no tool `{name}` behind the gateway (`tools/list` names the tools)"
@@ -215,7 +215,7 @@ class Gateway:
         """Record the result of a forwarded call (and tell the clients that see its server when
         it stopped)."""
         assert verdict.call is not None
-        if tool.server in (view or self.main).servers.failures:  # it stopped: its tools are gone
+        if (view or self.main).servers.failure(tool.server) is not None:  # it stopped: its tools are gone
             await self._tools_changed(None if view is None or view is self.main else key)
         server = self.config.server(tool.server)
         labels = server.labels_of(tool.name) if server is not None else ()

@@ -39,15 +39,21 @@ class Servers:
 
     @property
     def tools(self) -> dict[str, UpstreamTool]:
+        """Every tool (``S.T``) of every part, the first part's where two have one name."""
         found: dict[str, UpstreamTool] = {}
         for part in self.parts:
             for qualified, tool in part.tools.items():
                 found.setdefault(qualified, tool)
         return found
 
-    @property
-    def failures(self) -> dict[str, str]:
-        return {name: why for part in self.parts for name, why in part.failures.items()}
+    def tool(self, qualified: str) -> UpstreamTool | None:
+        """The tool ``S.T`` (a call's lookup: no merged listing made)."""
+        return next((t for part in self.parts if (t := part.tools.get(qualified)) is not None), None)
+
+    def failure(self, name: str) -> str | None:
+        """Why the server ``name`` is not running (None: it runs, or is not one of these)."""
+        part = self._part(name)
+        return None if part is None else part.connections[name].failure
 
     def announced(self) -> dict[str, Any]:
         return {name: info for part in self.parts for name, info in part.announced().items()}

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from .support.gateway import POLICYC, one_server
+from .support.gateway import POLICYC, SERVE_DEMO, one_server
 
-SERVER = """
+SERVER = (
+    """
 import os, anyio
 import mcp.types as mt
 from mcp.server.lowlevel import Server
@@ -62,16 +63,9 @@ async def call_tool(ctx, params):
     if params.name == "die":
         os._exit(3)
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=params.name + ": " + arguments.get("text", ""))])
-
-
-async def main():
-    server = Server("demo", on_list_tools=list_tools, on_call_tool=call_tool)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
-anyio.run(main)
 """
+    + SERVE_DEMO
+)
 
 POLICY = """
 .import events

@@ -19,10 +19,11 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from .support.gateway import POLICYC, listening, one_server, text
+from .support.gateway import POLICYC, SERVE_DEMO, listening, one_server, text
 from .support.service import keys_file
 
-SERVER = """
+SERVER = (
+    """
 import anyio
 import mcp.types as mt
 from mcp.server.lowlevel import Server
@@ -37,16 +38,9 @@ async def list_tools(ctx, params):
 
 async def call_tool(ctx, params):
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=params.name + " done")])
-
-
-async def main():
-    server = Server("demo", on_list_tools=list_tools, on_call_tool=call_tool)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
-anyio.run(main)
 """
+    + SERVE_DEMO
+)
 
 POLICY = """
 .import events

@@ -21,12 +21,13 @@ from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from .support.gateway import listening, one_server, text
+from .support.gateway import SERVE_DEMO, listening, one_server, text
 from .support.service import keys_file
 
 # A stateful server: it remembers a value, says its process id (written to pids.txt as it
 # starts), and asks the client's model a question during a call.
-SERVER = """
+SERVER = (
+    """
 import os, sys
 import anyio
 import mcp.types as mt
@@ -56,16 +57,9 @@ async def call_tool(ctx, params):
         sampled = await ctx.session.create_message(messages=[question], max_tokens=10)
         answer = sampled.content.text
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=answer)])
-
-
-async def main():
-    server = Server("demo", on_list_tools=list_tools, on_call_tool=call_tool)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
-anyio.run(main)
 """
+    + SERVE_DEMO
+)
 
 POLICY = """
 .import events

@@ -23,7 +23,7 @@ import pytest
 import policyc
 
 from .support.commands import policyc_path
-from .support.service import Server, client, event, new_key
+from .support.service import Server, client, event, new_key, serve_command
 
 POLICY = """
 .import events
@@ -596,22 +596,13 @@ def test_a_key_appended_to_a_running_service_s_file_works_after_a_reload(
 def test_workers_is_the_deprecated_name_of_processes(folder: Path, keys: dict[str, str]) -> None:
     """`--workers N` starts N full service processes (its evaluator processes are gone), saying
     so; given with `--processes` it is refused before anything starts."""
-    base = [
-        policyc_path(),
-        "serve",
-        str(folder / "policy.dl"),
-        "--keys",
-        str(folder / "keys.toml"),
-        "--db",
-        str(folder / "monitor.db"),
-        "--port",
-        "0",
-    ]
-    both = subprocess.run([*base, "--workers", "2", "--processes", "2"], capture_output=True, text=True)
+    both = subprocess.run(
+        serve_command(folder, "--workers", "2", "--processes", "2"), capture_output=True, text=True
+    )
     assert both.returncode == 2 and "deprecated name of --processes" in both.stderr
     assert not (folder / "monitor.db").exists()
     process = subprocess.Popen(
-        [*base, "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        serve_command(folder, "--workers", "1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         assert process.stdout is not None and process.stderr is not None

@@ -28,41 +28,14 @@ def check(context: Context) -> list[Diagnostic]:
         source = context.program.source(module.path)
         if source is None or context.program.is_library(module.path):
             continue
+        for word, why, hint in _ignored_words(statement):
+            diagnostics.append(
+                codes.IGNORED_OPTION(
+                    word.span, f"`{word.name}` is ignored: {why}", help=hint, fix=_word_removal(source, word)
+                )
+            )
         if isinstance(statement, ast.Input | ast.Output):
             diagnostics.extend(_io_options(statement, source))
-        elif isinstance(statement, ast.Decl) and statement.storage is not None:
-            storage = statement.storage
-            diagnostics.append(
-                codes.IGNORED_OPTION(
-                    storage.span,
-                    f"`{storage.name}` is ignored: policyc keeps every relation in hash tables and indexes "
-                    "of its own choosing",
-                    help="Soufflé's data structure qualifiers tune Soufflé's C++ code; remove it",
-                    fix=_word_removal(source, storage),
-                )
-            )
-        if isinstance(statement, ast.Decl):
-            for hint in statement.hints:
-                diagnostics.append(
-                    codes.IGNORED_OPTION(
-                        hint.span,
-                        f"`{hint.name}` is ignored: policyc's planner chooses which relations are "
-                        "computed on demand and which are inlined",
-                        help="`policyc check --show plan` shows what it chose",
-                        fix=_word_removal(source, hint),
-                    )
-                )
-        elif isinstance(statement, ast.Functor) and statement.stateful is not None:
-            stateful = statement.stateful
-            diagnostics.append(
-                codes.IGNORED_OPTION(
-                    stateful.span,
-                    "`stateful` is ignored: a policyc functor is a Python function given the values "
-                    "themselves, with no symbol or record table to look them up in",
-                    help="implement the functor in Python (docs/extensions.md); remove `stateful`",
-                    fix=_word_removal(source, stateful),
-                )
-            )
         elif isinstance(statement, ast.QueryPlan):
             diagnostics.append(
                 codes.IGNORED_OPTION(
@@ -83,6 +56,35 @@ def check(context: Context) -> list[Diagnostic]:
                 )
             )
     return diagnostics
+
+
+def _ignored_words(statement: ast.Statement) -> list[tuple[ast.Ident, str, str]]:
+    """The qualifiers of a statement that policyc reads and sets aside: each, why, and what to do."""
+    if isinstance(statement, ast.Decl):
+        found = []
+        if statement.storage is not None:
+            found.append(
+                (
+                    statement.storage,
+                    "policyc keeps every relation in hash tables and indexes of its own choosing",
+                    "Soufflé's data structure qualifiers tune Soufflé's C++ code; remove it",
+                )
+            )
+        planned = "policyc's planner chooses which relations are computed on demand and which are inlined"
+        found += [
+            (hint, planned, "`policyc check --show plan` shows what it chose") for hint in statement.hints
+        ]
+        return found
+    if isinstance(statement, ast.Functor) and statement.stateful is not None:
+        return [
+            (
+                statement.stateful,
+                "a policyc functor is a Python function given the values themselves, with no symbol "
+                "or record table to look them up in",
+                "implement the functor in Python (docs/extensions.md); remove `stateful`",
+            )
+        ]
+    return []
 
 
 def _word_removal(source: SourceFile, word: ast.Ident) -> Fix | None:

@@ -38,6 +38,20 @@ def text(result: mt.CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, mt.TextContent))
 
 
+# the end of a test's MCP server script: the SDK's low-level server `demo` made of the script's
+# `list_tools` and `call_tool`, served over stdio
+SERVE_DEMO = """
+
+async def main():
+    server = Server("demo", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+anyio.run(main)
+"""
+
+
 def one_server(folder: Path, server: str, policy: str, more: str = "") -> tuple[Path, Path]:
     """``folder`` holding an MCP server script (``server.py``), a policy and a gateway.toml whose
     one server, ``demo``, runs the script with this Python (``more``: further config lines)."""

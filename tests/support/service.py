@@ -33,24 +33,30 @@ def new_key(principal: str, *roles: str) -> tuple[str, str]:
     return lines[0].split()[-1], "\n".join(lines[2:]) + "\n"
 
 
+def serve_command(folder: Path, *extra: str) -> list[str]:
+    """`policyc serve` of ``folder``'s policy.dl, keys.toml and monitor.db on 127.0.0.1, on the
+    port the kernel gives it (said on its first line: no race for a free port), and ``extra``."""
+    return [
+        policyc_path(),
+        "serve",
+        str(folder / "policy.dl"),
+        "--keys",
+        str(folder / "keys.toml"),
+        "--db",
+        str(folder / "monitor.db"),
+        "--port",
+        "0",
+        *extra,
+    ]
+
+
 class Server:
     """A `policyc serve` process on a free port of 127.0.0.1."""
 
     def __init__(self, folder: Path, *extra: str, scheme: str = "http") -> None:
         self.folder = folder
         self.process = subprocess.Popen(
-            [
-                policyc_path(),
-                "serve",
-                str(folder / "policy.dl"),
-                "--keys",
-                str(folder / "keys.toml"),
-                "--db",
-                str(folder / "monitor.db"),
-                "--port",
-                "0",  # the kernel's choice, said on the first line: no race for a free port
-                *extra,
-            ],
+            serve_command(folder, *extra),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
