@@ -147,10 +147,10 @@ class Store:
             self.chain.publish(Head((sealed,)).line())
 
     def group(self, writes: Sequence[Callable[[], Any]]) -> list[tuple[bool, Any]]:
-        """Run ``writes`` (each calling this store's write methods) in one transaction, each in a
-        savepoint of its own, and commit once: each write's outcome, ``(True, value)`` or
-        ``(False, error)``. A write that raises is taken back alone; when the commit fails, every
-        write's outcome is that error (none of them is in the database)."""
+        """Run ``writes`` (each calling this store's write methods) in one transaction and commit
+        once: each write's outcome, ``(True, value)`` or ``(False, error)``. A write that raises
+        is taken back alone (:meth:`_together`); when the commit fails, every write's outcome is
+        that error (none of them is in the database)."""
         outcomes: list[tuple[bool, Any]] = []
         with self.lock:
             self.sealed = None
@@ -160,8 +160,7 @@ class Store:
                 if len(writes) == 1:  # alone: its transaction is its savepoint
                     outcomes.append(self._alone(writes[0]))
                 else:
-                    for write in writes:
-                        outcomes.append(self._savepoint(write))
+                    outcomes = self._together(writes)
                 self.grouped = False
                 self.db.execute("COMMIT")
             except BaseException as error:
@@ -174,6 +173,21 @@ class Store:
                 return [(False, error)] * len(writes)
             self._committed()
         return outcomes
+
+    def _together(self, writes: Sequence[Callable[[], Any]]) -> list[tuple[bool, Any]]:
+        """The writes of a group in the open transaction, without a savepoint each while none of
+        them raises (the common case: two statements fewer per write); when one does, the
+        transaction is taken back and every write runs again, each in a savepoint of its own,
+        so that the one that raises is taken back alone. A write changes nothing but the
+        database and the checkpoint to publish (restored here), so running it again is safe."""
+        try:
+            return [(True, write()) for write in writes]
+        except Exception:
+            self.sealed = None
+            if self.db.in_transaction:  # some errors of SQLite take it back themselves
+                self.db.execute("ROLLBACK")
+            self.db.execute("BEGIN IMMEDIATE")
+        return [self._savepoint(write) for write in writes]
 
     def _alone(self, write: Callable[[], Any]) -> tuple[bool, Any]:
         """The only write of a group: one that raises takes back the transaction (which commits

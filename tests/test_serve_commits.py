@@ -114,3 +114,32 @@ def test_a_cancelled_request_still_waits_for_its_commit(store: Store) -> None:
         return _events(store.path, "s1")  # the cancellation came after the commit, not before
 
     assert asyncio.run(main()) == [(1, "1")]
+
+
+def test_a_group_whose_writes_all_succeed_runs_them_without_savepoints(store: Store) -> None:
+    """The savepoints are for a write that fails: while none does, a group is its writes and
+    one commit; when one fails, the others are still committed once each."""
+    statements: list[str] = []
+    store.db.set_trace_callback(statements.append)
+    record = {"type": "event", "session": "s", "event": {"id": "e"}}
+    outcomes = store.group(
+        [lambda s=s: store.append("agent", s, [("record", '{"id":"a"}')], 0, [record]) for s in ("s1", "s2")]
+    )
+    assert outcomes == [(True, 1), (True, 1)]
+    assert not [s for s in statements if "SAVEPOINT" in s or "RELEASE" in s]
+    assert statements.count("COMMIT") == 1
+    statements.clear()
+    failing = store.group(
+        [
+            lambda: store.append("agent", "s3", [("record", '{"id":"b"}')], 0, [record]),
+            lambda: store.append("agent", "s1", [("record", '{"id":"c"}')], 0, [record]),  # seq 1 again
+        ]
+    )
+    store.db.set_trace_callback(None)
+    assert [ok for ok, _ in failing] == [True, False]
+    assert "ROLLBACK" in statements and any("SAVEPOINT" in s for s in statements)
+    assert _events(store.path, "s3") == [(1, '{"id":"b"}')]
+    assert _events(store.path, "s1") == [(1, '{"id":"a"}')]
+    store.record_audit([{"type": "checkpoint", "final": True}])
+    verified = verify_bytes(export(store.path))
+    assert verified.problem is None and verified.records == 5  # the header, three events, the end
