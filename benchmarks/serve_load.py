@@ -8,8 +8,8 @@ asks for a decision on a call that depends on it (``authorize`` after the batch'
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
+import socket
 import statistics
 import time
 import traceback
@@ -45,19 +45,52 @@ def server_timing(headers: Any) -> float:
 
 
 class Connection:
-    """One keep-alive HTTP/1.1 connection to the service, with the principal's key."""
+    """One keep-alive HTTP/1.1 connection to the service, with the principal's key: a plain
+    socket, each request written as one piece of bytes and each answer read by its
+    ``Content-Length``, so that the client spends as little CPU as it can beside the service it
+    measures (``http.client`` spent about 0.15 ms per request; the service under test shares the
+    machine's cores with its clients)."""
 
     def __init__(self, host: str, port: int, key: str) -> None:
-        self.http = http.client.HTTPConnection(host, port, timeout=60)
-        self.headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+        self.socket = socket.create_connection((host, port), timeout=60)
+        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.head = (
+            f"HTTP/1.1\r\nhost: {host}:{port}\r\nauthorization: Bearer {key}\r\n"
+            "content-type: application/json\r\ncontent-length: "
+        ).encode()
+        self.buffer = b""
 
-    def post(self, path: str, body: dict[str, Any], expect: int = 200) -> tuple[dict[str, Any], Any]:
-        self.http.request("POST", path, json.dumps(body), self.headers)
-        answer = self.http.getresponse()
-        text = answer.read()
-        if answer.status != expect:
-            raise RuntimeError(f"POST {path}: {answer.status} {text[:300]!r}")
-        return json.loads(text), answer.headers
+    def post(
+        self, path: str, body: dict[str, Any], expect: int = 200
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        data = json.dumps(body, separators=(",", ":")).encode()
+        self.socket.sendall(b"POST %s %s%d\r\n\r\n%s" % (path.encode(), self.head, len(data), data))
+        status, headers, text = self._answer()
+        if status != expect:
+            raise RuntimeError(f"POST {path}: {status} {text[:300]!r}")
+        return json.loads(text), headers
+
+    def _answer(self) -> tuple[int, dict[str, str], bytes]:
+        """The next answer on the connection: its status, headers (names in lower case) and body."""
+        while (end := self.buffer.find(b"\r\n\r\n")) < 0:
+            self._more()
+        lines = self.buffer[:end].decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.lower()] = value.strip()
+        length = int(headers.get("content-length", "0"))
+        while len(self.buffer) < end + 4 + length:
+            self._more()
+        text = self.buffer[end + 4 : end + 4 + length]
+        self.buffer = self.buffer[end + 4 + length :]
+        return int(lines[0].split(" ", 2)[1]), headers, text
+
+    def _more(self) -> None:
+        chunk = self.socket.recv(65536)
+        if not chunk:
+            raise ConnectionError("the service closed the connection")
+        self.buffer += chunk
 
     def open_sessions(self, names: list[str]) -> None:
         for name in names:
@@ -74,7 +107,7 @@ class Connection:
         return time.perf_counter() - sent, server_timing(headers)
 
     def close(self) -> None:
-        self.http.close()
+        self.socket.close()
 
 
 def warm_up(host: str, port: int, key: str, name: str, decisions: int) -> None:
