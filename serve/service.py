@@ -12,8 +12,8 @@ evaluator whose commit failed rebuilds the session from the database.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -232,7 +232,7 @@ class Service:
         behind = await self._reach(live, after)
         with self.metrics.waiting.track_inprogress():
             async with live.lock:
-                decision_id = "d-" + uuid.uuid4().hex
+                decision_id = "d-" + secrets.token_hex(16)
                 if behind:  # the graph never reached the sequence number the client acted on
 
                     def logged(decided: dict[str, Any], audit: Records) -> None:

@@ -8,12 +8,13 @@ database file's log, whatever happens to the process afterwards (``kill -9`` inc
 start the sessions are rebuilt from these rows alone. With ``sync="full"`` every commit also
 waits for the disk (``synchronous=FULL``), so an answer outlives a power cut too; by default
 (``synchronous=NORMAL``) the log is synced at checkpoints, and a power cut may lose the last
-commits (never corrupt the database). A decision and the candidate it decided are one
-transaction.
+commits (never corrupt the database). The log is copied into the database file by a thread of
+its own (:mod:`.checkpoints`), not by the commit that finds it long. A decision and the candidate
+it decided are one transaction.
 
-Writes may be grouped (:meth:`Store.group`): the writes of many requests in one transaction, each
-in a savepoint of its own so that one that fails is taken back alone, committed once. Whoever
-made a write of a group learns its outcome only after that commit (see :mod:`.commits`).
+Writes may be grouped (:meth:`Store.group`): the writes of many requests in one transaction, one
+that fails taken back alone, committed once. Whoever made a write of a group learns its outcome
+only after that commit (see :mod:`.commits`).
 
 The database holds what the sessions were given, argument values of the ``credential`` role
 included, in clear (the audit log in it holds their hashes): its file and SQLite's ``-wal`` and
@@ -48,6 +49,7 @@ from typing import Any
 from policyc.runtime.audit import Head, HeadEntry
 
 from .audit import Chain, head, tagged, write
+from .checkpoints import Checkpointer
 
 Records = Sequence[dict[str, Any]]  # audit records written with a commit (see .audit)
 
@@ -110,6 +112,7 @@ class Store:
         if os.path.lexists(path) and not os.path.isfile(path):
             raise StoreError(f"{path}: not a regular file, so not a database")
         self.widened = private(path)
+        self.checkpoints = Checkpointer(path, sync)
         try:
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._prepare(sync)
@@ -121,6 +124,7 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute(f"PRAGMA synchronous={sync.upper()}")
         self.db.execute("PRAGMA busy_timeout=5000")
+        self.db.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints run on a thread of their own
         self.db.executescript(SCHEMA)
         found = self.db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         if found is None:
@@ -142,6 +146,7 @@ class Store:
 
     def _committed(self) -> None:
         """After a commit: publish the head at the checkpoint it wrote, if it wrote one."""
+        self.checkpoints.committed()
         sealed, self.sealed = self.sealed, None
         if sealed is not None and self.chain.publish is not None:
             self.chain.publish(Head((sealed,)).line())
@@ -240,6 +245,7 @@ class Store:
         with self.lock:
             if not self.closed:
                 self.closed = True
+                self.checkpoints.stop()
                 self.db.close()
 
     def create_session(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,24 @@ def test_a_group_whose_writes_all_succeed_runs_them_without_savepoints(store: St
     store.record_audit([{"type": "checkpoint", "final": True}])
     verified = verify_bytes(export(store.path))
     assert verified.problem is None and verified.records == 5  # the header, three events, the end
+
+
+def test_the_log_is_checkpointed_by_a_thread_of_its_own_which_stops_with_the_store(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from policyc.serve import checkpoints
+
+    assert store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # no commit checkpoints
+    monkeypatch.setattr(checkpoints, "EVERY", 3)
+    for n in range(1, 7):
+        store.append("agent", "s1", [("record", f'{{"id":"e{n}"}}')], n - 1)
+    thread = store.checkpoints.thread
+    assert thread is not None and thread.name == "policyc-checkpoints"
+    deadline = time.monotonic() + 10
+    while store.checkpoints.rounds < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.checkpoints.rounds >= 1 and store.checkpoints.failed is None
+    # what the thread copied is the database's: another connection reads every committed row
+    assert [seq for seq, _ in _events(store.path, "s1")] == [1, 2, 3, 4, 5, 6]
+    store.close()
+    assert not thread.is_alive()

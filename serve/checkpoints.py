@@ -1,0 +1,81 @@
+"""WAL checkpoints off the writer's thread.
+
+In WAL mode SQLite appends every commit to the ``-wal`` file and copies the pages back into the
+database file at a checkpoint; left to itself, the commit that finds the log past 1,000 pages
+runs the checkpoint, and with it the disk syncs it waits for (``synchronous=NORMAL`` syncs the
+log and the database there), on the event loop that commits. A :class:`Checkpointer` runs them
+instead on a thread of its own, with a connection of its own, every :data:`EVERY` commits: a
+``PASSIVE`` checkpoint, which copies what no reader needs and never blocks a writer, so the
+event loop goes on answering while the pages are copied and synced (SQLite lets go of Python's
+lock while it works). What a commit means does not change: it is durable once in the log, as
+before; the checkpoint only moves it into the database file.
+
+A checkpoint that fails (the disk full, say) is said once in the log and tried again at the next
+round; the log then grows until one succeeds, as it would with SQLite's own checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+
+# commits between checkpoints: with groups of a few writes, about SQLite's own 1,000 pages
+EVERY = 100
+
+log = logging.getLogger("policyc.serve")
+
+
+class Checkpointer:
+    """Checkpoints of the database at ``path`` on a thread started at the first round."""
+
+    def __init__(self, path: str, sync: str) -> None:
+        self.path = path
+        self.sync = sync
+        self.commits = 0
+        self.wake = threading.Event()
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+        self.failed: str | None = None  # the last checkpoint's error, said once
+        self.rounds = 0  # checkpoints run
+
+    def committed(self) -> None:
+        """A commit was made (by the writer, holding the store's lock)."""
+        self.commits += 1
+        if self.commits % EVERY:
+            return
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="policyc-checkpoints", daemon=True)
+            self.thread.start()
+        self.wake.set()
+
+    def _run(self) -> None:
+        connection: sqlite3.Connection | None = None
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            if self.stopping:
+                break
+            try:
+                if connection is None:
+                    connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                    connection.execute(f"PRAGMA synchronous={self.sync.upper()}")
+                    connection.execute("PRAGMA busy_timeout=5000")
+                connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                self.rounds += 1
+                self.failed = None
+            except sqlite3.Error as error:
+                if self.failed is None:
+                    log.warning(
+                        "%s: a checkpoint of the log failed (tried again later): %s", self.path, error
+                    )
+                self.failed = str(error)
+        if connection is not None:
+            connection.close()
+
+    def stop(self) -> None:
+        """Stop the thread, once the checkpoint it runs is done."""
+        self.stopping = True
+        self.wake.set()
+        if self.thread is not None:
+            self.thread.join()
