@@ -12,6 +12,7 @@ request not yet whole after a moment, one that names no session) stays where it 
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
 import socket
@@ -111,7 +112,11 @@ class Handoff:
             self.serve(connection)
             return
         try:
-            socket.send_fds(self.outbox, [b"c"], [connection.fileno()], 0, self.paths[owner])
+            # sendmsg, not socket.send_fds: send_fds drops its address (CPython 3.11-3.13)
+            rights = array.array("i", [connection.fileno()])
+            self.outbox.sendmsg(
+                [b"c"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)], 0, self.paths[owner]
+            )
         except OSError:  # the owner cannot take it now: served here, forwarding as needed
             self.kept += 1
             self.serve(connection)

@@ -289,3 +289,43 @@ def test_the_export_of_every_process_s_chain_verifies_running_and_stopped(
 
 def _policyc(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([policyc_path(), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_a_connection_reaches_the_owner_of_its_first_session_without_a_hop(
+    tmp_path: Path, keys: dict[str, str]
+) -> None:
+    """A connection whose first request names a session (here: creates it) is handed to the
+    process that owns it, which serves it from then on: with the other process stopped
+    (SIGSTOP), the requests on it are still answered; a connection served through the other
+    process would wait for it."""
+    server = Server(tmp_path, "--processes", "2")
+    agents = [
+        httpx.Client(base_url=server.url, headers={"authorization": f"Bearer {keys['agent']}"}, timeout=1)
+        for _ in SESSIONS
+    ]
+    try:
+        for agent, name in zip(agents, SESSIONS, strict=True):
+            assert agent.post("/v1/sessions", json={"session": name}).status_code == 201
+        children = _children(server.process.pid)
+        assert len(children) == 2
+        for stopped in children:
+            os.kill(stopped, signal.SIGSTOP)
+            answered = set()
+            try:
+                for agent, name in zip(agents, SESSIONS, strict=True):
+                    try:
+                        reply = agent.get(f"/v1/sessions/{name}/decisions/d-none")
+                    except httpx.TimeoutException:
+                        continue
+                    assert reply.status_code == 404, reply.text
+                    answered.add(name)
+            finally:
+                os.kill(stopped, signal.SIGCONT)
+            # exactly the running process's sessions: each on a connection that process serves
+            assert answered in [{s for s in SESSIONS if owner_of("agent", s, 2) == i} for i in (0, 1)], (
+                answered
+            )
+    finally:
+        for agent in agents:
+            agent.close()
+        server.stop()
