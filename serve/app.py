@@ -100,7 +100,7 @@ def application(service: Service, router: Router | InstanceRouter | None = None)
 
     async def local(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
-            found = _HOT.fullmatch(scope["path"])
+            found = HOT.fullmatch(scope["path"])
             if found is not None:
                 await _hot(service, hot[found[2]], found[1], found[2] != "events", scope, receive, send)
                 return
@@ -220,7 +220,7 @@ def _routed(service: Service) -> Starlette:
 
 
 # the routes that decide and record, answered without the framework: POST /v1/sessions/S/OPERATION
-_HOT = re.compile(r"/v1/sessions/([^/]+)/(events|authorize|decide)")
+HOT = re.compile(r"/v1/sessions/([^/]+)/(events|authorize|decide)")
 
 
 class _Gone(Exception):
@@ -239,21 +239,49 @@ async def _hot(
     """A hot route's request, answered as the Starlette endpoint answers it (the same
     refusals, statuses and bodies), without building a request and a response object."""
     headers = dict(scope["headers"])
-    extra: list[tuple[bytes, bytes]] = []
-    try:
-        principal = _principal(headers.get(b"authorization", b"").decode("latin-1"), scope, service.keys)
-        declared = headers.get(b"content-length")
-        body = await _body(
+    declared = headers.get(b"content-length")
+
+    def body() -> Awaitable[bytes]:
+        return _read(
             _stream(receive), None if declared is None else declared.decode("latin-1"), service.max_body
         )
+
+    answer = await hot_answer(
+        service, handler, session, timed, headers.get(b"authorization", b"").decode("latin-1"), scope, body
+    )
+    if answer is None:
+        return
+    status, payload, extra = answer
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def hot_answer(
+    service: Service,
+    handler: Callable[[Principal, str, Any], Awaitable[Any]],
+    session: str,
+    timed: bool,
+    authorization: str,
+    scope: Mapping[str, Any],
+    body: Callable[[], Awaitable[bytes]],
+) -> tuple[int, bytes, list[tuple[bytes, bytes]]] | None:
+    """The answer to a hot route's request (``authorization``: its header; ``body()``: its body,
+    read within the limit): its status, JSON body and headers beside the content's, the time
+    the decision took for ``timed`` ones. None when the client went before its body arrived.
+    Shared by the ASGI handler (:func:`_hot`) and the HTTP protocol's own (:mod:`.hotpath`)."""
+    extra: list[tuple[bytes, bytes]] = []
+    try:
+        principal = _principal(authorization, scope, service.keys)
+        value = _parsed(await body())
         started = time.perf_counter()
-        status, payload = 200, jsontext.dumps(await handler(principal, session, body))
+        status, payload = 200, jsontext.dumps(await handler(principal, session, value))
         if timed:  # committing included, for clients that measure latency
             extra.append(
                 (b"server-timing", f"decide;dur={(time.perf_counter() - started) * 1000:.3f}".encode())
             )
     except _Gone:
-        return
+        return None
     except ServiceError as error:
         status, payload = STATUS[type(error)], _error_body(error.code, error.message)
     except NOT_DONE as error:
@@ -261,9 +289,7 @@ async def _hot(
         status, payload = STATUS[type(away)], _error_body(away.code, away.message)
     except Exception as error:
         status, payload = 500, _error_body("internal-error", f"the service failed: {type(error).__name__}")
-    start = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *extra]
-    await send({"type": "http.response.start", "status": status, "headers": start})
-    await send({"type": "http.response.body", "body": payload})
+    return status, payload, extra
 
 
 async def _stream(receive: Receive) -> AsyncIterator[bytes]:
@@ -303,6 +329,12 @@ def _principal(header: str, scope: Mapping[str, Any], keys: Keys) -> Principal:
 async def _body(stream: AsyncIterator[bytes], declared: str | None, limit: int) -> Any:
     """The JSON value of a request's body (``declared``: its ``Content-Length``), refused past
     ``limit`` bytes before it is read whole."""
+    return _parsed(await _read(stream, declared, limit))
+
+
+async def _read(stream: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
+    """A request's body (``declared``: its ``Content-Length``), refused past ``limit`` bytes
+    before it is read whole."""
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise TooLarge("too-large", f"a request body holds at most {limit:,} bytes")
     chunks = []
@@ -312,8 +344,13 @@ async def _body(stream: AsyncIterator[bytes], declared: str | None, limit: int) 
         if size > limit:
             raise TooLarge("too-large", f"a request body holds at most {limit:,} bytes")
         chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parsed(body: bytes) -> Any:
+    """The JSON value of a request's body."""
     try:
-        return jsontext.loads(b"".join(chunks))
+        return jsontext.loads(body)
     except NumberRefused as error:  # JSON, with a number no event or fact can hold exactly
         raise Invalid(
             "unrepresentable-number", f"the body holds a number policyc cannot hold: {error}"

@@ -537,9 +537,9 @@ class PostgresStore:
                     transaction.__exit__(type(error), error, error.__traceback__)  # ROLLBACK
                     try:
                         connection, transaction = self._begun()
-                    except StoreFailure as failure:
+                    except StoreFailure as lost:
                         self.grouped = False
-                        return [(False, failure)] * len(writes)
+                        return [(False, lost)] * len(writes)
                     outcomes = [self._savepoint(connection, work) for work in writes]
                 self.grouped = False
             except BaseException as error:

@@ -93,6 +93,15 @@ class Router:
             return await self._first_found(scope, await _read(receive, self.max_body), send)
         return await local(scope, receive, send)
 
+    def owns(self, authorization: str, session: str) -> bool:
+        """Whether this process answers a request about ``session`` with this ``Authorization``
+        header itself: it owns the session, or the key is refused here as anywhere."""
+        try:
+            principal = self.principal_of(authorization, {})
+        except Exception:
+            return True
+        return owner_of(principal.name, session, self.count) == self.index
+
     def _owner(self, scope: Scope, session: str | None) -> int | None:
         """The owner of ``session`` for the request's principal (None: the request is refused
         here, as it would be anywhere: no valid key, or no session named)."""

@@ -336,6 +336,14 @@ def run(
         from .routing import InstanceRouter
 
         router = InstanceRouter(service, principal_of(service), settings.max_body)
+    from .hotpath import protocol
+    from .routing import Router
+
+    # the hot routes answered by the HTTP protocol itself (:mod:`.hotpath`), but over TLS with
+    # client certificates (their own protocol) and among instances on PostgreSQL (leases route)
+    settings_of_tls = _client_certificates(settings.tls_client_ca)
+    if "http" not in settings_of_tls and not isinstance(service.ownership, Leased):
+        settings_of_tls["http"] = protocol(service, router if isinstance(router, Router) else None)
     config = uvicorn.Config(
         application(service, router),
         host=settings.host,
@@ -344,7 +352,7 @@ def run(
         access_log=False,
         ssl_certfile=settings.tls_cert,
         ssl_keyfile=settings.tls_key,
-        **_client_certificates(settings.tls_client_ca),
+        **settings_of_tls,
         lifespan="off",
     )
     try:
