@@ -1,4 +1,4 @@
-"""WAL checkpoints off the writer's thread.
+"""WAL checkpoints, mostly off the writer's thread.
 
 In WAL mode SQLite appends every commit to the ``-wal`` file and copies the pages back into the
 database file at a checkpoint; left to itself, the commit that finds the log past 1,000 pages
@@ -7,11 +7,19 @@ log and the database there), on the event loop that commits. A :class:`Checkpoin
 instead on a thread of its own, with a connection of its own, every :data:`EVERY` commits: a
 ``PASSIVE`` checkpoint, which copies what no reader needs and never blocks a writer, so the
 event loop goes on answering while the pages are copied and synced (SQLite lets go of Python's
-lock while it works). What a commit means does not change: it is durable once in the log, as
-before; the checkpoint only moves it into the database file.
+lock while it works).
 
-A checkpoint that fails (the disk full, say) is said once in the log and tried again at the next
-round; the log then grows until one succeeds, as it would with SQLite's own checkpoints.
+Such a checkpoint never reaches the end of a log that commits keep appending to, and the log
+starts over only after one has: so when the log holds more than :data:`LIMIT` pages, the thread
+checkpoints once more holding the store's lock, which keeps the writer out meanwhile: that one
+copies what was logged since its last (little), reaches the end, and the next commit starts the
+log over. A commit that comes meanwhile waits for it: once per :data:`LIMIT` pages of the log, as
+with SQLite's own, but for the little left to copy and the syncs rather than every page.
+
+What a commit means does not change: it is durable once in the log, as before; a checkpoint
+only moves it into the database file. A checkpoint of the thread that fails (the disk full, say)
+is said once in the log and tried again at the next round; the log then grows until one
+succeeds, as it would with SQLite's own checkpoints.
 """
 
 from __future__ import annotations
@@ -19,9 +27,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from typing import Any
 
-# commits between checkpoints: with groups of a few writes, about SQLite's own 1,000 pages
+# commits between the thread's checkpoints, and the pages of the log past which it finishes one
+# with the writer kept out (SQLite's own checkpoints come every 1,000 pages)
 EVERY = 100
+LIMIT = 1000
 
 log = logging.getLogger("policyc.serve")
 
@@ -29,15 +40,17 @@ log = logging.getLogger("policyc.serve")
 class Checkpointer:
     """Checkpoints of the database at ``path`` on a thread started at the first round."""
 
-    def __init__(self, path: str, sync: str) -> None:
+    def __init__(self, path: str, sync: str, lock: Any) -> None:
         self.path = path
         self.sync = sync
+        self.lock = lock  # the store's: held, nothing is written
         self.commits = 0
         self.wake = threading.Event()
         self.stopping = False
         self.thread: threading.Thread | None = None
         self.failed: str | None = None  # the last checkpoint's error, said once
         self.rounds = 0  # checkpoints run
+        self.finished = 0  # of which to the log's end
 
     def committed(self) -> None:
         """A commit was made (by the writer, holding the store's lock)."""
@@ -61,7 +74,11 @@ class Checkpointer:
                     connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                     connection.execute(f"PRAGMA synchronous={self.sync.upper()}")
                     connection.execute("PRAGMA busy_timeout=5000")
-                connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                _, pages, _ = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                if pages > LIMIT:  # to its end, with the writer kept out: the log starts over
+                    with self.lock:
+                        connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    self.finished += 1
                 self.rounds += 1
                 self.failed = None
             except sqlite3.Error as error:

@@ -9,8 +9,8 @@ start the sessions are rebuilt from these rows alone. With ``sync="full"`` every
 waits for the disk (``synchronous=FULL``), so an answer outlives a power cut too; by default
 (``synchronous=NORMAL``) the log is synced at checkpoints, and a power cut may lose the last
 commits (never corrupt the database). The log is copied into the database file by a thread of
-its own (:mod:`.checkpoints`), not by the commit that finds it long. A decision and the candidate
-it decided are one transaction.
+its own (:mod:`.checkpoints`), not by the commit that finds it long. A decision and the
+candidate it decided are one transaction.
 
 Writes may be grouped (:meth:`Store.group`): the writes of many requests in one transaction, one
 that fails taken back alone, committed once. Whoever made a write of a group learns its outcome
@@ -107,12 +107,12 @@ class Store:
         self.chain = chain or Chain()  # how the audit log is written (signed, its head published)
         self.closed = False
         self.lock = threading.RLock()
+        self.checkpoints = Checkpointer(path, sync, self.lock)
         self.sealed: HeadEntry | None = None  # a checkpoint of the open transaction, to publish
         self.grouped = False  # inside group(): a write's transaction is the group's savepoint
         if os.path.lexists(path) and not os.path.isfile(path):
             raise StoreError(f"{path}: not a regular file, so not a database")
         self.widened = private(path)
-        self.checkpoints = Checkpointer(path, sync)
         try:
             self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._prepare(sync)

@@ -5,6 +5,7 @@ write."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -165,3 +166,20 @@ def test_the_log_is_checkpointed_by_a_thread_of_its_own_which_stops_with_the_sto
     assert [seq for seq, _ in _events(store.path, "s1")] == [1, 2, 3, 4, 5, 6]
     store.close()
     assert not thread.is_alive()
+
+
+def test_the_log_starts_over_while_commits_never_stop(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread's checkpoints copy the log while commits go on appending to it, so none of
+    them reaches its end; past LIMIT pages the thread finishes one with the writer kept out, and
+    the log starts over instead of growing with every commit."""
+    from policyc.serve import checkpoints
+
+    monkeypatch.setattr(checkpoints, "EVERY", 5)
+    monkeypatch.setattr(checkpoints, "LIMIT", 100)
+    for n in range(6000):
+        store.append("agent", "s1", [("record", f'{{"id":"e{n}"}}')], n)
+    # a frame of the log is a page (4 KiB) and its header; about 3 a commit: 18,000 frames
+    # (74 MB) had the log never started over since the first commit
+    frames = os.path.getsize(store.path + "-wal") // (4096 + 24)
+    assert frames < 3000, frames
+    assert store.checkpoints.finished >= 1
