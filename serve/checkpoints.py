@@ -55,7 +55,7 @@ class Checkpointer:
     def committed(self) -> None:
         """A commit was made (by the writer, holding the store's lock)."""
         self.commits += 1
-        if self.commits % EVERY:
+        if self.commits % EVERY or self.stopping:
             return
         if self.thread is None:
             self.thread = threading.Thread(target=self._run, name="policyc-checkpoints", daemon=True)
@@ -75,9 +75,11 @@ class Checkpointer:
                     connection.execute(f"PRAGMA synchronous={self.sync.upper()}")
                     connection.execute("PRAGMA busy_timeout=5000")
                 _, pages, _ = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                if pages > LIMIT:  # to its end, with the writer kept out: the log starts over
-                    with self.lock:
+                if pages > LIMIT and self._locked():  # the writer kept out: the log starts over
+                    try:
                         connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    finally:
+                        self.lock.release()
                     self.finished += 1
                 self.rounds += 1
                 self.failed = None
@@ -89,6 +91,14 @@ class Checkpointer:
                 self.failed = str(error)
         if connection is not None:
             connection.close()
+
+    def _locked(self) -> bool:
+        """The store's lock, taken; False when the store is being closed meanwhile (whoever
+        closes it may hold the lock while waiting for this thread to end)."""
+        while not self.lock.acquire(timeout=0.05):
+            if self.stopping:
+                return False
+        return True
 
     def stop(self) -> None:
         """Stop the thread, once the checkpoint it runs is done."""

@@ -242,10 +242,10 @@ class Store:
         return None
 
     def close(self) -> None:
+        self.checkpoints.stop()  # outside the lock: its last checkpoint may be waiting for it
         with self.lock:
             if not self.closed:
                 self.closed = True
-                self.checkpoints.stop()
                 self.db.close()
 
     def create_session(

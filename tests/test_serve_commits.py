@@ -183,3 +183,30 @@ def test_the_log_starts_over_while_commits_never_stop(store: Store, monkeypatch:
     frames = os.path.getsize(store.path + "-wal") // (4096 + 24)
     assert frames < 3000, frames
     assert store.checkpoints.finished >= 1
+
+
+def test_closing_the_store_while_the_thread_waits_for_its_lock_ends(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread finishing a checkpoint waits for the store's lock, which the writer holds while
+    it closes the store (and waits for the thread to end): the thread gives up its checkpoint,
+    and both end."""
+    import threading
+
+    from policyc.serve import checkpoints
+
+    monkeypatch.setattr(checkpoints, "EVERY", 1)
+    monkeypatch.setattr(checkpoints, "LIMIT", -1)  # every checkpoint finished with the lock held
+
+    def writer() -> None:
+        with store.lock:
+            store.append("agent", "s1", [("record", '{"id":"e"}')], 0)  # wakes the thread
+            time.sleep(0.2)  # the thread now waits for the lock
+            store.close()
+
+    closing = threading.Thread(target=writer, daemon=True)
+    closing.start()
+    closing.join(timeout=10)
+    assert not closing.is_alive(), "closing the store waits forever"
+    assert store.closed and store.checkpoints.thread is not None
+    assert not store.checkpoints.thread.is_alive()
