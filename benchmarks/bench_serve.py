@@ -29,9 +29,10 @@ The services:
 Each round starts every service once, in turn (the order rotates every round, so that each runs
 first as often as the others), and measures:
 
-* **synchronous clients**: 1, 4 and 8 client processes (``--clients``), each with one keep-alive
-  HTTP/1.1 connection (``http.client``) and ``--sessions`` sessions of its own taking steps in
-  turn as fast as the answers come, for ``--seconds``: decisions per second, the client's p50 and
+* **synchronous clients**: 1, 4 and 8 client processes (``--clients``), each with ``--sessions``
+  sessions of its own, each session on a keep-alive HTTP/1.1 connection of its own (a plain
+  socket, each request written in one piece: serve_load.Connection), taking steps in turn as
+  fast as the answers come, for ``--seconds``: decisions per second, the client's p50 and
   p99 latency of a decision (request sent to answer read) and the service's own
   (``Server-Timing``: reading the request to writing the answer, the commit included), and CPU
   per decision: the service's (its process and all its children, from /proc, before and after

@@ -124,14 +124,17 @@ def warm_up(host: str, port: int, key: str, name: str, decisions: int) -> None:
 def sync_client(
     host: str, port: int, key: str, name: str, sessions: int, window: Any, ready: Any, out: Any
 ) -> None:
-    """A client process: one connection, ``sessions`` sessions of its own taking steps in turn,
-    as fast as the answers come, from the start to the end of ``window`` (monotonic seconds, set
-    once every client is ready)."""
+    """A client process: ``sessions`` sessions of its own, each on a keep-alive connection of its
+    own (as an agent's client holds one: with ``--processes``, the connection is handed to the
+    process that owns its session), taking steps in turn as fast as the answers come, from the
+    start to the end of ``window`` (monotonic seconds, set once every client is ready)."""
     started = False
+    connections: list[Connection] = []
     try:
-        connection = Connection(host, port, key)
         names = [f"{name}-{k}" for k in range(sessions)]
-        connection.open_sessions(names)
+        for session in names:
+            connections.append(Connection(host, port, key))
+            connections[-1].open_sessions([session])
         ready.put(None)
         started = True
         while window[1] == 0.0:
@@ -144,7 +147,7 @@ def sync_client(
         inside: list[float] = []
         done = 0
         while time.monotonic() < stop:
-            took, spent = connection.decide(names[done % sessions], done // sessions)
+            took, spent = connections[done % sessions].decide(names[done % sessions], done // sessions)
             done += 1
             if len(client) < SAMPLES:
                 client.append(took)
@@ -159,9 +162,11 @@ def sync_client(
                 "inside": inside,
             }
         )
-        connection.close()
     except BaseException:
         (out if started else ready).put(traceback.format_exc())
+    finally:
+        for connection in connections:
+            connection.close()
 
 
 async def _agent(client: Any, name: str, steps: int, pause: float, samples: list[tuple[float, float]]) -> int:
