@@ -84,6 +84,7 @@ class PostgresStore:
         self.lock = threading.RLock()
         self.grouped = False  # inside group(): a write's transaction is a savepoint of the group's
         self.sealed: HeadEntry | None = None
+        self.tail = Tail()  # the last record of its chain, once known in the open transaction
         self.widened: list[tuple[str, int]] = []  # (a SQLite store's files made private)
         self.held: dict[Key, int] = {}  # the epochs of the leases this instance holds
         self.connection = self._connect()
@@ -174,6 +175,7 @@ class PostgresStore:
         for attempt in (1, 2):
             connection = self._live()
             transaction = connection.transaction()
+            self.tail.forget()
             try:
                 transaction.__enter__()
             except psycopg.OperationalError as error:
@@ -208,7 +210,7 @@ class PostgresStore:
     ) -> None:
         if records:
             written = write(
-                _WriterRows(connection, self.instance),
+                _WriterRows(connection, self.instance, self.tail),
                 records if principal is None else tagged(records, principal, decision),
                 self.chain,
             )
@@ -572,6 +574,7 @@ class PostgresStore:
                 value = work()
         except Exception as error:
             self.sealed = sealed
+            self.tail.forget()  # its records were taken back with it
             if connection.broken or connection.closed:
                 raise psycopg.OperationalError(str(error)) from error
             return False, error
@@ -684,20 +687,39 @@ class PostgresStore:
             self.held[key] = lease.epoch
 
 
+class Tail:
+    """The last record of this instance's chain as the open transaction has it, once read or
+    written in it (``known``): the writes of a group after the first read it from here, not
+    from the database. Forgotten when a transaction begins and when a write is taken back."""
+
+    def __init__(self) -> None:
+        self.known = False
+        self.last: tuple[int, bytes, int, bool] | None = None
+
+    def forget(self) -> None:
+        self.known = False
+        self.last = None
+
+
 class _WriterRows:
     """One writer's chain in the ``audit`` table (:class:`.audit.Rows`)."""
 
-    def __init__(self, connection: psycopg.Connection[Any], writer: str) -> None:
+    def __init__(self, connection: psycopg.Connection[Any], writer: str, tail: Tail) -> None:
         self.connection = connection
         self.writer = writer
+        self.tail = tail
 
     def last(self) -> tuple[int, bytes, int, bool] | None:
+        if self.tail.known:
+            return self.tail.last
         found = self.connection.execute(
             "SELECT seq, line, since, final FROM audit WHERE writer = %s ORDER BY seq DESC LIMIT 1",
             (self.writer,),
             prepare=True,
         ).fetchone()
-        return None if found is None else (int(found[0]), bytes(found[1]), int(found[2]), bool(found[3]))
+        last = None if found is None else (int(found[0]), bytes(found[1]), int(found[2]), bool(found[3]))
+        self.tail.known, self.tail.last = True, last
+        return last
 
     def first(self) -> bytes:
         found = self.connection.execute(
@@ -707,11 +729,13 @@ class _WriterRows:
         return bytes(found[0])
 
     def insert(self, seq: int, line: bytes, since: int, final: bool) -> None:
+        self.tail.forget()  # until the row is in
         self.connection.execute(
             "INSERT INTO audit VALUES (%s, %s, %s, %s, %s)",
             (self.writer, seq, line, since, final),
             prepare=True,
         )
+        self.tail.known, self.tail.last = True, (seq, line, since, final)
 
 
 def default_instance() -> str:

@@ -559,6 +559,41 @@ def test_group_commit_on_postgresql_leaves_the_event_loop_free_while_a_commit_ru
         a.close()
 
 
+def test_a_write_that_fails_after_its_audit_records_leaves_the_chain_whole_in_a_postgresql_group(
+    database: str,
+) -> None:
+    """The writes of a group after the first take the chain's last record from memory: a write
+    taken back after writing its audit records must not leave them there for the next."""
+    a = PostgresStore(database, instance="a")
+    try:
+        a.record_audit([HEADER])
+        for session in ("s1", "s2", "s3"):
+            a.acquire("agent", session, 30)
+            a.create_session("agent", session, (), "sha256:p")
+        record = {"type": "event", "session": "s", "event": {"id": "e"}}
+
+        def fails_once_written() -> None:
+            a.append("agent", "s2", [("record", '{"id":"b"}')], 0, [record, record])
+            raise RuntimeError("the request went wrong after its write")
+
+        outcomes = a.group(
+            [
+                lambda: a.append("agent", "s1", [("record", '{"id":"a"}')], 0, [record]),
+                fails_once_written,
+                lambda: a.append("agent", "s3", [("record", '{"id":"d"}')], 0, [record]),
+                lambda: a.append("agent", "s3", [("record", '{"id":"e"}')], 1, [record]),
+            ]
+        )
+        assert [ok for ok, _ in outcomes] == [True, False, True, True], outcomes
+        assert list(a.events("agent", "s2")) == []
+        a.record_audit([CLOSE])
+        (log,) = a.chains().values()
+        verified = verify_bytes(log)
+        assert verified.ok and verified.records == 5  # the header, three events, the end
+    finally:
+        a.close()
+
+
 def test_a_write_the_database_refuses_is_taken_back_alone_in_a_postgresql_group(database: str) -> None:
     a = PostgresStore(database, instance="a")
     try:
