@@ -156,23 +156,48 @@ class Rows(Protocol):
     def insert(self, seq: int, line: bytes, since: int, final: bool) -> None: ...
 
 
+class Tail:
+    """The last record of a writer's chain as the open transaction has it, once read or written
+    in it (``known``): the writes of a group after the first read it from here, not from the
+    database. Its store forgets it when a transaction begins and when a write is taken back."""
+
+    def __init__(self) -> None:
+        self.known = False
+        self.last: tuple[int, bytes, int, bool] | None = None
+
+    def forget(self) -> None:
+        self.known = False
+        self.last = None
+
+
 @dataclass(frozen=True)
 class SQLiteRows:
-    """The one chain of a SQLite database's ``audit`` table."""
+    """The one chain of a SQLite database's ``audit`` table (with ``tail``: its last record
+    kept in memory within a transaction, see :class:`Tail`)."""
 
     connection: sqlite3.Connection
+    tail: Tail | None = None
 
     def last(self) -> tuple[int, bytes, int, bool] | None:
+        if self.tail is not None and self.tail.known:
+            return self.tail.last
         found = self.connection.execute(
             "SELECT seq, line, since, final FROM audit ORDER BY seq DESC LIMIT 1"
         ).fetchone()
-        return None if found is None else (int(found[0]), bytes(found[1]), int(found[2]), bool(found[3]))
+        last = None if found is None else (int(found[0]), bytes(found[1]), int(found[2]), bool(found[3]))
+        if self.tail is not None:
+            self.tail.known, self.tail.last = True, last
+        return last
 
     def first(self) -> bytes:
         return bytes(self.connection.execute("SELECT line FROM audit WHERE seq = 0").fetchone()[0])
 
     def insert(self, seq: int, line: bytes, since: int, final: bool) -> None:
+        if self.tail is not None:
+            self.tail.forget()  # until the row is in
         self.connection.execute("INSERT INTO audit VALUES (?, ?, ?, ?)", (seq, line, since, int(final)))
+        if self.tail is not None:
+            self.tail.known, self.tail.last = True, (seq, line, since, final)
 
 
 def write(

@@ -53,7 +53,7 @@ import psycopg
 from policyc.runtime.audit import Head, HeadEntry
 
 from . import pgleases as leases
-from .audit import Chain, tagged, write
+from .audit import Chain, Tail, tagged, write
 from .failures import LeaseLost, StoreFailure, first_line
 from .pgleases import Key, Lease
 from .pgschema import prepare, session_bytes, session_text
@@ -685,20 +685,6 @@ class PostgresStore:
             self.held.pop(key, None)
         else:
             self.held[key] = lease.epoch
-
-
-class Tail:
-    """The last record of this instance's chain as the open transaction has it, once read or
-    written in it (``known``): the writes of a group after the first read it from here, not
-    from the database. Forgotten when a transaction begins and when a write is taken back."""
-
-    def __init__(self) -> None:
-        self.known = False
-        self.last: tuple[int, bytes, int, bool] | None = None
-
-    def forget(self) -> None:
-        self.known = False
-        self.last = None
 
 
 class _WriterRows:

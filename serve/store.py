@@ -48,7 +48,7 @@ from typing import Any
 
 from policyc.runtime.audit import Head, HeadEntry
 
-from .audit import Chain, head, tagged, write
+from .audit import Chain, SQLiteRows, Tail, head, tagged, write
 from .checkpoints import Checkpointer
 
 Records = Sequence[dict[str, Any]]  # audit records written with a commit (see .audit)
@@ -107,6 +107,7 @@ class Store:
         self.chain = chain or Chain()  # how the audit log is written (signed, its head published)
         self.closed = False
         self.lock = threading.RLock()
+        self.tail = Tail()  # the last record of the audit chain, once known in the open transaction
         self.checkpoints = Checkpointer(path, sync, self.lock)
         self.sealed: HeadEntry | None = None  # a checkpoint of the open transaction, to publish
         self.grouped = False  # inside group(): a write's transaction is the group's savepoint
@@ -132,6 +133,10 @@ class Store:
         elif found[0] != FORMAT:
             raise StoreError(f"{path}: a database of format {found[0]}, this policyc reads format {FORMAT}")
 
+    def _begin(self) -> None:
+        self.tail.forget()
+        self.db.execute("BEGIN IMMEDIATE")
+
     def _transaction(self) -> _Transaction:
         return _Transaction(self)
 
@@ -139,7 +144,9 @@ class Store:
         """Write audit records in the open transaction (those of a session naming its principal)."""
         if records:
             written = write(
-                self.db, records if principal is None else tagged(records, principal, decision), self.chain
+                SQLiteRows(self.db, self.tail),
+                records if principal is None else tagged(records, principal, decision),
+                self.chain,
             )
             if written is not None:
                 self.sealed = written
@@ -160,7 +167,7 @@ class Store:
         with self.lock:
             self.sealed = None
             try:
-                self.db.execute("BEGIN IMMEDIATE")
+                self._begin()
                 self.grouped = True
                 if len(writes) == 1:  # alone: its transaction is its savepoint
                     outcomes.append(self._alone(writes[0]))
@@ -191,7 +198,7 @@ class Store:
             self.sealed = None
             if self.db.in_transaction:  # some errors of SQLite take it back themselves
                 self.db.execute("ROLLBACK")
-            self.db.execute("BEGIN IMMEDIATE")
+            self._begin()
         return [self._savepoint(write) for write in writes]
 
     def _alone(self, write: Callable[[], Any]) -> tuple[bool, Any]:
@@ -202,7 +209,7 @@ class Store:
             return True, write()
         except Exception as error:
             self.db.execute("ROLLBACK")
-            self.db.execute("BEGIN IMMEDIATE")
+            self._begin()
             self.sealed = sealed
             return False, error
 
@@ -214,6 +221,7 @@ class Store:
             value = write()
         except Exception as error:
             self.db.execute("ROLLBACK TO write")
+            self.tail.forget()  # its records were taken back with it
             self.db.execute("RELEASE write")
             self.sealed = sealed
             return False, error
@@ -426,7 +434,7 @@ class _Transaction:
         if self.store.grouped:  # the group's savepoint is the transaction
             return
         self.store.sealed = None
-        self.store.db.execute("BEGIN IMMEDIATE")
+        self.store._begin()
 
     def __exit__(self, kind: object, *_: object) -> None:
         if self.store.grouped:

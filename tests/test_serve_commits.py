@@ -210,3 +210,27 @@ def test_closing_the_store_while_the_thread_waits_for_its_lock_ends(
     assert not closing.is_alive(), "closing the store waits forever"
     assert store.closed and store.checkpoints.thread is not None
     assert not store.checkpoints.thread.is_alive()
+
+
+def test_a_write_that_fails_after_its_audit_records_leaves_the_chain_whole(store: Store) -> None:
+    """The writes of a group after the first take the chain's last record from memory: a write
+    taken back after writing its audit records must not leave them there for the next."""
+    record = {"type": "event", "session": "s", "event": {"id": "e"}}
+
+    def fails_once_written() -> None:
+        store.append("agent", "s2", [("record", '{"id":"b"}')], 0, [record, record])
+        raise RuntimeError("the request went wrong after its write")
+
+    outcomes = store.group(
+        [
+            lambda: store.append("agent", "s1", [("record", '{"id":"a"}')], 0, [record]),
+            fails_once_written,
+            lambda: store.append("agent", "s3", [("record", '{"id":"d"}')], 0, [record]),
+            lambda: store.append("agent", "s3", [("record", '{"id":"e"}')], 1, [record]),
+        ]
+    )
+    assert [ok for ok, _ in outcomes] == [True, False, True, True]
+    assert _events(store.path, "s2") == []
+    store.record_audit([{"type": "checkpoint", "final": True}])
+    verified = verify_bytes(export(store.path))
+    assert verified.problem is None and verified.records == 5  # the header, three events, the end
