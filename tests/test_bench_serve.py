@@ -175,6 +175,9 @@ def test_a_baseline_commit_runs_from_its_own_environment_beside_the_tree(tmp_pat
     services = {s["name"]: s for s in found["services"]}
     assert set(services) == {"baseline", "tree", "tree --sync full"}
     assert services["tree --sync full"]["flags"] == ["--sync", "full"]
+    # the variant's rate over the tree's, beside its figures over the baseline's
+    over_tree = ran.stdout.split("decisions/s over tree, round by round")[1].splitlines()
+    assert "tree --sync full" in over_tree[1] and over_tree[2].startswith("sync, 1 client")
     # the baseline's command is the commit's code, installed (not the working tree's, editable)
     command = Path(services["baseline"]["command"])
     assert command.is_relative_to(tmp_path / "cache")
