@@ -295,7 +295,10 @@ def test_with_monitor_the_calls_are_decided_at_a_policyc_serve_service(tmp_path:
 def _children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:  # a thread that ended since the folder was listed
+            continue
     return found
 
 
