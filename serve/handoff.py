@@ -2,12 +2,13 @@
 
 The processes share the listening socket, and the kernel hands a new connection to whichever
 accepts it first. Before anything is read, the accepting process peeks at the connection's first
-request (its request line, its key and, for a new session, its body): when another process owns
-the session it names, the connection itself is passed to that process over a Unix socket
-(``SCM_RIGHTS``), which serves it from then on; a request on it about someone else's session is
-forwarded as any other (:mod:`.routing`). An agent that keeps one connection per session thus
-reaches its owner without a hop. A connection whose first request cannot be read so (TLS, a
-request not yet whole after a moment, one that names no session) stays where it was accepted.
+request (its request line, its key and, for a new session, its body, waited for when it comes
+after the head): when another process owns the session it names, the connection itself is
+passed to that process over a Unix socket (``SCM_RIGHTS``), which serves it from then on; a
+request on it about someone else's session is forwarded as any other (:mod:`.routing`). An agent
+that keeps one connection per session thus reaches its owner without a hop. A connection whose
+first request cannot be read so (TLS, a request not yet whole after a moment, one that names no
+session) stays where it was accepted.
 """
 
 from __future__ import annotations
@@ -99,9 +100,9 @@ class Handoff:
                 return
             if seen is not None:
                 head, found, body = seen.partition(b"\r\n\r\n")
-                if found:
+                if found and (len(seen) >= PEEK or len(body) >= _declared(head)):
                     owner = self.owner(head, body)
-                    break
+                    break  # its head and its body (as far as a peek sees), or too long to wait for
                 if len(seen) >= PEEK:
                     break
             if loop.time() >= deadline:
@@ -136,6 +137,16 @@ class Handoff:
                 connection = socket.socket(fileno=fd)
                 connection.setblocking(False)
                 self.serve(connection)
+
+
+def _declared(head: bytes) -> int:
+    """The length of the body a request's head declares (0: none, or none readable)."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            value = value.strip()
+            return int(value) if value.isdigit() else 0
+    return 0
 
 
 async def _readable(connection: socket.socket, timeout: float) -> None:
