@@ -107,7 +107,10 @@ class Handoff:
                     break
             if loop.time() >= deadline:
                 break
-            await _readable(connection, deadline - loop.time())
+            if seen:  # part of it is there, so the socket reads as readable: wait a moment instead
+                await asyncio.sleep(0.002)
+            else:
+                await _readable(connection, deadline - loop.time())
         if owner is None or owner == self.index:
             self.kept += 1
             self.serve(connection)
