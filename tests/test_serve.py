@@ -23,16 +23,7 @@ import pytest
 import policyc
 
 from .support.commands import policyc_path
-from .support.service import Server, client, event, new_key, serve_command
-
-POLICY = """
-.import events
-Influenced(e, d) :- DependsOn(e, d).
-Influenced(e, d) :- DependsOn(e, x), Influenced(x, d).
-@id("untrusted-send")
-@message("{a} sends what an untrusted result influenced")
-Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
-"""
+from .support.service import POLICY, Server, client, event, new_key, serve_command
 
 
 @pytest.fixture

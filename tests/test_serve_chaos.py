@@ -25,18 +25,10 @@ from policyc.serve.pgstore import PostgresStore
 
 from .conftest import run_policyc
 from .support import postgres
-from .support.service import Server, event, prepare
+from .support.service import POLICY, Server, event, prepare
 
 pytestmark = pytest.mark.slow
 
-POLICY = """
-.import events
-Influenced(e, d) :- DependsOn(e, d).
-Influenced(e, d) :- DependsOn(e, x), Influenced(x, d).
-@id("untrusted-send")
-@message("{a} sends what an untrusted result influenced")
-Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
-"""
 SESSIONS = [f"s{n}" for n in range(6)]
 STEPS = 30
 

@@ -13,16 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .support.service import Server, prepare
-
-POLICY = """
-.import events
-Influenced(e, d) :- DependsOn(e, d).
-Influenced(e, d) :- DependsOn(e, x), Influenced(x, d).
-@id("untrusted-send")
-@message("{a} sends what an untrusted result influenced")
-Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
-"""
+from .support.service import POLICY, Server, prepare
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +36,10 @@ class Raw:
 
     def send(self, data: bytes) -> None:
         self.socket.sendall(data)
+
+    def open_session(self, name: str, key: str) -> None:
+        self.send(request("/v1/sessions", json.dumps({"session": name}).encode(), key))
+        assert self.answer()[0] == 201
 
     def answer(self) -> tuple[int, dict[str, str], bytes]:
         while b"\r\n\r\n" not in self.buffer:
@@ -88,6 +83,11 @@ def request(path: str, body: bytes, key: str | None, chunked: bool = False, vers
     return (head + f"content-length: {len(body)}\r\n\r\n").encode() + body
 
 
+def result(identifier: str) -> bytes:
+    """The body of an event batch of one tool result."""
+    return json.dumps({"events": [{"id": identifier, "kind": "tool_result"}]}).encode()
+
+
 def comparable(name: str, status: int, headers: dict[str, str], body: bytes) -> tuple[object, ...]:
     """An answer without what differs between two equal answers about two sessions: the
     session's name (``name``), the decision's id, the date, and the time it took (only whether
@@ -104,8 +104,7 @@ def test_every_answer_of_the_protocol_is_the_asgi_application_s(
     fast, slow = Raw(server), Raw(server)
     try:
         for raw, name in ((fast, "fast"), (slow, "slow")):
-            raw.send(request("/v1/sessions", json.dumps({"session": name}).encode(), keys["agent"]))
-            assert raw.answer()[0] == 201
+            raw.open_session(name, keys["agent"])
         steps: list[tuple[str, bytes, str | None]] = [
             (
                 "events",
@@ -160,14 +159,13 @@ def test_pipelined_requests_are_answered_in_order_and_http_1_0_closes(
     server, keys = served
     raw = Raw(server)
     try:
-        raw.send(request("/v1/sessions", b'{"session": "piped"}', keys["agent"]))
-        assert raw.answer()[0] == 201
+        raw.open_session("piped", keys["agent"])
         # three requests in one write: each answered, in order, on the one connection
         raw.send(
             b"".join(
                 request(
                     "/v1/sessions/piped/events",
-                    json.dumps({"events": [{"id": f"p{n}", "kind": "tool_result"}]}).encode(),
+                    result(f"p{n}"),
                     keys["agent"],
                 )
                 for n in range(3)
@@ -181,7 +179,7 @@ def test_pipelined_requests_are_answered_in_order_and_http_1_0_closes(
         once.send(
             request(
                 "/v1/sessions/piped/events",
-                b'{"events": [{"id": "q", "kind": "tool_result"}]}',
+                result("q"),
                 keys["agent"],
                 version="1.0",
             )
@@ -198,23 +196,18 @@ def test_a_client_gone_before_its_answer_leaves_the_service_answering(
 ) -> None:
     server, keys = served
     raw = Raw(server)
-    raw.send(request("/v1/sessions", b'{"session": "gone"}', keys["agent"]))
-    assert raw.answer()[0] == 201
+    raw.open_session("gone", keys["agent"])
     for n in range(20):  # each request's connection closed as soon as it is sent
         raw.send(
             request(
                 "/v1/sessions/gone/events",
-                json.dumps({"events": [{"id": f"g{n}", "kind": "tool_result"}]}).encode(),
+                result(f"g{n}"),
                 keys["agent"],
             )
         )
         raw.close()
         raw = Raw(server)
-    raw.send(
-        request(
-            "/v1/sessions/gone/events", b'{"events": [{"id": "last", "kind": "tool_result"}]}', keys["agent"]
-        )
-    )
+    raw.send(request("/v1/sessions/gone/events", result("last"), keys["agent"]))
     status, _, body = raw.answer()
     raw.close()
     # every request sent was recorded (an answer not read is still given): the last one is the 21st

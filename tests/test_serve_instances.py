@@ -15,18 +15,10 @@ import pytest
 import policyc
 
 from .support.postgres import PostgresServer
-from .support.service import Server, client, event, prepare
+from .support.service import POLICY, Server, client, event, prepare
 
 pytestmark = pytest.mark.slow
 
-POLICY = """
-.import events
-Influenced(e, d) :- DependsOn(e, d).
-Influenced(e, d) :- DependsOn(e, x), Influenced(x, d).
-@id("untrusted-send")
-@message("{a} sends what an untrusted result influenced")
-Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
-"""
 _names = itertools.count()
 
 

@@ -18,21 +18,18 @@ import policyc
 from policyc.serve.routing import owner_of
 
 from .support.commands import policyc_path
+from .support.service import POLICY as SERVE_POLICY
 from .support.service import Server, client, event, keys_file
 
 pytestmark = pytest.mark.slow
 
-POLICY = """
-.import events
-Influenced(e, d) :- DependsOn(e, d).
-Influenced(e, d) :- DependsOn(e, x), Influenced(x, d).
-@id("untrusted-send")
-@message("{a} sends what an untrusted result influenced")
-Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
-@id("pay-needs-a-person")
+POLICY = (
+    SERVE_POLICY
+    + """@id("pay-needs-a-person")
 @message("{a} pays: a person must approve it")
 Escalate(a) :- ToolCall(a, "pay").
 """
+)
 SESSIONS = [f"s{n}" for n in range(8)]
 
 

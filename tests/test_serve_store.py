@@ -516,6 +516,13 @@ def test_a_failed_group_commit_fails_every_write_and_the_store_goes_on(database:
         a.close()
 
 
+def _owns_three_sessions(store: PostgresStore) -> None:
+    """Sessions s1, s2 and s3 created by ``store``, holding their leases."""
+    for session in ("s1", "s2", "s3"):
+        store.acquire("agent", session, 30)
+        store.create_session("agent", session, (), "sha256:p")
+
+
 def test_group_commit_on_postgresql_leaves_the_event_loop_free_while_a_commit_runs(database: str) -> None:
     import asyncio
 
@@ -523,9 +530,7 @@ def test_group_commit_on_postgresql_leaves_the_event_loop_free_while_a_commit_ru
 
     a = PostgresStore(database, instance="a")
     try:
-        for session in ("s1", "s2", "s3"):
-            a.acquire("agent", session, 30)
-            a.create_session("agent", session, (), "sha256:p")
+        _owns_three_sessions(a)
         commits = GroupCommit(a)
         release = threading.Event()
         answered: list[str] = []
@@ -567,9 +572,7 @@ def test_a_write_that_fails_after_its_audit_records_leaves_the_chain_whole_in_a_
     a = PostgresStore(database, instance="a")
     try:
         a.record_audit([HEADER])
-        for session in ("s1", "s2", "s3"):
-            a.acquire("agent", session, 30)
-            a.create_session("agent", session, (), "sha256:p")
+        _owns_three_sessions(a)
         record = {"type": "event", "session": "s", "event": {"id": "e"}}
 
         def fails_once_written() -> None:
@@ -598,9 +601,7 @@ def test_a_write_the_database_refuses_is_taken_back_alone_in_a_postgresql_group(
     a = PostgresStore(database, instance="a")
     try:
         a.record_audit([HEADER])
-        for session in ("s1", "s2", "s3"):
-            a.acquire("agent", session, 30)
-            a.create_session("agent", session, (), "sha256:p")
+        _owns_three_sessions(a)
         record = {"type": "event", "session": "s", "event": {"id": "e"}}
         outcomes = a.group(
             [

@@ -12,6 +12,16 @@ import httpx
 
 from .commands import policyc_path
 
+# the policy most service tests run: an action may not send what an untrusted result influenced
+POLICY = """
+.import events
+Influenced(e, d) :- DependsOn(e, d).
+Influenced(e, d) :- DependsOn(e, x), Influenced(x, d).
+@id("untrusted-send")
+@message("{a} sends what an untrusted result influenced")
+Deny(a) :- ToolCall(a, "send_email"), Influenced(a, d), Label(d, "untrusted").
+"""
+
 
 def keys_file(folder: Path, principals: dict[str, tuple[str, ...]]) -> dict[str, str]:
     """``folder/keys.toml`` with a new key for each principal (and its roles): the keys by principal."""
