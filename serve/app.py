@@ -96,13 +96,12 @@ def application(service: Service, router: Router | InstanceRouter | None = None)
     Starlette. With ``router`` (one of ``--processes N``), a client's request about a session
     another process owns goes to that process (:mod:`.routing`)."""
     routed = _routed(service)
-    hot = {"events": service.events, "authorize": service.authorize, "decide": service.decide}
 
     async def local(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
             found = HOT.fullmatch(scope["path"])
             if found is not None:
-                await _hot(service, hot[found[2]], found[1], found[2] != "events", scope, receive, send)
+                await _hot(service, found[2], found[1], scope, receive, send)
                 return
         await routed(scope, receive, send)
 
@@ -229,9 +228,8 @@ class _Gone(Exception):
 
 async def _hot(
     service: Service,
-    handler: Callable[[Principal, str, Any], Awaitable[Any]],
+    operation: str,
     session: str,
-    timed: bool,
     scope: Scope,
     receive: Receive,
     send: Send,
@@ -247,7 +245,7 @@ async def _hot(
         )
 
     answer = await hot_answer(
-        service, handler, session, timed, headers.get(b"authorization", b"").decode("latin-1"), scope, body
+        service, operation, session, headers.get(b"authorization", b"").decode("latin-1"), scope, body
     )
     if answer is None:
         return
@@ -259,24 +257,26 @@ async def _hot(
 
 async def hot_answer(
     service: Service,
-    handler: Callable[[Principal, str, Any], Awaitable[Any]],
+    operation: str,
     session: str,
-    timed: bool,
     authorization: str,
     scope: Mapping[str, Any],
     body: Callable[[], Awaitable[bytes]],
 ) -> tuple[int, bytes, list[tuple[bytes, bytes]]] | None:
-    """The answer to a hot route's request (``authorization``: its header; ``body()``: its body,
-    read within the limit): its status, JSON body and headers beside the content's, the time
-    the decision took for ``timed`` ones. None when the client went before its body arrived.
-    Shared by the ASGI handler (:func:`_hot`) and the HTTP protocol's own (:mod:`.hotpath`)."""
+    """The answer to a request of a hot route (``operation``: ``events``, ``authorize`` or
+    ``decide``, the :class:`Service` method that answers it; ``authorization``: its header;
+    ``body()``: its body, read within the limit): its status, JSON body and headers beside the
+    content's, the time a decision took for the two that decide. None when the client went
+    before its body arrived. Shared by the ASGI handler (:func:`_hot`) and the HTTP protocol's
+    own (:mod:`.hotpath`)."""
+    handler: Callable[[Principal, str, Any], Awaitable[Any]] = getattr(service, operation)
     extra: list[tuple[bytes, bytes]] = []
     try:
         principal = _principal(authorization, scope, service.keys)
         value = _parsed(await body())
         started = time.perf_counter()
         status, payload = 200, jsontext.dumps(await handler(principal, session, value))
-        if timed:  # committing included, for clients that measure latency
+        if operation != "events":  # committing included, for clients that measure latency
             extra.append(
                 (b"server-timing", f"decide;dur={(time.perf_counter() - started) * 1000:.3f}".encode())
             )

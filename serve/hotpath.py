@@ -71,7 +71,6 @@ def protocol(service: Service, router: Router | None) -> Any:
     except ImportError:  # pragma: no cover - httptools comes with uvicorn[standard]
         return "auto"
 
-    handlers = {"events": service.events, "authorize": service.authorize, "decide": service.decide}
     limit = service.max_body
 
     class HotProtocol(HttpToolsProtocol):
@@ -138,13 +137,7 @@ def protocol(service: Service, router: Router | None) -> Any:
 
             try:
                 answer = await hot_answer(
-                    service,
-                    handlers[cycle.operation],
-                    cycle.session,
-                    cycle.operation != "events",
-                    cycle.authorization,
-                    {},
-                    read,
+                    service, cycle.operation, cycle.session, cycle.authorization, {}, read
                 )
             except BaseException:  # cancelled at shutdown: the connection goes with the service
                 cycle.response_complete = True

@@ -96,11 +96,8 @@ class Router:
     def owns(self, authorization: str, session: str) -> bool:
         """Whether this process answers a request about ``session`` with this ``Authorization``
         header itself: it owns the session, or the key is refused here as anywhere."""
-        try:
-            principal = self.principal_of(authorization, {})
-        except Exception:
-            return True
-        return owner_of(principal.name, session, self.count) == self.index
+        scope = {"headers": [(b"authorization", authorization.encode("latin-1"))]}
+        return self._owner(scope, session) in (None, self.index)
 
     def _owner(self, scope: Scope, session: str | None) -> int | None:
         """The owner of ``session`` for the request's principal (None: the request is refused
