@@ -28,7 +28,6 @@ Role("mail.send", "to", "recipient").
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,7 +110,12 @@ def starter(name: str, command: Sequence[str], tools: Sequence[Any], cwd: str | 
     )
 
 
-_RUNNERS = {"npx", "uvx", "pipx", "bunx", "pnpx", "node", "deno", "bun", "python", "python3", "uv", "docker"}
+# the commands that run a server rather than being one: package runners, and interpreters of any
+# version (``python3.11``, ``node20``, ``python.exe``)
+_RUNNERS = re.compile(
+    r"(npx|uvx|pipx|bunx|pnpx|uv|docker|deno|bun|nodejs|node\d*|(python|pypy)\d*(\.\d+)*)(\.exe)?",
+    re.IGNORECASE,
+)
 _PLAIN = {"index", "main", "server", "cli", "dist", "build", "src", "lib", "bin", "__main__", "run"}
 
 
@@ -124,9 +128,11 @@ def name_of(command: Sequence[str]) -> str:
     'filesystem'
     >>> name_of(["uvx", "mcp-server-git"]), name_of(["node", "srv/server-everything/dist/index.js"])
     ('git', 'everything')
+    >>> name_of(["/usr/bin/python3.11", "-m", "mcp_server_git"])
+    'git'
     """
     words = list(command)
-    if words and os.path.basename(words[0]) in _RUNNERS:
+    if words and _RUNNERS.fullmatch(re.split(r"[/\\]", words[0])[-1]):
         rest = [w for w in words[1:] if not w.startswith("-") and w not in ("run", "exec", "-m")]
         words = rest[:1] or words[:1]
     parts = [p for p in re.split(r"[/\\]", words[0] if words else "") if p]

@@ -391,3 +391,16 @@ def test_the_starter_of_any_tools_checks_and_passes_its_tests(tools, tmp_path_fa
     assert len(result.cases) == len({tool.name for tool in tools}) + 1
     assert [case.failures for case in result.cases if not case.passed] == []
     assert tomllib.loads(files.config)["servers"]["srv"]["args"] == ["--flag"]
+
+
+@pytest.mark.parametrize(
+    "runner",
+    ["python3.11", "/usr/local/bin/python3.12", "python3", "pypy3.10", "python.exe", "node20", "nodejs"],
+)
+def test_a_server_run_by_a_versioned_interpreter_is_named_for_what_it_runs(runner: str) -> None:
+    """``policyc mcp init -- python3.11 -m mcp_server_git`` names the server ``git``, as with
+    ``python3`` (the interpreter's own name, version and all, is never the server's)."""
+    from policyc.gateway.starter import name_of
+
+    assert name_of([runner, "-m", "mcp_server_git", "--repository", "."]) == "git"
+    assert name_of([runner, "srv/server-everything/dist/index.js"]) == "everything"
