@@ -206,7 +206,7 @@ def _serve_one(settings: Any, index: int, listener: socket.socket, peers: list[s
         if os.path.exists(peers[index]):
             os.unlink(peers[index])
         check = principal_of(service)
-        router = Router(index, peers, check, settings.max_body)
+        router = Router(index, peers, check, settings.max_body, service.metrics)
 
         def owner(head: bytes, body: bytes) -> int | None:
             named = first_session(head, body)
@@ -218,7 +218,9 @@ def _serve_one(settings: Any, index: int, listener: socket.socket, peers: list[s
                 return None
             return owner_of(principal.name, named[1], len(peers))
 
-        handoff = Handoff(index, listener, [f"{path}.fd" for path in peers], owner, lambda c: None)
+        handoff = Handoff(
+            index, listener, [f"{path}.fd" for path in peers], owner, lambda c: None, service.metrics.handed
+        )
 
         def started() -> None:
             os.write(ready, f"ready {len(service.live)}\n".encode())

@@ -29,7 +29,8 @@ PEEK_WAIT = 0.5  # seconds a first request may take to be whole before it is ser
 class Handoff:
     """Accepts the connections of ``listener`` for process ``index``, keeping those it owns
     (``owner(head, body)``: the process a first request is for, or None when it cannot say)
-    and passing the others to their owners' hand-off sockets (``paths``)."""
+    and passing the others to their owners' hand-off sockets (``paths``); ``handed(how)`` counts
+    each connection (:meth:`.metrics.Metrics.handed`)."""
 
     def __init__(
         self,
@@ -38,6 +39,7 @@ class Handoff:
         paths: list[str],
         owner: Callable[[bytes, bytes], int | None],
         serve: Callable[[socket.socket], None],
+        handed: Callable[[str], None] = lambda how: None,
     ) -> None:
         self.index = index
         self.listener = listener
@@ -46,8 +48,7 @@ class Handoff:
         self.serve = serve  # serves a connection in this process
         self.inbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.outbox = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.passed = 0  # connections passed to their owner
-        self.kept = 0
+        self.handed = handed
         self.peeking: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
@@ -112,7 +113,7 @@ class Handoff:
             else:
                 await _readable(connection, deadline - loop.time())
         if owner is None or owner == self.index:
-            self.kept += 1
+            self.handed("unrouted" if owner is None else "kept")
             self.serve(connection)
             return
         try:
@@ -122,10 +123,10 @@ class Handoff:
                 [b"c"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)], 0, self.paths[owner]
             )
         except OSError:  # the owner cannot take it now: served here, forwarding as needed
-            self.kept += 1
+            self.handed("unrouted")
             self.serve(connection)
             return
-        self.passed += 1
+        self.handed("passed")
         connection.close()
 
     def _received(self) -> None:
@@ -139,6 +140,7 @@ class Handoff:
             for fd in fds:
                 connection = socket.socket(fileno=fd)
                 connection.setblocking(False)
+                self.handed("received")
                 self.serve(connection)
 
 

@@ -1,8 +1,13 @@
 """What ``GET /metrics`` shows, in the Prometheus text format (prometheus_client): decisions by
 verdict, the latency of a decision inside the service, the sessions held and the requests on
-sessions in progress (waiting for their session or being answered)."""
+sessions in progress (waiting for their session or being answered); with ``--processes N``,
+what became of the connections each process accepted and the requests forwarded to another
+process, and every process's counters summed into one service's (:func:`summed`)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -30,6 +35,20 @@ class Metrics:
             "Requests on sessions being answered or waiting for their session",
             registry=self.registry,
         )
+        self.connections = Counter(
+            "policyc_connections",
+            "Connections accepted by a process of --processes N, by what became of them: kept (its "
+            "first request's session is the process's own), passed (to the process owning it), "
+            "received (from the process that accepted it), unrouted (served where accepted: its first "
+            "request named no session, was not whole in time, or its owner could not take it)",
+            ["how"],
+            registry=self.registry,
+        )
+        self.forwarded = Counter(
+            "policyc_forwarded_requests",
+            "Requests about a session of another process of --processes N, forwarded to it",
+            registry=self.registry,
+        )
 
     def holding(self, sessions: int) -> None:
         self.held.set(sessions)
@@ -38,5 +57,42 @@ class Metrics:
         self.decisions.labels(verdict=verdict).inc()
         self.latency.observe(seconds)
 
+    def handed(self, how: str) -> None:
+        """A connection accepted with ``--processes``: ``kept``, ``passed``, ``received`` or
+        ``unrouted``."""
+        self.connections.labels(how=how).inc()
+
     def text(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def summed(texts: Iterable[str]) -> bytes:
+    """Several processes' ``/metrics`` answers as one service's: each sample summed over the
+    processes (counters, histograms' buckets, sums and counts, and the gauges: sessions held and
+    requests in progress), but a ``_created`` time, which is the earliest."""
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families: dict[str, Metric] = {}
+    values: dict[tuple[str, str, tuple[tuple[str, str], ...]], float] = {}
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+            for sample in family.samples:
+                key = (family.name, sample.name, tuple(sorted(sample.labels.items())))
+                if key not in values:
+                    values[key] = sample.value
+                elif sample.name.endswith("_created"):
+                    values[key] = min(values[key], sample.value)
+                else:
+                    values[key] += sample.value
+    for (family_name, name, labels), value in values.items():
+        families[family_name].add_sample(name, dict(labels), value)
+
+    class Summed:
+        def collect(self) -> Iterator[Any]:
+            return iter(families.values())
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Summed())  # type: ignore[arg-type]
+    return generate_latest(registry)

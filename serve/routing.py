@@ -24,6 +24,7 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import jsontext
+from .metrics import Metrics, summed
 from .peers import Answer, Peer, serve
 
 # the routes that name a session: /v1/sessions/S and what is under it
@@ -52,8 +53,10 @@ class Router:
         peers: Sequence[str],
         principal_of: Callable[[str, Scope], Any],
         max_body: int,
+        metrics: Metrics | None = None,
     ) -> None:
         self.index = index
+        self.metrics = metrics  # this process's: counts the requests forwarded
         self.own = peers[index]
         self.count = len(peers)
         self.peers = [Peer(path) for path in peers]
@@ -89,6 +92,8 @@ class Router:
             return await self._merged(scope, send, "pending")
         if path == "/v1/audit/head" and method == "GET":
             return await self._merged(scope, send, "heads")
+        if path == "/metrics" and method == "GET":
+            return await self._summed(scope, send)
         if path.startswith("/v1/approvals/") and method == "POST":
             return await self._first_found(scope, await _read(receive, self.max_body), send)
         return await local(scope, receive, send)
@@ -125,6 +130,8 @@ class Router:
         return await self.peers[peer].ask(head, body)
 
     async def _forward(self, peer: int, scope: Scope, body: bytes, send: Send) -> None:
+        if self.metrics is not None:
+            self.metrics.forwarded.inc()
         try:
             status, headers, content = await self._ask(peer, scope, body)
         except Exception as error:  # the owner could not be reached: refused, nothing was changed there
@@ -135,8 +142,25 @@ class Router:
 
     async def _merged(self, scope: Scope, send: Send, field: str) -> None:
         """Every process's answer, its list ``field`` joined (the first refusal as it is)."""
-        merged: list[Any] = []
-        first: dict[str, Any] | None = None
+        answers = await self._everyone(scope, send)
+        if answers:
+            merged = [item for answer in answers for item in json.loads(answer).get(field) or []]
+            first = json.loads(answers[0])
+            await _send(
+                send, 200, [(b"content-type", b"application/json")], jsontext.dumps({**first, field: merged})
+            )
+
+    async def _summed(self, scope: Scope, send: Send) -> None:
+        """Every process's counters, summed into one service's (the first refusal as it is)."""
+        answers = await self._everyone(scope, send)
+        if answers:
+            texts = [answer.decode("utf-8") for answer in answers]
+            await _send(send, 200, [(b"content-type", b"text/plain; version=0.0.4")], summed(texts))
+
+    async def _everyone(self, scope: Scope, send: Send) -> list[bytes] | None:
+        """Every process's answer to the request, each a 200; None when one was not (that one's
+        answer, or a 503 for a process that did not answer, sent as the request's)."""
+        answers = []
         for peer in range(self.count):
             try:
                 status, headers, content = await self._ask(peer, scope, b"")
@@ -145,14 +169,10 @@ class Router:
                     f"process {peer} did not answer ({type(error).__name__})"
                 )
             if status != 200:
-                return await _send(send, status, headers, content)
-            answer = json.loads(content)
-            first = first or answer
-            merged.extend(answer.get(field) or [])
-        assert first is not None
-        await _send(
-            send, 200, [(b"content-type", b"application/json")], jsontext.dumps({**first, field: merged})
-        )
+                await _send(send, status, headers, content)
+                return None
+            answers.append(content)
+        return answers
 
     async def _first_found(self, scope: Scope, body: bytes, send: Send) -> None:
         """The answer of the process that holds what the request names (each asked in turn,

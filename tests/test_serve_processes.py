@@ -334,3 +334,66 @@ def test_a_connection_reaches_the_owner_of_its_first_session_without_a_hop(
         for agent in agents:
             agent.close()
         server.stop()
+
+
+def _metrics(text: str) -> dict[str, float]:
+    """The samples of a /metrics answer, by name and labels (``name{label="value"}``)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            found[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return found
+
+
+def test_metrics_count_every_process_and_show_each_connection_handed_to_its_owner(
+    tmp_path: Path, keys: dict[str, str]
+) -> None:
+    """``GET /metrics`` is one service's counters whichever process answers it: every process's,
+    summed. A connection per session, each request written in one piece (http.client): each
+    connection is handed to the process owning its first request's session, so no request is
+    forwarded, and every connection passed on is received."""
+    import http.client
+    import json
+
+    server = Server(tmp_path, "--processes", "2")
+    headers = {"authorization": f"Bearer {keys['agent']}", "content-type": "application/json"}
+    host, port = server.url.removeprefix("http://").split(":")
+    connections = [http.client.HTTPConnection(host, int(port), timeout=10) for _ in SESSIONS]
+
+    def post(connection: http.client.HTTPConnection, path: str, body: dict) -> dict:
+        connection.request("POST", path, json.dumps(body).encode(), headers)
+        answer = connection.getresponse()
+        payload = json.loads(answer.read())
+        assert answer.status in (200, 201), payload
+        return payload
+
+    try:
+        steps = _steps(3)
+        for connection, name in zip(connections, SESSIONS, strict=True):
+            post(connection, "/v1/sessions", {"session": name})
+            for result, call in steps:
+                post(connection, f"/v1/sessions/{name}/events", {"events": [result]})
+                post(connection, f"/v1/sessions/{name}/authorize", {"event": call})
+        with client(server, keys["agent"]) as agent:
+            scraped = [_metrics(agent.get("/metrics").text) for _ in range(4)]
+    finally:
+        for connection in connections:
+            connection.close()
+        server.stop()
+    for found in scraped:  # the same whichever process took the scrape's connection
+        verdicts = {k: v for k, v in found.items() if k.startswith("policyc_decisions_total")}
+        assert sum(verdicts.values()) == len(SESSIONS) * len(steps), verdicts
+        assert found["policyc_decision_seconds_count"] == len(SESSIONS) * len(steps)
+        assert found["policyc_sessions"] == len(SESSIONS)
+        assert found["policyc_forwarded_requests_total"] == 0, found
+        handed = {how: found.get(f'policyc_connections_total{{how="{how}"}}', 0) for how in HOW}
+        assert handed["passed"] == handed["received"], handed
+        # the eight agents' connections, each served by its owner, and the scrapes' one
+        assert handed["kept"] + handed["received"] == len(SESSIONS), handed
+        assert handed["unrouted"] == 1, handed
+
+
+HOW = ("kept", "passed", "received", "unrouted")
