@@ -15,12 +15,16 @@ or one an earlier run of this instance held, and :meth:`~PostgresStore.take_over
 the sessions of an instance that stopped renewing; every acquisition raises the lease's epoch by
 one. Every transaction that writes a session (:meth:`~PostgresStore.create_session`,
 :meth:`~PostgresStore.append`, :meth:`~PostgresStore.decided`, an approval of
-:meth:`~PostgresStore.answered`) first locks the lease at the epoch this instance acquired, and
-writes nothing (:class:`~.failures.LeaseLost`) when the epoch moved: an instance that lost a
-session commits nothing of it. Expiry only says when others may take over: an owner that
-nobody took over still holds the newest epoch, and commits.
+:meth:`~PostgresStore.answered`) locks the lease at the epoch this instance acquired before it
+commits, and writes nothing (:class:`~.failures.LeaseLost`) when the epoch moved: an instance
+that lost a session commits nothing of it. Expiry only says when others may take over: an owner
+that nobody took over still holds the newest epoch, and commits.
 
-Statements are prepared (``prepare=True``). A connection the server closed (a restart) is made
+Statements are prepared (``prepare=True``). A group commit's writes (:meth:`PostgresStore.group`)
+send their rows and fences as one batch with the ``COMMIT`` (:mod:`.pgbatch`): ``BEGIN``, then
+the batch and its ``COMMIT``, two round trips to the server whatever the group's size; and a
+transaction starts from the chain's last record as the last commit left it, rather than reading
+it back. A connection the server closed (a restart) is made
 anew: a read whose connection broke is tried again once on a new one, and so is a transaction
 whose ``BEGIN`` found the connection closed (nothing of it was sent); a transaction that broke
 later is not: its :class:`~.failures.StoreFailure` may mean it was committed or not, which the
@@ -52,9 +56,11 @@ import psycopg
 
 from policyc.runtime.audit import Head, HeadEntry
 
+from . import pgbatch
 from . import pgleases as leases
 from .audit import Chain, Tail, tagged, write
 from .failures import LeaseLost, StoreFailure, first_line
+from .pgbatch import Batch
 from .pgleases import Key, Lease
 from .pgschema import prepare, session_bytes, session_text
 from .store import Records, StoredSession, StoreError
@@ -83,8 +89,12 @@ class PostgresStore:
         self.closed = False
         self.lock = threading.RLock()
         self.grouped = False  # inside group(): a write's transaction is a savepoint of the group's
+        self.batch: Batch | None = None  # inside group()'s first run: the rows and fences not sent yet
         self.sealed: HeadEntry | None = None
         self.tail = Tail()  # the last record of its chain, once known in the open transaction
+        # the chain's last record as the last commit left it, if known (this instance alone
+        # writes its chain): a transaction starts from it rather than reading it back
+        self.committed: tuple[bool, tuple[int, bytes, int, bool] | None] = (False, None)
         self.widened: list[tuple[str, int]] = []  # (a SQLite store's files made private)
         self.held: dict[Key, int] = {}  # the epochs of the leases this instance holds
         self.connection = self._connect()
@@ -165,6 +175,7 @@ class PostgresStore:
             transaction.__exit__(None, None, None)  # COMMIT
         except psycopg.Error as error:
             self.sealed = None
+            self.committed = (False, None)  # committed or not: the database says
             raise StoreFailure(f"{self.path}: {first_line(error)}") from None
         self._committed()
 
@@ -175,7 +186,7 @@ class PostgresStore:
         for attempt in (1, 2):
             connection = self._live()
             transaction = connection.transaction()
-            self.tail.forget()
+            self.tail.known, self.tail.last = self.committed
             try:
                 transaction.__enter__()
             except psycopg.OperationalError as error:
@@ -194,6 +205,9 @@ class PostgresStore:
         epoch = self.held.get(key)
         if epoch is None:
             raise LeaseLost(f"this instance ({self.instance}) holds no lease on the session {_key(key)}")
+        if self.batch is not None:  # locked with the batch's others, before the commit
+            self.batch.fences[key] = epoch
+            return
         if not leases.fence(connection, self.instance, key, epoch):
             del self.held[key]
             raise LeaseLost(
@@ -210,7 +224,7 @@ class PostgresStore:
     ) -> None:
         if records:
             written = write(
-                _WriterRows(connection, self.instance, self.tail),
+                _WriterRows(connection, self.instance, self.tail, self.batch),
                 records if principal is None else tagged(records, principal, decision),
                 self.chain,
             )
@@ -218,6 +232,9 @@ class PostgresStore:
                 self.sealed = written
 
     def _committed(self) -> None:
+        """After a commit: the chain's last record kept for the next transaction, and the head
+        published at the checkpoint it wrote, if it wrote one."""
+        self.committed = (self.tail.known, self.tail.last)
         sealed, self.sealed = self.sealed, None
         if sealed is not None and self.chain.publish is not None:
             self.chain.publish(Head((sealed,)).line())
@@ -254,14 +271,15 @@ class PostgresStore:
         the new last sequence number. All of them or none are committed."""
         with self.lock, self._transaction() as connection:
             self._fence(connection, principal, session)
-            with connection.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO events VALUES (%s, %s, %s, %s, %s)",
-                    [
-                        (principal, session_bytes(session), seq + n, how, body)
-                        for n, (how, body) in enumerate(rows, 1)
-                    ],
-                )
+            added = [
+                (principal, session_bytes(session), seq + n, how, body)
+                for n, (how, body) in enumerate(rows, 1)
+            ]
+            if self.batch is not None:
+                self.batch.events += added
+            else:
+                with connection.cursor() as cursor:
+                    cursor.executemany(pgbatch.EVENTS, added)
             self._audit(connection, audit, principal)
         return seq + len(rows)
 
@@ -281,17 +299,15 @@ class PostgresStore:
         as the session's row ``seq``, in the same transaction."""
         with self.lock, self._transaction() as connection:
             self._fence(connection, principal, session)
-            if candidate is not None:
-                connection.execute(
-                    "INSERT INTO events VALUES (%s, %s, %s, %s, %s)",
-                    (principal, session_bytes(session), seq, how, candidate),
-                    prepare=True,
-                )
-            connection.execute(
-                "INSERT INTO decisions VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (decision, principal, session_bytes(session), seq, verdict, body, time.time()),
-                prepare=True,
-            )
+            event = None if candidate is None else (principal, session_bytes(session), seq, how, candidate)
+            row = (decision, principal, session_bytes(session), seq, verdict, body, time.time())
+            if self.batch is not None:
+                self.batch.events += [event] if event is not None else []
+                self.batch.decisions.append(row)
+            else:
+                if event is not None:
+                    connection.execute(pgbatch.EVENTS, event, prepare=True)
+                connection.execute(pgbatch.DECISIONS, row, prepare=True)
             self._audit(connection, audit, principal, decision)
 
     def answered(
@@ -509,14 +525,20 @@ class PostgresStore:
 
     def group(self, writes: Sequence[Callable[[], Any]]) -> list[tuple[bool, Any]]:
         """Run ``writes`` (each calling this store's write methods) in one transaction and commit
-        once: each write's outcome, ``(True, value)`` or ``(False, error)``. The writes run one
-        after the other while none raises; when one does, the transaction is taken back and they
-        run again, each in a savepoint of its own (a write changes nothing but the database, the
-        leases it found lost and the checkpoint to publish, so running it again is safe), so a
-        write that raises is taken back alone: one whose session's lease was lost
-        (:class:`LeaseLost`, found by its fence) writes nothing, and the others of the group
-        still commit. When the commit fails, every write's outcome is that error (a
-        :class:`StoreFailure`: the group was committed or not, which the database then says)."""
+        once: each write's outcome, ``(True, value)`` or ``(False, error)``. The writes first run
+        with a :class:`~.pgbatch.Batch`, their rows and fences sent at once with the ``COMMIT``
+        (:meth:`_batched`); when one raises, a lease moved or the server refuses a row, nothing
+        of them is committed and they run again one statement at a time, each in a savepoint of
+        its own (a write changes nothing but the database, the leases it found lost and the
+        checkpoint to publish, so running it again is safe), so a write that fails is taken back
+        alone: one whose session's lease was lost (:class:`LeaseLost`, found by its fence) writes
+        nothing, and the others of the group still commit. When the connection is lost during
+        the commit, every write's outcome is that error (a :class:`StoreFailure`: the group was
+        committed or not, which the database then says)."""
+        with self.lock:
+            batched = self._batched(writes)
+        if batched is not None:
+            return batched
         if len(writes) == 1:  # a transaction of its own, without a savepoint
             try:
                 return [(True, writes[0]())]
@@ -530,19 +552,7 @@ class PostgresStore:
             self.sealed = None
             try:
                 self.grouped = True
-                try:  # no savepoint each while no write raises: two round trips fewer per write
-                    outcomes = [(True, work()) for work in writes]
-                except Exception as error:  # taken back, and every write again in a savepoint
-                    if connection.broken or connection.closed:
-                        raise psycopg.OperationalError(str(error)) from error
-                    self.sealed = None
-                    transaction.__exit__(type(error), error, error.__traceback__)  # ROLLBACK
-                    try:
-                        connection, transaction = self._begun()
-                    except StoreFailure as lost:
-                        self.grouped = False
-                        return [(False, lost)] * len(writes)
-                    outcomes = [self._savepoint(connection, work) for work in writes]
+                outcomes = [self._savepoint(connection, work) for work in writes]
                 self.grouped = False
             except BaseException as error:
                 self.grouped = False
@@ -551,19 +561,79 @@ class PostgresStore:
                 with contextlib.suppress(psycopg.Error):
                     transaction.__exit__(type(error), error, error.__traceback__)
                 if isinstance(error, psycopg.Error):
-                    failure = StoreFailure(f"{self.path}: {first_line(error)}")
-                    return [(False, failure)] * len(writes)
+                    return [(False, StoreFailure(f"{self.path}: {first_line(error)}"))] * len(writes)
                 raise
+            failure = self._commit(connection, transaction)
+        return outcomes if failure is None else [(False, failure)] * len(writes)
+
+    def _batched(self, writes: Sequence[Callable[[], Any]]) -> list[tuple[bool, Any]] | None:
+        """The writes run with a batch, sent with the commit: every write's outcome, or None when
+        they are to run again one statement at a time (nothing of them committed)."""
+        try:
+            connection, transaction = self._begun()
+        except StoreFailure as error:
+            return [(False, error)] * len(writes)
+        self.sealed = None
+        batch = self.batch = Batch()
+        self.grouped = True
+        try:
             try:
-                if connection.pgconn.status != psycopg.pq.ConnStatus.OK:  # psycopg would not say
-                    raise psycopg.OperationalError("the connection was lost before the commit")
-                transaction.__exit__(None, None, None)  # COMMIT
-            except psycopg.Error as error:
-                self.sealed = None
-                failure = StoreFailure(f"{self.path}: {first_line(error)}")
+                values = [work() for work in writes]
+            finally:
+                self.grouped, self.batch = False, None
+        except BaseException as error:
+            self.sealed = None
+            broken = connection.broken or connection.closed
+            with contextlib.suppress(psycopg.Error):  # ROLLBACK (it fails too on a broken connection)
+                transaction.__exit__(type(error), error, error.__traceback__)
+            if not isinstance(error, Exception):
+                raise
+            if broken:  # the transaction went with the connection: nothing of the group is in
+                failure = (
+                    error
+                    if isinstance(error, StoreFailure)
+                    else StoreFailure(f"{self.path}: {first_line(error)}")
+                )
                 return [(False, failure)] * len(writes)
-            self._committed()
-        return outcomes
+            return None
+        committing = False
+        try:
+            with connection.pipeline():  # the batch and the COMMIT in one round trip
+                batch.send(connection, self.instance)
+                committing = True
+                transaction.__exit__(None, None, None)
+        except psycopg.Error as error:
+            self.sealed = None
+            if committing and (connection.broken or connection.closed):  # committed or not
+                self.committed = (False, None)
+                return [(False, StoreFailure(f"{self.path}: {first_line(error)}"))] * len(writes)
+            # a lease moved, or a row was refused (seen as the batch was sent, or with the
+            # COMMIT): the transaction failed, and commits nothing
+            with contextlib.suppress(psycopg.Error):
+                if not committing:
+                    transaction.__exit__(type(error), error, error.__traceback__)  # ROLLBACK
+                elif connection.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    connection.execute("ROLLBACK")
+            if connection.broken or connection.closed:
+                return [(False, StoreFailure(f"{self.path}: {first_line(error)}"))] * len(writes)
+            return None
+        self._committed()
+        return [(True, value) for value in values]
+
+    def _commit(
+        self, connection: psycopg.Connection[Any], transaction: AbstractContextManager[psycopg.Transaction]
+    ) -> StoreFailure | None:
+        """``COMMIT`` the group's transaction, and publish its checkpoint; the failure, if it failed."""
+        try:
+            if connection.pgconn.status != psycopg.pq.ConnStatus.OK:  # psycopg would not say
+                raise psycopg.OperationalError("the connection was lost before the commit")
+            transaction.__exit__(None, None, None)  # COMMIT
+        except psycopg.Error as error:
+            self.sealed = None
+            self.committed = (False, None)  # committed or not: the database says
+            return StoreFailure(f"{self.path}: {first_line(error)}")
+        self._committed()
+        return None
 
     def _savepoint(self, connection: psycopg.Connection[Any], work: Callable[[], Any]) -> tuple[bool, Any]:
         """One write of a group, taken back alone if it raises (a broken connection breaks the
@@ -690,10 +760,13 @@ class PostgresStore:
 class _WriterRows:
     """One writer's chain in the ``audit`` table (:class:`.audit.Rows`)."""
 
-    def __init__(self, connection: psycopg.Connection[Any], writer: str, tail: Tail) -> None:
+    def __init__(
+        self, connection: psycopg.Connection[Any], writer: str, tail: Tail, batch: Batch | None = None
+    ) -> None:
         self.connection = connection
         self.writer = writer
         self.tail = tail
+        self.batch = batch  # rows are added to it rather than sent (the tail is known then)
 
     def last(self) -> tuple[int, bytes, int, bool] | None:
         if self.tail.known:
@@ -708,6 +781,9 @@ class _WriterRows:
         return last
 
     def first(self) -> bytes:
+        held = self.batch.first() if self.batch is not None else None
+        if held is not None:
+            return held
         found = self.connection.execute(
             "SELECT line FROM audit WHERE writer = %s AND seq = 0", (self.writer,), prepare=True
         ).fetchone()
@@ -716,11 +792,10 @@ class _WriterRows:
 
     def insert(self, seq: int, line: bytes, since: int, final: bool) -> None:
         self.tail.forget()  # until the row is in
-        self.connection.execute(
-            "INSERT INTO audit VALUES (%s, %s, %s, %s, %s)",
-            (self.writer, seq, line, since, final),
-            prepare=True,
-        )
+        if self.batch is not None:
+            self.batch.audit.append((self.writer, seq, line, since, final))
+        else:
+            self.connection.execute(pgbatch.AUDIT, (self.writer, seq, line, since, final), prepare=True)
         self.tail.known, self.tail.last = True, (seq, line, since, final)
 
 

@@ -8,6 +8,7 @@ an owner that lost it, so that its late writes write nothing."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 import time
@@ -372,6 +373,118 @@ def test_a_commit_waits_for_a_take_over_under_way_and_is_then_refused(database: 
         writer.join(10)
         assert isinstance(outcome[0], LeaseLost)
         assert list(a.events("agent", "s")) == []
+    finally:
+        a.close()
+
+
+def test_a_group_waits_for_a_take_over_under_way_and_commits_nothing_of_the_session_taken(
+    database: str,
+) -> None:
+    """A group's writes lock their leases together, just before the commit: a take-over under
+    way holds the group until it is committed, and then the taken session's write is refused
+    and taken back alone."""
+    a = PostgresStore(database, instance="a")
+    try:
+        _owns_three_sessions(a)
+        outcome: list[Any] = []
+        with psycopg.connect(database) as taker:  # another instance, mid take-over of s2
+            taker.execute("UPDATE leases SET owner = 'b', epoch = epoch + 1 WHERE session = 's2'::bytea")
+            writer = threading.Thread(
+                target=lambda: outcome.append(
+                    a.group(
+                        [
+                            lambda s=s: a.append("agent", s, [("record", f'{{"id":"{s}"}}')], 0)
+                            for s in ("s1", "s2", "s3")
+                        ]
+                    )
+                )
+            )
+            writer.start()
+            writer.join(0.2)
+            assert writer.is_alive() and outcome == []  # the commit waits for the take-over
+            taker.commit()
+        writer.join(10)
+        ((first, second, third),) = outcome
+        assert first == (True, 1) and third == (True, 1), outcome
+        assert second[0] is False and isinstance(second[1], LeaseLost)
+        assert list(a.events("agent", "s2")) == []
+        assert [body for _, _, body in a.events("agent", "s3")] == ['{"id":"s3"}']
+    finally:
+        a.close()
+
+
+def test_a_group_goes_to_postgresql_in_two_round_trips_whatever_its_size(
+    database: str, tmp_path: Path
+) -> None:
+    """``BEGIN``, then the group's fences and rows and its ``COMMIT`` in one pipeline: counted in
+    libpq's trace of the connection (each round trip ends with a ``Sync`` or is a simple
+    ``Query``)."""
+    a = PostgresStore(database, instance="a")
+    try:
+        a.record_audit([HEADER])
+        _owns_three_sessions(a)
+        record = {"type": "event", "session": "s", "event": {"id": "e"}}
+        trace = tmp_path / "libpq.trace"
+        for size in (2, 6):
+            with open(trace, "w") as sink:
+                a.connection.pgconn.trace(sink.fileno())
+                a.connection.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+                outcomes = a.group(
+                    [
+                        lambda n=n, size=size: a.decided(
+                            f"d{size}-{n}",
+                            "agent",
+                            f"s{n % 3 + 1}",
+                            100 * size + n,
+                            "allow",
+                            "{}",
+                            "{}",
+                            audit=[record],
+                        )
+                        for n in range(size)
+                    ]
+                )
+                a.connection.pgconn.untrace()
+            assert outcomes == [(True, None)] * size
+            sent = re.findall(r"^F\t\d+\t(Sync|Query)\b", trace.read_text(), re.MULTILINE)
+            assert sent == ["Query", "Sync"], sent  # BEGIN; the batch and the COMMIT
+        a.record_audit([CLOSE])
+        (log,) = a.chains().values()
+        verified = verify_bytes(log)
+        assert verified.ok and verified.records == 10  # the header, eight decisions, the end
+    finally:
+        a.close()
+
+
+def test_the_chain_carried_from_commit_to_commit_is_the_databases_after_a_write_taken_back(
+    database: str,
+) -> None:
+    """A transaction starts from the chain's last record as the last commit left it; one taken
+    back (its records with it), alone or in a group, leaves that as it was."""
+    a = PostgresStore(database, instance="a")
+    try:
+        a.record_audit([HEADER])
+        _owns_three_sessions(a)
+        record = {"type": "event", "session": "s", "event": {"id": "e"}}
+        assert a.append("agent", "s1", [("record", '{"id":"a"}')], 0, [record]) == 1
+        with pytest.raises(StoreFailure):  # sequence number 1 again: refused, records and all
+            a.append("agent", "s1", [("record", '{"id":"a"}')], 0, [record, record])
+        assert a.append("agent", "s2", [("record", '{"id":"b"}')], 0, [record]) == 1
+        outcomes = a.group(
+            [
+                lambda: a.append("agent", "s3", [("record", '{"id":"c"}')], 0, [record]),
+                lambda: a.append("agent", "s2", [("record", '{"id":"b"}')], 0, [record]),  # refused
+            ]
+        )
+        assert [ok for ok, _ in outcomes] == [True, False], outcomes
+        assert (
+            a.group([lambda: a.append("agent", "s2", [("record", '{"id":"d"}')], 0, [record])])[0][0] is False
+        )
+        assert a.append("agent", "s3", [("record", '{"id":"e"}')], 1, [record]) == 2
+        a.record_audit([CLOSE])
+        (log,) = a.chains().values()
+        verified = verify_bytes(log)
+        assert verified.ok and verified.records == 6  # the header, four events, the end
     finally:
         a.close()
 
