@@ -115,7 +115,7 @@ def document() -> dict[str, Any]:
             "/metrics": {
                 "get": {
                     "summary": "Counters in the Prometheus text format",
-                    "description": "`policyc_decisions_total{verdict}`, `policyc_decision_seconds` (a histogram), `policyc_sessions`, `policyc_queue_depth`.",
+                    "description": "`policyc_decisions_total{verdict}`, `policyc_decision_seconds` (a histogram), `policyc_sessions`, `policyc_queue_depth`; with `--processes N`, every process's summed, and `policyc_connections_total{how}` (what became of each connection a process accepted: `kept`, `passed` to its session's owner, `received` from the process that accepted it, `unrouted`: served where accepted) and `policyc_forwarded_requests_total` (requests forwarded to the process owning their session).",
                     "security": secured,
                     "responses": {
                         "200": {
