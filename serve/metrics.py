@@ -94,5 +94,5 @@ def summed(texts: Iterable[str]) -> bytes:
             return iter(families.values())
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(Summed())  # type: ignore[arg-type]
+    registry.register(Summed())
     return generate_latest(registry)
