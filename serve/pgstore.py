@@ -122,6 +122,10 @@ class PostgresStore:
             raise StoreError(f"{self.path}: cannot connect: {first_line(error)}") from None
         return connection
 
+    def _failure(self, error: BaseException) -> StoreFailure:
+        """A database's error as the store's (naming the database), a store's as it is."""
+        return error if isinstance(error, StoreFailure) else StoreFailure(f"{self.path}: {first_line(error)}")
+
     def _live(self) -> psycopg.Connection[Any]:
         """The connection, made anew if the last one broke."""
         if self.closed:
@@ -141,9 +145,9 @@ class PostgresStore:
                 return query(connection)
             except psycopg.OperationalError as error:
                 if attempt == 2 or not connection.broken:
-                    raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+                    raise self._failure(error) from None
             except psycopg.Error as error:
-                raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+                raise self._failure(error) from None
         raise AssertionError("unreachable")
 
     @contextmanager
@@ -156,7 +160,7 @@ class PostgresStore:
             try:
                 yield self.connection
             except psycopg.Error as error:
-                raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+                raise self._failure(error) from None
             return
         connection, transaction = self._begun()
         self.sealed = None
@@ -169,14 +173,14 @@ class PostgresStore:
             except psycopg.Error:
                 pass  # the connection is gone, and the transaction with it
             if isinstance(error, psycopg.Error):
-                raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+                raise self._failure(error) from None
             raise
         try:
             transaction.__exit__(None, None, None)  # COMMIT
         except psycopg.Error as error:
             self.sealed = None
             self.committed = (False, None)  # committed or not: the database says
-            raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+            raise self._failure(error) from None
         self._committed()
 
     def _begun(self) -> tuple[psycopg.Connection[Any], AbstractContextManager[psycopg.Transaction]]:
@@ -191,10 +195,10 @@ class PostgresStore:
                 transaction.__enter__()
             except psycopg.OperationalError as error:
                 if attempt == 2 or not connection.broken:
-                    raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+                    raise self._failure(error) from None
                 continue
             except psycopg.Error as error:
-                raise StoreFailure(f"{self.path}: {first_line(error)}") from None
+                raise self._failure(error) from None
             return connection, transaction
         raise AssertionError("unreachable")
 
@@ -561,7 +565,7 @@ class PostgresStore:
                 with contextlib.suppress(psycopg.Error):
                     transaction.__exit__(type(error), error, error.__traceback__)
                 if isinstance(error, psycopg.Error):
-                    return [(False, StoreFailure(f"{self.path}: {first_line(error)}"))] * len(writes)
+                    return [(False, self._failure(error))] * len(writes)
                 raise
             failure = self._commit(connection, transaction)
         return outcomes if failure is None else [(False, failure)] * len(writes)
@@ -589,12 +593,7 @@ class PostgresStore:
             if not isinstance(error, Exception):
                 raise
             if broken:  # the transaction went with the connection: nothing of the group is in
-                failure = (
-                    error
-                    if isinstance(error, StoreFailure)
-                    else StoreFailure(f"{self.path}: {first_line(error)}")
-                )
-                return [(False, failure)] * len(writes)
+                return [(False, self._failure(error))] * len(writes)
             return None
         committing = False
         try:
@@ -604,19 +603,16 @@ class PostgresStore:
                 transaction.__exit__(None, None, None)
         except psycopg.Error as error:
             self.sealed = None
-            if committing and (connection.broken or connection.closed):  # committed or not
+            broken = connection.broken or connection.closed
+            if committing and broken:  # the COMMIT was sent: committed or not, the database says
                 self.committed = (False, None)
-                return [(False, StoreFailure(f"{self.path}: {first_line(error)}"))] * len(writes)
-            # a lease moved, or a row was refused (seen as the batch was sent, or with the
-            # COMMIT): the transaction failed, and commits nothing
-            with contextlib.suppress(psycopg.Error):
-                if not committing:
-                    transaction.__exit__(type(error), error, error.__traceback__)  # ROLLBACK
-                elif connection.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                    connection.execute("ROLLBACK")
-            if connection.broken or connection.closed:
-                return [(False, StoreFailure(f"{self.path}: {first_line(error)}"))] * len(writes)
-            return None
+            else:  # a lease moved, or a row was refused: the transaction commits nothing
+                with contextlib.suppress(psycopg.Error):
+                    if not committing:
+                        transaction.__exit__(type(error), error, error.__traceback__)  # ROLLBACK
+                    elif connection.pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                        connection.execute("ROLLBACK")
+            return [(False, self._failure(error))] * len(writes) if broken else None
         self._committed()
         return [(True, value) for value in values]
 
@@ -631,7 +627,7 @@ class PostgresStore:
         except psycopg.Error as error:
             self.sealed = None
             self.committed = (False, None)  # committed or not: the database says
-            return StoreFailure(f"{self.path}: {first_line(error)}")
+            return self._failure(error)
         self._committed()
         return None
 

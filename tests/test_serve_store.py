@@ -448,10 +448,7 @@ def test_a_group_goes_to_postgresql_in_two_round_trips_whatever_its_size(
             assert outcomes == [(True, None)] * size
             sent = re.findall(r"^F\t\d+\t(Sync|Query)\b", trace.read_text(), re.MULTILINE)
             assert sent == ["Query", "Sync"], sent  # BEGIN; the batch and the COMMIT
-        a.record_audit([CLOSE])
-        (log,) = a.chains().values()
-        verified = verify_bytes(log)
-        assert verified.ok and verified.records == 10  # the header, eight decisions, the end
+        assert _closed_chain(a) == 10  # the header, eight decisions, the end
     finally:
         a.close()
 
@@ -481,10 +478,7 @@ def test_the_chain_carried_from_commit_to_commit_is_the_databases_after_a_write_
             a.group([lambda: a.append("agent", "s2", [("record", '{"id":"d"}')], 0, [record])])[0][0] is False
         )
         assert a.append("agent", "s3", [("record", '{"id":"e"}')], 1, [record]) == 2
-        a.record_audit([CLOSE])
-        (log,) = a.chains().values()
-        verified = verify_bytes(log)
-        assert verified.ok and verified.records == 6  # the header, four events, the end
+        assert _closed_chain(a) == 6  # the header, four events, the end
     finally:
         a.close()
 
@@ -601,10 +595,7 @@ def test_a_group_commits_once_and_a_write_whose_lease_was_lost_writes_nothing(da
         assert isinstance(outcomes[1][1], LeaseLost)
         assert [body for _, _, body in b.events("agent", "s1")] == ['{"id":"a"}', '{"id":"b"}']
         assert list(b.events("agent", "s2")) == []
-        a.record_audit([CLOSE])
-        (log,) = a.chains().values()
-        verified = verify_bytes(log)
-        assert verified.ok and verified.records == 4  # the header, two events, the end
+        assert _closed_chain(a) == 4  # the header, two events, the end
     finally:
         a.close()
         b.close()
@@ -627,6 +618,15 @@ def test_a_failed_group_commit_fails_every_write_and_the_store_goes_on(database:
         assert a.group([lambda: a.append("agent", "s2", [("record", "2")], 0)]) == [(True, 1)]
     finally:
         a.close()
+
+
+def _closed_chain(store: PostgresStore) -> int:
+    """The records of the store's one chain once closed, which must verify."""
+    store.record_audit([CLOSE])
+    (log,) = store.chains().values()
+    verified = verify_bytes(log)
+    assert verified.ok, verified.problem
+    return verified.records
 
 
 def _owns_three_sessions(store: PostgresStore) -> None:
@@ -702,10 +702,7 @@ def test_a_write_that_fails_after_its_audit_records_leaves_the_chain_whole_in_a_
         )
         assert [ok for ok, _ in outcomes] == [True, False, True, True], outcomes
         assert list(a.events("agent", "s2")) == []
-        a.record_audit([CLOSE])
-        (log,) = a.chains().values()
-        verified = verify_bytes(log)
-        assert verified.ok and verified.records == 5  # the header, three events, the end
+        assert _closed_chain(a) == 5  # the header, three events, the end
     finally:
         a.close()
 
@@ -729,9 +726,6 @@ def test_a_write_the_database_refuses_is_taken_back_alone_in_a_postgresql_group(
         assert isinstance(outcomes[2][1], StoreFailure)
         assert [body for _, _, body in a.events("agent", "s1")] == ['{"id":"a"}']
         assert [body for _, _, body in a.events("agent", "s3")] == ['{"id":"d"}']
-        a.record_audit([CLOSE])
-        (log,) = a.chains().values()
-        verified = verify_bytes(log)
-        assert verified.ok and verified.records == 5  # the header, three events, the end
+        assert _closed_chain(a) == 5  # the header, three events, the end
     finally:
         a.close()
